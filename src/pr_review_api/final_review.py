@@ -1,0 +1,138 @@
+"""The final review: its JSON schema, its model and the stop-turn checks.
+
+A stop turn becomes a review only when its content is a JSON object that matches the schema
+exactly (no extra fields, no coercion), stays within the count and size limits, and every
+finding names an existing regular file at the head commit with a line inside that file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from pr_review_api.errors import InvalidModelResponse, ToolError
+from pr_review_api.jsonutil import StrictJSONError, loads_strict
+from pr_review_api.repository import PinnedRepository
+from pr_review_api.settings import MAX_FINAL_TEXT_BYTES, MAX_FINDINGS, MAX_NOTES
+
+Severity = Literal["critical", "high", "medium", "low", "info"]
+SEVERITIES: tuple[Severity, ...] = ("critical", "high", "medium", "low", "info")
+
+
+def _bounded_text(value: str) -> str:
+    if len(value.encode("utf-8")) > MAX_FINAL_TEXT_BYTES:
+        raise ValueError(f"text longer than {MAX_FINAL_TEXT_BYTES} bytes")
+    return value
+
+
+BoundedText = Annotated[str, AfterValidator(_bounded_text)]
+
+
+class Finding(BaseModel):
+    """One problem the model found, tied to a file and optionally a line."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    severity: Severity
+    title: BoundedText
+    explanation: BoundedText
+    path: BoundedText
+    line: Annotated[int, Field(ge=1)] | None
+    evidence: BoundedText
+    recommendation: BoundedText
+
+
+class FinalReview(BaseModel):
+    """The model's validated review."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    summary: BoundedText
+    findings: Annotated[list[Finding], Field(max_length=MAX_FINDINGS)]
+    notes: Annotated[list[BoundedText], Field(max_length=MAX_NOTES)]
+
+
+_TEXT = {"type": "string", "maxLength": MAX_FINAL_TEXT_BYTES}
+
+FINAL_REVIEW_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "pr-review final review",
+    "description": (
+        "Text fields are limited to 8 KiB of UTF-8 each. A finding's path is repository-relative "
+        "and names an existing regular file at the head commit; line, when not null, lies within it."
+    ),
+    "type": "object",
+    "properties": {
+        "summary": _TEXT,
+        "findings": {
+            "type": "array",
+            "maxItems": MAX_FINDINGS,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "severity": {"enum": list(SEVERITIES)},
+                    "title": _TEXT,
+                    "explanation": _TEXT,
+                    "path": _TEXT,
+                    "line": {"type": ["integer", "null"], "minimum": 1},
+                    "evidence": _TEXT,
+                    "recommendation": _TEXT,
+                },
+                "required": [
+                    "severity",
+                    "title",
+                    "explanation",
+                    "path",
+                    "line",
+                    "evidence",
+                    "recommendation",
+                ],
+                "additionalProperties": False,
+            },
+        },
+        "notes": {"type": "array", "maxItems": MAX_NOTES, "items": _TEXT},
+    },
+    "required": ["summary", "findings", "notes"],
+    "additionalProperties": False,
+}
+
+
+def parse_final_review(content: object, repository: PinnedRepository) -> FinalReview:
+    """Apply every stop-turn check to a stop turn's content."""
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidModelResponse("The final review was empty.")
+    try:
+        document = loads_strict(content)
+    except StrictJSONError:
+        raise InvalidModelResponse("The final review was not valid JSON.") from None
+    try:
+        review = FinalReview.model_validate(document)
+    except ValidationError as exc:
+        raise InvalidModelResponse(_describe(exc)) from None
+    for index, finding in enumerate(review.findings, start=1):
+        _check_finding_location(index, finding, repository)
+    return review
+
+
+def _describe(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "document"
+    return f"The final review does not match its schema at {where}."
+
+
+def _check_finding_location(index: int, finding: Finding, repository: PinnedRepository) -> None:
+    try:
+        file = repository.resolve_file(finding.path)
+    except ToolError:
+        raise InvalidModelResponse(
+            f"Finding {index} does not name a regular file at the head commit."
+        ) from None
+    if finding.line is not None and finding.line > repository.line_count(file):
+        raise InvalidModelResponse(f"Finding {index} names a line past the end of its file.")
+
+
+def review_schema_json() -> str:
+    """The final-review JSON schema as `pr-review schema review` prints it."""
+    return json.dumps(FINAL_REVIEW_SCHEMA, indent=2)
