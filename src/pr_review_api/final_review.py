@@ -60,8 +60,9 @@ FINAL_REVIEW_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "pr-review final review",
     "description": (
-        "Text fields are limited to 8 KiB of UTF-8 each. A finding's path is repository-relative "
-        "and names an existing regular file at the head commit; line, when not null, lies within it."
+        "Text fields are limited to 8 KiB of UTF-8 each. A finding's path is "
+        "repository-relative and names an existing regular file at the head commit; "
+        "line, when not null, lies within that file."
     ),
     "type": "object",
     "properties": {

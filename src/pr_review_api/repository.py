@@ -31,7 +31,11 @@ _IGNORABLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u206a-\u206f\u
 
 # Output settings a local repository's own config could change; reviews read one format.
 DIFF_CONFIG = GitConfig(
-    values=(("diff.noprefix", "false"), ("diff.mnemonicPrefix", "false"), ("diff.relative", "false"))
+    values=(
+        ("diff.noprefix", "false"),
+        ("diff.mnemonicPrefix", "false"),
+        ("diff.relative", "false"),
+    )
 )
 
 SNAPSHOT_CACHE_SIZE = 8
@@ -136,7 +140,9 @@ def read_blobs(git_dir: Path, oids: Iterable[str]) -> dict[str, bytes]:
     wanted = list(dict.fromkeys(oids))
     if not wanted:
         return {}
-    output = run_git(git_dir, ["cat-file", "--batch"], input_bytes="\n".join(wanted).encode() + b"\n")
+    output = run_git(
+        git_dir, ["cat-file", "--batch"], input_bytes="\n".join(wanted).encode() + b"\n"
+    )
     data = output.stdout
     blobs: dict[str, bytes] = {}
     offset = 0
@@ -275,7 +281,9 @@ class PinnedRepository:
         """Pin a base and a head commit; the diff will run from their merge base."""
         found = run_git(git_dir, ["merge-base", base_sha, head_sha], check=False)
         merge_base = found.stdout.decode().strip() if found.returncode == 0 else base_sha
-        return cls(git_dir, Revisions(base_sha, head_sha, merge_base if is_sha(merge_base) else base_sha))
+        return cls(
+            git_dir, Revisions(base_sha, head_sha, merge_base if is_sha(merge_base) else base_sha)
+        )
 
     # --- paths ---
 
@@ -376,8 +384,15 @@ class PinnedRepository:
         """(status letter, path) for each file changed from merge base to head."""
         output = run_git(
             self.git_dir,
-            ["diff", "--name-status", "-z", "--no-renames", "--no-ext-diff",
-             self.revisions.merge_base_sha, self.revisions.head_sha],
+            [
+                "diff",
+                "--name-status",
+                "-z",
+                "--no-renames",
+                "--no-ext-diff",
+                self.revisions.merge_base_sha,
+                self.revisions.head_sha,
+            ],
             config=DIFF_CONFIG,
         ).stdout
         fields = output.split(b"\0")
@@ -424,7 +439,8 @@ def resolve_commit(git_dir: Path, revision: str) -> str | None:
         return None
     try:
         found = run_git(
-            git_dir, ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"]
+            git_dir,
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"],
         )
     except GitError:
         return None

@@ -1,0 +1,282 @@
+"""run_review(): the one function the HTTP API and the CLI share.
+
+A review is: pin the repository (a GitHub pull request fetched into the cache, or two
+revisions of a local repository), then run the tool-calling loop until a stop turn passes
+final validation or a termination reason ends it. The whole review, checkout included, runs
+under one deadline. Blocking git work runs in worker threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pr_review_api.errors import InvalidModelResponse, InvalidRepository, MaxRounds, ReviewTimeout
+from pr_review_api.final_review import FinalReview, parse_final_review
+from pr_review_api.git import GitError, run_git
+from pr_review_api.prompts import ReviewContext, system_prompt, user_message
+from pr_review_api.protocol import CallLimits, ToolCall, Turn, parse_turn
+from pr_review_api.provider import ProviderClient
+from pr_review_api.repository import PinnedRepository, resolve_commit
+from pr_review_api.repository_tools import TOOLS, ToolOutcome, execute_tool
+from pr_review_api.result import PullRequestInfo, ReviewResult, Revisions
+from pr_review_api.settings import MAX_ACCUMULATED_TOOL_CONTENT_BYTES, Settings
+from pr_review_api.trace import TraceToolCall, TraceTurn, Usage, preview
+
+
+@dataclass(frozen=True)
+class PullRequestTarget:
+    """Review a GitHub pull request given by URL."""
+
+    url: str
+
+
+@dataclass(frozen=True)
+class LocalTarget:
+    """Review two revisions of a local repository."""
+
+    repo: Path
+    base: str
+    head: str
+
+
+ReviewTarget = PullRequestTarget | LocalTarget
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a review has done so far, for live progress output."""
+
+    stage: str  # "preparing", "waiting_for_model", "running_tools", "validating"
+    round: int
+    tool_calls: int
+    usage: Usage
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    repository: PinnedRepository
+    pull_request: PullRequestInfo | None
+    context: ReviewContext
+
+
+async def run_review(
+    target: ReviewTarget,
+    settings: Settings,
+    *,
+    include_trace: bool = False,
+    progress: ProgressCallback | None = None,
+    provider: ProviderClient | None = None,
+) -> ReviewResult:
+    """Prepare the repository, run the validated tool-calling loop, return the review.
+
+    Raises a `ReviewError` subclass for every failure the contract names. A shared
+    `provider` client may be passed in (the HTTP service keeps one); otherwise one is made.
+    """
+    settings.require_provider_key()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.review_timeout_seconds
+    try:
+        async with asyncio.timeout_at(deadline), _provider(settings, provider) as client:
+            _report(progress, "preparing", 0, 0, Usage())
+            async with _prepare(target, settings) as prepared:
+                loop_run = _ReviewLoop(prepared, settings, client, deadline, progress)
+                return await loop_run.run(include_trace)
+    except TimeoutError:
+        raise ReviewTimeout() from None
+
+
+@asynccontextmanager
+async def _provider(
+    settings: Settings, shared: ProviderClient | None
+) -> AsyncIterator[ProviderClient]:
+    if shared is not None:
+        yield shared
+        return
+    async with ProviderClient(settings) as client:
+        yield client
+
+
+@asynccontextmanager
+async def _prepare(target: ReviewTarget, settings: Settings) -> AsyncIterator[_Prepared]:
+    if isinstance(target, LocalTarget):
+        yield await asyncio.to_thread(_prepare_local, target)
+        return
+    from pr_review_api.cache import open_pull_request
+
+    async with open_pull_request(target.url, settings) as pull:
+        repository = await asyncio.to_thread(
+            PinnedRepository.open, pull.git_dir, pull.metadata.base_sha, pull.metadata.head_sha
+        )
+        context = await asyncio.to_thread(
+            _context, repository, pull.info.url, pull.metadata.title, pull.metadata.body
+        )
+        yield _Prepared(repository, pull.info, context)
+
+
+def _prepare_local(target: LocalTarget) -> _Prepared:
+    git_dir = _local_git_dir(target.repo)
+    base = resolve_commit(git_dir, target.base)
+    head = resolve_commit(git_dir, target.head)
+    if base is None or head is None:
+        raise InvalidRepository("A revision does not name a commit in the repository.")
+    repository = PinnedRepository.open(git_dir, base, head)
+    # The local path is never shown to the model: it may name the user's machine.
+    return _Prepared(repository, None, _context(repository, "a local repository", None, None))
+
+
+def _local_git_dir(repo: Path) -> Path:
+    if not repo.is_dir():
+        raise InvalidRepository("The repository path is not a directory.")
+    try:
+        found = run_git(None, ["rev-parse", "--absolute-git-dir"], cwd=repo, timeout=30)
+    except GitError:
+        raise InvalidRepository("The path is not a git repository.") from None
+    return Path(found.stdout.decode(errors="surrogateescape").strip())
+
+
+def _context(
+    repository: PinnedRepository, identity: str, title: str | None, description: str | None
+) -> ReviewContext:
+    revisions = repository.revisions
+    return ReviewContext(
+        identity=identity,
+        base_sha=revisions.base_sha,
+        head_sha=revisions.head_sha,
+        merge_base_sha=revisions.merge_base_sha,
+        changed_files=repository.changed_files(),
+        title=title,
+        description=description,
+    )
+
+
+def _report(
+    progress: ProgressCallback | None, stage: str, round_: int, calls: int, usage: Usage
+) -> None:
+    if progress is not None:
+        progress(Progress(stage, round_, calls, usage))
+
+
+class _ReviewLoop:
+    """The state of one review's conversation with the model."""
+
+    def __init__(
+        self,
+        prepared: _Prepared,
+        settings: Settings,
+        provider: ProviderClient,
+        deadline: float,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self.prepared = prepared
+        self.settings = settings
+        self.provider = provider
+        self.deadline = deadline
+        self.progress = progress
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system_prompt()},
+            {"role": "user", "content": user_message(prepared.context)},
+        ]
+        self.seen_ids: set[str] = set()
+        self.tool_calls = 0
+        self.tool_content_bytes = 0
+        self.usage = Usage()
+        self.trace: list[TraceTurn] = []
+
+    async def run(self, include_trace: bool) -> ReviewResult:
+        for round_ in range(1, self.settings.review_max_rounds + 1):
+            self._report("waiting_for_model", round_)
+            envelope = await self.provider.complete(self.messages, TOOLS, deadline=self.deadline)
+            turn = parse_turn(envelope, self.seen_ids, self._limits())
+            self.usage += turn.usage
+            if turn.finish_reason == "stop":
+                self._report("validating", round_)
+                repository = self.prepared.repository
+                review = await asyncio.to_thread(parse_final_review, turn.content, repository)
+                self._record(round_, turn, [])
+                return self._result(review, round_, include_trace)
+            self._report("running_tools", round_)
+            outcomes = await self._execute(turn)
+            self._record(round_, turn, outcomes)
+        raise MaxRounds()
+
+    def _limits(self) -> CallLimits:
+        return CallLimits(
+            per_round=self.settings.review_max_tool_calls_per_round,
+            total=self.settings.review_max_tool_calls,
+            used=self.tool_calls,
+        )
+
+    async def _execute(self, turn: Turn) -> list[tuple[ToolOutcome, int]]:
+        """Run a validated round's calls in worker threads; append results in call order."""
+        calls = turn.calls
+        outcomes = await asyncio.gather(*(asyncio.to_thread(self._timed, call) for call in calls))
+        self.messages.append(turn.message)
+        for call, (outcome, _) in zip(calls, outcomes, strict=True):
+            self.tool_content_bytes += len(outcome.content.encode("utf-8"))
+            if self.tool_content_bytes > MAX_ACCUMULATED_TOOL_CONTENT_BYTES:
+                raise InvalidModelResponse("The accumulated tool content exceeded its limit.")
+            self.messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": outcome.content}
+            )
+        self.seen_ids.update(call.id for call in calls)
+        self.tool_calls += len(calls)
+        return outcomes
+
+    def _timed(self, call: ToolCall) -> tuple[ToolOutcome, int]:
+        started = time.perf_counter()
+        outcome = execute_tool(self.prepared.repository, call.name, call.validated)
+        return outcome, round((time.perf_counter() - started) * 1000)
+
+    def _record(self, round_: int, turn: Turn, outcomes: list[tuple[ToolOutcome, int]]) -> None:
+        self.trace.append(
+            TraceTurn(
+                round=round_,
+                provider_request_id=turn.request_id,
+                provider_model=turn.model,
+                finish_reason=turn.finish_reason,
+                protocol_action="final_review" if turn.finish_reason == "stop" else "execute_tools",
+                usage=turn.usage,
+                tool_calls=[
+                    TraceToolCall(
+                        id=call.id,
+                        name=call.name,
+                        arguments=call.arguments,
+                        ok=outcome.ok,
+                        result_preview=preview(outcome.preview_text),
+                        result_bytes=len(outcome.content.encode("utf-8")),
+                        truncated=outcome.truncated,
+                        duration_ms=duration_ms,
+                    )
+                    for call, (outcome, duration_ms) in zip(turn.calls, outcomes, strict=True)
+                ],
+            )
+        )
+
+    def _report(self, stage: str, round_: int) -> None:
+        _report(self.progress, stage, round_, self.tool_calls, self.usage)
+
+    def _result(self, review: FinalReview, rounds: int, include_trace: bool) -> ReviewResult:
+        revisions = self.prepared.repository.revisions
+        return ReviewResult(
+            pull_request=self.prepared.pull_request,
+            revisions=Revisions(
+                base_sha=revisions.base_sha,
+                head_sha=revisions.head_sha,
+                merge_base_sha=revisions.merge_base_sha,
+            ),
+            model=self.settings.opencode_model,
+            review=review,
+            usage=self.usage,
+            rounds=rounds,
+            tool_calls=self.tool_calls,
+            trace=self.trace if include_trace else None,
+        )

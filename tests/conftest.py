@@ -1,0 +1,36 @@
+"""Fixtures shared by the whole suite."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.gitrepo import GitRepo
+
+# Distinctive secrets: tests assert they never appear in any output, log, trace or file.
+PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"
+GITHUB_TOKEN = "ghp_test-GITHUB-SECRET-41be02"
+
+_OUR_VARIABLES = (
+    "OPENCODE_",
+    "GITHUB_",
+    "REVIEW_",
+    "PR_REVIEW_",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No setting leaks in from the developer's shell or a .env file."""
+    for name in list(os.environ):
+        if name.startswith(_OUR_VARIABLES):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    """An empty repository with a working tree."""
+    return GitRepo(tmp_path / "repo")
