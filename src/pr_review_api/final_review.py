@@ -112,8 +112,7 @@ def parse_final_review(content: object, repository: PinnedRepository) -> FinalRe
         review = FinalReview.model_validate(document)
     except ValidationError as exc:
         raise InvalidModelResponse(_describe(exc)) from None
-    for index, finding in enumerate(review.findings, start=1):
-        _check_finding_location(index, finding, repository)
+    _check_locations(review.findings, repository)
     return review
 
 
@@ -123,15 +122,23 @@ def _describe(exc: ValidationError) -> str:
     return f"The final review does not match its schema at {where}."
 
 
-def _check_finding_location(index: int, finding: Finding, repository: PinnedRepository) -> None:
-    try:
-        file = repository.resolve_file(finding.path)
-    except ToolError:
-        raise InvalidModelResponse(
-            f"Finding {index} does not name a regular file at the head commit."
-        ) from None
-    if finding.line is not None and finding.line > repository.line_count(file):
-        raise InvalidModelResponse(f"Finding {index} names a line past the end of its file.")
+def _check_locations(findings: list[Finding], repository: PinnedRepository) -> None:
+    """Each path names a regular file at the head commit; each line lies inside it."""
+    files = []
+    for index, finding in enumerate(findings, start=1):
+        try:
+            files.append(repository.resolve_file(finding.path))
+        except ToolError:
+            raise InvalidModelResponse(
+                f"Finding {index} does not name a regular file at the head commit."
+            ) from None
+    with_lines = [(i, f, file) for i, (f, file) in enumerate(zip(findings, files, strict=True), 1) if f.line]
+    counts = repository.line_counts([file for _, _, file in with_lines])
+    for index, finding, file in with_lines:
+        if file.entry is None or finding.line is None:
+            continue
+        if finding.line > counts[file.entry.oid]:
+            raise InvalidModelResponse(f"Finding {index} names a line past the end of its file.")
 
 
 def review_schema_json() -> str:

@@ -334,11 +334,13 @@ class PinnedRepository:
         except UnicodeDecodeError:
             raise ToolError("binary_file", "The file is not UTF-8 text.") from None
 
-    def line_count(self, file: ResolvedPath) -> int:
-        """Lines of a regular file of any size, as an editor would number them."""
-        assert file.entry is not None
-        data = read_blobs(self.git_dir, [file.entry.oid]).get(file.entry.oid, b"")
-        return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    def line_counts(self, files: Iterable[ResolvedPath]) -> dict[str, int]:
+        """Lines of regular files of any size, as an editor numbers them, by blob id."""
+        blobs = read_blobs(self.git_dir, (file.entry.oid for file in files if file.entry))
+        return {
+            oid: data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+            for oid, data in blobs.items()
+        }
 
     def is_searchable(self, path: str) -> bool:
         """Whether a search may report a hit in `path` (regular, reachable, not oversized)."""
