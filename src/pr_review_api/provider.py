@@ -1,0 +1,305 @@
+"""The OpenAI-compatible chat-completions client: caps, deadline, error mapping.
+
+One `ProviderClient` holds one pooled `httpx.AsyncClient`, shared by every review the process
+runs. `complete()` sends one turn and returns the provider's JSON object. Every way it can fail
+is one of the contract's errors:
+
+    401, 403                                   OpenCodeAuthenticationFailed
+    429                                        OpenCodeRateLimited(retry_after=N | None)
+    any other non-2xx (3xx too: no redirects)  OpenCodeUnavailable
+    refused, reset, truncated, any httpx error OpenCodeUnavailable
+    the caller's deadline passed               ReviewTimeout
+    2xx that is not a JSON object              InvalidModelResponse
+    decoded body above 2 MiB                   UpstreamResponseTooLarge
+
+Foreign exceptions are translated in exactly one place, `_map_exceptions()`, `from None`, so
+no provider text rides along. Error bodies are never read. The body is decoded as it streams
+and capped on its decoded size, so neither a huge body nor a gzip bomb is ever held in memory
+past the cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from pr_review_api.errors import (
+    ConfigurationError,
+    InvalidModelResponse,
+    OpenCodeAuthenticationFailed,
+    OpenCodeRateLimited,
+    OpenCodeUnavailable,
+    ReviewError,
+    ReviewTimeout,
+    UpstreamResponseTooLarge,
+)
+from pr_review_api.jsonutil import StrictJSONError, dumps_compact, loads_strict
+from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings
+
+logger = logging.getLogger(__name__)
+
+ACCEPTED_ENCODINGS = "gzip, deflate"
+MAX_RETRY_AFTER_SECONDS = 24 * 3600
+# A hung connect should say "unavailable" long before a 300 s review deadline says "timeout".
+CONNECT_TIMEOUT_SECONDS = 10.0
+KEEPALIVE_EXPIRY_SECONDS = 30.0
+
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+_ZLIB_WBITS = zlib.MAX_WBITS
+_RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
+_CODINGS = frozenset({"identity", "gzip", "x-gzip", "deflate"})
+
+
+@dataclass
+class _Exchange:
+    """What the request's log line may say: never headers, bodies or the key."""
+
+    status: int | None = None
+    size: int = 0
+    outcome: str = "ok"
+
+
+class ProviderClient:
+    """Sends chat-completions turns to the configured OpenAI-compatible provider."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int | None = None,
+    ) -> None:
+        # A review has at most one request in flight; the slack covers connections still closing.
+        connections = max_connections or 2 * settings.pr_review_max_concurrent_reviews
+        self._settings = settings
+        self._url = f"{settings.opencode_base_url}/chat/completions"
+        self._client = httpx.AsyncClient(
+            transport=transport,
+            limits=httpx.Limits(
+                max_connections=connections,
+                max_keepalive_connections=connections,
+                keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS,
+            ),
+            # The caller's deadline bounds everything else: a model may think for minutes.
+            timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_SECONDS),
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the pooled connections."""
+        await self._client.aclose()
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, deadline: float
+    ) -> dict[str, Any]:
+        """One provider turn, finished (body included) by `deadline`, a loop.time() value."""
+        request = self._build_request(messages, tools)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        exchange = _Exchange()
+        try:
+            with _map_exceptions():
+                async with asyncio.timeout_at(deadline):
+                    body = await self._send(request, exchange)
+                return _parse_object(body)
+        except ReviewError as exc:
+            exchange.outcome = exc.code
+            raise
+        finally:
+            _log_exchange(exchange, loop.time() - started)
+
+    def _build_request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> httpx.Request:
+        payload = {
+            "model": self._settings.opencode_model,
+            "messages": messages,
+            "tools": tools,
+            "tool_choice": "auto",
+        }
+        return self._client.build_request(
+            "POST",
+            self._url,
+            content=dumps_compact(payload).encode("utf-8"),
+            headers={
+                "Authorization": f"Bearer {_provider_key(self._settings)}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "Accept-Encoding": ACCEPTED_ENCODINGS,
+            },
+        )
+
+    async def _send(self, request: httpx.Request, exchange: _Exchange) -> bytes:
+        response = await self._client.send(request, stream=True)
+        try:
+            exchange.status = response.status_code
+            _check_status(response)
+            _check_headers(response.headers)
+            return await _read_capped(response, exchange)
+        finally:
+            # Unread error bodies are discarded with the connection, never drained into memory.
+            await response.aclose()
+
+
+def _provider_key(settings: Settings) -> str:
+    key = settings.require_provider_key().get_secret_value()
+    # httpx would fail deep inside header encoding, with part of the key in its message.
+    if not (key.isascii() and key.isprintable()):
+        raise ConfigurationError("OPENCODE_API_KEY must be printable ASCII.")
+    return key
+
+
+@contextlib.contextmanager
+def _map_exceptions() -> Iterator[None]:
+    """The one place foreign exceptions become contract errors; `from None` drops their text."""
+    try:
+        yield
+    except TimeoutError:
+        raise ReviewTimeout() from None
+    except httpx.HTTPError:
+        raise OpenCodeUnavailable() from None
+    except (zlib.error, StrictJSONError):
+        raise InvalidModelResponse("The model provider's response was not valid JSON.") from None
+
+
+def _check_status(response: httpx.Response) -> None:
+    status = response.status_code
+    if status in (401, 403):
+        raise OpenCodeAuthenticationFailed()
+    if status == 429:
+        raise OpenCodeRateLimited(retry_after=retry_after_seconds(response.headers))
+    if not 200 <= status < 300:
+        raise OpenCodeUnavailable(f"The model provider answered with HTTP status {status}.")
+
+
+def _check_headers(headers: httpx.Headers) -> None:
+    media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise InvalidModelResponse("The model provider's response was not JSON.")
+    # Refuse at once rather than stream 2 MiB first. The length counts encoded bytes, and a
+    # compressed chat-completions body larger than the cap would never decode to less.
+    declared = bounded_decimal(headers.get("content-length", ""), MAX_PROVIDER_RESPONSE_BYTES + 1)
+    if declared is not None and declared > MAX_PROVIDER_RESPONSE_BYTES:
+        raise UpstreamResponseTooLarge()
+
+
+def retry_after_seconds(headers: httpx.Headers) -> int | None:
+    """A numeric Retry-After, clamped to a day; None when absent, a date or junk."""
+    value = headers.get("retry-after")
+    return None if value is None else bounded_decimal(value, MAX_RETRY_AFTER_SECONDS)
+
+
+def bounded_decimal(text: str, ceiling: int) -> int | None:
+    """A non-negative decimal header value clamped to `ceiling`; None when it is not one."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0") or "0"
+    # Compare lengths first: int() of a 5000-digit header raises, and costs time before that.
+    if len(digits) > len(str(ceiling)):
+        return ceiling
+    return min(int(digits), ceiling)
+
+
+async def _read_capped(response: httpx.Response, exchange: _Exchange) -> bytes:
+    decoder = BoundedDecoder(response.headers.get("content-encoding", ""))
+    parts: list[bytes] = []
+    async for chunk in response.aiter_raw():
+        parts.append(decoder.feed(chunk))
+        exchange.size = decoder.produced
+    decoder.finish()
+    return b"".join(parts)
+
+
+class BoundedDecoder:
+    """Decodes a Content-Encoding chunk by chunk, never producing more than `limit` + 1 bytes.
+
+    httpx's own decoders inflate a chunk whole, so a 64 KiB gzip bomb would become 64 MiB in
+    memory before any cap could look at it; `decompress(chunk, max_length)` stops at the cap.
+    """
+
+    def __init__(self, content_encoding: str, limit: int = MAX_PROVIDER_RESPONSE_BYTES) -> None:
+        coding = content_encoding.strip().lower() or "identity"
+        if coding not in _CODINGS:
+            raise InvalidModelResponse(
+                "The model provider's response used an unsupported content encoding."
+            )
+        self._coding = coding
+        self._limit = limit
+        self._head = b""
+        self._inflater: zlib._Decompress | None = None
+        self.produced = 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The decoded bytes of `chunk`; raises once the decoded total passes the limit."""
+        out = chunk if self._coding == "identity" else self._inflate(chunk)
+        self.produced += len(out)
+        if self.produced > self._limit:
+            raise UpstreamResponseTooLarge()
+        return out
+
+    def finish(self) -> None:
+        """Checks that a compressed stream ended exactly where the body did."""
+        if self._coding == "identity":
+            return
+        inflater = self._inflater
+        if inflater is None or not inflater.eof or inflater.unused_data:
+            raise InvalidModelResponse("The model provider's compressed response was corrupt.")
+
+    def _inflate(self, chunk: bytes) -> bytes:
+        if self._inflater is None:
+            # Two bytes tell a zlib header from raw deflate; a drip may send one at a time.
+            self._head += chunk
+            if len(self._head) < 2:
+                return b""
+            chunk, self._head = self._head, b""
+            self._inflater = zlib.decompressobj(self._wbits(chunk))
+        # Never 0: zlib reads max_length=0 as "no limit". Output below the bound means all of
+        # the chunk was consumed, so no unconsumed tail is ever left behind.
+        room = self._limit - self.produced + 1
+        return self._inflater.decompress(chunk, room)
+
+    def _wbits(self, head: bytes) -> int:
+        if self._coding != "deflate":
+            return _GZIP_WBITS
+        # RFC 9110 says zlib-wrapped, but some servers send raw deflate, as browsers accept.
+        cmf, flg = head[0], head[1]
+        is_zlib = cmf & 0x0F == 8 and (cmf << 8 | flg) % 31 == 0
+        return _ZLIB_WBITS if is_zlib else _RAW_DEFLATE_WBITS
+
+
+def _parse_object(body: bytes) -> dict[str, Any]:
+    document = loads_strict(body)
+    if not isinstance(document, dict):
+        raise InvalidModelResponse("The model provider's response was not a JSON object.")
+    return document
+
+
+def _log_exchange(exchange: _Exchange, seconds: float) -> None:
+    logger.info(
+        "provider request: status=%s bytes=%d duration_ms=%d outcome=%s",
+        exchange.status,
+        exchange.size,
+        round(seconds * 1000),
+        exchange.outcome,
+    )
