@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.provider_server import scripted_provider  # noqa: F401  (shared fixture)
 from tests.gitrepo import GitRepo
 
 # Distinctive secrets: tests assert they never appear in any output, log, trace or file.

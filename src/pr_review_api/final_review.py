@@ -132,7 +132,8 @@ def _check_locations(findings: list[Finding], repository: PinnedRepository) -> N
             raise InvalidModelResponse(
                 f"Finding {index} does not name a regular file at the head commit."
             ) from None
-    with_lines = [(i, f, file) for i, (f, file) in enumerate(zip(findings, files, strict=True), 1) if f.line]
+    numbered = enumerate(zip(findings, files, strict=True), start=1)
+    with_lines = [(i, f, file) for i, (f, file) in numbered if f.line]
     counts = repository.line_counts([file for _, _, file in with_lines])
     for index, finding, file in with_lines:
         if file.entry is None or finding.line is None:
