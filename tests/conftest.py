@@ -14,6 +14,9 @@ from tests.gitrepo import GitRepo
 PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"
 GITHUB_TOKEN = "ghp_test-GITHUB-SECRET-41be02"
 
+# The developer's environment as it was, for the opt-in real-provider test only.
+ORIGINAL_ENVIRONMENT = dict(os.environ)
+
 _OUR_VARIABLES = (
     "OPENCODE_",
     "GITHUB_",
