@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import logging
 import traceback
 import tracemalloc
@@ -33,6 +34,7 @@ from tests.fakes.provider_server import (
     Reply,
     ScriptedProvider,
     body_reply,
+    chunked,
     closed_port_url,
     json_reply,
     sized_document,
@@ -485,6 +487,18 @@ async def test_2_mib_plus_one_decoded_is_too_large(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(("extra", "too_large"), [(0, False), (1, True)])
+async def test_the_cap_holds_without_a_content_length(
+    scripted_provider: ScriptedProvider, extra: int, too_large: bool
+) -> None:
+    scripted_provider.script(chunked(Fault.oversized(extra)))
+    if too_large:
+        assert isinstance(await failure(scripted_provider.base_url), UpstreamResponseTooLarge)
+    else:
+        assert (await complete(scripted_provider.base_url))["id"] == "chatcmpl-fake"
+
+
+@pytest.mark.anyio
 async def test_content_length_over_the_cap_fails_at_once(
     scripted_provider: ScriptedProvider,
 ) -> None:
@@ -530,16 +544,23 @@ async def test_gzip_bomb_is_caught_without_inflating_past_the_cap(
     spy = _InflaterSpy()
     # The client calls zlib.decompressobj through the zlib module itself.
     monkeypatch.setattr(zlib, "decompressobj", spy)
-    scripted_provider.script(bomb)
-    tracemalloc.start()
-    try:
-        error = await failure(scripted_provider.base_url)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert isinstance(error, UpstreamResponseTooLarge)
-    assert spy.produced == CAP + 1
-    assert peak < 4 * CAP  # the decoded parts and one join at most; inflating would be 64 MiB
+    scripted_provider.script(json_reply(TURN, content_encoding="gzip"), bomb)
+    async with ProviderClient(settings_for(scripted_provider.base_url)) as client:
+        deadline = asyncio.get_running_loop().time() + 10
+        # A first turn warms up imports and the connection, which tracemalloc would count.
+        await client.complete(MESSAGES, TOOLS, deadline=deadline)
+        tracemalloc.start()
+        try:
+            with pytest.raises(UpstreamResponseTooLarge):
+                await client.complete(MESSAGES, TOOLS, deadline=deadline)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert spy.produced == len(json.dumps(TURN, separators=(",", ":"))) + CAP + 1
+    assert spy.largest_output == CAP + 1
+    # zlib's output blocks plus the bytes they are joined into: about 2 x 2 MiB. Inflating the
+    # bomb whole would take 64 MiB.
+    assert peak < 4 * CAP
 
 
 # --- The deadline -------------------------------------------------------------------------

@@ -196,8 +196,9 @@ def _check_headers(headers: httpx.Headers) -> None:
     media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
         raise InvalidModelResponse("The model provider's response was not JSON.")
-    # Refuse at once rather than stream 2 MiB first. The length counts encoded bytes, and a
-    # compressed chat-completions body larger than the cap would never decode to less.
+    # Refuse at once rather than stream 2 MiB first. The length counts encoded bytes; a
+    # compressed body over the cap could decode to less only by compression's few bytes of
+    # framing, so no real answer is lost.
     declared = bounded_decimal(headers.get("content-length", ""), MAX_PROVIDER_RESPONSE_BYTES + 1)
     if declared is not None and declared > MAX_PROVIDER_RESPONSE_BYTES:
         raise UpstreamResponseTooLarge()

@@ -4,14 +4,10 @@
 loop in a background thread, so the client under test goes through real sockets, real HTTP/1.1
 framing and real faults (resets, truncation, slow drips) that a mock transport cannot produce.
 
-Use it from any test module through the `scripted_provider` fixture. Either bind the fixture
-in the module (pytest finds fixtures among a module's globals; an assignment, unlike an import,
-does not trip ruff's F811 on every test parameter of that name)::
+Use it through the `scripted_provider` fixture. `tests/conftest.py` imports it, so every test
+module under `tests/` can simply ask for it::
 
-    from tests.fakes import provider_server
     from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
-
-    scripted_provider = provider_server.scripted_provider
 
     def test_two_rounds(scripted_provider: ScriptedProvider) -> None:
         scripted_provider.script(
@@ -25,9 +21,15 @@ does not trip ruff's F811 on every test parameter of that name)::
         scripted_provider.assert_complete()
         assert scripted_provider.requests[1].json["messages"][-1]["role"] == "tool"
 
-or list it once for the whole suite in the root `tests/conftest.py`:
-`pytest_plugins = ["tests.fakes.provider_server"]`. (Not in a test module that also imports
-from this one: pytest then warns that it cannot rewrite the module's asserts.) Outside pytest,
+Elsewhere (another conftest, a module that must not depend on the root one), bind it as a
+module global, where pytest finds fixtures; an assignment, unlike an import, does not trip
+ruff's F811 on every test parameter of that name::
+
+    from tests.fakes import provider_server
+
+    scripted_provider = provider_server.scripted_provider
+
+or list `"tests.fakes.provider_server"` in a root conftest's `pytest_plugins`. Outside pytest,
 `with ScriptedProvider() as provider:` does what the fixture does.
 
 Replies are served in order: first the scripted queue (`script()`), then the `responder`
@@ -40,6 +42,7 @@ Request bodies must carry a Content-Length (httpx always sends one for bytes and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gzip
 import json
@@ -108,7 +111,7 @@ class Reply:
         """The headers to send, with Content-Length and Connection added when missing."""
         pairs = list(self.headers.items() if isinstance(self.headers, Mapping) else self.headers)
         names = {name.lower() for name, _ in pairs}
-        if "content-length" not in names:
+        if not names & {"content-length", "transfer-encoding"}:
             pairs.append(("Content-Length", str(len(self.body))))
         if self.ending != "keep" and "connection" not in names:
             pairs.append(("Connection", "close"))
@@ -162,6 +165,17 @@ def json_reply(
     """A JSON reply (200 `application/json` unless told otherwise)."""
     body = json.dumps(document, separators=(",", ":")).encode("utf-8")
     return body_reply(body, status=status, content_encoding=content_encoding, headers=headers)
+
+
+def chunked(reply: Reply, size: int = 16 * 1024) -> Reply:
+    """`reply` framed with Transfer-Encoding: chunked, so no Content-Length announces its size."""
+    body = reply.body
+    pieces = [body[start : start + size] for start in range(0, len(body), size)]
+    framed = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\n\r\n"
+    pairs = reply.headers.items() if isinstance(reply.headers, Mapping) else reply.headers
+    headers = [(name, value) for name, value in pairs if name.lower() != "content-length"]
+    headers.append(("Transfer-Encoding", "chunked"))
+    return replace(reply, headers=tuple(headers), body=framed)
 
 
 def as_reply(item: Scripted) -> Reply:
@@ -450,7 +464,10 @@ class ScriptedProvider:
             for task in list(self._connections):
                 task.cancel()
             await asyncio.gather(*self._connections, return_exceptions=True)
-            await server.wait_closed()
+            # Python 3.12+ waits here for every connection; a stuck one must not hang the suite.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_START_TIMEOUT_SECONDS):
+                    await server.wait_closed()
 
     # --- Serving (the server's loop) ---
 
@@ -467,6 +484,8 @@ class ScriptedProvider:
             raise
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass  # the client went away mid-request: nothing to answer
+        except ValueError:
+            self._note("a request that is not HTTP/1.1 with a Content-Length")
         finally:
             self._connections.discard(task)
             writer.close()
