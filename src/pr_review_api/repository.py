@@ -163,7 +163,13 @@ def load_snapshot(git_dir: Path, head_sha: str) -> Snapshot:
     """Index the head tree: entries, directories, symlink targets and the listable files."""
     listing = run_git(git_dir, ["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", head_sha])
     entries, directories = _parse_ls_tree(listing.stdout)
-    links = {path: entry.oid for path, entry in entries.items() if entry.kind == "link"}
+    # A link target longer than PATH_MAX is never loaded: it cannot be valid (see
+    # _link_parts), and a hostile multi-megabyte target would otherwise sit in memory.
+    links = {
+        path: entry.oid
+        for path, entry in entries.items()
+        if entry.kind == "link" and entry.size <= MAX_PATH_BYTES
+    }
     blobs = read_blobs(git_dir, links.values())
     snapshot = Snapshot(entries, directories, {p: blobs.get(oid, b"") for p, oid in links.items()})
     snapshot.files = sorted(_listable(snapshot))
@@ -211,7 +217,7 @@ def resolve_in(snapshot: Snapshot, raw: str) -> ResolvedPath:
             hops += 1
             if hops > MAX_SYMLINK_HOPS:
                 raise ToolError("invalid_path", "The path has too many levels of symbolic links.")
-            pending.extendleft(reversed(_link_parts(snapshot.link_targets.get(candidate, b""))))
+            pending.extendleft(reversed(_link_parts(snapshot.link_targets.get(candidate))))
         elif pending:
             raise ToolError("path_not_found", "The requested path does not exist.")
         else:
@@ -219,7 +225,12 @@ def resolve_in(snapshot: Snapshot, raw: str) -> ResolvedPath:
     return ResolvedPath("/".join(resolved), None)
 
 
-def _link_parts(target: bytes) -> list[str]:
+def _link_parts(target: bytes | None) -> list[str]:
+    # As Linux, refuse a target longer than PATH_MAX (None: too long to have been loaded).
+    # Without this bound one looping multi-megabyte link cost seconds on every resolution
+    # (and on every snapshot load, which resolves each link to list it).
+    if target is None or len(target) > MAX_PATH_BYTES:
+        raise ToolError("invalid_path", "A symbolic link on the path is not valid.")
     try:
         text = target.decode("utf-8")
     except UnicodeDecodeError:
