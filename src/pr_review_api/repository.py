@@ -35,8 +35,12 @@ DIFF_CONFIG = GitConfig(
         ("diff.noprefix", "false"),
         ("diff.mnemonicPrefix", "false"),
         ("diff.relative", "false"),
+        # color.ui=false (git.py) loses to a repository's own color.diff=always.
+        ("color.diff", "false"),
     )
 )
+# grep.column=true in a repository's config inserts a column field into `-z` records.
+GREP_CONFIG = GitConfig(values=(("grep.column", "false"),))
 
 SNAPSHOT_CACHE_SIZE = 8
 
@@ -369,7 +373,7 @@ class PinnedRepository:
         if pathspec:
             args += ["--", pathspec]
         prefix = self.revisions.head_sha.encode() + b":"
-        with stream_git(self.git_dir, args) as process:
+        with stream_git(self.git_dir, args, config=GREP_CONFIG) as process:
             assert process.stdout is not None
             yield from _parse_grep(process.stdout, prefix)
 
