@@ -83,7 +83,13 @@ def split_path(raw: str) -> list[str]:
     characters, backslashes and `.git` components are invalid. `.` and empty components
     are dropped, so "./src//a.py" names "src/a.py" and "" names the root.
     """
-    if len(raw.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+    try:
+        # A lone surrogate cannot become a git argument (UnicodeEncodeError in Popen) nor a
+        # tree path, so it is refused here rather than raised from a tool.
+        size = len(raw.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ToolError("invalid_path", "The path is not valid UTF-8.") from None
+    if size > MAX_PATH_BYTES:
         raise ToolError("invalid_path", "The path is too long.")
     if raw.startswith("/") or _DRIVE.match(raw):
         raise ToolError("outside_repository", "Absolute paths are not allowed.")
