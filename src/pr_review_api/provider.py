@@ -64,7 +64,7 @@ class _Exchange:
 
     status: int | None = None
     size: int = 0
-    outcome: str = "ok"
+    outcome: str = "cancelled"  # unless it ends in an answer or a contract error
 
 
 class ProviderClient:
@@ -121,7 +121,9 @@ class ProviderClient:
             with _map_exceptions():
                 async with asyncio.timeout_at(deadline):
                     body = await self._send(request, exchange)
-                return _parse_object(body)
+                document = _parse_object(body)
+            exchange.outcome = "ok"
+            return document
         except ReviewError as exc:
             exchange.outcome = exc.code
             raise
