@@ -1,0 +1,468 @@
+"""The repository cache: one bare object store per repository, shared by concurrent reviews.
+
+`open_pull_request` is the entry point the review loop uses: parse the URL, read the
+metadata, then fetch and pin the two commits under the repository's locks. The repository
+stays protected from eviction until the context exits.
+
+Layout under PR_REVIEW_CACHE_DIR (every name is ours; none comes from a request):
+
+    repositories/<key>/git        bare repository: refs/pr-review/pull/N, refs/pr-review/base/H
+    repositories/<key>/last-used  touched on every use; its mtime orders eviction
+    locks/<key>.use               shared by every review of <key>; exclusive to evict <key>
+    locks/<key>.fetch             exclusive while fetching into <key>
+    locks/evict                   one evictor at a time
+    trash/                        evicted repositories being deleted
+
+`<key>` is a hash of the server URL and the lower-cased owner and repository (GitHub names
+are case-insensitive), so no part of a URL ever becomes a path. Locks are `flock(2)` locks on
+files that are never deleted, so a waiter can never hold a lock on an unlinked file.
+
+Only `refs/pull/N/head` and `refs/heads/<base>` are fetched, into refs of our own namespace;
+those refs are what a later fetch offers as "haves", so it downloads only new objects. A
+review whose two commits are already present fetches nothing. The size bound is enforced
+after each fetch by removing the least recently used repositories that no review is using;
+a repository in use is never removed, so the bound can be exceeded while it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pr_review_api.errors import GitHubUnavailable
+from pr_review_api.git import GitConfig, GitError, is_sha, run_git
+from pr_review_api.github import (
+    PullRequestMetadata,
+    PullRequestRef,
+    fetch_metadata,
+    is_valid_branch_name,
+    parse_pull_request_url,
+)
+from pr_review_api.result import PullRequestInfo
+from pr_review_api.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+LOCK_POLL_SECONDS = 0.05
+LOCAL_GIT_TIMEOUT_SECONDS = 60.0
+HTTP_LOW_SPEED_LIMIT = 1000  # bytes per second ...
+HTTP_LOW_SPEED_TIME = 60  # ... for this many seconds, and the fetch is abandoned
+
+HEAD_MOVED = "The pull request's head moved while fetching; retry the review."
+BASE_MISSING = "The pull request's base commit is no longer on its base branch; retry the review."
+FETCH_FAILED = "Fetching the pull request's commits from GitHub failed."
+FETCH_TIMEOUT = "Fetching the pull request's commits from GitHub did not finish in time."
+CACHE_BUSY = "Another review is still fetching this repository; try again shortly."
+INVALID_METADATA = "GitHub returned pull request data that is not valid."
+
+_KEY = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass(frozen=True)
+class PreparedPullRequest:
+    """A pull request whose base and head commits are in a local bare repository."""
+
+    info: PullRequestInfo
+    metadata: PullRequestMetadata
+    git_dir: Path  # bare repo holding base_sha and head_sha
+
+
+def fetch_config(settings: Settings) -> GitConfig:
+    """Configuration for a fetch from the configured server, the token scoped to its origin."""
+    server = settings.github_server_url
+    values = (
+        ("http.followRedirects", "false"),  # a redirect could carry the header elsewhere
+        ("http.proxy", ""),
+        ("http.lowSpeedLimit", str(HTTP_LOW_SPEED_LIMIT)),
+        ("http.lowSpeedTime", str(HTTP_LOW_SPEED_TIME)),
+        ("protocol.version", "2"),
+        ("fetch.writeCommitGraph", "false"),
+        ("fetch.showForcedUpdates", "false"),
+        ("core.logAllRefUpdates", "false"),
+    )
+    secret: tuple[tuple[str, str], ...] = ()
+    if settings.github_token is not None:
+        token = settings.github_token.get_secret_value()
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode("ascii")
+        secret = ((f"http.{server}/.extraHeader", f"Authorization: Basic {basic}"),)
+    scheme = urlsplit(server).scheme.lower()
+    return GitConfig(values=values, secret=secret, allowed_protocols=(scheme,))
+
+
+# --- locks ---
+
+
+def _lock(path: Path, *, shared: bool, timeout: float) -> int | None:
+    """An open descriptor holding a flock on `path`, or None if it stayed busy for `timeout`."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    operation = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+    deadline = time.monotonic() + timeout
+    delay = 0.002
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, operation)
+                return fd
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return None
+                time.sleep(delay)
+                delay = min(delay * 2, LOCK_POLL_SECONDS)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class Lease:
+    """A shared hold on one cached repository; it cannot be evicted until released."""
+
+    def __init__(self, fd: int, repository: Path) -> None:
+        self._fd: int | None = fd
+        self.repository = repository
+
+    @property
+    def git_dir(self) -> Path:
+        return self.repository / "git"
+
+    def touch(self) -> None:
+        """Mark the repository as used now, for least-recently-used eviction."""
+        (self.repository / "last-used").touch(mode=0o600, exist_ok=True)
+
+    def release(self) -> None:
+        """Mark the repository used and let eviction have it again; idempotent."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            self.touch()
+        except OSError:
+            logger.warning("could not mark a cached repository as used")
+        finally:
+            os.close(fd)
+
+
+# --- the cache ---
+
+
+def _tree_size(top: Path) -> int:
+    total = 0
+    for directory, _, files in os.walk(top):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(directory, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def _last_used(repository: Path) -> float:
+    for candidate in (repository / "last-used", repository):
+        try:
+            return candidate.stat().st_mtime
+        except FileNotFoundError:
+            continue
+    return 0.0
+
+
+class RepositoryCache:
+    """The bare repositories under PR_REVIEW_CACHE_DIR and their locks. Blocking methods."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.root = settings.pr_review_cache_dir
+        self.max_bytes = settings.pr_review_cache_max_bytes
+        self._repositories = self.root / "repositories"
+        self._locks = self.root / "locks"
+        self._trash = self.root / "trash"
+        self._wait = settings.review_timeout_seconds
+
+    def key(self, ref: PullRequestRef) -> str:
+        """The cache key of the pull request's repository: a hash, never a path from the URL."""
+        name = f"{self.settings.github_server_url.lower()}\0{ref.owner.lower()}\0{ref.repo.lower()}"
+        return hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
+
+    def repository(self, ref: PullRequestRef) -> Path:
+        """The folder holding the repository's bare git directory (`git/`)."""
+        return self._repositories / self.key(ref)
+
+    def _ensure_layout(self) -> None:
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for folder in (self._repositories, self._locks, self._trash):
+            folder.mkdir(mode=0o700, exist_ok=True)
+
+    # --- pinning ---
+
+    def prepare(self, ref: PullRequestRef, metadata: PullRequestMetadata) -> Lease:
+        """Hold the repository shared, make sure both pinned commits are in it, return the hold."""
+        self._ensure_layout()
+        key = self.key(ref)
+        fd = _lock(self._locks / f"{key}.use", shared=True, timeout=self._wait)
+        if fd is None:
+            raise GitHubUnavailable(CACHE_BUSY)
+        lease = Lease(fd, self._repositories / key)
+        try:
+            fetched = self._pin(key, ref, metadata)
+            lease.touch()
+        except BaseException:
+            lease.release()
+            raise
+        if fetched:
+            self._evict_quietly(keep=key)
+        return lease
+
+    def _pin(self, key: str, ref: PullRequestRef, metadata: PullRequestMetadata) -> bool:
+        """Fetch unless both commits are present; whether a fetch ran."""
+        pinned = (metadata.base_sha, metadata.head_sha)
+        if not all(is_sha(sha) for sha in pinned) or not is_valid_branch_name(metadata.base_ref):
+            raise GitHubUnavailable(INVALID_METADATA)
+        git_dir = self._repositories / key / "git"
+        if (git_dir / "HEAD").is_file() and _has_commits(git_dir, pinned):
+            return False  # a repeat review of the same head: nothing to fetch, no lock to wait for
+        fetch_lock = _lock(self._locks / f"{key}.fetch", shared=False, timeout=self._wait)
+        if fetch_lock is None:
+            raise GitHubUnavailable(CACHE_BUSY)
+        try:
+            git_dir = self._ensure_repository(key)
+            if _has_commits(git_dir, pinned):
+                return False  # another review fetched them while this one waited
+            self._fetch(git_dir, ref, metadata)
+            _verify(git_dir, ref, metadata)
+            return True
+        finally:
+            os.close(fetch_lock)
+
+    def _ensure_repository(self, key: str) -> Path:
+        """The repository's bare git directory, created atomically if missing (fetch lock held)."""
+        repository = self._repositories / key
+        git_dir = repository / "git"
+        if (git_dir / "HEAD").is_file():
+            return git_dir
+        repository.mkdir(mode=0o700, exist_ok=True)
+        staging = repository / "git.new"
+        for leftover in (staging, git_dir):  # from an interrupted creation
+            shutil.rmtree(leftover, ignore_errors=True)
+        try:
+            run_git(
+                None,
+                ["init", "--bare", "--quiet", "--template=", "--end-of-options", str(staging)],
+                cwd=repository,
+                timeout=LOCAL_GIT_TIMEOUT_SECONDS,
+            )
+        except (GitError, OSError, subprocess.TimeoutExpired):
+            raise GitHubUnavailable("The repository cache could not be prepared.") from None
+        staging.rename(git_dir)
+        return git_dir
+
+    def _fetch(self, git_dir: Path, ref: PullRequestRef, metadata: PullRequestMetadata) -> None:
+        branch = metadata.base_ref
+        if not _git_accepts_branch(git_dir, branch):
+            raise GitHubUnavailable(INVALID_METADATA)
+        args = [
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-recurse-submodules",
+            "--no-write-fetch-head",
+            "--no-auto-maintenance",
+            "--no-show-forced-updates",
+            "--end-of-options",
+            ref.git_url(self.settings),
+            f"+refs/pull/{ref.number}/head:{_pull_ref(ref)}",
+            f"+refs/heads/{branch}:{_base_ref(branch)}",
+        ]
+        started = time.monotonic()
+        try:
+            run_git(git_dir, args, config=fetch_config(self.settings), timeout=self._wait)
+        except GitError as exc:
+            # stderr stays in the GitError: it may quote the server, and is never shown.
+            logger.info(
+                "git fetch for %s/%s failed with status %d", ref.owner, ref.repo, exc.returncode
+            )
+            raise GitHubUnavailable(FETCH_FAILED) from None
+        except subprocess.TimeoutExpired:
+            raise GitHubUnavailable(FETCH_TIMEOUT) from None
+        except OSError:
+            raise GitHubUnavailable(FETCH_FAILED) from None
+        logger.info(
+            "fetched %s/%s#%d in %.2f s",
+            ref.owner,
+            ref.repo,
+            ref.number,
+            time.monotonic() - started,
+        )
+
+    # --- eviction ---
+
+    def total_size(self) -> int:
+        """Bytes held by all cached repositories."""
+        return sum(size for _, size, _ in self._entries())
+
+    def _entries(self) -> list[tuple[float, int, str]]:
+        """(last used, size, key) of every cached repository."""
+        entries = []
+        try:
+            children = list(self._repositories.iterdir())
+        except FileNotFoundError:
+            return []
+        for child in children:
+            if _KEY.fullmatch(child.name) and not child.is_symlink() and child.is_dir():
+                entries.append((_last_used(child), _tree_size(child), child.name))
+        return entries
+
+    def evict(self, keep: str | None = None) -> list[str]:
+        """Remove least recently used repositories no review holds until the total fits.
+
+        Returns the keys removed. Another evictor already at work makes this a no-op.
+        """
+        self._ensure_layout()
+        fd = _lock(self._locks / "evict", shared=False, timeout=0)
+        if fd is None:
+            return []
+        try:
+            self._empty_trash()
+            entries = self._entries()
+            total = sum(size for _, size, _ in entries)
+            removed: list[str] = []
+            for _, size, key in sorted(entries):
+                if total <= self.max_bytes:
+                    break
+                if key != keep and self._remove(key):
+                    total -= size
+                    removed.append(key)
+            return removed
+        finally:
+            os.close(fd)
+
+    def _evict_quietly(self, keep: str) -> None:
+        try:
+            removed = self.evict(keep=keep)
+        except OSError:
+            logger.warning("the repository cache could not be trimmed to its size bound")
+            return
+        if removed:
+            logger.info("evicted %d cached repositories", len(removed))
+
+    def _remove(self, key: str) -> bool:
+        """Move a repository nobody uses to the trash and delete it."""
+        fd = _lock(self._locks / f"{key}.use", shared=False, timeout=0)
+        if fd is None:
+            return False  # a review is reading it
+        try:
+            target = self._trash / f"{key}-{secrets.token_hex(8)}"
+            try:
+                (self._repositories / key).rename(target)
+            except FileNotFoundError:
+                return False
+        finally:
+            os.close(fd)
+        shutil.rmtree(target, ignore_errors=True)
+        return True
+
+    def _empty_trash(self) -> None:
+        for child in self._trash.iterdir():
+            shutil.rmtree(child, ignore_errors=True)
+
+
+# --- git helpers (all run with git.py's hardened environment) ---
+
+
+def _pull_ref(ref: PullRequestRef) -> str:
+    return f"refs/pr-review/pull/{ref.number}"
+
+
+def _base_ref(branch: str) -> str:
+    # Hashed, so branches "a" and "a/b" (one after the other on the server) never collide.
+    return f"refs/pr-review/base/{hashlib.sha256(branch.encode('utf-8')).hexdigest()[:40]}"
+
+
+def _has_commits(git_dir: Path, shas: Iterable[str]) -> bool:
+    wanted = list(shas)
+    found = run_git(
+        git_dir,
+        ["cat-file", "--batch-check=%(objecttype)"],
+        input_bytes="".join(f"{sha}\n" for sha in wanted).encode("ascii"),
+        timeout=LOCAL_GIT_TIMEOUT_SECONDS,
+        check=False,
+    )
+    return found.returncode == 0 and found.stdout.split() == [b"commit"] * len(wanted)
+
+
+def _git_accepts_branch(git_dir: Path, branch: str) -> bool:
+    # The name cannot start with "-" (is_valid_branch_name); this subcommand has no
+    # --end-of-options.
+    found = run_git(
+        git_dir,
+        ["check-ref-format", "--branch", branch],
+        timeout=LOCAL_GIT_TIMEOUT_SECONDS,
+        check=False,
+    )
+    return found.returncode == 0 and found.stdout.strip() == branch.encode("utf-8")
+
+
+def _resolve(git_dir: Path, ref: str) -> str | None:
+    found = run_git(
+        git_dir,
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
+        timeout=LOCAL_GIT_TIMEOUT_SECONDS,
+        check=False,
+    )
+    sha = found.stdout.decode("ascii", "replace").strip()
+    return sha if found.returncode == 0 and is_sha(sha) else None
+
+
+def _verify(git_dir: Path, ref: PullRequestRef, metadata: PullRequestMetadata) -> None:
+    """The fetched pull ref must be the metadata's head, and the base commit must be present."""
+    if _resolve(git_dir, _pull_ref(ref)) != metadata.head_sha:
+        raise GitHubUnavailable(HEAD_MOVED)
+    if not _has_commits(git_dir, [metadata.base_sha]):
+        raise GitHubUnavailable(BASE_MISSING)
+
+
+# --- the entry point ---
+
+
+async def _prepare_in_thread(
+    prepare: Callable[[PullRequestRef, PullRequestMetadata], Lease],
+    ref: PullRequestRef,
+    metadata: PullRequestMetadata,
+) -> Lease:
+    """Run `prepare` in a worker thread; if the caller is cancelled, release what it returns."""
+    task = asyncio.ensure_future(asyncio.to_thread(prepare, ref, metadata))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(_release_abandoned)
+        raise
+
+
+def _release_abandoned(task: asyncio.Future[Lease]) -> None:
+    if not task.cancelled() and task.exception() is None:
+        task.result().release()
+
+
+@asynccontextmanager
+async def open_pull_request(url: str, settings: Settings) -> AsyncIterator[PreparedPullRequest]:
+    """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit."""
+    ref = parse_pull_request_url(url, settings)
+    metadata = await fetch_metadata(ref, settings)
+    cache = RepositoryCache(settings)
+    lease = await _prepare_in_thread(cache.prepare, ref, metadata)
+    try:
+        yield PreparedPullRequest(info=ref.info, metadata=metadata, git_dir=lease.git_dir)
+    finally:
+        lease.release()

@@ -1,0 +1,461 @@
+"""A real fake GitHub on loopback: the REST pull-request endpoint and git smart HTTP.
+
+`FakeGitHub` runs a `ThreadingHTTPServer` in a background thread. It answers
+
+- `GET /api/v3/repos/{owner}/{repo}/pulls/{number}` with what a test configured
+  (`set_pull` for GitHub-shaped JSON, `respond` for any status, headers, body and delay);
+- `/{owner}/{repo}.git/...` by running `git http-backend` (found via `git --exec-path`) as a
+  CGI program over bare repositories under `root/git`, so the client speaks to real git.
+
+Every request is recorded (method, path, query, Authorization header, status, bytes sent) so
+tests can assert the token was sent, and that no other repository (a planted submodule, say)
+was ever asked for. `Origin` builds the bare "origin" repositories: branches, and
+`refs/pull/N/head` as GitHub publishes them. The `fake_github` fixture yields a running server:
+
+    from tests.fakes.github_server import FakeGitHub, fake_github  # noqa: F401
+
+    def test_something(fake_github: FakeGitHub) -> None:
+        pull = fake_github.pull_request("acme", "widget", 7, base={"a.py": "1\\n"}, head={...})
+        settings = fake_github.settings(cache_dir)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from pydantic import SecretStr
+
+from pr_review_api.settings import Settings
+from tests.gitrepo import GitRepo, git
+
+API_PREFIX = "/api/v3"
+GIT_EXEC_PATH = Path(
+    subprocess.run(
+        ["git", "--exec-path"], capture_output=True, check=True, text=True
+    ).stdout.strip()
+)
+HTTP_BACKEND = GIT_EXEC_PATH / "git-http-backend"
+
+
+@dataclass
+class RecordedRequest:
+    """One request the fake server received."""
+
+    method: str
+    path: str
+    query: str
+    authorization: str | None
+    git_protocol: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    status: int = 0
+    response_bytes: int = 0
+
+
+@dataclass
+class CannedResponse:
+    """What the API answers for one pull request."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class PullRequestFixture:
+    """A pull request published on the fake server."""
+
+    origin: Origin
+    number: int
+    base_sha: str
+    head_sha: str
+    base_ref: str
+    url: str
+
+
+def pull_json(
+    number: int,
+    *,
+    base_sha: str,
+    head_sha: str,
+    base_ref: str = "main",
+    title: str = "A change",
+    body: str | None = "Please review.",
+) -> dict[str, Any]:
+    """A GitHub-shaped pull-request document (the fields a review reads, and some it ignores)."""
+    return {
+        "url": f"https://api.example.invalid/pulls/{number}",
+        "id": 1000 + number,
+        "number": number,
+        "state": "open",
+        "title": title,
+        "body": body,
+        "user": {"login": "octocat", "id": 1},
+        "draft": False,
+        "base": {"label": f"acme:{base_ref}", "ref": base_ref, "sha": base_sha},
+        "head": {"label": "fork:feature", "ref": "feature", "sha": head_sha},
+        "merged": False,
+    }
+
+
+class Origin:
+    """A bare repository served by the fake server, built through a working repository."""
+
+    def __init__(self, server: FakeGitHub, owner: str, repo: str) -> None:
+        self.server = server
+        self.owner = owner
+        self.repo = repo
+        self.bare = server.git_root / owner / f"{repo}.git"
+        self.bare.parent.mkdir(parents=True, exist_ok=True)
+        git(self.bare.parent, "init", "-q", "--bare", self.bare.name)
+        self.work = GitRepo(server.root / "work" / owner / repo)
+
+    def publish(self, sha: str, ref: str) -> None:
+        """Point `ref` of the served repository at `sha` (forced)."""
+        git(self.work.path, "push", "-q", "--force", str(self.bare), f"{sha}:{ref}")
+
+    def set_branch(self, name: str, sha: str) -> None:
+        self.publish(sha, f"refs/heads/{name}")
+
+    def set_pull_head(self, number: int, sha: str) -> None:
+        self.publish(sha, f"refs/pull/{number}/head")
+
+    def commit(
+        self, files: Mapping[str, str | bytes], parent: str | None, message: str = "c"
+    ) -> str:
+        """Commit files on top of `parent` (None: a root commit) without moving any branch."""
+        if parent is None:
+            git(self.work.path, "checkout", "-q", "--orphan", f"tmp-{time.monotonic_ns()}")
+            git(self.work.path, "rm", "-rfq", "--ignore-unmatch", ".")
+            git(self.work.path, "clean", "-fdxq")
+        else:
+            git(self.work.path, "checkout", "-q", "--detach", parent)
+        return self.work.commit_files(files, message)
+
+    def has_object(self, sha: str) -> bool:
+        done = subprocess.run(
+            ["git", "--git-dir", str(self.bare), "cat-file", "-e", sha],
+            capture_output=True,
+            check=False,
+            env={"PATH": os.environ.get("PATH", os.defpath), "GIT_CONFIG_NOSYSTEM": "1"},
+        )
+        return done.returncode == 0
+
+
+class FakeGitHub:
+    """A running fake GitHub on 127.0.0.1 (see the module docstring)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.git_root = root / "git"
+        self.git_root.mkdir(parents=True, exist_ok=True)
+        self.responses: dict[tuple[str, str, int], CannedResponse] = {}
+        self.requests: list[RecordedRequest] = []
+        self.require_token: str | None = None
+        self.git_delay = 0.0
+        self._origins: dict[tuple[str, str], Origin] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.fake = self
+        self.port = self._httpd.server_address[1]
+        self.server_url = f"http://127.0.0.1:{self.port}"
+        self.api_url = f"{self.server_url}{API_PREFIX}"
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
+        """Settings pointing at this server."""
+        return Settings(
+            github_server_url=self.server_url,
+            github_api_url=self.api_url,
+            github_token=None if token is None else SecretStr(token),
+            pr_review_cache_dir=cache_dir,
+            **overrides,
+        )
+
+    # --- configuring answers ---
+
+    def origin(self, owner: str, repo: str) -> Origin:
+        """The served repository owner/repo, created empty on first use."""
+        key = (owner, repo)
+        if key not in self._origins:
+            self._origins[key] = Origin(self, owner, repo)
+        return self._origins[key]
+
+    def respond(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        status: int = 200,
+        body: bytes | str = b"",
+        *,
+        headers: Mapping[str, str] | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        """Answer the pull request's API URL with exactly this."""
+        data = body.encode() if isinstance(body, str) else body
+        self.responses[(owner, repo, number)] = CannedResponse(
+            status, data, dict(headers or {}), delay
+        )
+
+    def set_pull(self, owner: str, repo: str, number: int, **fields: Any) -> dict[str, Any]:
+        """Answer the API with a GitHub-shaped document (see `pull_json`)."""
+        document = pull_json(number, **fields)
+        self.respond(
+            owner,
+            repo,
+            number,
+            200,
+            json.dumps(document),
+            headers={"Content-Type": "application/json"},
+        )
+        return document
+
+    def pull_request(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        *,
+        base: Mapping[str, str | bytes] | None = None,
+        head: Mapping[str, str | bytes] | None = None,
+        base_ref: str = "main",
+        title: str = "A change",
+        body: str | None = "Please review.",
+    ) -> PullRequestFixture:
+        """Publish a pull request: the base branch (advanced by `base`), a head commit on it."""
+        origin = self.origin(owner, repo)
+        current = git(
+            origin.bare, "for-each-ref", "--format=%(objectname)", f"refs/heads/{base_ref}"
+        )
+        base_sha = current or origin.commit(base or {"README.md": "hello\n"}, None, "base")
+        if current and base:
+            base_sha = origin.commit(base, current, "base")
+        if base_sha != current:
+            origin.set_branch(base_ref, base_sha)
+        head_sha = origin.commit(head or {f"change-{number}.txt": f"{number}\n"}, base_sha, "head")
+        origin.set_pull_head(number, head_sha)
+        self.set_pull(
+            owner,
+            repo,
+            number,
+            base_sha=base_sha,
+            head_sha=head_sha,
+            base_ref=base_ref,
+            title=title,
+            body=body,
+        )
+        url = f"{self.server_url}/{owner}/{repo}/pull/{number}"
+        return PullRequestFixture(origin, number, base_sha, head_sha, base_ref, url)
+
+    # --- what was asked ---
+
+    def git_requests(
+        self, owner: str | None = None, repo: str | None = None
+    ) -> list[RecordedRequest]:
+        """Requests for git data, optionally of one repository."""
+        prefix = "/" if owner is None else f"/{owner}/{repo}.git/"
+        with self._lock:
+            return [r for r in self.requests if r.path.startswith(prefix) and ".git/" in r.path]
+
+    def api_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path.startswith(API_PREFIX + "/")]
+
+    def fetches(self, owner: str, repo: str) -> int:
+        """How many git fetches (ref advertisements) the repository served."""
+        return sum(1 for r in self.git_requests(owner, repo) if r.path.endswith("/info/refs"))
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _token_ok(self, authorization: str | None, *, git_side: bool) -> bool:
+        if self.require_token is None:
+            return True
+        if not git_side:
+            return authorization == f"Bearer {self.require_token}"
+        expected = base64.b64encode(f"x-access-token:{self.require_token}".encode()).decode()
+        return authorization == f"Basic {expected}"
+
+    def _sleep(self, seconds: float) -> None:
+        self._stopping.wait(seconds)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    fake: FakeGitHub
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in two writes; without this, Nagle's algorithm and the
+        # client's delayed acknowledgement add tens of milliseconds to every answer.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # keep test output quiet
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    # --- routing ---
+
+    def _dispatch(self) -> None:
+        fake = self.server.fake
+        parts = urlsplit(self.path)
+        record = RecordedRequest(
+            method=self.command,
+            path=parts.path,
+            query=parts.query,
+            authorization=self.headers.get("Authorization"),
+            git_protocol=self.headers.get("Git-Protocol"),
+            headers={name.lower(): value for name, value in self.headers.items()},
+        )
+        fake._record(record)
+        body = self._read_body()
+        if parts.path.startswith(API_PREFIX + "/"):
+            self._api(fake, record, parts.path[len(API_PREFIX) :])
+        elif ".git/" in parts.path:
+            self._git(fake, record, parts.path, parts.query, body)
+        else:
+            self._send(record, 404, b"not found", {"Content-Type": "text/plain"})
+
+    def _api(self, fake: FakeGitHub, record: RecordedRequest, path: str) -> None:
+        pieces = path.split("/")  # "", "repos", owner, repo, "pulls", number
+        if (
+            len(pieces) != 6
+            or pieces[1] != "repos"
+            or pieces[4] != "pulls"
+            or not pieces[5].isdigit()
+        ):
+            self._send(
+                record, 404, b'{"message":"Not Found"}', {"Content-Type": "application/json"}
+            )
+            return
+        if not fake._token_ok(record.authorization, git_side=False):
+            self._send(
+                record, 401, b'{"message":"Bad credentials"}', {"Content-Type": "application/json"}
+            )
+            return
+        canned = fake.responses.get((pieces[2], pieces[3], int(pieces[5])))
+        if canned is None:
+            self._send(
+                record, 404, b'{"message":"Not Found"}', {"Content-Type": "application/json"}
+            )
+            return
+        fake._sleep(canned.delay)
+        self._send(record, canned.status, canned.body, canned.headers)
+
+    def _git(
+        self, fake: FakeGitHub, record: RecordedRequest, path: str, query: str, body: bytes
+    ) -> None:
+        if not fake._token_ok(record.authorization, git_side=True):
+            self._send(record, 401, b"auth required", {"WWW-Authenticate": 'Basic realm="fake"'})
+            return
+        if self.command == "POST":
+            fake._sleep(fake.git_delay)
+        env = {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "HOME": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_PROJECT_ROOT": str(fake.git_root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "GATEWAY_INTERFACE": "CGI/1.1",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REQUEST_METHOD": self.command,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "REMOTE_ADDR": "127.0.0.1",
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+        }
+        for header, variable in (
+            ("Git-Protocol", "HTTP_GIT_PROTOCOL"),
+            ("Content-Encoding", "HTTP_CONTENT_ENCODING"),
+        ):
+            if header in self.headers:
+                env[variable] = self.headers[header]
+        done = subprocess.run(
+            [str(HTTP_BACKEND)], input=body, capture_output=True, env=env, check=False
+        )
+        head, _, payload = done.stdout.partition(b"\r\n\r\n")
+        status = 200
+        headers: dict[str, str] = {}
+        for line in head.decode("latin-1").split("\r\n"):
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            elif name:
+                headers[name] = value.strip()
+        self._send(record, status, payload, headers)
+
+    # --- plumbing ---
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(
+        self, record: RecordedRequest, status: int, body: bytes, headers: Mapping[str, str]
+    ) -> None:
+        record.status = status
+        record.response_bytes = len(body)
+        self.send_response(status)
+        for name, value in headers.items():
+            if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def fake_github(tmp_path: Path) -> Iterator[FakeGitHub]:
+    """A running fake GitHub whose repositories live under tmp_path/fake-github."""
+    server = FakeGitHub(tmp_path / "fake-github")
+    try:
+        yield server
+    finally:
+        server.close()
