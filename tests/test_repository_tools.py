@@ -947,6 +947,28 @@ def test_search_skips_binary_files_and_non_utf8_lines(pinned: PinnedRepository) 
     assert found == [("bin/mixed.txt", 1)]
 
 
+def test_search_skips_a_file_whose_nul_lies_past_gits_binary_sniff(repo: GitRepo) -> None:
+    # git grep -I looks at the first 8000 bytes only; read calls the whole file binary.
+    base = repo.commit_files({"a.txt": "alpha\n"})
+    late = b"needle one\n" + b"x" * 9000 + b"\nneedle\x00two\n"
+    head = repo.commit_files({"late_nul.txt": late, "ok.txt": "needle ok\n"})
+    pinned = PinnedRepository.open(repo.git_dir, base, head)
+    assert error_code(call(pinned, "read_repository_file", path="late_nul.txt")) == "binary_file"
+    assert matches(call(pinned, "search_repository", query="needle")) == [("ok.txt", 1)]
+
+
+def test_search_skips_binary_files_whatever_the_repository_attributes_say(
+    repo: GitRepo,
+) -> None:
+    base = repo.commit_files({"a.txt": "alpha\n"})
+    head = repo.commit_files({"data.bin": b"needle\x00\n", "ok.txt": "needle ok\n"})
+    (repo.git_dir / "info").mkdir(exist_ok=True)
+    (repo.git_dir / "info" / "attributes").write_text("* text diff -binary\n")
+    repo.write({".gitattributes": "* text diff -binary\n"})
+    pinned = PinnedRepository.open(repo.git_dir, base, head)
+    assert matches(call(pinned, "search_repository", query="needle")) == [("ok.txt", 1)]
+
+
 def test_search_skips_files_over_1_mib(pinned: PinnedRepository) -> None:
     found = matches(call(pinned, "search_repository", query="needle", path="big"))
     assert found == [("big/exact.txt", 1)]

@@ -120,6 +120,7 @@ class Snapshot:
     directories: set[str]
     link_targets: dict[str, bytes] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # listable, sorted
+    has_nul: dict[str, bool] = field(default_factory=dict)  # by blob oid, filled by searches
 
 
 def _parse_ls_tree(output: bytes) -> tuple[dict[str, TreeEntry], set[str]]:
@@ -372,6 +373,20 @@ class PinnedRepository:
             and entry.size <= MAX_SOURCE_FILE_BYTES
             and _reachable(path)
         )
+
+    def is_binary(self, path: str) -> bool:
+        """Whether a file holds a NUL byte anywhere, as `read_source` judges binary files.
+
+        `git grep -I` sniffs only the first 8000 bytes and obeys the repository's own
+        attributes (`* text` in .git/info/attributes turns the check off), so a search
+        asks here before it reports a hit.
+        """
+        oid = self.snapshot.entries[path].oid
+        known = self.snapshot.has_nul.get(oid)
+        if known is None:
+            known = b"\0" in read_blobs(self.git_dir, [oid]).get(oid, b"")
+            self.snapshot.has_nul[oid] = known
+        return known
 
     def grep(self, query: str, pathspec: str) -> Iterator[GrepMatch]:
         """Stream case-sensitive literal hits at the head commit; stop reading when dropped."""

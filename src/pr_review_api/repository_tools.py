@@ -293,7 +293,7 @@ def search_repository(repo: PinnedRepository, args: SearchArguments) -> dict[str
     matches: list[dict[str, Any]] = result["matches"]
     budget = MAX_TOOL_RESULT_BYTES - compact_size(result)
     for hit in repo.grep(args.query, target.path):
-        if not repo.is_searchable(hit.path):
+        if not repo.is_searchable(hit.path) or repo.is_binary(hit.path):
             continue
         try:
             text = hit.text.decode("utf-8").removesuffix("\r")
