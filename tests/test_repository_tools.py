@@ -1265,6 +1265,36 @@ def test_repository_config_cannot_run_commands_or_change_output(
     assert not sentinel.exists()
 
 
+@pytest.mark.parametrize("mode", ["log", "diff"])
+def test_diff_shows_gitlink_shas_never_a_submodule_read_from_git_modules(
+    tmp_path: Path, mode: str
+) -> None:
+    sub = GitRepo(tmp_path / "sub")
+    sub.commit_files({"x.txt": "SUBMODULE CONTENT ONE\n"}, "SUBMODULE SUBJECT ONE")
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit_files({"a.txt": "a\n"})
+    git(
+        repo.path,
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        str(sub.path),
+        "lib",
+    )
+    base = repo.commit_files({}, "add submodule")
+    new = sub.commit_files({"x.txt": "SUBMODULE CONTENT TWO\n"}, "SUBMODULE SUBJECT TWO")
+    git(repo.path / "lib", "fetch", "-q", "origin")
+    git(repo.path / "lib", "checkout", "-q", new)
+    head = repo.commit_files({}, "bump submodule")
+    with (repo.git_dir / "config").open("a") as config:
+        config.write(f"[diff]\n\tsubmodule = {mode}\n")
+    diff = call(PinnedRepository.open(repo.git_dir, base, head), "inspect_git_diff").result["diff"]
+    assert f"+Subproject commit {new}" in diff
+    assert "SUBMODULE" not in diff
+
+
 def test_unrelated_histories_diff_from_the_base(repo: GitRepo) -> None:
     base = repo.commit_files({"a.txt": "alpha\n"})
     orphan = git(repo.path, "commit-tree", f"{base}^{{tree}}", "-m", "orphan")

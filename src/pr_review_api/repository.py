@@ -37,6 +37,9 @@ DIFF_CONFIG = GitConfig(
         ("diff.relative", "false"),
         # color.ui=false (git.py) loses to a repository's own color.diff=always.
         ("color.diff", "false"),
+        # diff.submodule=log/diff would print a submodule's history or content, read from
+        # .git/modules, in place of the two gitlink SHAs.
+        ("diff.submodule", "short"),
     )
 )
 # grep.column=true in a repository's config inserts a column field into `-z` records.
