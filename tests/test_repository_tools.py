@@ -1179,6 +1179,18 @@ def test_diff_paths_are_validated(diff_world: DiffWorld, path: str, code: str) -
     assert error_code(outcome) == code
 
 
+@pytest.mark.parametrize("path", ["--output=x", "-R", "--ext-diff", "--textconv"])
+def test_diff_option_like_paths_are_literal_and_create_no_file(
+    diff_world: DiffWorld, tmp_path: Path, path: str
+) -> None:
+    outcome = call(diff_world.pinned(), "inspect_git_diff", paths=[path])
+    assert outcome.result["diff"] == ""
+    assert outcome.result["paths"] == [path]
+    assert not (diff_world.repo.git_dir / "x").exists()
+    assert not (diff_world.repo.path / "x").exists()
+    assert not (tmp_path / "x").exists()
+
+
 def test_diff_runs_git_with_the_exact_argument_vector(
     diff_world: DiffWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
