@@ -26,6 +26,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -166,6 +167,7 @@ class FakeGitHub:
         self.requests: list[RecordedRequest] = []
         self.require_token: str | None = None
         self.git_delay = 0.0
+        self.git_redirect: str | None = None  # answer git requests with a redirect to this origin
         self._origins: dict[tuple[str, str], Origin] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -310,6 +312,11 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     fake: FakeGitHub
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # a client that hung up (a timeout, a capped read) is not an error here
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -383,6 +390,10 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         if not fake._token_ok(record.authorization, git_side=True):
             self._send(record, 401, b"auth required", {"WWW-Authenticate": 'Basic realm="fake"'})
+            return
+        if fake.git_redirect is not None:
+            location = fake.git_redirect + path + (f"?{query}" if query else "")
+            self._send(record, 302, b"", {"Location": location})
             return
         if self.command == "POST":
             fake._sleep(fake.git_delay)
