@@ -268,6 +268,34 @@ def test_dot_and_dot_dot_tree_entries_can_never_be_named(repo: GitRepo) -> None:
     assert not pinned.is_searchable("d/./x")
 
 
+def test_entries_whose_blobs_are_missing_are_absent(repo: GitRepo) -> None:
+    # `git ls-tree -l` prints the size "BAD" for an object the store does not hold.
+    base = repo.commit_files({"ok.txt": "fine\n"})
+    ok = git(repo.path, "rev-parse", "HEAD:ok.txt")
+    tree = git(
+        repo.path,
+        "mktree",
+        "--missing",
+        input_bytes=(
+            f"100644 blob {ok}\tok.txt\n"
+            f"100644 blob {'1' * 40}\tgone.txt\n"
+            f"120000 blob {'2' * 40}\tgone_link\n"
+            f"120000 blob {git(repo.path, 'hash-object', '-w', '--stdin', input_bytes=b'gone.txt')}"
+            "\tto_gone\n"
+        ).encode(),
+    )
+    head = git(repo.path, "commit-tree", tree, "-p", base, "-m", "missing objects")
+    pinned = PinnedRepository.open(repo.git_dir, base, head)
+    assert pinned.snapshot.files == ["ok.txt"]
+    for path in ("gone.txt", "gone_link", "to_gone"):
+        with pytest.raises(ToolError) as caught:
+            pinned.resolve(path)
+        assert caught.value.code == "path_not_found"
+    assert pinned.read_source(pinned.resolve_file("ok.txt")) == "fine\n"
+    assert [hit.path for hit in pinned.grep("fine", "")] in (["ok.txt"], [])
+    pinned.diff([], 10_000)  # git fails on the missing blob; no exception reaches here
+
+
 def test_files_under_a_directory_excludes_prefix_lookalikes(pinned: PinnedRepository) -> None:
     start, end = pinned.files_under("src")
     assert pinned.snapshot.files[start:end] == ["src/app.py", "src/lib/util.py", "src/run.sh"]

@@ -142,6 +142,8 @@ def _parse_ls_tree(output: bytes) -> tuple[dict[str, TreeEntry], set[str]]:
             directories.add(path)
         elif kind == b"commit":
             entries[path] = TreeEntry("submodule", oid.decode(), -1)
+        elif not size.isdigit():
+            continue  # "BAD": the blob is missing from the object store, so unavailable
         elif mode == b"120000":
             entries[path] = TreeEntry("link", oid.decode(), int(size))
         else:
