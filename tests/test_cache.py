@@ -33,7 +33,7 @@ from pr_review_api.cache import (
     fetch_config,
     open_pull_request,
 )
-from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
+from pr_review_api.errors import ConfigurationError, GitHubUnavailable, PullRequestNotFound
 from pr_review_api.git import run_git
 from pr_review_api.github import PullRequestMetadata, parse_pull_request_url
 from pr_review_api.repository import PinnedRepository
@@ -837,6 +837,19 @@ async def test_cache_folder_is_private(fake_github: FakeGitHub, tmp_path: Path) 
     await review(pull.url, fake_github.settings(tmp_path / "cache"))
     for folder in ("", "repositories", "locks", "trash"):
         assert stat.S_IMODE((tmp_path / "cache" / folder).stat().st_mode) == 0o700
+
+
+@pytest.mark.anyio
+async def test_unusable_cache_folder_is_a_configuration_error(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = fake_github.pull_request("acme", "widget", 7)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    with pytest.raises(ConfigurationError) as caught:
+        await review(pull.url, fake_github.settings(blocker / "cache"))
+    assert "PR_REVIEW_CACHE_DIR" in caught.value.message
+    assert str(tmp_path) not in caught.value.message
 
 
 async def _review_each(fake: FakeGitHub, settings: Settings, names: list[str]) -> dict[str, Path]:

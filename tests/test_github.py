@@ -434,7 +434,7 @@ _TAIL_TEXT = st.text(
 )
 
 
-@hypothesis_settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     parts=st.tuples(
         _OWNERS,
@@ -455,7 +455,7 @@ def test_every_accepted_form_normalises_to_a_fixed_point(
     assert parse(ref.url) == ref
 
 
-@hypothesis_settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.one_of(
         st.text(max_size=80), st.text(max_size=40).map(lambda text: "https://github.com/" + text)

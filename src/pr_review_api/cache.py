@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pr_review_api.errors import GitHubUnavailable
+from pr_review_api.errors import ConfigurationError, GitHubUnavailable
 from pr_review_api.git import GitConfig, GitError, is_sha, run_git
 from pr_review_api.github import (
     PullRequestMetadata,
@@ -68,6 +68,7 @@ FETCH_FAILED = "Fetching the pull request's commits from GitHub failed."
 FETCH_TIMEOUT = "Fetching the pull request's commits from GitHub did not finish in time."
 CACHE_BUSY = "Another review is still fetching this repository; try again shortly."
 INVALID_METADATA = "GitHub returned pull request data that is not valid."
+CACHE_UNUSABLE = "PR_REVIEW_CACHE_DIR cannot be used as the repository cache (is it writable?)."
 
 _KEY = re.compile(r"[0-9a-f]{32}")
 
@@ -209,9 +210,12 @@ class RepositoryCache:
 
     def prepare(self, ref: PullRequestRef, metadata: PullRequestMetadata) -> Lease:
         """Hold the repository shared, make sure both pinned commits are in it, return the hold."""
-        self._ensure_layout()
         key = self.key(ref)
-        fd = _lock(self._locks / f"{key}.use", shared=True, timeout=self._wait)
+        try:
+            self._ensure_layout()
+            fd = _lock(self._locks / f"{key}.use", shared=True, timeout=self._wait)
+        except OSError:
+            raise ConfigurationError(CACHE_UNUSABLE) from None
         if fd is None:
             raise GitHubUnavailable(CACHE_BUSY)
         lease = Lease(fd, self._repositories / key)

@@ -104,10 +104,6 @@ class PullRequestMetadata:
 # --- URLs ---
 
 
-def _reject(reason: str) -> InvalidPullRequestUrl:
-    return InvalidPullRequestUrl(reason)
-
-
 def _effective_port(scheme: str, port: int | None) -> int | None:
     return port if port is not None else _DEFAULT_PORTS.get(scheme)
 
@@ -116,21 +112,21 @@ def _check_origin(scheme: str, authority: str, settings: Settings) -> None:
     server = urlsplit(settings.github_server_url)
     where = f"The pull request URL must be on {settings.github_server_url}."
     if scheme.lower() != server.scheme.lower() or "@" in authority:
-        raise _reject(where)
+        raise InvalidPullRequestUrl(where)
     match = _AUTHORITY.fullmatch(authority)
     if match is None:
-        raise _reject(where)
+        raise InvalidPullRequestUrl(where)
     host = match["host"].lower().removeprefix("[").removesuffix("]")
     port_text = match["port"]
     if port_text is not None and _PORT.fullmatch(port_text) is None:
-        raise _reject(where)
+        raise InvalidPullRequestUrl(where)
     port = int(port_text) if port_text is not None else None
     server_port = _effective_port(server.scheme.lower(), server.port)
     if (
         host != (server.hostname or "").lower()
         or _effective_port(scheme.lower(), port) != server_port
     ):
-        raise _reject(where)
+        raise InvalidPullRequestUrl(where)
 
 
 def is_valid_owner(name: str) -> bool:
@@ -148,36 +144,40 @@ def is_valid_repo(name: str) -> bool:
     )
 
 
+def _pull_path(path: str, settings: Settings) -> tuple[str, str, str]:
+    """Owner, repository and number text of `{prefix}/OWNER/REPO/pull/NUMBER[/suffix][/]`."""
+    if "%" in path:
+        raise InvalidPullRequestUrl(
+            "The pull request URL must not use percent-encoding in its path."
+        )
+    prefix = urlsplit(settings.github_server_url).path.rstrip("/")
+    pull = _PULL_PATH.fullmatch(path[len(prefix) :]) if path.startswith(prefix + "/") else None
+    if pull is None:
+        shape = f"{settings.github_server_url}/OWNER/REPO/pull/NUMBER"
+        raise InvalidPullRequestUrl(f"The pull request URL must look like {shape}.")
+    return pull["owner"], pull["repo"], pull["number"]
+
+
 def parse_pull_request_url(url: str, settings: Settings) -> PullRequestRef:
     """Check a pull-request URL and return its canonical form, or raise InvalidPullRequestUrl."""
     if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
-        raise _reject("The pull request URL is empty or too long.")
+        raise InvalidPullRequestUrl("The pull request URL is empty or too long.")
     # Printable ASCII only: no whitespace, control or look-alike characters, no back-slashes.
     if not url.isascii() or not url.isprintable() or " " in url or "\\" in url:
-        raise _reject("The pull request URL contains a character that is not allowed.")
+        raise InvalidPullRequestUrl(
+            "The pull request URL contains a character that is not allowed."
+        )
     match = _URL.fullmatch(url)
     if match is None:
-        raise _reject("The pull request URL is not an absolute http(s) URL.")
+        raise InvalidPullRequestUrl("The pull request URL is not an absolute http(s) URL.")
     _check_origin(match["scheme"], match["authority"], settings)
-    path = match["path"]
-    if "%" in path:
-        raise _reject("The pull request URL must not use percent-encoding in its path.")
-    prefix = urlsplit(settings.github_server_url).path.rstrip("/")
-    shape = (
-        f"The pull request URL must look like {settings.github_server_url}/OWNER/REPO/pull/NUMBER."
-    )
-    if not path.startswith(prefix + "/"):
-        raise _reject(shape)
-    pull = _PULL_PATH.fullmatch(path[len(prefix) :])
-    if pull is None:
-        raise _reject(shape)
-    owner, repo, number_text = pull["owner"], pull["repo"], pull["number"]
+    owner, repo, number_text = _pull_path(match["path"], settings)
     if not is_valid_owner(owner):
-        raise _reject("The repository owner in the pull request URL is not a valid GitHub name.")
+        raise InvalidPullRequestUrl("The repository owner in the URL is not a valid GitHub name.")
     if not is_valid_repo(repo):
-        raise _reject("The repository name in the pull request URL is not a valid GitHub name.")
+        raise InvalidPullRequestUrl("The repository name in the URL is not a valid GitHub name.")
     if _NUMBER.fullmatch(number_text) is None or int(number_text) > MAX_PULL_NUMBER:
-        raise _reject("The pull request number must be a positive decimal number.")
+        raise InvalidPullRequestUrl("The pull request number must be a positive decimal number.")
     number = int(number_text)
     canonical = f"{settings.github_server_url}/{owner}/{repo}/pull/{number}"
     return PullRequestRef(owner=owner, repo=repo, number=number, url=canonical)
