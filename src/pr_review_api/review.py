@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pr_review_api.cache import open_pull_request
 from pr_review_api.errors import InvalidModelResponse, InvalidRepository, MaxRounds, ReviewTimeout
 from pr_review_api.final_review import FinalReview, parse_final_review
 from pr_review_api.git import GitError, run_git
@@ -110,8 +111,6 @@ async def _prepare(target: ReviewTarget, settings: Settings) -> AsyncIterator[_P
     if isinstance(target, LocalTarget):
         yield await asyncio.to_thread(_prepare_local, target)
         return
-    from pr_review_api.cache import open_pull_request
-
     async with open_pull_request(target.url, settings) as pull:
         repository = await asyncio.to_thread(
             PinnedRepository.open, pull.git_dir, pull.metadata.base_sha, pull.metadata.head_sha
@@ -128,9 +127,16 @@ def _prepare_local(target: LocalTarget) -> _Prepared:
     head = resolve_commit(git_dir, target.head)
     if base is None or head is None:
         raise InvalidRepository("A revision does not name a commit in the repository.")
-    repository = PinnedRepository.open(git_dir, base, head)
-    # The local path is never shown to the model: it may name the user's machine.
-    return _Prepared(repository, None, _context(repository, "a local repository", None, None))
+    try:
+        repository = PinnedRepository.open(git_dir, base, head)
+        # The local path is never shown to the model: it may name the user's machine.
+        context = _context(repository, "a local repository", None, None)
+    except GitError:
+        # A corrupt tree (an empty entry name) or a partial clone whose blobs git may not
+        # fetch makes ls-tree fail; that GitError escaped run_review, which must raise only
+        # contract errors.
+        raise InvalidRepository("The repository's commits could not be read.") from None
+    return _Prepared(repository, None, context)
 
 
 def _local_git_dir(repo: Path) -> Path:
