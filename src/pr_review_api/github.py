@@ -16,13 +16,16 @@ never reach an error message or a log.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import urlsplit
 
+import certifi
 import httpx
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
@@ -354,6 +357,12 @@ async def _get_metadata(
     raise GitHubUnavailable("GitHub redirected the request too many times.")
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default verification (certifi's CA bundle), built once: loading it costs ~50 ms."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
 async def fetch_metadata(
     ref: PullRequestRef, settings: Settings, client: httpx.AsyncClient | None = None
 ) -> PullRequestMetadata:
@@ -364,7 +373,10 @@ async def fetch_metadata(
                 return await _get_metadata(client, ref, settings)
             # trust_env=False: no proxy, netrc or CA settings picked up from the environment,
             # as for git, whose environment is built from scratch too.
-            async with httpx.AsyncClient(trust_env=False, timeout=METADATA_TIMEOUT_SECONDS) as own:
+            tls = await asyncio.to_thread(_tls_context)
+            async with httpx.AsyncClient(
+                verify=tls, trust_env=False, timeout=METADATA_TIMEOUT_SECONDS
+            ) as own:
                 return await _get_metadata(own, ref, settings)
     except (TimeoutError, httpx.TimeoutException):
         raise GitHubUnavailable("GitHub did not answer in time.") from None

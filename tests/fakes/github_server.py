@@ -310,6 +310,7 @@ class FakeGitHub:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128  # socketserver's 5 drops connections when many reviews start at once
     fake: FakeGitHub
 
     def handle_error(self, request: Any, client_address: Any) -> None:
