@@ -1,0 +1,1 @@
+"""The hostile-world suite: repositories, providers, secrets, git traps and load (SECURITY.md)."""

@@ -1,0 +1,147 @@
+"""Helpers shared by the hostile suite: an audit of what the process touches, and figures.
+
+`audit()` records, through a Python audit hook (PEP 578), every file the process opens and
+every process it starts while the block runs, in any thread. The hook is installed once and
+costs one flag test when no audit is active.
+
+`FIGURES` counts what the suite tried (repositories, paths, tool calls, envelopes, faults,
+reviews); `tests/hostile/conftest.py` prints them at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FIGURES: Counter[str] = Counter()
+RESOURCE_NOTES: dict[str, str] = {}
+
+
+@dataclass
+class AuditLog:
+    """What the process did while an audit was active."""
+
+    opened: list[str] = field(default_factory=list)
+    processes: list[tuple[list[str], str | None]] = field(default_factory=list)
+    """(argument vector, working directory) of each process started."""
+    changes: list[tuple[str, str]] = field(default_factory=list)
+    """(event, path) of each file-system change: remove, rename, mkdir, symlink..."""
+
+
+_CHANGE_EVENTS = frozenset(
+    {"os.remove", "os.rename", "os.mkdir", "os.symlink", "os.link", "os.rmdir", "shutil.rmtree"}
+)
+_lock = threading.Lock()
+_active: list[AuditLog] = []
+_installed: list[bool] = []  # one entry once the hook is in: hooks cannot be removed
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    return str(value)
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    if not _active:
+        return
+    if event == "open":
+        path = args[0]
+        if isinstance(path, int):
+            return
+        record: tuple[str, Any] = ("open", _text(path))
+    elif event == "subprocess.Popen":
+        argv = (
+            [_text(a) for a in args[1]] if isinstance(args[1], list | tuple) else [_text(args[1])]
+        )
+        record = ("process", (argv, None if args[2] is None else _text(args[2])))
+    elif event in _CHANGE_EVENTS:
+        record = ("change", (event, _text(args[0])))
+    else:
+        return
+    with _lock:
+        for log in _active:
+            kind, value = record
+            if kind == "open":
+                log.opened.append(value)
+            elif kind == "process":
+                log.processes.append(value)
+            else:
+                log.changes.append(value)
+
+
+@contextmanager
+def audit() -> Iterator[AuditLog]:
+    """Record every open, process start and file-system change until the block ends."""
+    with _lock:
+        if not _installed:
+            sys.addaudithook(_hook)
+            _installed.append(True)
+    log = AuditLog()
+    with _lock:
+        _active.append(log)
+    try:
+        yield log
+    finally:
+        with _lock:
+            _active.remove(log)
+
+
+READ_ONLY_GIT = frozenset({"cat-file", "ls-tree", "grep", "diff", "merge-base", "rev-parse"})
+
+
+def git_subcommand(argv: list[str]) -> str | None:
+    """The subcommand of a git argument vector, skipping global options and `-c k=v`."""
+    index = 1
+    while index < len(argv):
+        arg = argv[index]
+        if arg == "-c":
+            index += 2
+            continue
+        if arg.startswith("-"):
+            index += 1
+            continue
+        return arg
+    return None
+
+
+def assert_confined(log: AuditLog, git_dir: Path) -> None:
+    """Only read-only git on `git_dir` ran, and Python opened and changed nothing."""
+    allowed_opens = {os.devnull}
+    stray = [path for path in log.opened if path not in allowed_opens]
+    assert not stray, f"files opened while tools ran: {stray[:5]}"
+    assert not log.changes, f"file-system changes while tools ran: {log.changes[:5]}"
+    for argv, cwd in log.processes:
+        assert argv[0] == "git", argv[:3]
+        assert argv[1] == f"--git-dir={git_dir}", argv[:3]
+        assert git_subcommand(argv) in READ_ONLY_GIT, argv[:6]
+        assert cwd is not None, argv[:3]
+        assert Path(cwd) == git_dir, cwd
+
+
+def open_fds() -> int:
+    """Open file descriptors of this process."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def rss_kib() -> int:
+    """Resident memory of this process now, in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def peak_rss_kib() -> int:
+    """The process's peak resident memory so far, in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
