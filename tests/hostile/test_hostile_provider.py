@@ -1,0 +1,1041 @@
+"""A hostile provider: generated conversations, mutated bodies and network faults.
+
+The invariant, whatever the provider sends: a review ends with a validated final review or
+a contract termination reason (a `ReviewError` with the contract's code), never any other
+exception; and no tool runs in a round that holds any invalid call.
+
+- `test_generated_conversations_...`: hypothesis builds whole conversations, valid rounds
+  then one ending (a valid or broken final review, one subtly invalid call, a broken
+  envelope, an unsupported finish reason, one call too many, or nothing: max_rounds). The
+  provider is an in-process `ProviderClient` stand-in, so hundreds of reviews run quickly;
+  tool executions are recorded per round and compared with what the oracle allows.
+- `test_mutated_bodies_over_http_...`: raw response bytes, mutated (truncated, re-encoded,
+  deeply nested, NaN, duplicate keys, bad UTF-8...), served by the real scripted provider.
+- `test_fault_...`: every network and HTTP fault, in the first round and after a tool round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import gzip
+import json
+import tracemalloc
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pr_review_api import review as review_module
+from pr_review_api.errors import ReviewError
+from pr_review_api.final_review import FinalReview
+from pr_review_api.jsonutil import loads_strict
+from pr_review_api.provider import ProviderClient
+from pr_review_api.repository import PinnedRepository
+from pr_review_api.repository_tools import TOOLS, ToolArguments, ToolOutcome, execute_tool
+from pr_review_api.result import ReviewResult
+from pr_review_api.review import LocalTarget, run_review
+from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings, load_settings
+from tests.conftest import PROVIDER_KEY
+from tests.fakes.provider_server import (
+    Fault,
+    RecordedRequest,
+    Reply,
+    Scripted,
+    ScriptedProvider,
+    body_reply,
+    closed_port_url,
+    json_reply,
+    stop_turn,
+    tool_call_turn,
+)
+from tests.gitrepo import LINK, GitRepo
+from tests.hostile.support import FIGURES
+
+MAX_ROUNDS = 4
+PER_ROUND = 3
+TOTAL = 8
+CONTRACT_CODES = frozenset(
+    {
+        "max_rounds",
+        "max_tool_calls",
+        "invalid_tool_call",
+        "invalid_model_response",
+        "upstream_response_too_large",
+        "unsupported_finish_reason",
+        "review_timeout",
+        "opencode_authentication_failed",
+        "opencode_rate_limited",
+        "opencode_unavailable",
+    }
+)
+FILES = {
+    "src/app.py": "".join(f"line {n}: validate(name)\n" for n in range(1, 31)),
+    "README.md": "# Demo\nneedle\n",
+    "docs/guide.md": "one\ntwo\nthree\nfour\nfive\n",
+}
+LINES = {path: text.count("\n") for path, text in FILES.items()}
+PATHS = (
+    "",
+    "src",
+    "docs",
+    *FILES,
+    "links/out",
+    "links/app",
+    "../x",
+    "/etc/passwd",
+    ".git/config",
+    "missing.txt",
+    "src/app.py/x",
+    "src\\app.py",
+)
+TOOL_NAMES = [tool["function"]["name"] for tool in TOOLS]
+# Listing runs in memory; the other three start git. Weighting keeps examples fast.
+WEIGHTED_TOOLS = [TOOL_NAMES[0], TOOL_NAMES[0], TOOL_NAMES[0], *TOOL_NAMES]
+ID_ALPHABET = "ABCXYZabcxyz0189_.:-"
+
+
+@pytest.fixture(scope="module")
+def widget(tmp_path_factory: pytest.TempPathFactory) -> LocalTarget:
+    repo = GitRepo(tmp_path_factory.mktemp("provider") / "widget")
+    base = repo.commit_files({"src/app.py": "old\n", "README.md": "# Demo\n"})
+    head = repo.commit_files(FILES, message="change")
+    head = repo.commit_tree(
+        {
+            **{path: ("100644", text.encode()) for path, text in FILES.items()},
+            "links/out": (LINK, b"../../outside"),
+            "links/app": (LINK, b"../src/app.py"),
+        },
+        parent=head,
+    )
+    return LocalTarget(repo.path, base, head)
+
+
+def review_settings(base_url: str = "http://127.0.0.1:9/v1", **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "opencode_api_key": PROVIDER_KEY,
+        "opencode_base_url": base_url,
+        "review_max_rounds": MAX_ROUNDS,
+        "review_max_tool_calls_per_round": PER_ROUND,
+        "review_max_tool_calls": TOTAL,
+        "review_timeout_seconds": 60,
+    }
+    values.update(overrides)
+    return load_settings(**values)
+
+
+# --- Generation ---------------------------------------------------------------------------
+
+
+@dataclass
+class Round:
+    """One provider turn and what the controller must do with it."""
+
+    envelope: dict[str, Any]
+    executes: list[str] = field(default_factory=list)
+    """Tool names this round runs (valid tool rounds only)."""
+    ends: str | None = None
+    """"final_review" or the termination code this round ends the review with."""
+    label: str = "valid"
+
+
+@dataclass
+class Conversation:
+    rounds: list[Round]
+
+    @property
+    def expected(self) -> str:
+        return self.rounds[-1].ends or "max_rounds"
+
+
+def paths() -> st.SearchStrategy[str]:
+    return st.sampled_from(PATHS) | st.text(max_size=12)
+
+
+def valid_arguments(tool: str) -> st.SearchStrategy[dict[str, Any]]:
+    if tool == "list_repository_files":
+        return st.fixed_dictionaries(
+            {},
+            optional={
+                "path": paths(),
+                "limit": st.integers(1, 200),
+                "cursor": st.none() | paths(),
+            },
+        )
+    if tool == "read_repository_file":
+        return st.fixed_dictionaries(
+            {"path": paths()},
+            optional={
+                "start_line": st.integers(1, 10**12),
+                "end_line": st.none() | st.integers(1, 10**12),
+            },
+        )
+    if tool == "search_repository":
+        return st.fixed_dictionaries(
+            {
+                "query": st.sampled_from(["needle", "validate", "line 1", ".*"])
+                | st.text(min_size=1, max_size=40)
+            },
+            optional={"path": paths(), "limit": st.integers(1, 100)},
+        )
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "paths": st.lists(paths(), max_size=5),
+            "max_bytes": st.integers(1, 131072),
+        },
+    )
+
+
+def encode_arguments(arguments: dict[str, Any], style: int) -> str:
+    """Equivalent JSON spellings: compact, spaced, ASCII-escaped, keys reversed."""
+    if style == 1:
+        return json.dumps(arguments, indent=2)
+    if style == 2:
+        return json.dumps(arguments, ensure_ascii=True, separators=(" , ", " : "))
+    if style == 3:
+        return json.dumps(dict(reversed(list(arguments.items()))), ensure_ascii=False)
+    return json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+
+
+@st.composite
+def valid_call(draw: st.DrawFn, call_id: str) -> dict[str, Any]:
+    tool = draw(st.sampled_from(WEIGHTED_TOOLS))
+    arguments = draw(valid_arguments(tool))
+    call: dict[str, Any] = {
+        "id": call_id,
+        "type": "function",
+        "function": {
+            "name": tool,
+            "arguments": encode_arguments(arguments, draw(st.integers(0, 3))),
+        },
+    }
+    if draw(st.booleans()):
+        call["index"] = 0  # some providers add fields the protocol does not need
+    return call
+
+
+# Schema-level breaks: the arguments stay a JSON object, but not one the tool accepts.
+SCHEMA_BREAKS: dict[str, list[tuple[str, Any]]] = {
+    "list_repository_files": [
+        ("path", 5),
+        ("path", None),
+        ("path", ["src"]),
+        ("limit", 0),
+        ("limit", 201),
+        ("limit", "5"),
+        ("limit", 5.0),
+        ("limit", True),
+        ("limit", None),
+        ("limit", 10**20),
+        ("cursor", 3),
+        ("command", "pytest"),
+    ],
+    "read_repository_file": [
+        ("path", 7),
+        ("path", None),
+        ("start_line", 0),
+        ("start_line", -3),
+        ("start_line", "1"),
+        ("start_line", 1.0),
+        ("start_line", None),
+        ("end_line", 0),
+        ("end_line", 2.5),
+        ("end_line", "9"),
+        ("command", "pytest"),
+        ("encoding", "latin-1"),
+    ],
+    "search_repository": [
+        ("query", ""),
+        ("query", "x" * 513),
+        ("query", 5),
+        ("query", None),
+        ("query", ["needle"]),
+        ("limit", 0),
+        ("limit", 101),
+        ("limit", False),
+        ("regex", True),
+    ],
+    "inspect_git_diff": [
+        ("paths", "src"),
+        ("paths", [1]),
+        ("paths", [None]),
+        ("paths", ["a"] * 51),
+        ("max_bytes", 0),
+        ("max_bytes", 131073),
+        ("max_bytes", "10"),
+        ("max_bytes", 10.5),
+        ("base", "HEAD~1"),
+    ],
+}
+MISSING_REQUIRED = {"read_repository_file": {"start_line": 1}, "search_repository": {"path": "src"}}
+BAD_ARGUMENT_TEXT = [
+    "",
+    "not json",
+    "[]",
+    '"path"',
+    "null",
+    "1",
+    '{"path":"a","path":"b"}',
+    '{"path": NaN}',
+    '{"max_bytes": Infinity}',
+    '{"path":"a"} trailing',
+    "{'path': 'a'}",
+    '{"path":"\\ud800"}',
+    '{"path":"a"',
+    '{"query":"' + "x" * 65_540 + '"}',
+    "[" * 100_000,
+]
+BAD_IDS: list[Any] = ["", "x" * 129, "a b", "é", "a/b", "id\n", "id;rm", 5, None, True]
+BAD_NAMES: list[Any] = [
+    "run_shell",
+    "List_repository_files",
+    "read_repository_file ",
+    "",
+    "functions.read_repository_file",
+    "read-repository-file",
+    5,
+    None,
+]
+
+
+def _break_call(call: dict[str, Any], how: int, seed: int) -> tuple[dict[str, Any], str]:
+    """One subtly invalid call: its shape, id, name, JSON or schema is wrong."""
+    call = copy.deepcopy(call)
+    function = call["function"]
+    tool = function["name"]
+    if how == 0:
+        key, value = SCHEMA_BREAKS[tool][seed % len(SCHEMA_BREAKS[tool])]
+        arguments = json.loads(function["arguments"])
+        arguments[key] = value
+        function["arguments"] = json.dumps(arguments)
+        return call, f"schema:{key}={value!r:.20}"
+    if how == 1 and tool in MISSING_REQUIRED:
+        function["arguments"] = json.dumps(MISSING_REQUIRED[tool])
+        return call, "schema:missing-required"
+    if how == 2:
+        function["arguments"] = BAD_ARGUMENT_TEXT[seed % len(BAD_ARGUMENT_TEXT)]
+        return call, f"json:{function['arguments'][:20]!r}"
+    if how == 3:
+        call["id"] = BAD_IDS[seed % len(BAD_IDS)]
+        return call, f"id:{call['id']!r:.20}"
+    if how == 4:
+        function["name"] = BAD_NAMES[seed % len(BAD_NAMES)]
+        return call, f"name:{function['name']!r}"
+    shapes: list[Callable[[dict[str, Any]], Any]] = [
+        lambda c: c.pop("id"),
+        lambda c: c.pop("type"),
+        lambda c: c.update(type="tool"),
+        lambda c: c.update(type="Function"),
+        lambda c: c.pop("function"),
+        lambda c: c.update(function=None),
+        lambda c: c.update(function="read_repository_file"),
+        lambda c: c["function"].pop("arguments"),
+        lambda c: c["function"].update(arguments={"path": "a"}),
+        lambda c: c["function"].update(arguments=None),
+        lambda c: c["function"].pop("name"),
+    ]
+    shapes[seed % len(shapes)](call)
+    return call, f"shape:{seed % len(shapes)}"
+
+
+def _message_of(envelope: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = envelope["choices"][0]["message"]
+    return message
+
+
+# Envelope-level breaks: (label, mutate, termination reason).
+ENVELOPE_BREAKS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
+    ("no-choices", lambda e: e.pop("choices"), "invalid_model_response"),
+    ("empty-choices", lambda e: e.update(choices=[]), "invalid_model_response"),
+    (
+        "two-choices",
+        lambda e: e["choices"].append(copy.deepcopy(e["choices"][0])),
+        "invalid_model_response",
+    ),
+    ("choices-object", lambda e: e.update(choices=e["choices"][0]), "invalid_model_response"),
+    ("choice-string", lambda e: e.update(choices=["x"]), "invalid_model_response"),
+    ("index-1", lambda e: e["choices"][0].update(index=1), "invalid_model_response"),
+    ("index-str", lambda e: e["choices"][0].update(index="0"), "invalid_model_response"),
+    ("index-bool", lambda e: e["choices"][0].update(index=False), "invalid_model_response"),
+    ("index-float", lambda e: e["choices"][0].update(index=0.0), "invalid_model_response"),
+    ("index-missing", lambda e: e["choices"][0].pop("index"), "invalid_model_response"),
+    ("no-message", lambda e: e["choices"][0].pop("message"), "invalid_model_response"),
+    ("message-list", lambda e: e["choices"][0].update(message=[]), "invalid_model_response"),
+    ("role-user", lambda e: _message_of(e).update(role="user"), "invalid_model_response"),
+    ("role-tool", lambda e: _message_of(e).update(role="tool"), "invalid_model_response"),
+    ("role-case", lambda e: _message_of(e).update(role="Assistant"), "invalid_model_response"),
+    ("role-missing", lambda e: _message_of(e).pop("role"), "invalid_model_response"),
+    ("content-int", lambda e: _message_of(e).update(content=5), "invalid_model_response"),
+    (
+        "content-list",
+        lambda e: _message_of(e).update(content=[{"type": "text"}]),
+        "invalid_model_response",
+    ),
+    ("finish-int", lambda e: e["choices"][0].update(finish_reason=1), "invalid_model_response"),
+    (
+        "finish-list",
+        lambda e: e["choices"][0].update(finish_reason=["stop"]),
+        "invalid_model_response",
+    ),
+    ("usage-string", lambda e: e.update(usage="lots"), "invalid_model_response"),
+    ("usage-negative", lambda e: e.update(usage={"prompt_tokens": -1}), "invalid_model_response"),
+    ("usage-str", lambda e: e.update(usage={"total_tokens": "5"}), "invalid_model_response"),
+    ("usage-float", lambda e: e.update(usage={"completion_tokens": 1.5}), "invalid_model_response"),
+    ("usage-bool", lambda e: e.update(usage={"prompt_tokens": True}), "invalid_model_response"),
+]
+UNSUPPORTED_FINISH = [
+    "length",
+    "content_filter",
+    None,
+    "",
+    "STOP",
+    "tool_call",
+    "function_call",
+    "stop ",
+]
+# Harmless differences every round may carry.
+VARIATIONS: list[Callable[[dict[str, Any]], Any]] = [
+    lambda e: e.update(system_fingerprint="fp_1", created=1, object="chat.completion"),
+    lambda e: e.update(usage=None),
+    lambda e: e.pop("usage"),
+    lambda e: e.update(usage={"prompt_tokens": None, "extra_tokens": 3}),
+    lambda e: e.update(id=5, model=["m"]),
+    lambda e: e.update(id="x" * 5000),
+    lambda e: _message_of(e).update(refusal=None, reasoning_content="thinking"),
+    lambda e: e["choices"][0].update(logprobs=None),
+]
+
+
+def finding(path: str, line: int | None, text: str = "t") -> dict[str, Any]:
+    return {
+        "severity": "medium",
+        "title": text,
+        "explanation": text,
+        "path": path,
+        "line": line,
+        "evidence": text,
+        "recommendation": text,
+    }
+
+
+@st.composite
+def valid_final(draw: st.DrawFn) -> dict[str, Any]:
+    findings = []
+    for _ in range(draw(st.integers(0, 3))):
+        path = draw(st.sampled_from([*FILES, "links/app", "./src//app.py"]))
+        lines = LINES["src/app.py" if "app" in path else path]
+        line = draw(st.none() | st.integers(1, lines))
+        findings.append(finding(path, line, draw(st.text(max_size=30))))
+    notes = draw(st.lists(st.text(max_size=30), max_size=3))
+    return {"summary": draw(st.text(max_size=60)), "findings": findings, "notes": notes}
+
+
+FINAL_BREAKS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+    ("extra-field", lambda r: r.update(verdict="approve")),
+    ("no-notes", lambda r: r.pop("notes")),
+    ("summary-int", lambda r: r.update(summary=5)),
+    ("findings-101", lambda r: r.update(findings=[finding("README.md", 1)] * 101)),
+    ("notes-101", lambda r: r.update(notes=["n"] * 101)),
+    ("text-8193", lambda r: r.update(summary="s" * 8193)),
+    ("text-multibyte", lambda r: r.update(summary="é" * 4097)),
+    ("severity", lambda r: r.update(findings=[{**finding("README.md", 1), "severity": "urgent"}])),
+    ("line-0", lambda r: r.update(findings=[finding("README.md", 0)])),
+    ("line-str", lambda r: r.update(findings=[finding("README.md", "1")])),  # type: ignore[arg-type]
+    ("line-float", lambda r: r.update(findings=[finding("README.md", 1.0)])),  # type: ignore[arg-type]
+    ("line-past-end", lambda r: r.update(findings=[finding("README.md", 3)])),
+    ("path-parent", lambda r: r.update(findings=[finding("../x", None)])),
+    ("path-absolute", lambda r: r.update(findings=[finding("/etc/passwd", None)])),
+    ("path-missing", lambda r: r.update(findings=[finding("nope.py", None)])),
+    ("path-directory", lambda r: r.update(findings=[finding("src", None)])),
+    ("path-git", lambda r: r.update(findings=[finding(".git/config", None)])),
+    ("path-link-out", lambda r: r.update(findings=[finding("links/out", None)])),
+    ("finding-extra", lambda r: r.update(findings=[{**finding("README.md", 1), "cwe": 79}])),
+]
+FINAL_TEXT_BREAKS = [
+    None,
+    "",
+    "   ",
+    "not json",
+    "[]",
+    '"review"',
+    '{"summary":"a","summary":"b","findings":[],"notes":[]}',
+    '{"summary":NaN,"findings":[],"notes":[]}',
+    '```json\n{"summary":"s","findings":[],"notes":[]}\n```',
+    '{"summary":"s","findings":[],"notes":[]} and more',
+]
+
+
+def _envelope(message: dict[str, Any], finish_reason: Any, round_number: int) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{round_number}",
+        "model": "deepseek-v4-flash",
+        "choices": [{"index": 0, "finish_reason": finish_reason, "message": message}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> Conversation:
+    rounds: list[Round] = []
+    used = 0
+    serial = 0
+
+    def next_id() -> str:
+        nonlocal serial
+        serial += 1
+        suffix = draw(st.text(alphabet=ID_ALPHABET, max_size=40))
+        return f"c{serial}{suffix}"[:128]
+
+    def tool_round(count: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        calls = [draw(valid_call(next_id())) for _ in range(count)]
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
+        if draw(st.booleans()):
+            message["content"] = draw(st.text(max_size=20))
+        return _envelope(message, "tool_calls", len(rounds) + 1), calls
+
+    for _ in range(draw(st.integers(0, MAX_ROUNDS))):
+        if used == TOTAL:
+            break
+        envelope, calls = tool_round(draw(st.integers(1, min(PER_ROUND, TOTAL - used))))
+        used += len(calls)
+        if draw(st.integers(0, 3)) == 0:
+            draw(st.sampled_from(VARIATIONS))(envelope)
+        rounds.append(Round(envelope, [c["function"]["name"] for c in calls]))
+    if len(rounds) == MAX_ROUNDS:
+        return Conversation(rounds)  # the provider never stops: max_rounds
+
+    ending = draw(
+        st.sampled_from(
+            ["final", "final", "broken-final", "broken-call", "envelope", "finish", "count"]
+        )
+    )
+    number = len(rounds) + 1
+    if ending in ("final", "broken-final"):
+        document = draw(valid_final())
+        content: Any = json.dumps(document, ensure_ascii=draw(st.booleans()))
+        ends, label = "final_review", "final"
+        if ending == "broken-final":
+            ends = "invalid_model_response"
+            if draw(st.booleans()):
+                label, breaker = draw(st.sampled_from(FINAL_BREAKS))
+                breaker(document)
+                content = json.dumps(document)
+            else:
+                content = draw(st.sampled_from(FINAL_TEXT_BREAKS))
+                label = f"final-text:{content!r:.20}"
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if draw(st.booleans()):
+            message["tool_calls"] = draw(st.sampled_from([None, []]))
+        envelope = _envelope(message, "stop", number)
+        if ends == "final_review" and draw(st.integers(0, 3)) == 0:
+            draw(st.sampled_from(VARIATIONS))(envelope)
+        rounds.append(Round(envelope, ends=ends, label=label))
+    elif ending == "broken-call":
+        envelope, calls = tool_round(draw(st.integers(1, min(PER_ROUND, max(TOTAL - used, 1)))))
+        if used + len(calls) > TOTAL:
+            rounds.append(Round(envelope, ends="max_tool_calls", label="count-total"))
+            return Conversation(rounds)
+        index = draw(st.integers(0, len(calls) - 1))
+        how = draw(st.integers(0, 6))
+        if how == 6:  # a repeated id, in this round or from an earlier one
+            earlier = [c["id"] for r in rounds for c in _message_of(r.envelope)["tool_calls"]]
+            pool = earlier + [c["id"] for i, c in enumerate(calls) if i != index]
+            if pool:
+                calls[index]["id"] = draw(st.sampled_from(pool))
+                rounds.append(Round(envelope, ends="invalid_tool_call", label="id-repeated"))
+                return Conversation(rounds)
+            how = 0
+        calls[index], label = _break_call(calls[index], how, draw(st.integers(0, 10**6)))
+        rounds.append(Round(envelope, ends="invalid_tool_call", label=label))
+    elif ending == "envelope":
+        if draw(st.booleans()):
+            envelope, _ = tool_round(draw(st.integers(1, min(PER_ROUND, max(TOTAL - used, 1)))))
+        else:
+            envelope = _envelope(
+                {"role": "assistant", "content": '{"summary":"s","findings":[],"notes":[]}'},
+                "stop",
+                number,
+            )
+        if used == TOTAL and envelope["choices"][0]["finish_reason"] == "tool_calls":
+            envelope = _envelope({"role": "assistant", "content": "x"}, "stop", number)
+        label, breaker, ends = draw(st.sampled_from(ENVELOPE_BREAKS))
+        breaker(envelope)
+        rounds.append(Round(envelope, ends=ends, label=f"envelope:{label}"))
+    elif ending == "finish":
+        reason = draw(st.sampled_from(UNSUPPORTED_FINISH))
+        if draw(st.booleans()):
+            envelope, _ = tool_round(1)
+            envelope["choices"][0]["finish_reason"] = reason
+        else:
+            envelope = _envelope({"role": "assistant", "content": "partial"}, reason, number)
+        rounds.append(Round(envelope, ends="unsupported_finish_reason", label=f"finish:{reason!r}"))
+    else:
+        shape = draw(st.sampled_from(["per-round", "total", "none", "empty", "not-list"]))
+        if shape in ("none", "empty", "not-list"):
+            envelope, _ = tool_round(1)
+            value: Any = {"none": None, "empty": [], "not-list": {"id": "x"}}[shape]
+            _message_of(envelope)["tool_calls"] = value
+            rounds.append(Round(envelope, ends="invalid_tool_call", label=f"calls:{shape}"))
+        else:
+            count = PER_ROUND + 1 if shape == "per-round" else TOTAL - used + 1
+            if count > PER_ROUND:
+                count = PER_ROUND + 1
+            envelope, _ = tool_round(count)
+            rounds.append(Round(envelope, ends="max_tool_calls", label=f"count:{shape}"))
+    return Conversation(rounds)
+
+
+# --- The in-process provider --------------------------------------------------------------
+
+
+class ConversationProvider(ProviderClient):
+    """Serves a generated conversation in process; records what the loop sent back."""
+
+    def __init__(self, conversation: Conversation) -> None:  # no HTTP client is needed
+        self.rounds = conversation.rounds
+        self.served = 0
+        self.requests: list[list[dict[str, Any]]] = []
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, deadline: float
+    ) -> dict[str, Any]:
+        assert tools == TOOLS
+        assert self.served < len(self.rounds), "the loop asked past the end of the script"
+        self.requests.append(copy.deepcopy(messages))
+        envelope = copy.deepcopy(self.rounds[self.served].envelope)
+        self.served += 1
+        return envelope
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class Outcome:
+    result: ReviewResult | None
+    error: ReviewError | None
+    executed: list[tuple[int, str]]
+
+    @property
+    def code(self) -> str:
+        return "final_review" if self.result is not None else str(self.error and self.error.code)
+
+
+@functools.lru_cache(maxsize=4)
+def _prepared_once(target: LocalTarget) -> Any:
+    """The loop is under test here, not the checkout: prepare each repository once."""
+    return _real_prepare_local(target)
+
+
+_real_prepare_local = review_module._prepare_local
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[asyncio.Runner]:
+    """One event loop for a whole property: its worker threads are made once, not per example."""
+    with asyncio.Runner() as loop_runner:
+        yield loop_runner
+
+
+def run_conversation(
+    conversation: Conversation, target: LocalTarget, runner: asyncio.Runner
+) -> tuple[Outcome, ConversationProvider]:
+    provider = ConversationProvider(conversation)
+    executed: list[tuple[int, str]] = []
+    real = execute_tool
+
+    def recording(repo: PinnedRepository, name: str, arguments: ToolArguments) -> ToolOutcome:
+        executed.append((provider.served, name))
+        return real(repo, name, arguments)
+
+    result = error = None
+    with (
+        mock.patch.object(review_module, "execute_tool", recording),
+        mock.patch.object(review_module, "_prepare_local", _prepared_once),
+    ):
+        try:
+            result = runner.run(run_review(target, review_settings(), provider=provider))
+        except ReviewError as exc:  # anything else fails the property
+            error = exc
+    return Outcome(result, error, executed), provider
+
+
+def check_conversation(
+    conversation: Conversation, target: LocalTarget, runner: asyncio.Runner
+) -> Outcome:
+    outcome, provider = run_conversation(conversation, target, runner)
+    rounds = conversation.rounds
+    label = rounds[-1].label
+    assert outcome.code == conversation.expected, f"{label}: {outcome.code}"
+    assert outcome.code in CONTRACT_CODES | {"final_review"}
+    assert provider.served == len(rounds), label
+    # No tool ran in the round that ended the review; valid rounds ran exactly their calls.
+    for number, round_ in enumerate(rounds, start=1):
+        ran = sorted(name for served, name in outcome.executed if served == number)
+        expected = sorted(round_.executes) if round_.ends is None else []
+        assert ran == expected, f"round {number} ({round_.label}) ran {ran}"
+    # Each valid round came back as the assistant message as received, then results in order.
+    for number, round_ in enumerate(rounds[:-1], start=1):
+        sent = provider.requests[number]
+        calls = _message_of(round_.envelope)["tool_calls"]
+        assert sent[-len(calls) - 1] == _message_of(round_.envelope)
+        for call, message in zip(calls, sent[-len(calls) :], strict=True):
+            assert set(message) == {"role", "tool_call_id", "content"}
+            assert (message["role"], message["tool_call_id"]) == ("tool", call["id"])
+            assert isinstance(loads_strict(message["content"])["ok"], bool)
+    if outcome.result is not None:
+        review = outcome.result.review
+        FinalReview.model_validate_json(review.model_dump_json())
+        repository = PinnedRepository.open(target.repo / ".git", target.base, target.head)
+        for item in review.findings:
+            repository.resolve_file(item.path)
+        assert outcome.result.rounds == len(rounds)
+        assert outcome.result.tool_calls == sum(len(r.executes) for r in rounds)
+    FIGURES["envelopes generated"] += len(rounds)
+    FIGURES[f"conversations ending {outcome.code}"] += 1
+    return outcome
+
+
+COMMON = settings(
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+DEFAULT_RUN = settings(COMMON, max_examples=150, derandomize=True)
+FULL_RUN = settings(COMMON, max_examples=2500)
+
+
+@DEFAULT_RUN
+@given(conversation=conversations())
+def test_generated_conversations_end_in_a_review_or_a_contract_reason(
+    widget: LocalTarget, runner: asyncio.Runner, conversation: Conversation
+) -> None:
+    check_conversation(conversation, widget, runner)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@FULL_RUN
+@given(conversation=conversations())
+def test_generated_conversations_at_full_size(
+    widget: LocalTarget, runner: asyncio.Runner, conversation: Conversation
+) -> None:
+    check_conversation(conversation, widget, runner)
+
+
+def _one_round(envelope: dict[str, Any], ends: str, label: str) -> Conversation:
+    return Conversation([Round(envelope, ends=ends, label=label)])
+
+
+def _single_call_turn(call: dict[str, Any]) -> dict[str, Any]:
+    return _envelope({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls", 1)
+
+
+VALID_CALL = {
+    "id": "call_ok",
+    "type": "function",
+    "function": {"name": "read_repository_file", "arguments": '{"path":"README.md"}'},
+}
+
+
+def every_single_break() -> Iterator[tuple[str, Conversation]]:
+    """Each catalogued break once, deterministically, beside a valid call it must not let run."""
+    for tool, breaks in SCHEMA_BREAKS.items():
+        base = {
+            **VALID_CALL,
+            "function": {
+                "name": tool,
+                "arguments": json.dumps(
+                    {"query": "needle"}
+                    if tool == "search_repository"
+                    else {"path": "README.md"}
+                    if tool == "read_repository_file"
+                    else {}
+                ),
+            },
+        }
+        for seed in range(len(breaks)):
+            broken, label = _break_call(base, 0, seed)
+            yield label, _pair(broken, label)
+    for how, catalogue in ((2, BAD_ARGUMENT_TEXT), (3, BAD_IDS), (4, BAD_NAMES), (5, range(11))):
+        for seed in range(len(catalogue)):
+            broken, label = _break_call(VALID_CALL, how, seed)
+            yield label, _pair(broken, label)
+    for label, breaker, ends in ENVELOPE_BREAKS:
+        envelope = _single_call_turn(copy.deepcopy(VALID_CALL))
+        breaker(envelope)
+        yield label, _one_round(envelope, ends, label)
+    for reason in UNSUPPORTED_FINISH:
+        envelope = _single_call_turn(copy.deepcopy(VALID_CALL))
+        envelope["choices"][0]["finish_reason"] = reason
+        yield f"finish:{reason!r}", _one_round(envelope, "unsupported_finish_reason", "finish")
+    for label, final_breaker in FINAL_BREAKS:
+        document: dict[str, Any] = {"summary": "s", "findings": [], "notes": []}
+        final_breaker(document)
+        envelope = _envelope({"role": "assistant", "content": json.dumps(document)}, "stop", 1)
+        yield label, _one_round(envelope, "invalid_model_response", label)
+    at_every_bound = {
+        "summary": "s" * 8192,
+        "findings": [finding("README.md", 2, "é" * 4096)] * 100,
+        "notes": ["n" * 8192] * 100,
+    }
+    envelope = _envelope({"role": "assistant", "content": json.dumps(at_every_bound)}, "stop", 1)
+    yield "final-at-every-bound", _one_round(envelope, "final_review", "final-at-every-bound")
+    for text in FINAL_TEXT_BREAKS:
+        envelope = _envelope({"role": "assistant", "content": text}, "stop", 1)
+        yield f"final:{text!r:.20}", _one_round(envelope, "invalid_model_response", "final-text")
+
+
+def _pair(broken: dict[str, Any], label: str) -> Conversation:
+    good = copy.deepcopy(VALID_CALL)
+    calls = [good, broken] if good.get("id") != broken.get("id") else [broken]
+    envelope = _envelope(
+        {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls", 1
+    )
+    return _one_round(envelope, "invalid_tool_call", label)
+
+
+def test_every_catalogued_break_stops_the_review_before_any_tool_runs(
+    widget: LocalTarget, runner: asyncio.Runner
+) -> None:
+    tried = 0
+    for _label, conversation in every_single_break():
+        outcome = check_conversation(conversation, widget, runner)
+        assert outcome.executed == []  # every entry is one round: it ends or it is final
+        tried += 1
+    assert tried > 140
+
+
+# --- Raw bodies over real HTTP ------------------------------------------------------------
+
+FINAL_BODY = json.dumps(stop_turn({"summary": "fine", "findings": [], "notes": []})).encode()
+TOOL_BODY = json.dumps(
+    tool_call_turn([("r1", "read_repository_file", {"path": "README.md"})])
+).encode()
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"choices":' + b"[" * depth + b"]" * depth + b"}"
+
+
+BODY_MUTATIONS: list[tuple[str, Callable[[bytes, int], tuple[bytes, dict[str, str]]]]] = [
+    ("truncate", lambda b, n: (b[: n % len(b)], {})),
+    ("insert-byte", lambda b, n: (b[: n % len(b)] + bytes([n % 256]) + b[n % len(b) :], {})),
+    ("drop-byte", lambda b, n: (b[: n % len(b)] + b[n % len(b) + 1 :], {})),
+    ("bom", lambda b, n: (b"\xef\xbb\xbf" + b, {})),
+    ("trailing", lambda b, n: (b + b" {}", {})),
+    ("nan", lambda b, n: (b.replace(b'"prompt_tokens":10', b'"prompt_tokens":NaN'), {})),
+    ("infinity", lambda b, n: (b.replace(b'"prompt_tokens":10', b'"prompt_tokens":1e999'), {})),
+    (
+        "bigint",
+        lambda b, n: (b.replace(b'"prompt_tokens":10', b'"prompt_tokens":' + b"9" * 5000), {}),
+    ),
+    ("duplicate", lambda b, n: (b.replace(b'{"id"', b'{"choices":[],"id"', 1), {})),
+    ("bad-utf8", lambda b, n: (b.replace(b"fine", b"fi\xffne"), {})),
+    ("surrogate", lambda b, n: (b.replace(b"fine", b"\\ud800"), {})),
+    ("deep", lambda b, n: (_nested(50_000 + n % 50_000), {})),
+    ("gzip", lambda b, n: (gzip.compress(b), {"Content-Encoding": "gzip"})),
+    ("gzip-cut", lambda b, n: (gzip.compress(b)[: 10 + n % 40], {"Content-Encoding": "gzip"})),
+    ("deflate", lambda b, n: (zlib.compress(b), {"Content-Encoding": "deflate"})),
+    ("brotli-label", lambda b, n: (b, {"Content-Encoding": "br"})),
+    ("text-plain", lambda b, n: (b, {"Content-Type": "text/plain"})),
+    ("json-charset", lambda b, n: (b, {"Content-Type": "application/json; charset=utf-8"})),
+    ("json-seq", lambda b, n: (b, {"Content-Type": "application/json-seq"})),
+    ("array", lambda b, n: (b"[" + b + b"]", {})),
+    ("empty", lambda b, n: (b"", {})),
+    ("null", lambda b, n: (b"null", {})),
+]
+
+
+@pytest.fixture(scope="module")
+def http_provider() -> Iterator[ScriptedProvider]:
+    def fallback(request: RecordedRequest) -> Scripted:
+        document: dict[str, Any] = json.loads(FINAL_BODY)
+        return document  # a mutated body that asked for tools gets a final turn
+
+    with ScriptedProvider(responder=fallback) as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def shared_client(
+    http_provider: ScriptedProvider, runner: asyncio.Runner
+) -> Iterator[ProviderClient]:
+    """One pooled client for every example, as the HTTP service keeps one for every review."""
+    client = ProviderClient(review_settings(http_provider.base_url))
+    yield client
+    runner.run(client.aclose())
+
+
+def _serve_and_review(
+    *,
+    provider: ScriptedProvider,
+    client: ProviderClient,
+    runner: asyncio.Runner,
+    target: LocalTarget,
+    reply: Reply,
+) -> str:
+    provider.script(reply)
+    try:
+        with mock.patch.object(review_module, "_prepare_local", _prepared_once):
+            result = runner.run(
+                run_review(target, review_settings(provider.base_url), provider=client)
+            )
+    except ReviewError as exc:
+        code = exc.code
+    else:
+        code = result.termination_reason
+        FinalReview.model_validate_json(result.review.model_dump_json())
+    assert code in CONTRACT_CODES | {"final_review"}, code
+    return code
+
+
+MutationCase = tuple[tuple[str, Callable[[bytes, int], tuple[bytes, dict[str, str]]]], bytes, int]
+
+
+@settings(COMMON, max_examples=200, derandomize=True)
+@given(
+    case=st.tuples(
+        st.sampled_from(BODY_MUTATIONS),
+        st.sampled_from([FINAL_BODY, TOOL_BODY]),
+        st.integers(0, 10**6),
+    )
+)
+def test_mutated_bodies_over_http_end_in_a_review_or_a_contract_reason(
+    http_provider: ScriptedProvider,
+    shared_client: ProviderClient,
+    runner: asyncio.Runner,
+    widget: LocalTarget,
+    case: MutationCase,
+) -> None:
+    mutation, body, position = case
+    _name, mutate = mutation
+    data, headers = mutate(body, position)
+    reply = body_reply(data, headers=tuple({"Content-Type": "application/json", **headers}.items()))
+    _serve_and_review(
+        provider=http_provider, client=shared_client, runner=runner, target=widget, reply=reply
+    )
+    FIGURES["envelopes generated"] += 1
+    FIGURES["mutated bodies served over HTTP"] += 1
+
+
+# --- Faults over real HTTP ----------------------------------------------------------------
+
+CAP = MAX_PROVIDER_RESPONSE_BYTES
+FAULTS: dict[str, tuple[Callable[[], Reply], str]] = {
+    "close-without-answer": (Fault.close, "opencode_unavailable"),
+    "reset-mid-body": (Fault.reset_mid_body, "opencode_unavailable"),
+    "body-short-of-length": (Fault.truncated_body, "opencode_unavailable"),
+    "truncated-json": (Fault.truncated_json, "invalid_model_response"),
+    "2-MiB-plus-1": (Fault.oversized, "upstream_response_too_large"),
+    "2-MiB-plus-1-gzip": (
+        lambda: Fault.oversized(1, content_encoding="gzip"),
+        "upstream_response_too_large",
+    ),
+    "2-MiB-plus-1-deflate": (
+        lambda: Fault.oversized(1, content_encoding="deflate"),
+        "upstream_response_too_large",
+    ),
+    "content-length-over-cap": (Fault.content_length_over_cap, "upstream_response_too_large"),
+    "gzip-bomb": (Fault.gzip_bomb, "upstream_response_too_large"),
+    "slow-drip": (lambda: Fault.slow_drip(interval=0.05), "review_timeout"),
+    "no-answer-in-time": (lambda: Fault.delay(30), "review_timeout"),
+    "401": (
+        lambda: Fault.status(401, body=PROVIDER_KEY.encode()),
+        "opencode_authentication_failed",
+    ),
+    "403": (lambda: Fault.status(403), "opencode_authentication_failed"),
+    "429": (lambda: Fault.rate_limited("7"), "opencode_rate_limited"),
+    "429-no-hint": (lambda: Fault.rate_limited(None), "opencode_rate_limited"),
+    "500": (lambda: Fault.status(500), "opencode_unavailable"),
+    "502": (lambda: Fault.status(502), "opencode_unavailable"),
+    "503": (lambda: Fault.status(503, headers={"Retry-After": "5"}), "opencode_unavailable"),
+    "504": (lambda: Fault.status(504), "opencode_unavailable"),
+    "404": (lambda: Fault.status(404), "opencode_unavailable"),
+    "302": (
+        lambda: Fault.status(302, headers={"Location": "http://127.0.0.1:9/"}),
+        "opencode_unavailable",
+    ),
+    "text/html": (Fault.wrong_content_type, "invalid_model_response"),
+    "no-content-type": (lambda: Fault.wrong_content_type(None), "invalid_model_response"),
+    "unknown-encoding": (
+        lambda: body_reply(FINAL_BODY, content_encoding="br"),
+        "invalid_model_response",
+    ),
+}
+TIMED = {"slow-drip", "no-answer-in-time"}
+
+
+@pytest.mark.parametrize("after_tools", [False, True], ids=["round-1", "round-2"])
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_fault_ends_the_review_with_its_contract_code(
+    widget: LocalTarget, fault: str, after_tools: bool
+) -> None:
+    build, expected = FAULTS[fault]
+    overrides = {"review_timeout_seconds": 1.0} if fault in TIMED else {}
+    with ScriptedProvider() as provider:
+        if after_tools:
+            provider.script(json_reply(json.loads(TOOL_BODY)))
+        provider.script(build())
+        with pytest.raises(ReviewError) as raised:
+            asyncio.run(run_review(widget, review_settings(provider.base_url, **overrides)))
+        assert len(provider.requests) == (2 if after_tools else 1)
+    error = raised.value
+    assert error.code == expected
+    assert PROVIDER_KEY not in error.message
+    if fault == "429":
+        assert getattr(error, "retry_after", None) == 7
+    FIGURES["faults injected"] += 1
+
+
+class ToolsThenRealProvider(ProviderClient):
+    """Answers the first turn in process, then sends every later turn over real HTTP."""
+
+    turns = 0
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, deadline: float
+    ) -> dict[str, Any]:
+        self.turns += 1
+        if self.turns == 1:
+            envelope: dict[str, Any] = json.loads(TOOL_BODY)
+            return envelope
+        return await super().complete(messages, tools, deadline=deadline)
+
+
+@pytest.mark.parametrize("after_tools", [False, True], ids=["round-1", "round-2"])
+def test_refused_connection_is_unavailable(widget: LocalTarget, after_tools: bool) -> None:
+    settings_ = review_settings(closed_port_url())
+
+    async def review() -> ReviewResult:
+        if not after_tools:
+            return await run_review(widget, settings_)
+        async with ToolsThenRealProvider(settings_) as provider:
+            return await run_review(widget, settings_, provider=provider)
+
+    with pytest.raises(ReviewError) as raised:
+        asyncio.run(review())
+    assert raised.value.code == "opencode_unavailable"
+    FIGURES["faults injected"] += 1
+
+
+def test_gzip_bomb_memory_stays_near_the_cap(widget: LocalTarget) -> None:
+    with ScriptedProvider() as provider:
+        provider.script(Fault.gzip_bomb())
+        tracemalloc.start()
+        try:
+            with pytest.raises(ReviewError) as raised:
+                asyncio.run(run_review(widget, review_settings(provider.base_url)))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert raised.value.code == "upstream_response_too_large"
+    assert peak < 4 * CAP, f"peak {peak} bytes while refusing a 64 MiB bomb"
+    FIGURES["faults injected"] += 1
