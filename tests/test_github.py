@@ -650,6 +650,8 @@ async def test_unreachable_api_is_github_unavailable(tmp_path: Path) -> None:
         "A" * 40,
         "g" * 40,
         "a" * 39 + "\n",
+        "a" * 40 + "\n",
+        " " + "a" * 40,
         "-" + "a" * 39,
         "a" * 64,
         "",
