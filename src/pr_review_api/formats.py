@@ -357,7 +357,9 @@ def _sarif_rule(severity: Severity) -> dict[str, Any]:
     return {
         "id": _rule_id(severity),
         "name": f"{severity.capitalize()}SeverityFinding",
-        "shortDescription": {"text": f"{article} {severity}-severity finding of a pr-review review."},
+        "shortDescription": {
+            "text": f"{article} {severity}-severity finding of a pr-review review."
+        },
         "defaultConfiguration": {"level": level},
         "properties": {"tags": ["pr-review"], "problem.severity": _PROBLEM_SEVERITY[level]},
     }

@@ -1,0 +1,260 @@
+"""The `pr-review` command line (CONTRACT section 4): a thin shell over `run_review()`.
+
+Errors are mapped in one place, `_fail()`: `--format json` prints the HTTP API's error body on
+stdout; every other format prints one line, `error: <message> (<code>)`, on stderr. Nothing
+ever prints a traceback. Exit status: 0 a validated review, 1 the review ended without one,
+2 bad input or configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NoReturn
+
+import click
+from rich.console import Console
+
+from pr_review_api import __version__
+from pr_review_api.errors import ConfigurationError, InvalidRequest, ReviewError
+from pr_review_api.final_review import review_schema_json
+from pr_review_api.formats import OUTPUT_FORMATS, OutputFormat, render, render_json
+from pr_review_api.review import (
+    LocalTarget,
+    Progress,
+    ProgressCallback,
+    PullRequestTarget,
+    ReviewTarget,
+    run_review,
+)
+from pr_review_api.settings import load_settings
+from pr_review_api.trace import Usage
+
+EXIT_OK = 0
+EXIT_NO_REVIEW = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+# Codes that mean "fix the command or the configuration", not "the review failed".
+INPUT_ERROR_CODES = frozenset(
+    {"invalid_request", "invalid_pull_request_url", "invalid_repository", "configuration_error"}
+)
+# Fixed widths so that `--help` reads the same everywhere (and the README can quote it).
+HELP_WIDTH = 100
+CONTEXT_SETTINGS = {
+    "help_option_names": ["-h", "--help"],
+    "terminal_width": HELP_WIDTH,
+    "max_content_width": HELP_WIDTH,
+}
+
+_STAGES = {
+    "preparing": "preparing the repository",
+    "waiting_for_model": "waiting for the model",
+    "running_tools": "running tool calls",
+    "validating": "validating the final review",
+}
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "--version", prog_name="pr-review")
+def main() -> None:
+    """Review GitHub pull requests with a language model through validated, read-only tools.
+
+    Settings come from the environment and from .env in the working directory; a review needs
+    OPENCODE_API_KEY. Run `pr-review review --help` for the exit statuses.
+    """
+
+
+@main.command()
+@click.argument("pr_url", required=False, metavar="[PR_URL]")
+@click.option(
+    "--repo",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="Review two revisions of the local git repository at PATH instead of a pull request.",
+)
+@click.option("--base", metavar="REV", help="With --repo: the revision the change starts from.")
+@click.option("--head", metavar="REV", help="With --repo: the revision to review.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(OUTPUT_FORMATS),
+    default="text",
+    show_default=True,
+    help="text for people, json for scripts (the HTTP API's body), markdown for a PR "
+    "comment, sarif for code scanning.",
+)
+@click.option("--trace", is_flag=True, help="Include each round's provider turn and tool calls.")
+def review(
+    *,
+    pr_url: str | None,
+    repo: Path | None,
+    base: str | None,
+    head: str | None,
+    output_format: OutputFormat,
+    trace: bool,
+) -> None:
+    """Review the pull request at PR_URL, or --base..--head of the repository at --repo.
+
+    \b
+      pr-review review https://github.com/OWNER/REPO/pull/N
+      pr-review review --repo . --base main --head HEAD --format markdown
+
+    \b
+    Exit status:
+      0  a validated final review was printed
+      1  the review ended without one (the reason is printed)
+      2  bad input or configuration
+    """
+    target = _target(pr_url, repo, base, head, output_format)
+    try:
+        settings = load_settings()
+        settings.require_provider_key()
+        with _progress() as progress:
+            result = asyncio.run(
+                run_review(target, settings, include_trace=trace, progress=progress)
+            )
+    except ReviewError as exc:
+        _fail(exc, output_format)
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:  # a bug: say what kind, never the message or a traceback
+        _fail(ReviewError(f"An unexpected {type(exc).__name__} ended the review."), output_format)
+    color = output_format == "text" and _is_terminal(sys.stdout) and "NO_COLOR" not in os.environ
+    click.echo(render(result, output_format, color=color).rstrip("\n"), color=color)
+
+
+def _target(
+    pr_url: str | None,
+    repo: Path | None,
+    base: str | None,
+    head: str | None,
+    output_format: OutputFormat,
+) -> ReviewTarget:
+    if pr_url is not None and repo is not None:
+        _usage("give either PR_URL or --repo, not both.", output_format)
+    if repo is not None:
+        if base is None or head is None:
+            _usage("--repo needs both --base and --head.", output_format)
+        return LocalTarget(repo=repo, base=base, head=head)
+    if base is not None or head is not None:
+        _usage("--base and --head go with --repo.", output_format)
+    if pr_url is None:
+        _usage("give a pull request URL, or --repo with --base and --head.", output_format)
+    return PullRequestTarget(pr_url)
+
+
+def _usage(message: str, output_format: OutputFormat) -> NoReturn:
+    if output_format == "json":
+        click.echo(render_json(InvalidRequest(message[0].upper() + message[1:]).to_body()))
+    raise click.UsageError(message)
+
+
+def _fail(exc: ReviewError, output_format: OutputFormat) -> NoReturn:
+    """The one place an error becomes output and an exit status."""
+    if output_format == "json":
+        click.echo(render_json(exc.to_body()))
+    else:
+        click.echo(f"error: {exc.message} ({exc.code})", err=True)
+    sys.exit(EXIT_BAD_INPUT if exc.code in INPUT_ERROR_CODES else EXIT_NO_REVIEW)
+
+
+def _is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def describe_progress(progress: Progress) -> str:
+    """One status line: the stage, the round, tool calls and tokens so far."""
+    stage = _STAGES.get(progress.stage, progress.stage)
+    if progress.round == 0:
+        return f"Reviewing: {stage}"
+    calls = "tool call" if progress.tool_calls == 1 else "tool calls"
+    return (
+        f"Round {progress.round}: {stage} · {progress.tool_calls} {calls} · "
+        f"{progress.usage.total_tokens:,} tokens"
+    )
+
+
+@contextmanager
+def _progress() -> Iterator[ProgressCallback | None]:
+    """A live status line on stderr when stderr is a terminal; nothing otherwise."""
+    if not _is_terminal(sys.stderr):
+        yield None
+        return
+    console = Console(stderr=True)
+    with console.status(describe_progress(Progress("preparing", 0, 0, Usage()))) as status:
+
+        def update(progress: Progress) -> None:
+            status.update(describe_progress(progress))
+
+        yield update
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on.",
+)
+def serve(host: str, port: int) -> None:
+    """Run the HTTP API: POST /v1/reviews, GET /healthz, GET /openapi.json.
+
+    Listening on an address other than loopback requires PR_REVIEW_API_KEYS; clients then send
+    `Authorization: Bearer <key>`. SIGTERM lets reviews in flight finish before exiting.
+    """
+    # Imported here: the web stack takes a while to load and only `serve` needs it.
+    import uvicorn  # noqa: PLC0415
+
+    from pr_review_api.api import create_app, server_config  # noqa: PLC0415
+
+    try:
+        settings = load_settings()
+        settings.require_provider_key()
+        if not settings.pr_review_api_keys and not is_loopback(host):
+            raise ConfigurationError(
+                "PR_REVIEW_API_KEYS is not set: set it to serve on a non-loopback address, "
+                "or use --host 127.0.0.1."
+            )
+        app = create_app(settings)
+    except ReviewError as exc:
+        _fail(exc, "text")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn.Server(server_config(app, settings, host=host, port=port)).run()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names only this machine (`localhost` or a loopback address)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False
+
+
+@main.command()
+@click.argument("which", type=click.Choice(["tools", "review"]))
+def schema(which: str) -> None:
+    """Print the `tools` value sent to the provider, or the final-review JSON schema."""
+    if which == "tools":
+        # Imported here: only this subcommand needs the tools module and what it imports.
+        from pr_review_api import repository_tools  # noqa: PLC0415
+
+        click.echo(json.dumps(repository_tools.TOOLS, indent=2))
+    else:
+        click.echo(review_schema_json())
+
+
+if __name__ == "__main__":
+    main(prog_name="pr-review")
