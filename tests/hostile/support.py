@@ -10,15 +10,21 @@ reviews); `tests/hostile/conftest.py` prints them at the end of the run.
 
 from __future__ import annotations
 
+import base64
+import json
+import logging
 import os
 import sys
 import threading
+import time
+import traceback
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 FIGURES: Counter[str] = Counter()
 RESOURCE_NOTES: dict[str, str] = {}
@@ -145,3 +151,125 @@ def peak_rss_kib() -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     return 0
+
+
+# --- Secrets ------------------------------------------------------------------------------
+
+SERVICE_KEY = "svc-test-SERVICE-SECRET-90d1e5"
+
+
+def secret_forms() -> dict[str, str]:
+    """Every spelling of the suite's secrets a leak could take: as is, in a git Basic
+    credential, base64-encoded, URL-encoded."""
+    from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+
+    forms: dict[str, str] = {}
+    for name, secret in (
+        ("provider key", PROVIDER_KEY),
+        ("GitHub token", GITHUB_TOKEN),
+        ("service key", SERVICE_KEY),
+    ):
+        forms[name] = secret
+        forms[f"{name} (base64)"] = base64.b64encode(secret.encode()).decode()
+        forms[f"{name} (url-encoded)"] = quote(secret, safe="")
+    basic = base64.b64encode(f"x-access-token:{GITHUB_TOKEN}".encode()).decode()
+    forms["GitHub token (git Basic credential)"] = basic
+    return forms
+
+
+def leaks(text: str | bytes) -> list[str]:
+    """The names of the secret forms found in `text`."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return [name for name, form in secret_forms().items() if form in text]
+
+
+def scan_tree(root: Path) -> list[tuple[str, list[str]]]:
+    """(file, leaks) for every regular file under `root` that holds a secret."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if hits := leaks(data):
+            found.append((str(path), hits))
+    return found
+
+
+class CapturingHandler(logging.Handler):
+    """Keeps every record, fully formatted: message, arguments, exception and stack."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.texts: list[str] = []
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = self.format(record)
+        extra = {k: v for k, v in vars(record).items() if k not in _STANDARD_RECORD_FIELDS}
+        self.texts.append(f"{text} {extra!r}" if extra else text)
+
+
+_STANDARD_RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+@contextmanager
+def capture_all_logging() -> Iterator[CapturingHandler]:
+    """Every log record of every logger, at DEBUG, for the length of the block."""
+    root = logging.getLogger()
+    handler = CapturingHandler()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def exception_text(exc: BaseException) -> str:
+    """All a handler could print of an exception: message, repr, body, formatted chain."""
+    parts = [str(exc), repr(exc), "".join(traceback.format_exception(exc))]
+    to_body = getattr(exc, "to_body", None)
+    if callable(to_body):
+        parts.append(json.dumps(to_body()))
+    return "\n".join(parts)
+
+
+# --- A real server ------------------------------------------------------------------------
+
+
+@contextmanager
+def live_server(app: Any, settings: Any) -> Iterator[str]:
+    """Serve `app` as `pr-review serve` would (its uvicorn config) on an ephemeral loopback
+    port, from a background thread; yield the base URL. Leaving stops it and waits."""
+    import socket
+
+    import uvicorn
+
+    from pr_review_api.api import server_config
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = server_config(app, settings, host="127.0.0.1", port=port)
+    config.timeout_graceful_shutdown = 5
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    try:
+        while not server.started:
+            assert thread.is_alive(), "uvicorn failed to start"
+            assert time.monotonic() < deadline, "uvicorn did not start in time"
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()

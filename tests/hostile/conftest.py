@@ -1,0 +1,46 @@
+"""The hostile suite's guard and its figures.
+
+`secret_guard` runs around every test of this folder: it captures every log record of every
+logger at DEBUG, and afterwards fails the test if a record, or a file the test left in its
+`tmp_path`, holds the provider key, the GitHub token or the service key in any spelling
+(see `support.secret_forms`). The figures the tests count are printed after the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.hostile.support import (
+    FIGURES,
+    RESOURCE_NOTES,
+    CapturingHandler,
+    capture_all_logging,
+    leaks,
+    scan_tree,
+)
+
+
+@pytest.fixture(autouse=True)
+def secret_guard(request: pytest.FixtureRequest) -> Iterator[CapturingHandler]:
+    with capture_all_logging() as handler:
+        yield handler
+    leaked = [(text[:200], found) for text in handler.texts if (found := leaks(text))]
+    assert not leaked, f"secrets in log records: {leaked[:3]}"
+    FIGURES["log records scanned for secrets"] += len(handler.texts)
+    if "tmp_path" in request.fixturenames:
+        tmp_path = request.getfixturevalue("tmp_path")
+        in_files = scan_tree(tmp_path)
+        assert not in_files, f"secrets in files left behind: {in_files[:3]}"
+        FIGURES["temporary folders scanned for secrets"] += 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not FIGURES and not RESOURCE_NOTES:
+        return
+    terminalreporter.section("hostile-world figures")
+    for name, count in sorted(FIGURES.items()):
+        terminalreporter.write_line(f"{name}: {count}")
+    for name, note in RESOURCE_NOTES.items():
+        terminalreporter.write_line(f"{name}: {note}")
