@@ -189,9 +189,8 @@ def _invalid_request(exc: RequestValidationError) -> InvalidRequest:
     kind = first.get("type")
     if kind == "extra_forbidden":
         return InvalidRequest("The request body may hold only pull_request_url and include_trace.")
-    if kind == "missing":
-        what = field or "a JSON object"
-        return InvalidRequest(f"The request body is missing {what}.")
+    if kind == "missing" and field is not None:
+        return InvalidRequest(f"The request body is missing {field}.")
     if field == "pull_request_url":
         return InvalidRequest("pull_request_url must be a string.")
     if field == "include_trace":
