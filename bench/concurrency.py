@@ -1,0 +1,170 @@
+"""N concurrent reviews against a provider with a fixed latency: wall time and peak memory.
+
+Each review is a pull request of its own (a distinct head commit on the same base, never
+reviewed before) and runs three rounds as a model would: the diff and a read of a changed
+file; a search and a first listing page; then the final review. The provider answers every
+turn after `--latency` seconds (a real model takes seconds per turn). Each N runs in a new
+process, so its peak memory is its own.
+
+- warm (the default): the process has already reviewed another head of the repository and
+  searched it, as a service that has been running does; N reviews then arrive at once;
+- cold (`--cold`): the N reviews are the first thing the process does.
+
+`--search` picks the search of round 2: `tree` (a rare literal over the whole tree: every
+file is read) or `directory` (the same literal under the changed file's top directory).
+The reference is one review alone, measured the same way in this run. Memory is the peak
+resident size of the process above its size once warm (before the N reviews).
+
+    uv run python -m bench.concurrency [--quick] [--repo kernel|synthetic] [--runs N]
+        [--latency SECONDS] [--counts 1,10,50] [--cold] [--search tree|directory]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.fakes.provider_server import ScriptedProvider
+
+from bench.common import (
+    RARE_LITERAL,
+    BenchRepo,
+    Report,
+    log,
+    make_head,
+    parser,
+    repository_for,
+    runs_for,
+)
+from bench.harness import Call, Script, bench_settings
+from pr_review_api.provider import ProviderClient
+from pr_review_api.repository import PinnedRepository
+from pr_review_api.review import LocalTarget, run_review
+
+
+def plan_for(repo: BenchRepo, search: str) -> list[list[Call]]:
+    pinned = PinnedRepository.open(repo.git_dir, repo.base_sha, repo.head_sha)
+    changed = next(path for status, path in pinned.changed_files() if status == "M")
+    query: dict[str, str] = {"query": RARE_LITERAL}
+    if search == "directory":
+        query["path"] = changed.split("/")[0]
+    return [
+        [("inspect_git_diff", {}), ("read_repository_file", {"path": changed})],
+        [("search_repository", query), ("list_repository_files", {})],
+    ]
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return peak_mb()
+
+
+async def reviews(targets: list[LocalTarget], plan: list[list[Call]], latency: float) -> float:
+    script = Script(plan=plan)
+    with ScriptedProvider(responder=script, latency=latency) as provider:
+        settings = bench_settings(provider.base_url, pr_review_max_concurrent_reviews=len(targets))
+        async with ProviderClient(settings) as client:
+            started = time.perf_counter()
+            await asyncio.gather(
+                *(run_review(target, settings, provider=client) for target in targets)
+            )
+            return time.perf_counter() - started
+
+
+def wait_for_search_index(git_dir: Path) -> None:
+    """Let a background build of the warm-up's search text finish. Looked up by name: the
+    bench also measures the source as it was before that existed (docs/performance.md)."""
+    try:
+        blobs = importlib.import_module("pr_review_api.blobs")
+    except ImportError:
+        return
+    blobs.wait_for_text_store(git_dir)
+
+
+def worker(argv: list[str]) -> None:
+    """One measurement in this (new) process: `worktree base latency warm head...`."""
+    worktree, base, latency, warm, *heads = argv
+    plan = json.loads(sys.stdin.read())
+    if warm == "warm":
+        target = LocalTarget(Path(worktree), base, base)
+        asyncio.run(reviews([target], plan, 0.0))
+        wait_for_search_index(Path(worktree) / ".git")
+    before = current_mb()
+    targets = [LocalTarget(Path(worktree), base, head) for head in heads]
+    wall = asyncio.run(reviews(targets, plan, float(latency)))
+    print(json.dumps({"wall": wall, "before": before, "peak": peak_mb()}))
+
+
+def measure(
+    repo: BenchRepo, heads: list[str], plan: list[list[Call]], latency: float, warm: bool
+) -> dict[str, float]:
+    argv = [str(repo.worktree), repo.base_sha, str(latency), "warm" if warm else "cold", *heads]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.concurrency", "--worker", *argv],
+        input=json.dumps(plan).encode(),
+        stdout=subprocess.PIPE,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    result: dict[str, float] = json.loads(done.stdout)
+    return result
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--worker"]:
+        worker(sys.argv[2:])
+        return
+    options = parser(__doc__ or "")
+    options.add_argument("--latency", type=float, default=0.0, help="provider seconds per turn")
+    options.add_argument("--counts", default="1,10,50", help="numbers of concurrent reviews")
+    options.add_argument("--cold", action="store_true", help="reviews in a process just started")
+    options.add_argument("--search", choices=("tree", "directory"), default="tree")
+    args = options.parse_args()
+    repo = repository_for(args)
+    runs = runs_for(args, full=3, quick=1)
+    latency = args.latency or (0.3 if args.quick else 2.0)
+    counts = [int(count) for count in args.counts.split(",")]
+    plan = plan_for(repo, args.search)
+    variant = 4000
+    results: dict[int, list[dict[str, float]]] = {}
+    for _ in range(runs):
+        for count in counts:
+            heads = [make_head(repo.worktree, repo.base_sha, variant + n) for n in range(count)]
+            variant += count
+            results.setdefault(count, []).append(measure(repo, heads, plan, latency, not args.cold))
+    one = statistics.median(sample["wall"] for sample in results[counts[0]])
+    state = "cold process" if args.cold else "warm process"
+    report = Report(
+        f"concurrent reviews, a distinct head each, {state}, search over the {args.search}, "
+        f"provider latency {latency:g} s, 3 rounds ({repo.describe()})",
+        [],
+    )
+    for count in counts:
+        samples = results[count]
+        wall = statistics.median(sample["wall"] for sample in samples)
+        grown = statistics.median(sample["peak"] - sample["before"] for sample in samples)
+        start = statistics.median(sample["before"] for sample in samples)
+        report.add(f"{count} reviews: wall time (target 1.2x)", wall, f"{counts[0]} review", one)
+        report.note(
+            f"{count} reviews: peak memory above the start",
+            f"{grown:,.0f} MB, {grown / count:,.1f} MB per review (start {start:,.0f} MB)",
+        )
+    log(f"timed runs per count: {runs}")
+    report.print()
+
+
+if __name__ == "__main__":
+    main()

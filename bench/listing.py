@@ -1,0 +1,74 @@
+"""list_repository_files pages against `git ls-files`.
+
+The first call of a review pays for indexing the head tree (a new PinnedRepository on a head
+this process has not seen); every later page comes from that index. References, measured in
+this run: `git ls-files -z` in the checkout (it reads the index file) and
+`git ls-tree -r --name-only -z <head>` (it reads the tree object, as the tool must).
+
+    uv run python -m bench.listing [--quick] [--repo kernel|synthetic] [--runs N]
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+from bench.common import (
+    Report,
+    log,
+    make_head,
+    median_seconds,
+    parser,
+    repository_for,
+    run_quietly,
+    runs_for,
+)
+from pr_review_api.repository import PinnedRepository
+from pr_review_api.repository_tools import ListFilesArguments, list_repository_files
+
+
+def main() -> None:
+    args = parser(__doc__ or "").parse_args()
+    repo = repository_for(args)
+    runs = runs_for(args, full=9)
+    ls_files = median_seconds(partial(run_quietly, ["git", "ls-files", "-z"], repo.worktree), runs)
+    ls_tree = median_seconds(
+        partial(
+            run_quietly, ["git", "ls-tree", "-r", "--name-only", "-z", repo.head_sha], repo.git_dir
+        ),
+        runs,
+    )
+    report = Report(f"list_repository_files vs git ls-files ({repo.describe()})", [])
+
+    # A head never indexed before in this process: one fresh head per run.
+    heads = [make_head(repo.worktree, repo.base_sha, variant=1000 + n) for n in range(runs)]
+    first_page: list[float] = []
+    for head in heads:
+        started = time.perf_counter()
+        fresh = PinnedRepository.open(repo.git_dir, repo.base_sha, head)
+        list_repository_files(fresh, ListFilesArguments())
+        first_page.append(time.perf_counter() - started)
+    first_page.sort()
+    first = first_page[len(first_page) // 2]
+    report.add("first page, new head (open + index + page)", first, "git ls-files", ls_files)
+    report.add("first page, new head (open + index + page)", first, "git ls-tree -r", ls_tree)
+
+    pinned = PinnedRepository.open(repo.git_dir, repo.base_sha, repo.head_sha)
+    files = pinned.snapshot.files
+    deep_cursor = files[len(files) * 9 // 10]
+    directory = deep_cursor.rsplit("/", 2)[0] if deep_cursor.count("/") >= 2 else ""
+    log(f"deep cursor {deep_cursor!r}, directory {directory!r}")
+    pages = [
+        ("first page (100) after the first call", ListFilesArguments()),
+        ("first page (200)", ListFilesArguments(limit=200)),
+        ("deep page (cursor at 90%)", ListFilesArguments(cursor=deep_cursor)),
+        ("deep page inside a directory", ListFilesArguments(path=directory, cursor=deep_cursor)),
+    ]
+    for label, arguments in pages:
+        ours = median_seconds(partial(list_repository_files, pinned, arguments), runs * 5)
+        report.add(label, ours, "git ls-files", ls_files)
+    report.print()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""search_repository against `git grep -F -n -I` on the same tree.
+
+Two references, both measured in this run and read to the end through a pipe:
+`git grep -F -n -I -z -e Q` in the working tree (a checkout), and the same with the head SHA,
+which reads the tree object from the object store, as search_repository must (a review never
+has a checkout). A common literal (`return`: every reference prints hundreds of thousands of
+lines, the tool stops at its 100-match cap) and a rare one (three hits: both scan everything),
+over the whole tree and under one directory.
+
+    uv run python -m bench.search [--quick] [--repo kernel|synthetic] [--runs N]
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from functools import partial
+from pathlib import Path
+
+from bench.common import (
+    COMMON_LITERAL,
+    RARE_LITERAL,
+    BenchRepo,
+    Report,
+    bench_env,
+    log,
+    median_seconds,
+    parser,
+    repository_for,
+    runs_for,
+)
+from pr_review_api.repository import PinnedRepository
+from pr_review_api.repository_tools import SearchArguments, search_repository
+
+
+def git_grep(cwd: Path, query: str, revision: str | None, path: str = "") -> int:
+    """Run the reference and read its output to the end; the number of lines it printed."""
+    argv = ["git", "grep", "-F", "-n", "-I", "-z", "-e", query]
+    if revision:
+        argv.append(revision)
+    if path:
+        argv += ["--", path]
+    done = subprocess.run(argv, cwd=cwd, env=bench_env(), stdout=subprocess.PIPE, check=False)
+    return done.stdout.count(b"\n")
+
+
+def scoped_directory(repo: BenchRepo) -> str:
+    """A top-level directory holding a rare hit: `drivers` on the kernel."""
+    pinned = PinnedRepository.open(repo.git_dir, repo.base_sha, repo.head_sha)
+    hits = search_repository(pinned, SearchArguments(query=RARE_LITERAL, limit=100))["matches"]
+    tops = sorted({hit["path"].split("/")[0] for hit in hits if "/" in hit["path"]})
+    return "drivers" if "drivers" in tops else tops[0]
+
+
+def main() -> None:
+    args = parser(__doc__ or "").parse_args()
+    repo = repository_for(args)
+    runs = runs_for(args, full=7)
+    pinned = PinnedRepository.open(repo.git_dir, repo.base_sha, repo.head_sha)
+    started = time.perf_counter()
+    first = search_repository(pinned, SearchArguments(query=RARE_LITERAL, limit=100))
+    log(f"first search of this head: {time.perf_counter() - started:.3f} s")
+    assert len(first["matches"]) >= 3, first
+    directory = scoped_directory(repo)
+    report = Report(f"search_repository vs git grep -F -n -I ({repo.describe()})", [])
+    cases = [
+        ("common literal, whole tree", COMMON_LITERAL, ""),
+        ("rare literal, whole tree", RARE_LITERAL, ""),
+        (f"rare literal, under {directory}/", RARE_LITERAL, directory),
+    ]
+    for label, query, path in cases:
+        arguments = SearchArguments(query=query, path=path, limit=100)
+        ours = median_seconds(partial(search_repository, pinned, arguments), runs)
+        tree = median_seconds(partial(git_grep, repo.git_dir, query, repo.head_sha, path), runs)
+        checkout = median_seconds(partial(git_grep, repo.worktree, query, None, path), runs)
+        report.add(f"{label}: vs tree object", ours, "git grep <sha>", tree)
+        report.add(f"{label}: vs checkout", ours, "git grep in worktree", checkout)
+    report.print()
+
+
+if __name__ == "__main__":
+    main()
