@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import re
 import threading
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, NamedTuple, TypeVar
 
 from pr_review_api.errors import ToolError
 from pr_review_api.git import GitConfig, GitError, is_sha, run_git, stream_git
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES, MAX_SYMLINK_HOPS
 
 EntryKind = Literal["file", "link", "submodule"]
+_V = TypeVar("_V")
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -46,11 +47,12 @@ DIFF_CONFIG = GitConfig(
 GREP_CONFIG = GitConfig(values=(("grep.column", "false"),))
 
 SNAPSHOT_CACHE_SIZE = 8
+# A head whose tree differs from a cached one's by more entries than this is indexed afresh.
+MAX_DERIVED_CHANGES = 20_000
 
 
-@dataclass(frozen=True, slots=True)
-class TreeEntry:
-    """A non-directory entry of the head tree."""
+class TreeEntry(NamedTuple):
+    """A non-directory entry of the head tree (a tuple: a kernel tree makes 80,000 of them)."""
 
     kind: EntryKind
     oid: str
@@ -107,8 +109,15 @@ def split_path(raw: str) -> list[str]:
     return parts
 
 
+# Paths of these characters, no component starting with ".", pass split_path unchanged: the
+# fast path of _reachable, which nearly every path of a real tree takes.
+_PLAIN_PATH = re.compile(r"[\w+,=@~-][\w.+,=@~-]*(?:/[\w+,=@~-][\w.+,=@~-]*)*", re.ASCII)
+
+
 def _reachable(path: str) -> bool:
     """Whether a path stored in the tree could be named by a request (and so shown)."""
+    if len(path) <= MAX_PATH_BYTES and _PLAIN_PATH.fullmatch(path):
+        return True
     try:
         return split_path(path) == path.split("/")
     except ToolError:
@@ -124,30 +133,45 @@ class Snapshot:
     link_targets: dict[str, bytes] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # listable, sorted
     has_nul: dict[str, bool] = field(default_factory=dict)  # by blob oid, filled by searches
+    _links: set[str] | None = field(default=None, repr=False)
+
+    def link_paths(self) -> set[str]:
+        """The paths of every symbolic link of the tree."""
+        if self._links is None:
+            self._links = {path for path, entry in self.entries.items() if entry.kind == "link"}
+        return self._links
+
+
+# One `ls-tree -l -z` record: mode, type, id, size ("-" for trees, "BAD" when missing), path.
+_LS_TREE_RECORD = re.compile(rb"([0-7]+) ([a-z]+) ([0-9a-f]+) +([^\t ]+)\t([^\0]*)\0")
 
 
 def _parse_ls_tree(output: bytes) -> tuple[dict[str, TreeEntry], set[str]]:
     entries: dict[str, TreeEntry] = {}
     directories: set[str] = {""}
-    for record in output.split(b"\0"):
-        if not record:
-            continue
-        meta, _, raw_path = record.partition(b"\t")
+    position = 0
+    for record in _LS_TREE_RECORD.finditer(output):
+        if record.start() != position:  # never from git; a path cannot open a record
+            raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
+        position = record.end()
+        mode, kind, raw_oid, size, raw_path = record.groups()
         try:
             path = raw_path.decode("utf-8")
         except UnicodeDecodeError:
             continue  # a name no JSON request can spell is simply absent
-        mode, kind, oid, size = meta.split()
+        oid = raw_oid.decode()
         if kind == b"tree":
             directories.add(path)
         elif kind == b"commit":
-            entries[path] = TreeEntry("submodule", oid.decode(), -1)
+            entries[path] = TreeEntry("submodule", oid, -1)
         elif not size.isdigit():
             continue  # "BAD": the blob is missing from the object store, so unavailable
         elif mode == b"120000":
-            entries[path] = TreeEntry("link", oid.decode(), int(size))
+            entries[path] = TreeEntry("link", oid, int(size))
         else:
-            entries[path] = TreeEntry("file", oid.decode(), int(size))
+            entries[path] = TreeEntry("file", oid, int(size))
+    if position != len(output):
+        raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
     return entries, directories
 
 
@@ -175,6 +199,22 @@ def read_blobs(git_dir: Path, oids: Iterable[str]) -> dict[str, bytes]:
     return blobs
 
 
+def blob_sizes(git_dir: Path, oids: Iterable[str]) -> dict[str, int]:
+    """The size of each blob that exists, through one `git cat-file --batch-check`."""
+    wanted = list(dict.fromkeys(oids))
+    if not wanted:
+        return {}
+    output = run_git(
+        git_dir, ["cat-file", "--batch-check"], input_bytes="\n".join(wanted).encode() + b"\n"
+    ).stdout
+    sizes: dict[str, int] = {}
+    for line in output.splitlines():
+        fields = line.split()
+        if len(fields) == 3 and fields[2].isdigit():
+            sizes[fields[0].decode()] = int(fields[2])
+    return sizes
+
+
 def load_snapshot(git_dir: Path, head_sha: str) -> Snapshot:
     """Index the head tree: entries, directories, symlink targets and the listable files."""
     listing = run_git(git_dir, ["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", head_sha])
@@ -192,19 +232,129 @@ def load_snapshot(git_dir: Path, head_sha: str) -> Snapshot:
     return snapshot
 
 
+def derive_snapshot(
+    git_dir: Path, known: Snapshot, known_sha: str, head_sha: str
+) -> Snapshot | None:
+    """The head's index made from the index of another commit and the difference of the two
+    trees, which costs milliseconds where a full load costs seconds on a large tree.
+
+    The result equals `load_snapshot(git_dir, head_sha)`; None when the trees differ by too
+    much for this to pay, or git cannot compare them.
+    """
+    changes = _tree_changes(git_dir, known_sha, head_sha)
+    if changes is None:
+        return None
+    entries = dict(known.entries)
+    directories = set(known.directories)
+    link_targets = dict(known.link_targets)
+    added: list[tuple[str, bytes, str]] = []
+    for path, old_mode, new_mode, new_oid in changes:
+        if old_mode == b"040000":
+            directories.discard(path)
+        elif old_mode != b"000000":
+            entries.pop(path, None)
+            link_targets.pop(path, None)
+        if new_mode == b"040000":
+            directories.add(path)
+        elif new_mode == b"160000":
+            entries[path] = TreeEntry("submodule", new_oid, -1)
+        elif new_mode != b"000000":
+            added.append((path, new_mode, new_oid))
+    sizes = blob_sizes(git_dir, (oid for _, _, oid in added))
+    for path, mode, oid in added:
+        if oid in sizes:  # a missing blob is absent, as in a full load
+            entries[path] = TreeEntry("link" if mode == b"120000" else "file", oid, sizes[oid])
+    touched = {change[0] for change in changes}
+    links = {path for path in touched if path in entries and entries[path].kind == "link"}
+    fresh = {path: entries[path].oid for path in links if entries[path].size <= MAX_PATH_BYTES}
+    blobs = read_blobs(git_dir, fresh.values())
+    link_targets.update({path: blobs.get(oid, b"") for path, oid in fresh.items()})
+    snapshot = Snapshot(entries, directories, link_targets, has_nul=known.has_nul)
+    snapshot._links = links | (known.link_paths() - touched)
+    snapshot.files = _derived_files(known, snapshot, touched)
+    return snapshot
+
+
+def _tree_changes(
+    git_dir: Path, known_sha: str, head_sha: str
+) -> list[tuple[str, bytes, bytes, str]] | None:
+    """(path, old mode, new mode, new blob id) of each entry, directories included, that
+    differs between two commits' trees; None when there are too many or git fails."""
+    found = run_git(
+        git_dir,
+        [
+            "diff",
+            "--raw",
+            "-r",
+            "-t",
+            "-z",
+            "--no-renames",
+            "--no-abbrev",
+            "--ignore-submodules=none",
+            "--no-ext-diff",
+            known_sha,
+            head_sha,
+        ],
+        config=DIFF_CONFIG,
+        check=False,
+    )
+    fields = found.stdout.split(b"\0")
+    if found.returncode != 0 or len(fields) > 2 * MAX_DERIVED_CHANGES:
+        return None
+    changes = []
+    for meta, raw_path in zip(fields[0::2], fields[1::2], strict=False):
+        parts = meta[1:].split()
+        if len(parts) != 5 or not meta.startswith(b":"):
+            return None
+        try:
+            path = raw_path.decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # absent from both indexes, as from any
+        changes.append((path, parts[0], parts[1], parts[3].decode()))
+    return changes
+
+
+def _derived_files(known: Snapshot, snapshot: Snapshot, touched: set[str]) -> list[str]:
+    """The listable files of `snapshot`, from those of `known` and the touched paths."""
+    # Whether a link is listable depends on the entries it resolves through: every link is
+    # judged again, every other path only when it changed.
+    entries = snapshot.entries
+    stale = touched | known.link_paths()
+    listable = sorted(
+        path
+        for path in stale | snapshot.link_paths()
+        if path in entries and _is_listable(snapshot, path, entries[path])
+    )
+    if len(stale) + len(listable) > 1000:
+        files = [path for path in known.files if path not in stale] + listable
+        files.sort()
+        return files
+    files = list(known.files)  # a few edits: cheaper than filtering and sorting them all
+    for path in stale:
+        index = bisect_left(files, path)
+        if index < len(files) and files[index] == path:
+            del files[index]
+    for path in listable:
+        insort(files, path)
+    return files
+
+
 def _listable(snapshot: Snapshot) -> Iterator[str]:
     for path, entry in snapshot.entries.items():
-        if entry.kind == "submodule" or not _reachable(path):
-            continue
-        if entry.kind == "file":
+        if _is_listable(snapshot, path, entry):
             yield path
-            continue
-        try:
-            resolved = resolve_in(snapshot, path)
-        except ToolError:
-            continue  # links out of the tree, into .git, dangling or looping are skipped
-        if resolved.entry is not None and resolved.entry.kind == "file":
-            yield path
+
+
+def _is_listable(snapshot: Snapshot, path: str, entry: TreeEntry) -> bool:
+    if entry.kind == "submodule" or not _reachable(path):
+        return False
+    if entry.kind == "file":
+        return True
+    try:
+        resolved = resolve_in(snapshot, path)
+    except ToolError:
+        return False  # links out of the tree, into .git, dangling or looping are skipped
+    return resolved.entry is not None and resolved.entry.kind == "file"
 
 
 def resolve_in(snapshot: Snapshot, raw: str) -> ResolvedPath:
@@ -259,28 +409,99 @@ def _link_parts(target: bytes | None) -> list[str]:
 
 
 class _SnapshotCache:
-    """Recently used snapshots, so a head reviewed again needs no new index."""
+    """Recently used snapshots, so a head reviewed again needs no new index.
+
+    A head of a repository with a cached snapshot is derived from it (`derive_snapshot`);
+    concurrent requests for one head wait for a single load, and while a repository's first
+    full load runs, its other new heads wait for it rather than each loading in full.
+    """
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._items: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
+        self._loading: dict[tuple[str, str], threading.Event] = {}
+        self._full_loads: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
     def get(self, git_dir: Path, head_sha: str) -> Snapshot:
         key = (str(git_dir), head_sha)
+        while True:
+            with self._lock:
+                if key in self._items:
+                    self._items.move_to_end(key)
+                    return self._items[key]
+                pending = self._loading.get(key)
+                if pending is None:
+                    self._loading[key] = threading.Event()
+                    break
+            pending.wait()
+        try:
+            snapshot = self._load(git_dir, head_sha)
+            with self._lock:
+                self._items[key] = snapshot
+                while len(self._items) > self._size:
+                    self._items.popitem(last=False)
+            return snapshot
+        finally:
+            with self._lock:
+                self._loading.pop(key).set()
+
+    def _load(self, git_dir: Path, head_sha: str) -> Snapshot:
+        repository = str(git_dir)
         with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        snapshot = load_snapshot(git_dir, head_sha)
+            related = self._latest(repository)
+            running = self._full_loads.get(repository) if related is None else None
+            if related is None and running is None:
+                self._full_loads[repository] = threading.Event()
+        if running is not None:
+            running.wait()
+            with self._lock:
+                related = self._latest(repository)
+        if related is not None:
+            derived = derive_snapshot(git_dir, related[1], related[0], head_sha)
+            return derived if derived is not None else load_snapshot(git_dir, head_sha)
+        if running is not None:  # that full load failed: this one goes on its own
+            return load_snapshot(git_dir, head_sha)
+        try:
+            return load_snapshot(git_dir, head_sha)
+        finally:
+            with self._lock:
+                self._full_loads.pop(repository).set()
+
+    def _latest(self, repository: str) -> tuple[str, Snapshot] | None:
+        for (directory, sha), snapshot in reversed(self._items.items()):
+            if directory == repository:
+                return sha, snapshot
+        return None
+
+    def clear(self) -> None:
         with self._lock:
-            self._items[key] = snapshot
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-        return snapshot
+            self._items.clear()
 
 
 _snapshots = _SnapshotCache(SNAPSHOT_CACHE_SIZE)
+# Merge bases and changed files of recently pinned pairs: commits never change.
+_merge_bases: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+_changes: OrderedDict[tuple[str, str, str], list[tuple[str, str]]] = OrderedDict()
+_PAIR_CACHE_SIZE = 256
+_pair_lock = threading.Lock()
+
+
+def _remember(
+    cache: OrderedDict[tuple[str, str, str], _V], key: tuple[str, str, str], value: _V
+) -> None:
+    with _pair_lock:
+        cache[key] = value
+        while len(cache) > _PAIR_CACHE_SIZE:
+            cache.popitem(last=False)
+
+
+def _recall(cache: OrderedDict[tuple[str, str, str], _V], key: tuple[str, str, str]) -> _V | None:
+    with _pair_lock:
+        value = cache.get(key)
+        if value is not None:
+            cache.move_to_end(key)
+        return value
 
 
 @dataclass(frozen=True)
@@ -306,8 +527,13 @@ class PinnedRepository:
     @classmethod
     def open(cls, git_dir: Path, base_sha: str, head_sha: str) -> PinnedRepository:
         """Pin a base and a head commit; the diff will run from their merge base."""
-        found = run_git(git_dir, ["merge-base", base_sha, head_sha], check=False)
-        merge_base = found.stdout.decode().strip() if found.returncode == 0 else base_sha
+        key = (str(git_dir), base_sha, head_sha)
+        merge_base = _recall(_merge_bases, key)
+        if merge_base is None:
+            found = run_git(git_dir, ["merge-base", base_sha, head_sha], check=False)
+            merge_base = found.stdout.decode().strip() if found.returncode == 0 else base_sha
+            if found.returncode == 0 and is_sha(merge_base):
+                _remember(_merge_bases, key, merge_base)
         return cls(
             git_dir, Revisions(base_sha, head_sha, merge_base if is_sha(merge_base) else base_sha)
         )
@@ -425,6 +651,14 @@ class PinnedRepository:
 
     def changed_files(self) -> list[tuple[str, str]]:
         """(status letter, path) for each file changed from merge base to head."""
+        key = (str(self.git_dir), self.revisions.merge_base_sha, self.revisions.head_sha)
+        known = _recall(_changes, key)
+        if known is None:
+            known = self._changed_files()
+            _remember(_changes, key, known)
+        return list(known)
+
+    def _changed_files(self) -> list[tuple[str, str]]:
         output = run_git(
             self.git_dir,
             [
