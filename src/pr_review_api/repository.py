@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+import weakref
 from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
@@ -18,6 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal, NamedTuple, TypeVar
 
+from pr_review_api.blobs import (
+    TextStore,
+    git_grep_turn,
+    reader_for,
+    text_store,
+    wait_for_text_store,
+)
 from pr_review_api.errors import ToolError
 from pr_review_api.git import GitConfig, GitError, is_sha, run_git, stream_git
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES, MAX_SYMLINK_HOPS
@@ -47,6 +55,8 @@ DIFF_CONFIG = GitConfig(
 GREP_CONFIG = GitConfig(values=(("grep.column", "false"),))
 
 SNAPSHOT_CACHE_SIZE = 8
+# How long a search waits for a repository's text store being filled (see grep).
+STORE_WAIT_SECONDS = 300.0
 # A head whose tree differs from a cached one's by more entries than this is indexed afresh.
 MAX_DERIVED_CHANGES = 20_000
 
@@ -133,13 +143,37 @@ class Snapshot:
     link_targets: dict[str, bytes] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # listable, sorted
     has_nul: dict[str, bool] = field(default_factory=dict)  # by blob oid, filled by searches
+    _searchable: list[tuple[str, str] | None] | None = field(default=None, repr=False)
+    _text_store: weakref.ref[TextStore] | None = field(default=None, repr=False)
     _links: set[str] | None = field(default=None, repr=False)
+    _search_blobs: list[tuple[str, int]] | None = field(default=None, repr=False)
 
     def link_paths(self) -> set[str]:
         """The paths of every symbolic link of the tree."""
         if self._links is None:
             self._links = {path for path, entry in self.entries.items() if entry.kind == "link"}
         return self._links
+
+    def searchable(self) -> list[tuple[str, str] | None]:
+        """For each of `files`, (path, blob id) when a search reads it, else None: a search
+        reads regular files of at most 1 MiB (links are found at their real path)."""
+        if self._searchable is None:
+            entries = self.entries
+            items: list[tuple[str, str] | None] = []
+            for path in self.files:
+                entry = entries[path]
+                usable = entry.kind == "file" and entry.size <= MAX_SOURCE_FILE_BYTES
+                items.append((path, entry.oid) if usable else None)
+            self._searchable = items
+        return self._searchable
+
+    def search_blobs(self) -> list[tuple[str, int]]:
+        """(blob id, size) of every blob a search of the whole tree reads, once each."""
+        if self._search_blobs is None:
+            entries = self.entries
+            blobs = {item[1]: entries[item[0]].size for item in self.searchable() if item}
+            self._search_blobs = list(blobs.items())
+        return self._search_blobs
 
 
 # One `ls-tree -l -z` record: mode, type, id, size ("-" for trees, "BAD" when missing), path.
@@ -176,27 +210,8 @@ def _parse_ls_tree(output: bytes) -> tuple[dict[str, TreeEntry], set[str]]:
 
 
 def read_blobs(git_dir: Path, oids: Iterable[str]) -> dict[str, bytes]:
-    """Read blobs through one `git cat-file --batch`."""
-    wanted = list(dict.fromkeys(oids))
-    if not wanted:
-        return {}
-    output = run_git(
-        git_dir, ["cat-file", "--batch"], input_bytes="\n".join(wanted).encode() + b"\n"
-    )
-    data = output.stdout
-    blobs: dict[str, bytes] = {}
-    offset = 0
-    for oid in wanted:
-        header_end = data.index(b"\n", offset)
-        header = data[offset:header_end].split()
-        if len(header) != 3:  # "<oid> missing"
-            offset = header_end + 1
-            continue
-        size = int(header[2])
-        start = header_end + 1
-        blobs[oid] = data[start : start + size]
-        offset = start + size + 1
-    return blobs
+    """Read blobs through the repository's long-lived `git cat-file --batch` (see blobs.py)."""
+    return reader_for(git_dir).read(oids)
 
 
 def blob_sizes(git_dir: Path, oids: Iterable[str]) -> dict[str, int]:
@@ -620,7 +635,27 @@ class PinnedRepository:
         return known
 
     def grep(self, query: str, pathspec: str) -> Iterator[GrepMatch]:
-        """Stream case-sensitive literal hits at the head commit; stop reading when dropped."""
+        """Stream case-sensitive literal hits at the head commit; stop reading when dropped.
+
+        On a large repository whose text store holds the head's blobs (blobs.py) the hits
+        come from memory: the lines `git grep -F -n -I` finds, in its order, in the files a
+        search may report (regular, reachable, at most 1 MiB, no NUL byte; attributes do not
+        hide a text file). Otherwise `git grep` runs, and the store is filled for next time.
+        """
+        store = self._text_store()
+        if store is None:
+            with git_grep_turn(self.git_dir) as turn:
+                if turn:
+                    yield from self._git_grep(query, pathspec)
+                    return
+            wait_for_text_store(self.git_dir, STORE_WAIT_SECONDS)
+            store = self._text_store()
+        if store is None:  # the store could not be filled: git grep after all
+            yield from self._git_grep(query, pathspec)
+            return
+        yield from self._grep_store(store, query, pathspec)
+
+    def _git_grep(self, query: str, pathspec: str) -> Iterator[GrepMatch]:
         args = ["grep", "-F", "-n", "-I", "-z", "--no-color", "-e", query, self.revisions.head_sha]
         if pathspec:
             args += ["--", pathspec]
@@ -628,6 +663,29 @@ class PinnedRepository:
         with stream_git(self.git_dir, args, config=GREP_CONFIG) as process:
             assert process.stdout is not None
             yield from _parse_grep(process.stdout, prefix)
+
+    def _text_store(self) -> TextStore | None:
+        snapshot = self.snapshot
+        cached = snapshot._text_store() if snapshot._text_store is not None else None
+        if cached is not None and not cached.dropped:
+            return cached
+        store = text_store(self.git_dir, snapshot.search_blobs())
+        snapshot._text_store = None if store is None else weakref.ref(store)
+        return store
+
+    def _grep_store(self, store: TextStore, query: str, pathspec: str) -> Iterator[GrepMatch]:
+        snapshot = self.snapshot
+        items = snapshot.searchable()
+        scope: list[tuple[str, str] | None] = items
+        if pathspec:  # a literal pathspec: the path itself, or everything under it
+            start, end = self.files_under(pathspec)
+            scope = items[start:end]
+            exact = bisect_left(snapshot.files, pathspec)
+            if exact < len(snapshot.files) and snapshot.files[exact] == pathspec:
+                scope.insert(0, items[exact])
+        for path, line, text in store.search(scope, query.encode("utf-8", "surrogateescape")):
+            snapshot.has_nul[snapshot.entries[path].oid] = False
+            yield GrepMatch(path, line, text)
 
     def diff(self, paths: list[str], max_bytes: int) -> tuple[bytes, bool]:
         """At most `max_bytes` of the merge-base-to-head diff and whether there was more."""
