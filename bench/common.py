@@ -18,6 +18,7 @@ by, measured in the same run.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import random
@@ -276,6 +277,16 @@ def _line(rng: random.Random) -> str:
         rng.choice(_WORDS) + str(rng.randint(0, 999)) for _ in range(rng.randint(2, 9))
     )
     return f"{indent}{words};"
+
+
+def wait_for_search_index(git_dir: Path) -> None:
+    """Let a background build of a repository's search text finish. Looked up by name: the
+    benches also measure the source as it was before that existed (docs/performance.md)."""
+    try:
+        blobs = importlib.import_module("pr_review_api.blobs")
+    except ImportError:
+        return
+    blobs.wait_for_text_store(git_dir)
 
 
 # --- Timing and printing ------------------------------------------------------------------

@@ -22,7 +22,6 @@ resident size of the process above its size once warm (before the N reviews).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import resource
 import statistics
@@ -42,6 +41,7 @@ from bench.common import (
     parser,
     repository_for,
     runs_for,
+    wait_for_search_index,
 )
 from bench.harness import Call, Script, bench_settings
 from pr_review_api.provider import ProviderClient
@@ -82,16 +82,6 @@ async def reviews(targets: list[LocalTarget], plan: list[list[Call]], latency: f
                 *(run_review(target, settings, provider=client) for target in targets)
             )
             return time.perf_counter() - started
-
-
-def wait_for_search_index(git_dir: Path) -> None:
-    """Let a background build of the warm-up's search text finish. Looked up by name: the
-    bench also measures the source as it was before that existed (docs/performance.md)."""
-    try:
-        blobs = importlib.import_module("pr_review_api.blobs")
-    except ImportError:
-        return
-    blobs.wait_for_text_store(git_dir)
 
 
 def worker(argv: list[str]) -> None:

@@ -5,7 +5,9 @@ Two references, both measured in this run and read to the end through a pipe:
 which reads the tree object from the object store, as search_repository must (a review never
 has a checkout). A common literal (`return`: every reference prints hundreds of thousands of
 lines, the tool stops at its 100-match cap) and a rare one (three hits: both scan everything),
-over the whole tree and under one directory.
+over the whole tree and under one directory. The first search of a large repository in a
+process runs `git grep` while the search text is filled in the background; it is reported on
+its own line, and the other figures are taken once the text is ready.
 
     uv run python -m bench.search [--quick] [--repo kernel|synthetic] [--runs N]
 """
@@ -28,6 +30,7 @@ from bench.common import (
     parser,
     repository_for,
     runs_for,
+    wait_for_search_index,
 )
 from pr_review_api.repository import PinnedRepository
 from pr_review_api.repository_tools import SearchArguments, search_repository
@@ -59,7 +62,12 @@ def main() -> None:
     pinned = PinnedRepository.open(repo.git_dir, repo.base_sha, repo.head_sha)
     started = time.perf_counter()
     first = search_repository(pinned, SearchArguments(query=RARE_LITERAL, limit=100))
-    log(f"first search of this head: {time.perf_counter() - started:.3f} s")
+    first_seconds = time.perf_counter() - started
+    wait_for_search_index(repo.git_dir)
+    log(
+        f"first search in this process: {first_seconds:.2f} s; search index ready "
+        f"{time.perf_counter() - started:.1f} s after it started"
+    )
     assert len(first["matches"]) >= 3, first
     directory = scoped_directory(repo)
     report = Report(f"search_repository vs git grep -F -n -I ({repo.describe()})", [])
@@ -75,6 +83,10 @@ def main() -> None:
         checkout = median_seconds(partial(git_grep, repo.worktree, query, None, path), runs)
         report.add(f"{label}: vs tree object", ours, "git grep <sha>", tree)
         report.add(f"{label}: vs checkout", ours, "git grep in worktree", checkout)
+        if label.startswith("rare literal, whole"):
+            report.add(
+                "first search in a process, rare: vs tree", first_seconds, "git grep <sha>", tree
+            )
     report.print()
 
 
