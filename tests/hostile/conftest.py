@@ -17,7 +17,6 @@ from tests.hostile.support import (
     RESOURCE_NOTES,
     CapturingHandler,
     capture_all_logging,
-    leaks,
     scan_tree,
 )
 
@@ -26,9 +25,8 @@ from tests.hostile.support import (
 def secret_guard(request: pytest.FixtureRequest) -> Iterator[CapturingHandler]:
     with capture_all_logging() as handler:
         yield handler
-    leaked = [(text[:200], found) for text in handler.texts if (found := leaks(text))]
-    assert not leaked, f"secrets in log records: {leaked[:3]}"
-    FIGURES["log records scanned for secrets"] += len(handler.texts)
+    assert not handler.leaked, f"secrets in log records: {handler.leaked[:3]}"
+    FIGURES["log records scanned for secrets"] += handler.count
     if "tmp_path" in request.fixturenames:
         tmp_path = request.getfixturevalue("tmp_path")
         in_files = scan_tree(tmp_path)

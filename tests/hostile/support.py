@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import traceback
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -200,17 +200,25 @@ def scan_tree(root: Path) -> list[tuple[str, list[str]]]:
 
 
 class CapturingHandler(logging.Handler):
-    """Keeps every record, fully formatted: message, arguments, exception and stack."""
+    """Sees every record, fully formatted (message, arguments, exception, stack, extras),
+    scans it for secrets as it arrives, and keeps the latest few thousand texts."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.texts: list[str] = []
+        self.texts: deque[str] = deque(maxlen=5000)
+        self.count = 0
+        self.leaked: list[tuple[str, list[str]]] = []
         self.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
         text = self.format(record)
         extra = {k: v for k, v in vars(record).items() if k not in _STANDARD_RECORD_FIELDS}
-        self.texts.append(f"{text} {extra!r}" if extra else text)
+        if extra:
+            text = f"{text} {extra!r}"
+        self.count += 1
+        if found := leaks(text):
+            self.leaked.append((text[:200], found))
+        self.texts.append(text)
 
 
 _STANDARD_RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
