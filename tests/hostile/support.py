@@ -137,6 +137,22 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def child_processes() -> int:
+    """Live child processes of this process (long-lived git helpers included)."""
+    me, count = str(os.getpid()), 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the command name (which may hold spaces) start at ") ".
+        if stat.rsplit(") ", 1)[-1].split()[1] == me:
+            count += 1
+    return count
+
+
 def rss_kib() -> int:
     """Resident memory of this process now, in KiB."""
     for line in Path("/proc/self/status").read_text().splitlines():

@@ -51,6 +51,7 @@ from tests.hostile.support import (
     FIGURES,
     RESOURCE_NOTES,
     CapturingHandler,
+    child_processes,
     live_server,
     open_fds,
     peak_rss_kib,
@@ -152,6 +153,7 @@ class LoadProvider:
 class Resources:
     fds: int
     threads: int
+    children: int
     temp_entries: int
     cache_leftovers: int
     rss_kib: int
@@ -159,7 +161,8 @@ class Resources:
 
     def line(self) -> str:
         return (
-            f"fds={self.fds} threads={self.threads} temp={self.temp_entries} "
+            f"fds={self.fds} threads={self.threads} child-processes={self.children} "
+            f"temp={self.temp_entries} "
             f"cache-leftovers={self.cache_leftovers} rss={self.rss_kib // 1024} MiB "
             f"peak={self.peak_rss_kib // 1024} MiB"
         )
@@ -179,7 +182,7 @@ def measure(cache: Path, settle: float = 5.0) -> Resources:
     previous = None
     while True:
         gc.collect()
-        now = (open_fds(), threading.active_count())
+        now = (open_fds(), threading.active_count(), child_processes())
         if now == previous or time.monotonic() > deadline:
             break
         previous = now
@@ -187,6 +190,7 @@ def measure(cache: Path, settle: float = 5.0) -> Resources:
     return Resources(
         fds=now[0],
         threads=now[1],
+        children=now[2],
         temp_entries=len(list(Path(tempfile.gettempdir()).iterdir())),
         cache_leftovers=_cache_leftovers(cache),
         rss_kib=rss_kib(),
@@ -390,6 +394,7 @@ def check_and_report(label: str, run: LoadRun) -> None:
     # No growth: every descriptor, thread and temporary file of the load is gone.
     assert after.fds <= before.fds, (before, after)
     assert after.threads <= before.threads, (before, after)
+    assert after.children <= before.children, (before, after)
     assert after.temp_entries <= before.temp_entries, (before, after)
     assert after.cache_leftovers <= before.cache_leftovers, (before, after)
     assert after.rss_kib - before.rss_kib < 256 * 1024, (before, after)
