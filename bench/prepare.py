@@ -212,7 +212,7 @@ def main() -> None:
     args = options.parse_args()
     repo = repository_for(args)
     runs = runs_for(args, full=5)
-    reference = median_of([worktree_add(repo) for _ in range(max(1, min(runs, 3)))])
+    reference = median_of([worktree_add(repo) for _ in range(max(1, min(runs, 2)))])
     log(f"git worktree add: {reference:.2f} s")
     report = Report(f"preparing a review, to the first provider request ({repo.describe()})", [])
     drop = not args.quick  # a smoke run leaves the machine's page cache alone
