@@ -1,9 +1,14 @@
-"""The hostile suite's guard and its figures.
+"""The hostile suite's guards and its figures.
 
 `secret_guard` runs around every test of this folder: it captures every log record of every
 logger at DEBUG, and afterwards fails the test if a record, or a file the test left in its
 `tmp_path`, holds the provider key, the GitHub token or the service key in any spelling
-(see `support.secret_forms`). The figures the tests count are printed after the run.
+(see `support.secret_forms`).
+
+Whenever this folder is part of the session (as in the default run), `SUITE_SCANNER` also
+scans every log record of the *whole* session, every test of every folder, at every level,
+without changing what any handler receives; a secret found fails the session, naming the
+test. The figures the tests count are printed after the run.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import pytest
 from tests.hostile.support import (
     FIGURES,
     RESOURCE_NOTES,
+    SUITE_SCANNER,
     CapturingHandler,
     capture_all_logging,
     scan_tree,
@@ -34,10 +40,27 @@ def secret_guard(request: pytest.FixtureRequest) -> Iterator[CapturingHandler]:
         FIGURES["temporary folders scanned for secrets"] += 1
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    SUITE_SCANNER.install()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    SUITE_SCANNER.uninstall()
+    if SUITE_SCANNER.leaked:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if SUITE_SCANNER.leaked:
+        terminalreporter.section("secrets in log records", red=True)
+        for test, text, found in SUITE_SCANNER.leaked[:20]:
+            terminalreporter.write_line(f"{test}: {found}: {text}")
     if not FIGURES and not RESOURCE_NOTES:
         return
     terminalreporter.section("hostile-world figures")
+    terminalreporter.write_line(
+        f"log records of the whole session scanned: {SUITE_SCANNER.scanned}"
+    )
     for name, count in sorted(FIGURES.items()):
         terminalreporter.write_line(f"{name}: {count}")
     for name, note in RESOURCE_NOTES.items():

@@ -297,3 +297,56 @@ def live_server(app: Any, settings: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+# --- The whole suite's log records ----------------------------------------------------------
+
+
+@dataclass
+class SuiteLogScanner:
+    """Scans every log record the whole test session creates, at every level, for secrets,
+    without changing which records any handler receives.
+
+    Loggers are made to create every record (`isEnabledFor` answers yes); `callHandlers`
+    scans each one, then passes on only those the logger would have passed on anyway. The
+    test a record came from is read from `PYTEST_CURRENT_TEST`.
+    """
+
+    scanned: int = 0
+    leaked: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    _saved: tuple[Any, Any] | None = None
+
+    def install(self) -> None:
+        if self._saved is not None:
+            return
+        enabled, call = logging.Logger.isEnabledFor, logging.Logger.callHandlers
+        self._saved = (enabled, call)
+        formatter = logging.Formatter("%(levelname)s %(name)s %(message)s")
+        scanner = self
+
+        def every_level(logger: logging.Logger, level: int) -> bool:
+            return True
+
+        def scan_then_call(logger: logging.Logger, record: logging.LogRecord) -> None:
+            scanner.scanned += 1
+            try:
+                text = formatter.format(record)
+            except Exception:  # a malformed record is the caller's bug, not a leak
+                text = str(record.msg)
+            if found := leaks(text):
+                test = os.environ.get("PYTEST_CURRENT_TEST", "outside a test")
+                scanner.leaked.append((test, text[:200], found))
+            if enabled(logger, record.levelno):
+                call(logger, record)
+
+        logging.Logger.isEnabledFor = every_level  # type: ignore[method-assign,assignment]
+        logging.Logger.callHandlers = scan_then_call  # type: ignore[method-assign,assignment]
+
+    def uninstall(self) -> None:
+        if self._saved is None:
+            return
+        logging.Logger.isEnabledFor, logging.Logger.callHandlers = self._saved  # type: ignore[method-assign]
+        self._saved = None
+
+
+SUITE_SCANNER = SuiteLogScanner()

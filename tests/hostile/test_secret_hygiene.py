@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +43,9 @@ from tests.gitrepo import GitRepo
 from tests.hostile.support import (
     FIGURES,
     SERVICE_KEY,
+    SUITE_SCANNER,
     CapturingHandler,
+    SuiteLogScanner,
     audit,
     exception_text,
     leaks,
@@ -323,3 +326,34 @@ def test_a_key_that_cannot_be_a_header_is_refused_without_quoting_it(
         assert provider.requests == []
     assert raised.value.code == "configuration_error"
     assert_clean("unusable key", exception_text(raised.value))
+
+
+def test_the_session_scanner_sees_every_level_and_changes_no_delivery() -> None:
+    """The whole-session scanner (conftest.py) reads records no handler would get, and
+    hands on exactly those a handler would have got without it."""
+    SUITE_SCANNER.uninstall()  # a private scanner, so the planted secret fails nothing
+    scanner = SuiteLogScanner()
+    logger = logging.getLogger("pr_review_api.hostile.scanner-check")
+    received: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            received.append(record.getMessage())
+
+    keep = Keep(logging.DEBUG)
+    logger.addHandler(keep)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    try:
+        scanner.install()
+        logger.debug("debug %s", PROVIDER_KEY)
+        logger.warning("warning without secrets")
+        scanner.uninstall()
+    finally:
+        scanner.uninstall()
+        logger.removeHandler(keep)
+        logger.propagate = True
+        SUITE_SCANNER.install()
+    assert [test for test, _, _ in scanner.leaked] == [os.environ["PYTEST_CURRENT_TEST"]]
+    assert scanner.scanned == 2
+    assert received == ["warning without secrets"]
