@@ -176,14 +176,18 @@ def _cache_leftovers(cache: Path) -> int:
     return found + (len(list(trash.iterdir())) if trash.is_dir() else 0)
 
 
-def measure(cache: Path, settle: float = 5.0) -> Resources:
-    """Resources once closing connections and finishing threads have settled."""
+def measure(cache: Path, baseline: Resources | None = None, settle: float = 15.0) -> Resources:
+    """Resources once closing connections and finishing threads have settled: the counts
+    stayed the same for a moment, and (after the load) came back to `baseline`, or
+    `settle` seconds passed, whichever is first."""
     deadline = time.monotonic() + settle
     previous = None
     while True:
         gc.collect()
         now = (open_fds(), threading.active_count(), child_processes())
-        if now == previous or time.monotonic() > deadline:
+        target = (baseline.fds, baseline.threads, baseline.children) if baseline else now
+        back = all(count <= limit for count, limit in zip(now, target, strict=True))
+        if (now == previous and back) or time.monotonic() > deadline:
             break
         previous = now
         time.sleep(0.3)
@@ -331,7 +335,7 @@ def run_load(
                 start = _live_memory(server, provider) if trace_memory else 0
                 with live_server(create_app(settings), settings) as base:
                     asyncio.run(drive(base, order, report))
-                after = measure(cache)
+                after = measure(cache, before)
                 growth = _live_memory(server, provider) - start if trace_memory else None
         finally:
             if trace_memory:
