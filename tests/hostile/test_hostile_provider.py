@@ -1000,7 +1000,8 @@ def test_fault_ends_the_review_with_its_contract_code(
     widget: LocalTarget, fault: str, after_tools: bool
 ) -> None:
     build, expected = FAULTS[fault]
-    overrides = {"review_timeout_seconds": 1.0} if fault in TIMED else {}
+    # Long enough for a tool round first, short enough to keep the suite quick.
+    overrides = {"review_timeout_seconds": 2.0 if after_tools else 1.0} if fault in TIMED else {}
     with ScriptedProvider() as provider:
         if after_tools:
             provider.script(json_reply(json.loads(TOOL_BODY)))
