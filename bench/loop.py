@@ -1,7 +1,8 @@
 """The review loop's own overhead per round, against a zero-latency scripted provider.
 
-Two whole reviews, one of `1` round and one of `1 + R` rounds, each round one cheap tool call
-(`list_repository_files` with limit 1); the difference divided by R is the cost of one round.
+Two whole reviews, one of `1` round and one of `1 + R` rounds (R = 7 by default: eight rounds
+is REVIEW_MAX_ROUNDS), each round one cheap tool call (`list_repository_files` with limit 1);
+the difference divided by R is the cost of one round; the median over many such pairs.
 From it we subtract, each measured in this run:
 
 - the wire floor: the same request bodies POSTed again with a bare `httpx` client to a
@@ -67,8 +68,9 @@ def main() -> None:
     options.add_argument("--rounds", type=int, default=0, help="R, the extra rounds measured")
     args = options.parse_args()
     repo = repository_for(args)
-    runs = runs_for(args, full=9, quick=5)
-    rounds = args.rounds or (40 if args.quick else 80)  # at most 99: REVIEW_MAX_ROUNDS <= 100
+    runs = runs_for(args, full=41, quick=9)
+    # 1 + 7 rounds: the default REVIEW_MAX_ROUNDS, so requests carry a realistic history.
+    rounds = args.rounds or 7
     target = LocalTarget(repo.worktree, repo.base_sha, repo.head_sha)
     all_in: list[float] = []
     wire: list[float] = []
