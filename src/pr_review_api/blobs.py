@@ -26,7 +26,7 @@ import subprocess
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -248,6 +248,8 @@ def reader_for(git_dir: Path) -> BlobReader:
 
 # --- the text that search scans ---------------------------------------------------------------
 
+BlobList = Callable[[], Iterable[tuple[str, int]]]  # (blob id, size), to be walked on demand
+
 
 class TextStore:
     """The text of one repository's searchable blobs, by blob id; it only ever grows."""
@@ -261,8 +263,10 @@ class TextStore:
         self.building: threading.Thread | None = None
 
     def missing(self, blobs: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The blobs not yet stored, once each."""
         texts, binary = self.texts, self.binary
-        return [blob for blob in blobs if blob[0] not in texts and blob[0] not in binary]
+        wanted = (blob for blob in blobs if blob[0] not in texts and blob[0] not in binary)
+        return list(dict.fromkeys(wanted))
 
     def add(self, oid: str, data: bytes) -> None:
         if b"\0" in data:
@@ -272,19 +276,19 @@ class TextStore:
             self.size += len(data)
 
     def search(
-        self, items: Iterable[tuple[str, str] | None], query: bytes
+        self, files: Iterable[tuple[str, str | None]], query: bytes
     ) -> Iterator[tuple[str, int, bytes]]:
         """(path, line number, line) of each line holding `query`, as `git grep -F -n` finds
-        them: in the order of `items` (path, blob id), each line once, without its newline."""
+        them: in the order of `files` (path, blob id or None to skip), each line once,
+        without its newline."""
         texts = self.texts
         find = bytes.find
-        for item in items:
-            if item is None:
+        for path, oid in files:
+            if oid is None:
                 continue
-            data = texts.get(item[1])
+            data = texts.get(oid)
             if data is None or (position := find(data, query)) < 0:
                 continue
-            path = item[0]
             line, counted = 1, 0
             while position >= 0:
                 start = data.rfind(b"\n", 0, position) + 1
@@ -305,29 +309,27 @@ class _TextStores:
         self._greps: dict[str, int] = {}  # git greps running, by repository
         self._lock = threading.Lock()
 
-    def ready(
-        self, git_dir: Path, blobs: Sequence[tuple[str, int]], *, build: bool
-    ) -> TextStore | None:
-        """The store holding every blob of `blobs`, or None; when the blobs are many and
-        `build` is set, a background thread starts fetching them."""
-        total = sum(size for _, size in blobs)
+    def ready(self, git_dir: Path, total: int, blobs: BlobList, *, build: bool) -> TextStore | None:
+        """The store holding every blob of `blobs()` (`total` bytes, distinct), or None; when
+        the missing blobs are many and `build` is set, a background thread fetches them."""
         if not TEXT_STORE_MIN_BYTES <= total <= TEXT_STORE_MAX_BYTES:
             return None
+        key = str(git_dir)
         with self._lock:
-            key = str(git_dir)
             store = self._stores.get(key)
-            if store is None or store.size + total > TEXT_STORE_MAX_BYTES + store.size // 2:
-                # New, or grown by many heads past what this one needs: start afresh.
-                if store is not None:
-                    store.dropped = True
+            if store is None:
                 store = self._stores[key] = TextStore(git_dir)
             self._stores.move_to_end(key)
-            if store.building is not None:
-                return None
-        missing = store.missing(blobs)
-        if not missing:
-            return store
+            building = store.building is not None
+        missing = store.missing(blobs())
+        if not missing or building:
+            return None if missing else store
         needed = sum(size for _, size in missing)
+        if store.size + needed > TEXT_STORE_MAX_BYTES:
+            with self._lock:  # grown by other heads past the bound: start afresh with this one
+                store.dropped = True
+                store = self._stores[key] = TextStore(git_dir)
+            missing, needed = store.missing(blobs()), total
         if needed <= TEXT_STORE_INLINE_BYTES:
             self._make_room(store, needed)
             for oid, data in reader_for(git_dir).read(oid for oid, _ in missing).items():
@@ -423,10 +425,10 @@ os.register_at_fork(after_in_child=_forget_parent_state)
 
 
 def text_store(
-    git_dir: Path, blobs: Sequence[tuple[str, int]], *, build: bool = True
+    git_dir: Path, total: int, blobs: BlobList, *, build: bool = True
 ) -> TextStore | None:
-    """The repository's text store when it holds all of `blobs` (see `_TextStores.ready`)."""
-    return _stores.ready(git_dir, blobs, build=build)
+    """The repository's text store when it holds all of `blobs()` (`_TextStores.ready`)."""
+    return _stores.ready(git_dir, total, blobs, build=build)
 
 
 def wait_for_text_store(git_dir: Path, timeout: float | None = None) -> None:

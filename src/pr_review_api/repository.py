@@ -143,10 +143,10 @@ class Snapshot:
     link_targets: dict[str, bytes] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # listable, sorted
     has_nul: dict[str, bool] = field(default_factory=dict)  # by blob oid, filled by searches
-    _searchable: list[tuple[str, str] | None] | None = field(default=None, repr=False)
+    _search_oids: list[str | None] | None = field(default=None, repr=False)
+    _search_bytes: int | None = field(default=None, repr=False)
     _text_store: weakref.ref[TextStore] | None = field(default=None, repr=False)
     _links: set[str] | None = field(default=None, repr=False)
-    _search_blobs: list[tuple[str, int]] | None = field(default=None, repr=False)
 
     def link_paths(self) -> set[str]:
         """The paths of every symbolic link of the tree."""
@@ -154,26 +154,31 @@ class Snapshot:
             self._links = {path for path, entry in self.entries.items() if entry.kind == "link"}
         return self._links
 
-    def searchable(self) -> list[tuple[str, str] | None]:
-        """For each of `files`, (path, blob id) when a search reads it, else None: a search
-        reads regular files of at most 1 MiB (links are found at their real path)."""
-        if self._searchable is None:
+    def search_oids(self) -> list[str | None]:
+        """For each of `files`, the blob a search reads, or None: a search reads regular files
+        of at most 1 MiB (a link is found at its real path)."""
+        if self._search_oids is None:
             entries = self.entries
-            items: list[tuple[str, str] | None] = []
+            oids: list[str | None] = []
             for path in self.files:
                 entry = entries[path]
                 usable = entry.kind == "file" and entry.size <= MAX_SOURCE_FILE_BYTES
-                items.append((path, entry.oid) if usable else None)
-            self._searchable = items
-        return self._searchable
+                oids.append(entry.oid if usable else None)
+            self._search_oids = oids
+        return self._search_oids
 
-    def search_blobs(self) -> list[tuple[str, int]]:
-        """(blob id, size) of every blob a search of the whole tree reads, once each."""
-        if self._search_blobs is None:
-            entries = self.entries
-            blobs = {item[1]: entries[item[0]].size for item in self.searchable() if item}
-            self._search_blobs = list(blobs.items())
-        return self._search_blobs
+    def search_blobs(self) -> Iterator[tuple[str, int]]:
+        """(blob id, size) of each file a search of the whole tree reads."""
+        entries = self.entries
+        for path, oid in zip(self.files, self.search_oids(), strict=True):
+            if oid is not None:
+                yield oid, entries[path].size
+
+    def search_bytes(self) -> int:
+        """The size of the distinct blobs a search of the whole tree reads."""
+        if self._search_bytes is None:
+            self._search_bytes = sum(dict(self.search_blobs()).values())
+        return self._search_bytes
 
 
 # One `ls-tree -l -z` record: mode, type, id, size ("-" for trees, "BAD" when missing), path.
@@ -669,20 +674,20 @@ class PinnedRepository:
         cached = snapshot._text_store() if snapshot._text_store is not None else None
         if cached is not None and not cached.dropped:
             return cached
-        store = text_store(self.git_dir, snapshot.search_blobs())
+        store = text_store(self.git_dir, snapshot.search_bytes(), snapshot.search_blobs)
         snapshot._text_store = None if store is None else weakref.ref(store)
         return store
 
     def _grep_store(self, store: TextStore, query: str, pathspec: str) -> Iterator[GrepMatch]:
         snapshot = self.snapshot
-        items = snapshot.searchable()
-        scope: list[tuple[str, str] | None] = items
+        files, oids = snapshot.files, snapshot.search_oids()
+        scope = zip(files, oids, strict=True)
         if pathspec:  # a literal pathspec: the path itself, or everything under it
             start, end = self.files_under(pathspec)
-            scope = items[start:end]
-            exact = bisect_left(snapshot.files, pathspec)
-            if exact < len(snapshot.files) and snapshot.files[exact] == pathspec:
-                scope.insert(0, items[exact])
+            exact = bisect_left(files, pathspec)
+            if exact < len(files) and files[exact] == pathspec:
+                start, end = exact, exact + 1  # a file has nothing under it
+            scope = zip(files[start:end], oids[start:end], strict=True)
         for path, line, text in store.search(scope, query.encode("utf-8", "surrogateescape")):
             snapshot.has_nul[snapshot.entries[path].oid] = False
             yield GrepMatch(path, line, text)
