@@ -13,6 +13,23 @@ BASE_SHA = "1" * 40
 HEAD_SHA = "2" * 40
 MERGE_BASE_SHA = "3" * 40
 
+# A final review document of src/service.py, as a scripted provider sends it (API and CLI tests).
+SERVICE_REVIEW: dict[str, Any] = {
+    "summary": "Validation occurs after persistence.",
+    "findings": [
+        {
+            "severity": "high",
+            "title": "Validation occurs after the write",
+            "explanation": "Invalid state can be saved.",
+            "path": "src/service.py",
+            "line": 2,
+            "evidence": "save() runs before validate().",
+            "recommendation": "Validate before saving.",
+        }
+    ],
+    "notes": ["Read the service."],
+}
+
 # Model text that tries to break out of every output format it can land in.
 HOSTILE = (
     "| a | b |\n|---|---|\n# Heading\n    indented code\n```\nfence\n```\n"

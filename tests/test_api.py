@@ -47,6 +47,7 @@ from tests.fakes.github_server import FakeGitHub, fake_github
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitrepo import GitRepo
 from tests.results import PR_URL, as_json, review_result
+from tests.results import SERVICE_REVIEW as REVIEW
 
 __all__ = ["fake_github"]  # the fixture, imported for this module's tests
 scripted_provider = provider_server.scripted_provider
@@ -768,21 +769,6 @@ def test_sigterm_lets_a_review_in_flight_finish(tmp_path: Path) -> None:
 
 # --- end to end: the real review loop ----------------------------------------------------------
 
-REVIEW = {
-    "summary": "Validation occurs after persistence.",
-    "findings": [
-        {
-            "severity": "high",
-            "title": "Validation occurs after the write",
-            "explanation": "Invalid state can be saved.",
-            "path": "src/service.py",
-            "line": 2,
-            "evidence": "save() runs before validate().",
-            "recommendation": "Validate before saving.",
-        }
-    ],
-    "notes": ["Read the service."],
-}
 BASE_FILES = {"src/service.py": "def save(x):\n    store(x)\n", "README.md": "# widget\n"}
 HEAD_FILES = {"src/service.py": "def save(x):\n    store(x)\n    validate(x)\n"}
 

@@ -33,6 +33,7 @@ from tests.fakes import provider_server
 from tests.fakes.provider_server import Fault, ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitrepo import GitRepo
 from tests.results import PR_URL, review_result
+from tests.results import SERVICE_REVIEW as REVIEW
 
 scripted_provider = provider_server.scripted_provider
 
@@ -43,22 +44,6 @@ HELP_BEGIN = "<!-- BEGIN GENERATED HELP: regenerate with "
 HELP_END = "<!-- END GENERATED HELP -->"
 REGENERATE = "UPDATE_README_HELP=1 uv run pytest tests/test_cli.py -k readme"
 HELP_COMMANDS: list[list[str]] = [[], ["review"], ["serve"], ["schema"]]
-
-REVIEW = {
-    "summary": "Validation occurs after persistence.",
-    "findings": [
-        {
-            "severity": "high",
-            "title": "Validation occurs after the write",
-            "explanation": "Invalid state can be saved.",
-            "path": "src/service.py",
-            "line": 2,
-            "evidence": "save() runs before validate().",
-            "recommendation": "Validate before saving.",
-        }
-    ],
-    "notes": ["Read the service."],
-}
 
 
 @pytest.fixture
