@@ -11,12 +11,13 @@ process, so its peak memory is its own.
 - cold (`--cold`): the N reviews are the first thing the process does.
 
 `--search` picks the search of round 2: `tree` (a rare literal over the whole tree: every
-file is read) or `directory` (the same literal under the changed file's top directory).
+file is read), `directory` (the same literal under the changed file's top directory) or
+`none` (no search: what the rest of a review costs).
 The reference is one review alone, measured the same way in this run. Memory is the peak
 resident size of the process above its size once warm (before the N reviews).
 
     uv run python -m bench.concurrency [--quick] [--repo kernel|synthetic] [--runs N]
-        [--latency SECONDS] [--counts 1,10,50] [--cold] [--search tree|directory]
+        [--latency SECONDS] [--counts 1,10,50] [--cold] [--search tree|directory|none]
 """
 
 from __future__ import annotations
@@ -55,10 +56,10 @@ def plan_for(repo: BenchRepo, search: str) -> list[list[Call]]:
     query: dict[str, str] = {"query": RARE_LITERAL}
     if search == "directory":
         query["path"] = changed.split("/")[0]
-    return [
-        [("inspect_git_diff", {}), ("read_repository_file", {"path": changed})],
-        [("search_repository", query), ("list_repository_files", {})],
-    ]
+    second: list[Call] = [("list_repository_files", {})]
+    if search != "none":
+        second.insert(0, ("search_repository", query))
+    return [[("inspect_git_diff", {}), ("read_repository_file", {"path": changed})], second]
 
 
 def peak_mb() -> float:
@@ -121,7 +122,7 @@ def main() -> None:
     options.add_argument("--latency", type=float, default=0.0, help="provider seconds per turn")
     options.add_argument("--counts", default="1,10,50", help="numbers of concurrent reviews")
     options.add_argument("--cold", action="store_true", help="reviews in a process just started")
-    options.add_argument("--search", choices=("tree", "directory"), default="tree")
+    options.add_argument("--search", choices=("tree", "directory", "none"), default="tree")
     args = options.parse_args()
     repo = repository_for(args)
     runs = runs_for(args, full=3, quick=1)
@@ -138,7 +139,7 @@ def main() -> None:
     one = statistics.median(sample["wall"] for sample in results[counts[0]])
     state = "cold process" if args.cold else "warm process"
     report = Report(
-        f"concurrent reviews, a distinct head each, {state}, search over the {args.search}, "
+        f"concurrent reviews, a distinct head each, {state}, search: {args.search}, "
         f"provider latency {latency:g} s, 3 rounds ({repo.describe()})",
         [],
     )
