@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pr_review_api import blobs
-from pr_review_api.blobs import BlobReader, reader_for
-from pr_review_api.repository import PinnedRepository
+from pr_review_api import blobs, repository
+from pr_review_api import git as git_module
+from pr_review_api.blobs import BlobReader, describer_for, reader_for
+from pr_review_api.repository import PinnedRepository, resolve_commit
 from pr_review_api.repository_tools import SearchArguments, execute_tool, search_repository
 from tests.gitrepo import FILE, GitRepo, git
 from tests.hostile_repos import REGULAR_FILES, HostileWorld, build_hostile_world
@@ -334,3 +335,41 @@ def test_searches_arriving_while_the_store_fills_wait_for_it(
     assert greps == ["needle"]  # only the first search ran git grep
     assert len(results) == 4
     assert all(len(result["matches"]) == 20 for result in results)
+
+
+def test_the_describer_gives_types_and_sizes(repo: GitRepo) -> None:
+    head = repo.commit_files({"a.txt": "alpha\n"})
+    blob = blob_ids(repo, head)["a.txt"]
+    tree = git(repo.path, "rev-parse", "HEAD^{tree}")
+    described = describer_for(repo.git_dir).describe([blob, tree, head, "2" * 40])
+    assert described[blob] == ("blob", 6)
+    assert described[tree][0] == "tree"
+    assert described[head][0] == "commit"
+    assert "2" * 40 not in described
+    retired = BlobReader(repo.git_dir, contents=False)
+    retired.close(retire=True)
+    assert retired.describe([blob, "2" * 40]) == {blob: ("blob", 6)}
+    with pytest.raises(TypeError):
+        retired.read([blob])
+
+
+def test_resolve_commit_takes_full_shas_without_rev_parse_and_peels_tags(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = repo.commit_files({"a.txt": "a\n"})
+    git(repo.path, "tag", "-a", "v1", "-m", "release")
+    tag = git(repo.path, "rev-parse", "v1")
+    blob = blob_ids(repo, head)["a.txt"]
+    assert resolve_commit(repo.git_dir, tag) == head  # an annotated tag: peeled by rev-parse
+    calls: list[list[str]] = []
+    real_run = git_module.run_git
+
+    def recording(git_dir: Path | None, args: list[str], **kwargs: Any) -> Any:
+        calls.append(list(args))
+        return real_run(git_dir, args, **kwargs)
+
+    monkeypatch.setattr(repository, "run_git", recording)
+    assert resolve_commit(repo.git_dir, head) == head
+    assert resolve_commit(repo.git_dir, blob) is None
+    assert resolve_commit(repo.git_dir, "3" * 40) is None
+    assert calls == []

@@ -3,9 +3,10 @@ search scans in memory instead of running `git grep` over the object store.
 
 Reading a blob through a new `git cat-file` costs a process start and the loading of the
 pack indexes, several milliseconds, on every call; `BlobReader` keeps one process per
-repository and asks it under a lock, so a read costs a pipe round trip. Readers live in a small
-pool (`reader_for`); one that is dropped from the pool or left idle is stopped, and a reader
-whose repository directory was replaced starts a new process.
+repository (`reader_for`: content; `describer_for`: types and sizes) and asks it under a lock,
+so a read costs a pipe round trip. Readers live in a small pool; one that is dropped from the
+pool or left idle is stopped, and a reader whose repository directory was replaced starts a
+new process.
 
 `git grep <tree>` must inflate every blob of the tree, deltas and all, on every search: on a
 kernel-sized repository that is seconds of CPU per call. A `TextStore` holds the text of one
@@ -33,7 +34,7 @@ from typing import IO
 from pr_review_api.git import GitConfig, GitError, git_command, git_environment, is_sha, run_git
 
 READ_TIMEOUT_SECONDS = 120.0
-READER_POOL_SIZE = 16
+READER_POOL_SIZE = 16  # readers: up to two per repository
 READER_IDLE_SECONDS = 300.0
 _CHUNK_OIDS = 1000  # 41 KB of requests: always fits a pipe, so writing never blocks
 _READ_SIZE = 1 << 20
@@ -50,11 +51,16 @@ class _ReaderBroken(Exception):
     """The cat-file process died or answered out of protocol."""
 
 
-class BlobReader:
-    """A persistent `git cat-file --batch` for one git directory, safe to share across threads."""
+Answer = tuple[str, int, bytes]  # an object's type, size and (for --batch) content
 
-    def __init__(self, git_dir: Path) -> None:
+
+class BlobReader:
+    """A persistent `git cat-file --batch` (or `--batch-check`, with `contents=False`) for one
+    git directory, safe to share across threads."""
+
+    def __init__(self, git_dir: Path, *, contents: bool = True) -> None:
         self.git_dir = git_dir
+        self.contents = contents
         self.last_used = time.monotonic()
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
@@ -64,24 +70,13 @@ class BlobReader:
 
     def read(self, oids: Iterable[str]) -> dict[str, bytes]:
         """The content of each object that exists, by id; missing objects are left out."""
-        wanted = list(dict.fromkeys(oids))
-        if not wanted:
-            return {}
-        if not all(is_sha(oid) for oid in wanted):
-            raise ValueError("blob ids must be full SHAs")  # a newline would forge a request
-        with self._lock:
-            self.last_used = time.monotonic()
-            if self._retired:
-                return _read_once(self.git_dir, wanted)
-            try:
-                return self._read_locked(wanted)
-            except (_ReaderBroken, OSError):
-                self._stop_locked()
-            try:  # one retry on a fresh process: the old one may have been killed
-                return self._read_locked(wanted)
-            except (_ReaderBroken, OSError):
-                self._stop_locked()
-                raise GitError(["cat-file"], -1, b"") from None
+        if not self.contents:
+            raise TypeError("a --batch-check reader has no contents")
+        return {oid: data for oid, (_, _, data) in self._ask(oids).items()}
+
+    def describe(self, oids: Iterable[str]) -> dict[str, tuple[str, int]]:
+        """The type and size of each object that exists, by id."""
+        return {oid: (kind, size) for oid, (kind, size, _) in self._ask(oids).items()}
 
     def close(self, *, retire: bool = False) -> None:
         """Stop the process; a retired reader reads through one-shot processes from then on."""
@@ -89,11 +84,31 @@ class BlobReader:
             self._retired = self._retired or retire
             self._stop_locked()
 
-    def _read_locked(self, wanted: list[str]) -> dict[str, bytes]:
+    def _ask(self, oids: Iterable[str]) -> dict[str, Answer]:
+        wanted = list(dict.fromkeys(oids))
+        if not wanted:
+            return {}
+        if not all(is_sha(oid) for oid in wanted):
+            raise ValueError("object ids must be full SHAs")  # a newline would forge a request
+        with self._lock:
+            self.last_used = time.monotonic()
+            if self._retired:
+                return _ask_once(self.git_dir, wanted, contents=self.contents)
+            try:
+                return self._ask_locked(wanted)
+            except (_ReaderBroken, OSError):
+                self._stop_locked()
+            try:  # one retry on a fresh process: the old one may have been killed
+                return self._ask_locked(wanted)
+            except (_ReaderBroken, OSError):
+                self._stop_locked()
+                raise GitError(["cat-file"], -1, b"") from None
+
+    def _ask_locked(self, wanted: list[str]) -> dict[str, Answer]:
         process = self._ensure_process()
         assert process.stdin is not None
         deadline = time.monotonic() + READ_TIMEOUT_SECONDS
-        blobs: dict[str, bytes] = {}
+        answers: dict[str, Answer] = {}
         for start in range(0, len(wanted), _CHUNK_OIDS):
             chunk = wanted[start : start + _CHUNK_OIDS]
             process.stdin.write("".join(f"{oid}\n" for oid in chunk).encode())
@@ -105,9 +120,9 @@ class BlobReader:
                 if header[0].decode() != oid or not header[2].isdigit():
                     raise _ReaderBroken()
                 size = int(header[2])
-                data = self._read_exactly(size + 1, deadline)
-                blobs[oid] = data[:size]
-        return blobs
+                data = self._read_exactly(size + 1, deadline)[:size] if self.contents else b""
+                answers[oid] = (header[1].decode(), size, data)
+        return answers
 
     def _ensure_process(self) -> subprocess.Popen[bytes]:
         identity = _identity(self.git_dir)
@@ -116,8 +131,9 @@ class BlobReader:
         ):
             self._stop_locked()
         if self._process is None:
+            mode = "--batch" if self.contents else "--batch-check"
             self._process = subprocess.Popen(
-                git_command(self.git_dir, ["cat-file", "--batch"]),
+                git_command(self.git_dir, ["cat-file", mode]),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -176,25 +192,27 @@ def _identity(git_dir: Path) -> tuple[int, int] | None:
     return status.st_dev, status.st_ino
 
 
-def _read_once(git_dir: Path, wanted: Sequence[str]) -> dict[str, bytes]:
-    """Read blobs through one short-lived `git cat-file --batch`."""
-    output = run_git(
-        git_dir, ["cat-file", "--batch"], input_bytes="".join(f"{o}\n" for o in wanted).encode()
-    )
-    data = output.stdout
-    blobs: dict[str, bytes] = {}
+def _ask_once(git_dir: Path, wanted: Sequence[str], *, contents: bool) -> dict[str, Answer]:
+    """Ask one short-lived `git cat-file --batch` (or `--batch-check`)."""
+    mode = "--batch" if contents else "--batch-check"
+    data = run_git(
+        git_dir, ["cat-file", mode], input_bytes="".join(f"{o}\n" for o in wanted).encode()
+    ).stdout
+    answers: dict[str, Answer] = {}
     offset = 0
     for oid in wanted:
         header_end = data.index(b"\n", offset)
         header = data[offset:header_end].split()
+        offset = header_end + 1
         if len(header) != 3:
-            offset = header_end + 1
             continue
         size = int(header[2])
-        start = header_end + 1
-        blobs[oid] = data[start : start + size]
-        offset = start + size + 1
-    return blobs
+        if contents:
+            answers[oid] = (header[1].decode(), size, data[offset : offset + size])
+            offset += size + 1
+        else:
+            answers[oid] = (header[1].decode(), size, b"")
+    return answers
 
 
 class _ReaderPool:
@@ -202,17 +220,17 @@ class _ReaderPool:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._readers: OrderedDict[str, BlobReader] = OrderedDict()
+        self._readers: OrderedDict[tuple[str, bool], BlobReader] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, git_dir: Path) -> BlobReader:
-        key = str(git_dir)
+    def get(self, git_dir: Path, *, contents: bool) -> BlobReader:
+        key = (str(git_dir), contents)
         now = time.monotonic()
         dropped: list[BlobReader] = []
         with self._lock:
             reader = self._readers.get(key)
             if reader is None:
-                reader = self._readers[key] = BlobReader(git_dir)
+                reader = self._readers[key] = BlobReader(git_dir, contents=contents)
             self._readers.move_to_end(key)
             while len(self._readers) > self._size:
                 dropped.append(self._readers.popitem(last=False)[1])
@@ -242,8 +260,13 @@ atexit.register(_readers.close_all)
 
 
 def reader_for(git_dir: Path) -> BlobReader:
-    """The shared reader of a repository."""
-    return _readers.get(git_dir)
+    """The shared `cat-file --batch` reader of a repository: content."""
+    return _readers.get(git_dir, contents=True)
+
+
+def describer_for(git_dir: Path) -> BlobReader:
+    """The shared `cat-file --batch-check` reader of a repository: types and sizes."""
+    return _readers.get(git_dir, contents=False)
 
 
 # --- the text that search scans ---------------------------------------------------------------

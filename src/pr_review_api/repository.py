@@ -21,6 +21,7 @@ from typing import IO, Literal, NamedTuple, TypeVar
 
 from pr_review_api.blobs import (
     TextStore,
+    describer_for,
     git_grep_turn,
     reader_for,
     text_store,
@@ -220,19 +221,8 @@ def read_blobs(git_dir: Path, oids: Iterable[str]) -> dict[str, bytes]:
 
 
 def blob_sizes(git_dir: Path, oids: Iterable[str]) -> dict[str, int]:
-    """The size of each blob that exists, through one `git cat-file --batch-check`."""
-    wanted = list(dict.fromkeys(oids))
-    if not wanted:
-        return {}
-    output = run_git(
-        git_dir, ["cat-file", "--batch-check"], input_bytes="\n".join(wanted).encode() + b"\n"
-    ).stdout
-    sizes: dict[str, int] = {}
-    for line in output.splitlines():
-        fields = line.split()
-        if len(fields) == 3 and fields[2].isdigit():
-            sizes[fields[0].decode()] = int(fields[2])
-    return sizes
+    """The size of each blob that exists, through the repository's `cat-file --batch-check`."""
+    return {oid: size for oid, (_, size) in describer_for(git_dir).describe(oids).items()}
 
 
 def load_snapshot(git_dir: Path, head_sha: str) -> Snapshot:
@@ -777,6 +767,13 @@ def resolve_commit(git_dir: Path, revision: str) -> str | None:
     """The full SHA of the commit `revision` names, or None."""
     if not revision or revision.startswith("-") or "\0" in revision:
         return None
+    if is_sha(revision):  # the common case needs no new process; a tag is peeled below
+        try:
+            kind = describer_for(git_dir).describe([revision]).get(revision, ("missing", 0))[0]
+        except GitError:
+            kind = "tag"
+        if kind != "tag":
+            return revision if kind == "commit" else None
     try:
         found = run_git(
             git_dir,
