@@ -3,8 +3,8 @@
 Each review is a pull request of its own (a distinct head commit on the same base, never
 reviewed before) and runs three rounds as a model would: the diff and a read of a changed
 file; a search and a first listing page; then the final review. The provider answers every
-turn after `--latency` seconds (a real model takes seconds per turn). Each N runs in a new
-process, so its peak memory is its own.
+turn after `--latency` seconds (a real model takes seconds per turn), from a process of its
+own, as a real provider would. Each N runs in a new process, so its peak memory is its own.
 
 - warm (the default): the process has already reviewed another head of the repository and
   searched it, as a service that has been running does; N reviews then arrive at once;
@@ -31,8 +31,6 @@ import sys
 import time
 from pathlib import Path
 
-from tests.fakes.provider_server import ScriptedProvider
-
 from bench.common import (
     RARE_LITERAL,
     BenchRepo,
@@ -44,7 +42,7 @@ from bench.common import (
     runs_for,
     wait_for_search_index,
 )
-from bench.harness import Call, Script, bench_settings
+from bench.harness import Call, bench_settings, provider_process
 from pr_review_api.provider import ProviderClient
 from pr_review_api.repository import PinnedRepository
 from pr_review_api.review import LocalTarget, run_review
@@ -73,16 +71,12 @@ def current_mb() -> float:
     return peak_mb()
 
 
-async def reviews(targets: list[LocalTarget], plan: list[list[Call]], latency: float) -> float:
-    script = Script(plan=plan)
-    with ScriptedProvider(responder=script, latency=latency) as provider:
-        settings = bench_settings(provider.base_url, pr_review_max_concurrent_reviews=len(targets))
-        async with ProviderClient(settings) as client:
-            started = time.perf_counter()
-            await asyncio.gather(
-                *(run_review(target, settings, provider=client) for target in targets)
-            )
-            return time.perf_counter() - started
+async def reviews(targets: list[LocalTarget], base_url: str) -> float:
+    settings = bench_settings(base_url, pr_review_max_concurrent_reviews=len(targets))
+    async with ProviderClient(settings) as client:
+        started = time.perf_counter()
+        await asyncio.gather(*(run_review(target, settings, provider=client) for target in targets))
+        return time.perf_counter() - started
 
 
 def worker(argv: list[str]) -> None:
@@ -90,12 +84,13 @@ def worker(argv: list[str]) -> None:
     worktree, base, latency, warm, *heads = argv
     plan = json.loads(sys.stdin.read())
     if warm == "warm":
-        target = LocalTarget(Path(worktree), base, base)
-        asyncio.run(reviews([target], plan, 0.0))
+        with provider_process(plan, 0.0) as base_url:
+            asyncio.run(reviews([LocalTarget(Path(worktree), base, base)], base_url))
         wait_for_search_index(Path(worktree) / ".git")
-    before = current_mb()
     targets = [LocalTarget(Path(worktree), base, head) for head in heads]
-    wall = asyncio.run(reviews(targets, plan, float(latency)))
+    with provider_process(plan, float(latency)) as base_url:
+        before = current_mb()
+        wall = asyncio.run(reviews(targets, base_url))
     print(json.dumps({"wall": wall, "before": before, "peak": peak_mb()}))
 
 

@@ -3,18 +3,31 @@
 `Script` answers every review the same way: one round per entry of `plan` (the tool calls of
 that round), then a final review. The provider learns which round a request is by counting
 the assistant messages it carries, so any number of reviews can share one provider.
+`provider_process` runs that provider in a process of its own, as a real provider is: its
+work then takes no time from the reviews being measured.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from tests.fakes.provider_server import RecordedRequest, Scripted, stop_turn, tool_call_turn
+from tests.fakes.provider_server import (
+    RecordedRequest,
+    Scripted,
+    ScriptedProvider,
+    stop_turn,
+    tool_call_turn,
+)
 
 from pr_review_api.result import ReviewResult
 from pr_review_api.review import LocalTarget, run_review
@@ -63,3 +76,36 @@ def bench_settings(base_url: str, **overrides: Any) -> Settings:
 def review(target: LocalTarget, settings: Settings) -> ReviewResult:
     """One review, run to its end in a new event loop."""
     return asyncio.run(run_review(target, settings))
+
+
+@contextmanager
+def provider_process(plan: Sequence[Sequence[Call]], latency: float) -> Iterator[str]:
+    """A scripted provider answering `plan` after `latency` seconds, in a new process; yields
+    its base URL and stops it when the block ends."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.harness", str(latency)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        process.stdin.write(json.dumps(plan).encode() + b"\n")
+        process.stdin.flush()
+        yield process.stdout.readline().decode().strip()
+    finally:
+        process.stdin.close()  # the server stops at end of input
+        process.wait(timeout=30)
+
+
+def _serve(latency: float) -> None:
+    """The provider process: read the plan, print the base URL, serve until stdin closes."""
+    plan = json.loads(sys.stdin.readline())
+    with ScriptedProvider(responder=Script(plan=plan), latency=latency) as provider:
+        print(provider.base_url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    _serve(float(sys.argv[1]))

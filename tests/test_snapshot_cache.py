@@ -42,6 +42,9 @@ def same(left: Snapshot, right: Snapshot) -> None:
     assert left.link_targets == right.link_targets
     assert left.files == right.files
     assert left.link_paths() == right.link_paths()
+    # A link judged again only when a path its resolution looked at changed: the paths it
+    # looked at are the paths a fresh resolution looks at.
+    assert left.link_deps() == right.link_deps()
 
 
 def test_derived_snapshots_equal_fresh_loads_both_ways(world: HostileWorld) -> None:
@@ -88,8 +91,23 @@ def test_an_unknown_commit_cannot_be_derived_from(repo: GitRepo) -> None:
 
 # Trees made of a few names, so that edits collide: a file becomes a directory, a link starts
 # to resolve when its target appears, a directory link loses its directory.
-NAMES = ["a", "b", "d/x", "d/y", "d/e/z", "l1", "l2", "d/l3", "sub", "a.c", "d-e"]
-TARGETS = [b"a", b"d", b"d/x", b"../a", b"l2", b"l1", b"missing", b"/etc/passwd", b"d/e", b"."]
+NAMES = ["a", "b", "d/x", "d/y", "d/e/z", "l1", "l2", "d/l3", "d/e/l4", "sub", "a.c", "d-e"]
+TARGETS = [
+    b"a",
+    b"d",
+    b"d/x",
+    b"../a",
+    b"l2",
+    b"l1",
+    b"missing",
+    b"/etc/passwd",
+    b"d/e",
+    b".",
+    b"d/l3/x",
+    b"../l3",
+    b"../../d/e/z",
+    b"l1/x",
+]
 
 
 def entry_strategy() -> st.SearchStrategy[Entry]:
@@ -209,3 +227,22 @@ def test_merge_bases_and_changed_files_are_remembered(
     assert again.revisions == first.revisions
     assert again.changed_files() == [("A", "b.txt")]
     assert calls == []
+
+
+def test_a_blob_that_goes_missing_or_comes_back_is_derived_as_loaded(repo: GitRepo) -> None:
+    base = repo.commit_files({"x.txt": "present\n", "to_x": "x"})
+    present = git(repo.path, "rev-parse", "HEAD:x.txt")
+    link = git(repo.path, "hash-object", "-w", "--stdin", input_bytes=b"x.txt")
+
+    def commit(blob: str) -> str:
+        listing = f"100644 blob {blob}\tx.txt\n120000 blob {link}\tto_x\n"
+        tree = git(repo.path, "mktree", "--missing", input_bytes=listing.encode())
+        return git(repo.path, "commit-tree", tree, "-p", base, "-m", "x")
+
+    gone, back = commit("4" * 40), commit(present)
+    for old, new in ((back, gone), (gone, back)):
+        derived = derive_snapshot(repo.git_dir, load_snapshot(repo.git_dir, old), old, new)
+        assert derived is not None
+        same(derived, load_snapshot(repo.git_dir, new))
+    assert load_snapshot(repo.git_dir, gone).files == []
+    assert load_snapshot(repo.git_dir, back).files == ["to_x", "x.txt"]

@@ -148,12 +148,22 @@ class Snapshot:
     _search_bytes: int | None = field(default=None, repr=False)
     _text_store: weakref.ref[TextStore] | None = field(default=None, repr=False)
     _links: set[str] | None = field(default=None, repr=False)
+    _link_deps: dict[str, frozenset[str]] | None = field(default=None, repr=False)
 
     def link_paths(self) -> set[str]:
         """The paths of every symbolic link of the tree."""
         if self._links is None:
             self._links = {path for path, entry in self.entries.items() if entry.kind == "link"}
         return self._links
+
+    def link_deps(self) -> dict[str, frozenset[str]]:
+        """For each reachable link, the tree paths its resolution looked at."""
+        if self._link_deps is None:
+            deps: dict[str, frozenset[str]] = {}
+            for path in self.link_paths():
+                _is_listable(self, path, self.entries[path], deps)
+            self._link_deps = deps
+        return self._link_deps
 
     def search_oids(self) -> list[str | None]:
         """For each of `files`, the blob a search reads, or None: a search reads regular files
@@ -281,8 +291,18 @@ def derive_snapshot(
     link_targets.update({path: blobs.get(oid, b"") for path, oid in fresh.items()})
     snapshot = Snapshot(entries, directories, link_targets, has_nul=known.has_nul)
     snapshot._links = links | (known.link_paths() - touched)
-    snapshot.files = _derived_files(known, snapshot, touched)
+    # What a resolution or a listing sees of a path is whether it is a directory, the kind of
+    # its entry and, for a link, its target: a file whose content changed is the same to both.
+    reshaped = {path for path in touched if _shape(known, path) != _shape(snapshot, path)}
+    snapshot.files = _derived_files(known, snapshot, reshaped)
     return snapshot
+
+
+def _shape(snapshot: Snapshot, path: str) -> tuple[bool, str | None, str | None]:
+    entry = snapshot.entries.get(path)
+    if entry is None:
+        return path in snapshot.directories, None, None
+    return path in snapshot.directories, entry.kind, entry.oid if entry.kind == "link" else None
 
 
 def _tree_changes(
@@ -325,16 +345,26 @@ def _tree_changes(
 
 
 def _derived_files(known: Snapshot, snapshot: Snapshot, touched: set[str]) -> list[str]:
-    """The listable files of `snapshot`, from those of `known` and the touched paths."""
-    # Whether a link is listable depends on the entries it resolves through: every link is
-    # judged again, every other path only when it changed.
+    """The listable files of `snapshot`, from those of `known` and the paths whose kind or
+    link target changed (`touched`)."""
+    # A path is judged again when it changed; a link also when a path its resolution looked
+    # at changed (a resolution depends on nothing else: see resolve_in's `visited`).
     entries = snapshot.entries
-    stale = touched | known.link_paths()
+    known_deps = known.link_deps()
+    deps: dict[str, frozenset[str]] = {}
+    stale = set(touched)
+    for link in snapshot.link_paths():
+        looked_at = known_deps.get(link)
+        if link in touched or looked_at is None or not looked_at.isdisjoint(touched):
+            stale.add(link)
+        else:
+            deps[link] = looked_at
     listable = sorted(
         path
-        for path in stale | snapshot.link_paths()
-        if path in entries and _is_listable(snapshot, path, entries[path])
+        for path in stale
+        if path in entries and _is_listable(snapshot, path, entries[path], deps)
     )
+    snapshot._link_deps = deps
     if len(stale) + len(listable) > 1000:
         files = [path for path in known.files if path not in stale] + listable
         files.sort()
@@ -350,25 +380,37 @@ def _derived_files(known: Snapshot, snapshot: Snapshot, touched: set[str]) -> li
 
 
 def _listable(snapshot: Snapshot) -> Iterator[str]:
+    deps: dict[str, frozenset[str]] = {}
     for path, entry in snapshot.entries.items():
-        if _is_listable(snapshot, path, entry):
+        if _is_listable(snapshot, path, entry, deps):
             yield path
+    snapshot._link_deps = deps
 
 
-def _is_listable(snapshot: Snapshot, path: str, entry: TreeEntry) -> bool:
+def _is_listable(
+    snapshot: Snapshot, path: str, entry: TreeEntry, deps: dict[str, frozenset[str]]
+) -> bool:
+    """Whether `path` is a listable file; for a link, notes in `deps` the paths it looked at."""
     if entry.kind == "submodule" or not _reachable(path):
         return False
     if entry.kind == "file":
         return True
+    visited: list[str] = []
     try:
-        resolved = resolve_in(snapshot, path)
+        resolved = resolve_in(snapshot, path, visited)
     except ToolError:
         return False  # links out of the tree, into .git, dangling or looping are skipped
+    finally:
+        deps[path] = frozenset(visited)
     return resolved.entry is not None and resolved.entry.kind == "file"
 
 
-def resolve_in(snapshot: Snapshot, raw: str) -> ResolvedPath:
-    """Resolve a requested path inside the tree, following symbolic links virtually."""
+def resolve_in(snapshot: Snapshot, raw: str, visited: list[str] | None = None) -> ResolvedPath:
+    """Resolve a requested path inside the tree, following symbolic links virtually.
+
+    `visited`, when given, receives every tree path looked up on the way: the result depends
+    on the entries, directories and link targets at those paths and on nothing else.
+    """
     pending = deque(split_path(raw))
     resolved: list[str] = []
     hops = 0
@@ -384,6 +426,8 @@ def resolve_in(snapshot: Snapshot, raw: str) -> ResolvedPath:
         if is_dot_git(part):
             raise ToolError("outside_repository", "The path resolves into Git's internal data.")
         candidate = "/".join([*resolved, part])
+        if visited is not None:
+            visited.append(candidate)
         entry = snapshot.entries.get(candidate)
         if entry is None:
             if candidate not in snapshot.directories:
