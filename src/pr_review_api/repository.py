@@ -14,10 +14,10 @@ import threading
 import weakref
 from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Literal, NamedTuple, TypeVar
+from typing import IO, Literal, NamedTuple, TypeVar, overload
 
 from pr_review_api.blobs import (
     TextStore,
@@ -33,6 +33,7 @@ from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES, MAX_SY
 
 EntryKind = Literal["file", "link", "submodule"]
 _V = TypeVar("_V")
+_T = TypeVar("_T")
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -60,6 +61,8 @@ SNAPSHOT_CACHE_SIZE = 8
 STORE_WAIT_SECONDS = 300.0
 # A head whose tree differs from a cached one's by more entries than this is indexed afresh.
 MAX_DERIVED_CHANGES = 20_000
+# A derived head's entries keep at most this many edits over a shared base (see Entries).
+MAX_ENTRY_EDITS = 4096
 
 
 class TreeEntry(NamedTuple):
@@ -68,6 +71,77 @@ class TreeEntry(NamedTuple):
     kind: EntryKind
     oid: str
     size: int
+
+
+class Entries(Mapping[str, TreeEntry]):
+    """A tree's entries by path: a dict shared with related trees plus this tree's own edits
+    (None: removed), so a head derived from another costs its changes, not a copy of 80,000
+    entries (nor the garbage collector's walks over one)."""
+
+    __slots__ = ("_base", "_edits", "_length")
+
+    def __init__(
+        self, base: dict[str, TreeEntry], edits: dict[str, TreeEntry | None] | None = None
+    ) -> None:
+        self._base = base
+        self._edits = edits or {}
+        self._length = len(base) + sum(
+            (value is not None) - (path in base) for path, value in self._edits.items()
+        )
+
+    def edited(self, edits: dict[str, TreeEntry | None]) -> Entries:
+        """These entries with `edits` applied; the base is rebuilt once edits pile up."""
+        merged = {**self._edits, **edits}
+        if len(merged) <= MAX_ENTRY_EDITS:
+            return Entries(self._base, merged)
+        base = dict(self._base)
+        for path, entry in merged.items():
+            if entry is None:
+                base.pop(path, None)
+            else:
+                base[path] = entry
+        return Entries(base)
+
+    def many(self, paths: Iterable[str]) -> list[TreeEntry]:
+        """The entries of `paths`, all present (a fast loop for whole-tree walks)."""
+        base, edits = self._base, self._edits
+        if not edits:
+            return [base[path] for path in paths]
+        found: list[TreeEntry] = []
+        for path in paths:
+            entry = edits[path] if path in edits else base[path]
+            if entry is None:
+                raise KeyError(path)
+            found.append(entry)
+        return found
+
+    @overload
+    def get(self, key: str, /) -> TreeEntry | None: ...
+    @overload
+    def get(self, key: str, /, default: TreeEntry | _T) -> TreeEntry | _T: ...
+    def get(self, key: str, /, default: object = None) -> object:
+        edits = self._edits
+        if key in edits:
+            value = edits[key]
+            return default if value is None else value
+        return self._base.get(key, default)
+
+    def __getitem__(self, key: str) -> TreeEntry:
+        entry = self.get(key)
+        if entry is None:
+            raise KeyError(key)
+        return entry
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        edits = self._edits
+        yield from (path for path in self._base if path not in edits)
+        yield from (path for path, entry in edits.items() if entry is not None)
+
+    def __len__(self) -> int:
+        return self._length
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +213,7 @@ def _reachable(path: str) -> bool:
 class Snapshot:
     """An index of the head commit's tree."""
 
-    entries: dict[str, TreeEntry]
+    entries: Entries
     directories: set[str]
     link_targets: dict[str, bytes] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # listable, sorted
@@ -169,21 +243,18 @@ class Snapshot:
         """For each of `files`, the blob a search reads, or None: a search reads regular files
         of at most 1 MiB (a link is found at its real path)."""
         if self._search_oids is None:
-            entries = self.entries
-            oids: list[str | None] = []
-            for path in self.files:
-                entry = entries[path]
-                usable = entry.kind == "file" and entry.size <= MAX_SOURCE_FILE_BYTES
-                oids.append(entry.oid if usable else None)
-            self._search_oids = oids
+            self._search_oids = [
+                entry.oid if entry.kind == "file" and entry.size <= MAX_SOURCE_FILE_BYTES else None
+                for entry in self.entries.many(self.files)
+            ]
         return self._search_oids
 
     def search_blobs(self) -> Iterator[tuple[str, int]]:
         """(blob id, size) of each file a search of the whole tree reads."""
-        entries = self.entries
-        for path, oid in zip(self.files, self.search_oids(), strict=True):
+        entries = self.entries.many(self.files)
+        for entry, oid in zip(entries, self.search_oids(), strict=True):
             if oid is not None:
-                yield oid, entries[path].size
+                yield oid, entry.size
 
     def search_bytes(self) -> int:
         """The size of the distinct blobs a search of the whole tree reads."""
@@ -247,7 +318,8 @@ def load_snapshot(git_dir: Path, head_sha: str) -> Snapshot:
         if entry.kind == "link" and entry.size <= MAX_PATH_BYTES
     }
     blobs = read_blobs(git_dir, links.values())
-    snapshot = Snapshot(entries, directories, {p: blobs.get(oid, b"") for p, oid in links.items()})
+    targets = {path: blobs.get(oid, b"") for path, oid in links.items()}
+    snapshot = Snapshot(Entries(entries), directories, targets)
     snapshot.files = sorted(_listable(snapshot))
     return snapshot
 
@@ -264,7 +336,7 @@ def derive_snapshot(
     changes = _tree_changes(git_dir, known_sha, head_sha)
     if changes is None:
         return None
-    entries = dict(known.entries)
+    edits: dict[str, TreeEntry | None] = {}
     directories = set(known.directories)
     link_targets = dict(known.link_targets)
     added: list[tuple[str, bytes, str]] = []
@@ -272,18 +344,19 @@ def derive_snapshot(
         if old_mode == b"040000":
             directories.discard(path)
         elif old_mode != b"000000":
-            entries.pop(path, None)
+            edits[path] = None
             link_targets.pop(path, None)
         if new_mode == b"040000":
             directories.add(path)
         elif new_mode == b"160000":
-            entries[path] = TreeEntry("submodule", new_oid, -1)
+            edits[path] = TreeEntry("submodule", new_oid, -1)
         elif new_mode != b"000000":
             added.append((path, new_mode, new_oid))
     sizes = blob_sizes(git_dir, (oid for _, _, oid in added))
     for path, mode, oid in added:
         if oid in sizes:  # a missing blob is absent, as in a full load
-            entries[path] = TreeEntry("link" if mode == b"120000" else "file", oid, sizes[oid])
+            edits[path] = TreeEntry("link" if mode == b"120000" else "file", oid, sizes[oid])
+    entries = known.entries.edited(edits)
     touched = {change[0] for change in changes}
     links = {path for path in touched if path in entries and entries[path].kind == "link"}
     fresh = {path: entries[path].oid for path in links if entries[path].size <= MAX_PATH_BYTES}
