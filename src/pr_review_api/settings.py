@@ -1,20 +1,31 @@
 """Configuration and every fixed limit, named as the protocol seed names them.
 
 Settings come from the environment and from `.env` in the working directory (the environment
-wins). `load_settings()` turns any invalid value into a one-line `ConfigurationError` naming
-the variable, never echoing its value (it may be a secret).
+wins). A `.env` that git tracks is never read (CONTRACT section 2): the working directory may be
+a checkout of the pull request under review, and a committed `.env` could point the provider key
+and the GitHub token at another host. `load_settings()` turns any invalid value into a one-line
+`ConfigurationError` naming the variable, never echoing its value (it may be a secret).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from pr_review_api.errors import ConfigurationError
+from pr_review_api.git import GitConfig, run_git
 
 # --- Tool limits (seed: "How each repository tool is interpreted") ---
 MAX_READ_LINES = 400
@@ -47,6 +58,61 @@ MAX_PROMPT_DESCRIPTION_BYTES = 16 * 1024
 MAX_PROMPT_CHANGED_FILES = 300
 
 
+ENV_FILE = ".env"
+# For the one look-up below: the folder may belong to another user (a CI checkout), and git
+# refuses such a repository unless told otherwise; the query itself is read-only and hardened.
+_ENV_FILE_QUERY_CONFIG = GitConfig(values=(("safe.directory", "*"),))
+
+
+def _inside_git_work_tree(directory: Path) -> bool:
+    return any((folder / ".git").exists() for folder in (directory, *directory.parents))
+
+
+def _git_tracks(directory: Path, name: str) -> bool | None:
+    """Whether git tracks `name` in `directory` (index or HEAD); None when it cannot tell."""
+    args = ["ls-files", "--error-unmatch", "--", name]
+    try:
+        for with_head in (True, False):  # --with-tree fails in a repository with no commit yet
+            option = ["--with-tree=HEAD"] if with_head else []
+            done = run_git(
+                None,
+                [args[0], *option, *args[1:]],
+                cwd=directory,
+                config=_ENV_FILE_QUERY_CONFIG,
+                timeout=30,
+                check=False,
+            )
+            if done.returncode in (0, 1):
+                return done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return None
+
+
+def trusted_env_file(directory: Path | None = None) -> Path | None:
+    """The `.env` to read from `directory` (the working directory), or None.
+
+    A `.env` is skipped, with one line on stderr, when git tracks it or when the folder is in a
+    git work tree and git cannot say whether it does: committed content is the pull request's,
+    not the operator's.
+    """
+    folder = Path.cwd() if directory is None else directory
+    candidate = folder / ENV_FILE
+    if not candidate.exists() and not candidate.is_symlink():
+        return None
+    if not _inside_git_work_tree(folder):
+        return candidate
+    tracked = _git_tracks(folder, ENV_FILE)
+    if tracked is False:
+        return candidate
+    reason = "git tracks it" if tracked else "git could not say whether it tracks it"
+    sys.stderr.write(
+        f"warning: not reading .env in the working directory: {reason}, so it may come "
+        "from the code under review.\n"
+    )
+    return None
+
+
 def _check_http_url(name: str, value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -60,7 +126,7 @@ class Settings(BaseSettings):
     """Every setting of CONTRACT.md section 2, plus the service's own knobs."""
 
     model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False
+        env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore", case_sensitive=False
     )
 
     opencode_api_key: SecretStr | None = None
@@ -78,6 +144,21 @@ class Settings(BaseSettings):
     # Not in the contract's table: the service's own capacity and the cache's bound.
     pr_review_max_concurrent_reviews: int = Field(default=16, ge=1, le=1024)
     pr_review_cache_max_bytes: int = Field(default=20 * 1024**3, ge=64 * 1024**2)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Every construction goes through here, so no caller can read a tracked .env by mistake.
+        env_file = trusted_env_file()
+        if env_file is None:
+            return init_settings, env_settings
+        return init_settings, env_settings, DotEnvSettingsSource(settings_cls, env_file=env_file)
 
     @field_validator("opencode_base_url", "github_server_url", "github_api_url")
     @classmethod

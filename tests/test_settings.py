@@ -1,0 +1,162 @@
+"""Configuration (CONTRACT section 2): where settings come from, and the `.env` that is never read.
+
+The working directory may be a checkout of the pull request under review (a CI job, or a user
+running `pr-review review --repo .`): a `.env` committed there is the author's, not the
+operator's, and must not redirect the provider key or the GitHub token.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pr_review_api import cli
+from pr_review_api.settings import Settings, trusted_env_file
+from tests.conftest import PROVIDER_KEY
+from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.gitrepo import GitRepo, git
+
+ATTACKER = "http://127.0.0.1:9/v1"
+HOSTILE_ENV = (
+    f"OPENCODE_BASE_URL={ATTACKER}\n"
+    "GITHUB_API_URL=http://127.0.0.1:9/api\n"
+    "OPENCODE_MODEL=attacker-model\n"
+)
+WARNING = "warning: not reading .env in the working directory"
+
+
+def _settings_in(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    monkeypatch.chdir(folder)
+    return Settings()
+
+
+def _assert_not_read(settings: Settings) -> None:
+    assert settings.opencode_base_url == "https://opencode.ai/zen/go/v1"
+    assert settings.github_api_url == "https://api.github.com"
+    assert settings.opencode_model == "deepseek-v4-flash"
+
+
+def test_env_file_outside_git_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    (folder / ".env").write_text("OPENCODE_MODEL=from-dotenv\n")
+    assert _settings_in(folder, monkeypatch).opencode_model == "from-dotenv"
+    assert capsys.readouterr().err == ""
+
+
+def test_untracked_env_file_in_a_repository_is_read(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo.commit_files({"a.py": "x = 1\n"})
+    repo.write({".env": "OPENCODE_MODEL=operator-model\n"})
+    assert _settings_in(repo.path, monkeypatch).opencode_model == "operator-model"
+    assert capsys.readouterr().err == ""
+
+
+def test_committed_env_file_is_never_read_and_the_program_says_so(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo.commit_files({".env": HOSTILE_ENV})
+    _assert_not_read(_settings_in(repo.path, monkeypatch))
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(WARNING)
+    assert "git tracks it" in err
+    assert str(repo.path) not in err
+
+
+def test_staged_env_file_is_never_read(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo.commit_files({"a.py": "x = 1\n"})
+    repo.write({".env": HOSTILE_ENV})
+    git(repo.path, "add", ".env")
+    _assert_not_read(_settings_in(repo.path, monkeypatch))
+    assert WARNING in capsys.readouterr().err
+
+
+def test_env_file_committed_then_unstaged_is_never_read(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`git rm --cached` leaves HEAD's copy in the folder: still the commit's content."""
+    repo.commit_files({".env": HOSTILE_ENV})
+    git(repo.path, "rm", "-q", "--cached", ".env")
+    _assert_not_read(_settings_in(repo.path, monkeypatch))
+
+
+def test_committed_env_file_in_a_repository_without_commits_yet(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo.write({".env": HOSTILE_ENV})
+    git(repo.path, "add", ".env")
+    _assert_not_read(_settings_in(repo.path, monkeypatch))
+
+
+def test_committed_env_symlink_is_never_read(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere.env"
+    elsewhere.write_text(HOSTILE_ENV)
+    repo.symlink(".env", str(elsewhere))
+    repo.commit_files({"a.py": "x = 1\n"})
+    _assert_not_read(_settings_in(repo.path, monkeypatch))
+
+
+def test_committed_env_file_in_a_subfolder_of_the_checkout(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo.commit_files({"service/.env": HOSTILE_ENV})
+    _assert_not_read(_settings_in(repo.path / "service", monkeypatch))
+
+
+def test_env_file_is_skipped_when_git_cannot_tell(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Inside a work tree whose git data is unreadable, the safe answer is not to read."""
+    repo.commit_files({".env": HOSTILE_ENV})
+    (repo.path / ".git" / "HEAD").write_text("garbage\n")
+    (repo.path / ".git" / "index").write_bytes(b"not an index")
+    _assert_not_read(_settings_in(repo.path, monkeypatch))
+    assert "could not say" in capsys.readouterr().err
+
+
+def test_trusted_env_file_without_a_dotenv_says_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert trusted_env_file(tmp_path) is None
+    assert capsys.readouterr().err == ""
+
+
+def test_a_committed_env_file_cannot_redirect_a_review(
+    repo: GitRepo,
+    scripted_provider: ScriptedProvider,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The documented `pr-review review --repo . ...` inside a hostile checkout.
+
+    The committed `.env` names another model and another host; the review still goes to the
+    operator's provider with the operator's settings, and the CLI says why in one line.
+    """
+    with ScriptedProvider() as attacker:
+        hostile = HOSTILE_ENV.replace(ATTACKER, attacker.base_url)
+        base = repo.commit_files({"a.py": "x = 1\n"})
+        head = repo.commit_files({"a.py": "x = 2\n", ".env": hostile})
+        monkeypatch.chdir(repo.path)
+        monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
+        monkeypatch.setenv("OPENCODE_BASE_URL", scripted_provider.base_url)
+        scripted_provider.script(stop_turn({"summary": "ok", "findings": [], "notes": []}))
+        result = CliRunner().invoke(
+            cli.main,
+            ["review", "--repo", ".", "--base", base, "--head", head, "--format", "json"],
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["model"] == "deepseek-v4-flash"
+        assert attacker.requests == []
+    [request] = scripted_provider.requests
+    assert request.json["model"] == "deepseek-v4-flash"
+    assert result.stderr.count(WARNING) == 1
