@@ -283,7 +283,7 @@ def wait_for_search_index(git_dir: Path) -> None:
     """Let a background build of a repository's search text finish. Looked up by name: the
     benches also measure the source as it was before that existed (docs/performance.md)."""
     try:
-        blobs = importlib.import_module("pr_review_api.blobs")
+        blobs = importlib.import_module("pr_review_api.git.blobs")
     except ImportError:
         return
     blobs.wait_for_text_store(git_dir)

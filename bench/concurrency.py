@@ -43,9 +43,9 @@ from bench.common import (
     wait_for_search_index,
 )
 from bench.harness import Call, bench_settings, provider_process
-from pr_review_api.provider import ProviderClient
-from pr_review_api.repository import PinnedRepository
-from pr_review_api.review import LocalTarget, run_review
+from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.llm.openai_chat import ProviderClient
+from pr_review_api.loop.run import LocalTarget, run_review
 
 
 def plan_for(repo: BenchRepo, search: str) -> list[list[Call]]:

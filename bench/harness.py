@@ -29,8 +29,8 @@ from tests.fakes.provider_server import (
     tool_call_turn,
 )
 
-from pr_review_api.result import ReviewResult
-from pr_review_api.review import LocalTarget, run_review
+from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings, load_settings
 
 FINAL_REVIEW = {"summary": "Looks fine.", "findings": [], "notes": ["bench"]}

@@ -25,8 +25,8 @@ from bench.common import (
     run_quietly,
     runs_for,
 )
-from pr_review_api.repository import PinnedRepository
-from pr_review_api.repository_tools import ListFilesArguments, list_repository_files
+from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.tools.repository_tools import ListFilesArguments, list_repository_files
 
 
 def main() -> None:

@@ -28,9 +28,9 @@ from tests.fakes.provider_server import ScriptedProvider
 
 from bench.common import Report, log, median_seconds, parser, repository_for, runs_for
 from bench.harness import Call, Script, bench_settings, review
-from pr_review_api.repository import PinnedRepository
-from pr_review_api.repository_tools import ListFilesArguments, list_repository_files
-from pr_review_api.review import LocalTarget
+from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.loop.run import LocalTarget
+from pr_review_api.tools.repository_tools import ListFilesArguments, list_repository_files
 
 CALL: Call = ("list_repository_files", {"limit": 1})
 

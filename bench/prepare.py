@@ -42,7 +42,7 @@ from bench.common import (
     runs_for,
 )
 from bench.harness import Script, bench_settings
-from pr_review_api.review import LocalTarget, ReviewTarget, run_review
+from pr_review_api.loop.run import LocalTarget, ReviewTarget, run_review
 
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 
@@ -134,7 +134,7 @@ def measure_github(
     repo: BenchRepo, runs: int, report: Report, reference: float, drop: bool
 ) -> None:
     try:
-        from pr_review_api import cache
+        from pr_review_api.github import checkout as cache
 
         available = callable(getattr(cache, "open_pull_request", None))
     except ImportError:
@@ -144,7 +144,7 @@ def measure_github(
         return
     from tests.fakes.github_server import FakeGitHub
 
-    from pr_review_api.review import PullRequestTarget
+    from pr_review_api.loop.run import PullRequestTarget
 
     with tempfile.TemporaryDirectory(dir=repo.worktree.parent) as scratch:
         root = Path(scratch)

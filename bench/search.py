@@ -32,8 +32,8 @@ from bench.common import (
     runs_for,
     wait_for_search_index,
 )
-from pr_review_api.repository import PinnedRepository
-from pr_review_api.repository_tools import SearchArguments, search_repository
+from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.tools.repository_tools import SearchArguments, search_repository
 
 
 def git_grep(cwd: Path, query: str, revision: str | None, path: str = "") -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pr_review_api.repository import PinnedRepository
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.settings import MAX_SOURCE_FILE_BYTES
 from tests.gitrepo import EXECUTABLE, FILE, GITLINK, LINK, Entry, GitRepo
 

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pr_review_api.final_review import FinalReview, Finding, Severity
-from pr_review_api.result import PullRequestInfo, ReviewResult, Revisions
-from pr_review_api.trace import TraceToolCall, TraceTurn, Usage
+from pr_review_api.model import (
+    FinalReview,
+    Finding,
+    PullRequestInfo,
+    ReviewResult,
+    Revisions,
+    Severity,
+    TraceToolCall,
+    TraceTurn,
+    Usage,
+)
 
 PR_URL = "https://github.com/acme/widget/pull/7"
 BASE_SHA = "1" * 40

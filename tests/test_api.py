@@ -34,12 +34,12 @@ from schemathesis import checks as schemathesis_checks
 from schemathesis.core.result import Ok
 
 from pr_review_api import errors
-from pr_review_api.api import MAX_REQUEST_BODY_BYTES, create_app, get_reviewer
 from pr_review_api.errors import ReviewError
-from pr_review_api.formats import render_json
-from pr_review_api.provider import ProviderClient
-from pr_review_api.result import ReviewResult
-from pr_review_api.review import LocalTarget, PullRequestTarget, run_review
+from pr_review_api.llm.openai_chat import ProviderClient
+from pr_review_api.loop.run import LocalTarget, PullRequestTarget, run_review
+from pr_review_api.model import ReviewResult
+from pr_review_api.output.formats import render_json
+from pr_review_api.service.app import MAX_REQUEST_BODY_BYTES, create_app, get_reviewer
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes import provider_server
@@ -696,7 +696,7 @@ SHUTDOWN_SERVER = textwrap.dedent(
     """
     import asyncio, sys
     import uvicorn
-    from pr_review_api.api import create_app, get_reviewer, server_config
+    from pr_review_api.service.app import create_app, get_reviewer, server_config
     from pr_review_api.settings import load_settings
     from tests.results import review_result
 

@@ -25,18 +25,18 @@ from typing import Any
 
 import pytest
 
-from pr_review_api import cache as cache_module
-from pr_review_api.cache import (
+from pr_review_api.errors import ConfigurationError, GitHubUnavailable, PullRequestNotFound
+from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.git.runner import run_git
+from pr_review_api.github import checkout as cache_module
+from pr_review_api.github.checkout import (
     HEAD_MOVED,
     PreparedPullRequest,
     RepositoryCache,
     fetch_config,
     open_pull_request,
 )
-from pr_review_api.errors import ConfigurationError, GitHubUnavailable, PullRequestNotFound
-from pr_review_api.git import run_git
-from pr_review_api.github import PullRequestMetadata, parse_pull_request_url
-from pr_review_api.repository import PinnedRepository
+from pr_review_api.github.client import PullRequestMetadata, parse_pull_request_url
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture, fake_github
@@ -738,8 +738,8 @@ async def test_concurrent_reviews_of_different_pull_requests_share_one_store(
 
 _WORKER = """
 import asyncio, sys
-from pr_review_api.cache import open_pull_request
-from pr_review_api.repository import PinnedRepository
+from pr_review_api.github.checkout import open_pull_request
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.settings import load_settings
 
 async def main() -> None:

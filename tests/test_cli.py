@@ -19,15 +19,15 @@ import pytest
 import uvicorn
 from click.testing import CliRunner, Result
 
-from pr_review_api import __version__, cli, errors
-from pr_review_api.api import create_app, get_reviewer
-from pr_review_api.final_review import review_schema_json
-from pr_review_api.formats import render_json
-from pr_review_api.repository_tools import TOOLS
-from pr_review_api.result import ReviewResult
-from pr_review_api.review import LocalTarget, Progress, PullRequestTarget
+from pr_review_api import __version__, errors
+from pr_review_api.cli import commands as cli
+from pr_review_api.loop.final_review import review_schema_json
+from pr_review_api.loop.run import LocalTarget, Progress, PullRequestTarget
+from pr_review_api.model import ReviewResult, Usage
+from pr_review_api.output.formats import render_json
+from pr_review_api.service.app import create_app, get_reviewer
 from pr_review_api.settings import load_settings
-from pr_review_api.trace import Usage
+from pr_review_api.tools.repository_tools import TOOLS
 from tests.conftest import PROVIDER_KEY
 from tests.fakes import provider_server
 from tests.fakes.provider_server import Fault, ScriptedProvider, stop_turn, tool_call_turn

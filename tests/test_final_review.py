@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from pr_review_api.errors import InvalidModelResponse
-from pr_review_api.final_review import FINAL_REVIEW_SCHEMA, FinalReview, parse_final_review
-from pr_review_api.repository import PinnedRepository
+from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.loop.final_review import FINAL_REVIEW_SCHEMA, parse_final_review
+from pr_review_api.model import FinalReview
 from tests.gitrepo import FILE, GITLINK, LINK, GitRepo
 
 
@@ -203,7 +204,7 @@ def test_uncommitted_file_is_not_an_existing_file(tmp_path: Path) -> None:
 def test_schema_matches_the_model_on_required_fields() -> None:
     assert set(FINAL_REVIEW_SCHEMA["required"]) == set(FinalReview.model_fields)
     item = FINAL_REVIEW_SCHEMA["properties"]["findings"]["items"]
-    from pr_review_api.final_review import Finding
+    from pr_review_api.model import Finding
 
     assert set(item["required"]) == set(Finding.model_fields)
     assert FINAL_REVIEW_SCHEMA["additionalProperties"] is False

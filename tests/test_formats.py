@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from pr_review_api import __version__, formats
-from pr_review_api.final_review import SEVERITIES
+from pr_review_api import __version__
+from pr_review_api.model import SEVERITIES
+from pr_review_api.output import formats
 from tests.results import (
     HEAD_SHA,
     HOSTILE,

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from pr_review_api import github
-from pr_review_api.cache import open_pull_request
 from pr_review_api.errors import GitHubUnavailable, InvalidPullRequestUrl, PullRequestNotFound
-from pr_review_api.github import (
+from pr_review_api.github import client as github
+from pr_review_api.github.checkout import open_pull_request
+from pr_review_api.github.client import (
     MAX_BODY_BYTES,
     MAX_TITLE_CHARS,
     PullRequestRef,
@@ -26,7 +26,7 @@ from pr_review_api.github import (
     is_valid_branch_name,
     parse_pull_request_url,
 )
-from pr_review_api.result import PullRequestInfo
+from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub, fake_github, pull_json

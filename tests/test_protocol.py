@@ -18,8 +18,8 @@ from pr_review_api.errors import (
     ReviewError,
     UnsupportedFinishReason,
 )
-from pr_review_api.protocol import CallLimits, parse_turn
-from pr_review_api.repository_tools import ReadFileArguments
+from pr_review_api.loop.checks import CallLimits, parse_turn
+from pr_review_api.tools.repository_tools import ReadFileArguments
 
 LIMITS = CallLimits(per_round=8, total=24, used=0)
 

@@ -24,7 +24,7 @@ from pr_review_api.errors import (
     ReviewTimeout,
     UpstreamResponseTooLarge,
 )
-from pr_review_api.provider import MAX_RETRY_AFTER_SECONDS, ProviderClient
+from pr_review_api.llm.openai_chat import MAX_RETRY_AFTER_SECONDS, ProviderClient
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings, load_settings
 from tests.conftest import PROVIDER_KEY
 from tests.fakes import provider_server
@@ -663,12 +663,12 @@ async def test_a_successful_request_logs_no_key_or_body(
 async def test_each_request_logs_one_line_with_status_bytes_and_duration(
     scripted_provider: ScriptedProvider, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="pr_review_api.provider")
+    caplog.set_level(logging.DEBUG, logger="pr_review_api.llm.openai_chat")
     body = sized_document(1234)
     scripted_provider.script(body_reply(body), Fault.status(503, body=PLANTED.encode()))
     await complete(scripted_provider.base_url)
     await failure(scripted_provider.base_url)
-    lines = [r.getMessage() for r in caplog.records if r.name == "pr_review_api.provider"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "pr_review_api.llm.openai_chat"]
     assert len(lines) == 2
     assert lines[0].startswith("provider request: status=200 bytes=1234 duration_ms=")
     assert lines[0].endswith("outcome=ok")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.errors import ToolError
-from pr_review_api.repository import (
+from pr_review_api.git.repository import (
     GrepMatch,
     PinnedRepository,
     Revisions,

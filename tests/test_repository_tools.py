@@ -16,8 +16,9 @@ import pytest
 from pydantic import ValidationError
 
 from pr_review_api.errors import ToolErrorCode
-from pr_review_api.repository import PinnedRepository
-from pr_review_api.repository_tools import (
+from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.settings import MAX_TOOL_RESULT_BYTES
+from pr_review_api.tools.repository_tools import (
     TOOLS,
     TOOLS_BY_NAME,
     DiffArguments,
@@ -29,7 +30,6 @@ from pr_review_api.repository_tools import (
     execute_tool,
     tools_json,
 )
-from pr_review_api.settings import MAX_TOOL_RESULT_BYTES
 from tests.gitrepo import GitRepo, git
 from tests.hostile_repos import (
     APP_PY,
@@ -1202,7 +1202,7 @@ def test_diff_runs_git_with_the_exact_argument_vector(
         recorded.append((list(args), kwargs))
         return real_popen(args, **kwargs)
 
-    monkeypatch.setattr(subprocess, "Popen", recording_popen)  # as pr_review_api.git sees it
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)  # as pr_review_api.git.runner sees it
     call(pinned, "inspect_git_diff", paths=["a.txt", "docs"])
     [(argv, kwargs)] = recorded
     assert argv == [

@@ -15,8 +15,6 @@ from typing import Any
 
 import pytest
 
-from pr_review_api import repository_tools
-from pr_review_api import review as review_module
 from pr_review_api.errors import (
     ConfigurationError,
     InvalidModelResponse,
@@ -31,10 +29,12 @@ from pr_review_api.errors import (
     UnsupportedFinishReason,
     UpstreamResponseTooLarge,
 )
-from pr_review_api.repository_tools import TOOLS
-from pr_review_api.result import ReviewResult
-from pr_review_api.review import LocalTarget, Progress, run_review
+from pr_review_api.loop import run as review_module
+from pr_review_api.loop.run import LocalTarget, Progress, run_review
+from pr_review_api.model import ReviewResult
 from pr_review_api.settings import MAX_TRACE_PREVIEW_BYTES, Settings, load_settings
+from pr_review_api.tools import repository_tools
+from pr_review_api.tools.repository_tools import TOOLS
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import (
     Fault,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pr_review_api.errors import InvalidPullRequestUrl, PullRequestNotFound
-from pr_review_api.result import ReviewResult
-from pr_review_api.review import PullRequestTarget, run_review
+from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub, fake_github  # noqa: F401

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pr_review_api import cli
+from pr_review_api.cli import commands as cli
 from pr_review_api.settings import Settings, trusted_env_file
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import ScriptedProvider, stop_turn

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pr_review_api import git as git_module
-from pr_review_api import repository
-from pr_review_api.repository import PinnedRepository, Snapshot, derive_snapshot, load_snapshot
+from pr_review_api.git import repository
+from pr_review_api.git import runner as git_module
+from pr_review_api.git.repository import PinnedRepository, Snapshot, derive_snapshot, load_snapshot
 from tests.gitrepo import EXECUTABLE, FILE, GITLINK, LINK, Entry, GitRepo, git
 from tests.hostile_repos import HostileWorld, build_hostile_world
 

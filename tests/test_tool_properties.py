@@ -18,13 +18,18 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from pr_review_api.errors import ToolErrorCode
-from pr_review_api.repository import PinnedRepository
-from pr_review_api.repository_tools import TOOLS_BY_NAME, ToolArguments, ToolOutcome, execute_tool
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.settings import (
     MAX_READ_LINES,
     MAX_SEARCH_EXCERPT_CHARS,
     MAX_SOURCE_FILE_BYTES,
     MAX_TOOL_RESULT_BYTES,
+)
+from pr_review_api.tools.repository_tools import (
+    TOOLS_BY_NAME,
+    ToolArguments,
+    ToolOutcome,
+    execute_tool,
 )
 from tests.gitrepo import EXECUTABLE, FILE
 from tests.hostile_repos import (

@@ -32,16 +32,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pr_review_api import review as review_module
 from pr_review_api.errors import ReviewError
-from pr_review_api.final_review import FinalReview
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import loads_strict
-from pr_review_api.provider import ProviderClient
-from pr_review_api.repository import PinnedRepository
-from pr_review_api.repository_tools import TOOLS, ToolArguments, ToolOutcome, execute_tool
-from pr_review_api.result import ReviewResult
-from pr_review_api.review import LocalTarget, run_review
+from pr_review_api.llm.openai_chat import ProviderClient
+from pr_review_api.loop import run as review_module
+from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.model import FinalReview, ReviewResult
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings, load_settings
+from pr_review_api.tools.repository_tools import TOOLS, ToolArguments, ToolOutcome, execute_tool
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import (
     Fault,

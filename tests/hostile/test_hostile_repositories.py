@@ -22,11 +22,10 @@ from typing import Any, get_args
 import pytest
 
 from pr_review_api.errors import InvalidModelResponse, ReviewError, ToolError, ToolErrorCode
-from pr_review_api.final_review import parse_final_review
+from pr_review_api.git.repository import PinnedRepository, is_dot_git, split_path
 from pr_review_api.jsonutil import compact_size, loads_strict
-from pr_review_api.repository import PinnedRepository, is_dot_git, split_path
-from pr_review_api.repository_tools import TOOLS_BY_NAME, ToolOutcome, execute_tool
-from pr_review_api.review import LocalTarget, run_review
+from pr_review_api.loop.final_review import parse_final_review
+from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.settings import (
     MAX_DIFF_BYTES,
     MAX_READ_LINES,
@@ -34,6 +33,7 @@ from pr_review_api.settings import (
     MAX_TOOL_RESULT_BYTES,
     load_settings,
 )
+from pr_review_api.tools.repository_tools import TOOLS_BY_NAME, ToolOutcome, execute_tool
 from tests.conftest import PROVIDER_KEY
 from tests.hostile.corpus import (
     ENVIRON_SENTINEL,

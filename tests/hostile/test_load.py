@@ -35,7 +35,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pr_review_api.api import create_app
+from pr_review_api.service.app import create_app
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub

@@ -31,7 +31,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-from pr_review_api.git import GitConfig, GitError, git_command, git_environment, is_sha, run_git
+from pr_review_api.git.runner import (
+    GitConfig,
+    GitError,
+    git_command,
+    git_environment,
+    is_sha,
+    run_git,
+)
 
 READ_TIMEOUT_SECONDS = 120.0
 READER_POOL_SIZE = 16  # readers: up to two per repository

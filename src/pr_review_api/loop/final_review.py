@@ -1,4 +1,4 @@
-"""The final review: its JSON schema, its model and the stop-turn checks.
+"""The final review: its JSON schema and the stop-turn checks (the model is in `model.py`).
 
 A stop turn becomes a review only when its content is a JSON object that matches the schema
 exactly (no extra fields, no coercion), stays within the count and size limits, and every
@@ -8,51 +8,15 @@ finding names an existing regular file at the head commit with a line inside tha
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from pr_review_api.errors import InvalidModelResponse, ToolError
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
-from pr_review_api.repository import PinnedRepository
+from pr_review_api.model import SEVERITIES, FinalReview, Finding
 from pr_review_api.settings import MAX_FINAL_TEXT_BYTES, MAX_FINDINGS, MAX_NOTES
-
-Severity = Literal["critical", "high", "medium", "low", "info"]
-SEVERITIES: tuple[Severity, ...] = ("critical", "high", "medium", "low", "info")
-
-
-def _bounded_text(value: str) -> str:
-    if len(value.encode("utf-8")) > MAX_FINAL_TEXT_BYTES:
-        raise ValueError(f"text longer than {MAX_FINAL_TEXT_BYTES} bytes")
-    return value
-
-
-BoundedText = Annotated[str, AfterValidator(_bounded_text)]
-
-
-class Finding(BaseModel):
-    """One problem the model found, tied to a file and optionally a line."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    severity: Severity
-    title: BoundedText
-    explanation: BoundedText
-    path: BoundedText
-    line: Annotated[int, Field(ge=1)] | None
-    evidence: BoundedText
-    recommendation: BoundedText
-
-
-class FinalReview(BaseModel):
-    """The model's validated review."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    summary: BoundedText
-    findings: Annotated[list[Finding], Field(max_length=MAX_FINDINGS)]
-    notes: Annotated[list[BoundedText], Field(max_length=MAX_NOTES)]
-
 
 _TEXT = {"type": "string", "maxLength": MAX_FINAL_TEXT_BYTES}
 

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api import __version__
 from pr_review_api.errors import GitHubUnavailable, InvalidPullRequestUrl, PullRequestNotFound
-from pr_review_api.result import PullRequestInfo
+from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)

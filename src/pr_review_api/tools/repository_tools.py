@@ -17,8 +17,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pr_review_api.errors import ToolError
+from pr_review_api.git.repository import PinnedRepository, split_path
 from pr_review_api.jsonutil import compact_size, dumps_compact
-from pr_review_api.repository import PinnedRepository, split_path
 from pr_review_api.settings import (
     DEFAULT_DIFF_BYTES,
     MAX_DIFF_BYTES,

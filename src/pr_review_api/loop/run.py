@@ -16,18 +16,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pr_review_api.cache import open_pull_request
 from pr_review_api.errors import InvalidModelResponse, InvalidRepository, MaxRounds, ReviewTimeout
-from pr_review_api.final_review import FinalReview, parse_final_review
-from pr_review_api.git import GitError, run_git
-from pr_review_api.prompts import ReviewContext, system_prompt, user_message
-from pr_review_api.protocol import CallLimits, ToolCall, Turn, parse_turn
-from pr_review_api.provider import ProviderClient
-from pr_review_api.repository import PinnedRepository, resolve_commit
-from pr_review_api.repository_tools import TOOLS, ToolOutcome, execute_tool
-from pr_review_api.result import PullRequestInfo, ReviewResult, Revisions
+from pr_review_api.git.repository import PinnedRepository, resolve_commit
+from pr_review_api.git.runner import GitError, run_git
+from pr_review_api.github.checkout import open_pull_request
+from pr_review_api.llm.openai_chat import ProviderClient
+from pr_review_api.loop.checks import CallLimits, ToolCall, Turn, parse_turn
+from pr_review_api.loop.final_review import parse_final_review
+from pr_review_api.loop.prompts import ReviewContext, system_prompt, user_message
+from pr_review_api.model import (
+    FinalReview,
+    PullRequestInfo,
+    ReviewResult,
+    Revisions,
+    TraceToolCall,
+    TraceTurn,
+    Usage,
+    preview,
+)
 from pr_review_api.settings import MAX_ACCUMULATED_TOOL_CONTENT_BYTES, Settings
-from pr_review_api.trace import TraceToolCall, TraceTurn, Usage, preview
+from pr_review_api.tools.repository_tools import TOOLS, ToolOutcome, execute_tool
 
 
 @dataclass(frozen=True)

@@ -44,15 +44,15 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
-from pr_review_api.git import GitConfig, GitError, is_sha, run_git
-from pr_review_api.github import (
+from pr_review_api.git.runner import GitConfig, GitError, is_sha, run_git
+from pr_review_api.github.client import (
     PullRequestMetadata,
     PullRequestRef,
     fetch_metadata,
     is_valid_branch_name,
     parse_pull_request_url,
 )
-from pr_review_api.result import PullRequestInfo
+from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -41,10 +41,10 @@ from pr_review_api.errors import (
     ServerBusy,
     Unauthorized,
 )
-from pr_review_api.formats import render_json
-from pr_review_api.provider import ProviderClient
-from pr_review_api.result import ReviewResult
-from pr_review_api.review import PullRequestTarget, run_review
+from pr_review_api.llm.openai_chat import ProviderClient
+from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.model import ReviewResult
+from pr_review_api.output.formats import render_json
 from pr_review_api.settings import Settings, load_settings
 
 logger = logging.getLogger(__name__)

@@ -24,9 +24,8 @@ from rich.console import Console
 
 from pr_review_api import __version__
 from pr_review_api.errors import ConfigurationError, InvalidRequest, ReviewError
-from pr_review_api.final_review import review_schema_json
-from pr_review_api.formats import OUTPUT_FORMATS, OutputFormat, render, render_json
-from pr_review_api.review import (
+from pr_review_api.loop.final_review import review_schema_json
+from pr_review_api.loop.run import (
     LocalTarget,
     Progress,
     ProgressCallback,
@@ -34,8 +33,9 @@ from pr_review_api.review import (
     ReviewTarget,
     run_review,
 )
+from pr_review_api.model import Usage
+from pr_review_api.output.formats import OUTPUT_FORMATS, OutputFormat, render, render_json
 from pr_review_api.settings import load_settings
-from pr_review_api.trace import Usage
 
 EXIT_OK = 0
 EXIT_NO_REVIEW = 1
@@ -216,7 +216,7 @@ def serve(host: str, port: int) -> None:
     # Imported here: the web stack takes a while to load and only `serve` needs it.
     import uvicorn  # noqa: PLC0415
 
-    from pr_review_api.api import create_app, server_config  # noqa: PLC0415
+    from pr_review_api.service.app import create_app, server_config  # noqa: PLC0415
 
     try:
         settings = load_settings()
@@ -249,12 +249,8 @@ def schema(which: str) -> None:
     """Print the `tools` value sent to the provider, or the final-review JSON schema."""
     if which == "tools":
         # Imported here: only this subcommand needs the tools module and what it imports.
-        from pr_review_api import repository_tools  # noqa: PLC0415
+        from pr_review_api.tools import repository_tools  # noqa: PLC0415
 
         click.echo(json.dumps(repository_tools.TOOLS, indent=2))
     else:
         click.echo(review_schema_json())
-
-
-if __name__ == "__main__":
-    main(prog_name="pr-review")

@@ -21,9 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from pr_review_api import __version__
-from pr_review_api.final_review import SEVERITIES, Finding, Severity
-from pr_review_api.result import ReviewResult
-from pr_review_api.trace import TraceTurn
+from pr_review_api.model import SEVERITIES, Finding, ReviewResult, Severity, TraceTurn
 
 OutputFormat = Literal["text", "json", "markdown", "sarif"]
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("text", "json", "markdown", "sarif")

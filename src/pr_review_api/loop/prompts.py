@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from pr_review_api.final_review import FINAL_REVIEW_SCHEMA
+from pr_review_api.loop.final_review import FINAL_REVIEW_SCHEMA
 from pr_review_api.settings import MAX_PROMPT_CHANGED_FILES, MAX_PROMPT_DESCRIPTION_BYTES
 
 SYSTEM_PROMPT_RULES = """\

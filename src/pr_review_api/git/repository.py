@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal, NamedTuple, TypeVar, overload
 
-from pr_review_api.blobs import (
+from pr_review_api.errors import ToolError
+from pr_review_api.git.blobs import (
     TextStore,
     describer_for,
     git_grep_turn,
@@ -27,8 +28,7 @@ from pr_review_api.blobs import (
     text_store,
     wait_for_text_store,
 )
-from pr_review_api.errors import ToolError
-from pr_review_api.git import GitConfig, GitError, is_sha, run_git, stream_git
+from pr_review_api.git.runner import GitConfig, GitError, is_sha, run_git, stream_git
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES, MAX_SYMLINK_HOPS
 
 EntryKind = Literal["file", "link", "submodule"]

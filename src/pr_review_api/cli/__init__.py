@@ -1,0 +1,5 @@
+"""The `pr-review` command line."""
+
+from pr_review_api.cli.commands import main
+
+__all__ = ["main"]

@@ -1,0 +1,156 @@
+"""The domain model: what a review is about and what it returns, free of any edge.
+
+Pull-request identity and revisions, token usage, the final review and its findings, the trace,
+and the review document of CONTRACT section 5. Every package may import this module; it imports
+only settings.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from pr_review_api.settings import (
+    MAX_FINAL_TEXT_BYTES,
+    MAX_FINDINGS,
+    MAX_NOTES,
+    MAX_TRACE_PREVIEW_BYTES,
+)
+
+Severity = Literal["critical", "high", "medium", "low", "info"]
+SEVERITIES: tuple[Severity, ...] = ("critical", "high", "medium", "low", "info")
+
+
+def _bounded_text(value: str) -> str:
+    if len(value.encode("utf-8")) > MAX_FINAL_TEXT_BYTES:
+        raise ValueError(f"text longer than {MAX_FINAL_TEXT_BYTES} bytes")
+    return value
+
+
+BoundedText = Annotated[str, AfterValidator(_bounded_text)]
+
+
+class Finding(BaseModel):
+    """One problem the model found, tied to a file and optionally a line."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    severity: Severity
+    title: BoundedText
+    explanation: BoundedText
+    path: BoundedText
+    line: Annotated[int, Field(ge=1)] | None
+    evidence: BoundedText
+    recommendation: BoundedText
+
+
+class FinalReview(BaseModel):
+    """The model's validated review."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    summary: BoundedText
+    findings: Annotated[list[Finding], Field(max_length=MAX_FINDINGS)]
+    notes: Annotated[list[BoundedText], Field(max_length=MAX_NOTES)]
+
+
+MAX_TRACE_LABEL_CHARS = 256
+
+
+class Usage(BaseModel):
+    """Token counts, summed over rounds for a review."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+        )
+
+
+class TraceToolCall(BaseModel):
+    """One executed tool call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    ok: bool
+    result_preview: str
+    result_bytes: int
+    truncated: bool
+    duration_ms: int
+
+
+class TraceTurn(BaseModel):
+    """One provider round."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    round: int
+    provider_request_id: str | None
+    provider_model: str | None
+    finish_reason: str
+    protocol_action: Literal["execute_tools", "final_review"]
+    usage: Usage
+    tool_calls: list[TraceToolCall]
+
+
+def preview(text: str) -> str:
+    """At most MAX_TRACE_PREVIEW_BYTES of UTF-8, cut on a character boundary."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= MAX_TRACE_PREVIEW_BYTES:
+        return text
+    return encoded[:MAX_TRACE_PREVIEW_BYTES].decode("utf-8", "ignore")
+
+
+def label(value: object) -> str | None:
+    """A provider-supplied identifier, bounded, or None when it is not a string."""
+    if not isinstance(value, str):
+        return None
+    return value[:MAX_TRACE_LABEL_CHARS]
+
+
+class PullRequestInfo(BaseModel):
+    """The canonical identity of a GitHub pull request."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str
+    owner: str
+    repo: str
+    number: int
+
+
+class Revisions(BaseModel):
+    """The commits a review is pinned to; the diff runs from merge base to head."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_sha: str
+    head_sha: str
+    merge_base_sha: str
+
+
+class ReviewResult(BaseModel):
+    """A successful review."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    termination_reason: Literal["final_review"] = "final_review"
+    pull_request: PullRequestInfo | None
+    revisions: Revisions
+    model: str
+    review: FinalReview
+    usage: Usage
+    rounds: int
+    tool_calls: int
+    trace: list[TraceTurn] | None
