@@ -14,8 +14,8 @@ is one of the contract's errors:
 
 Foreign exceptions are translated in exactly one place, `_map_exceptions()`, `from None`, so
 no provider text rides along. Error bodies are never read. The body is decoded as it streams
-and capped on its decoded size, so neither a huge body nor a gzip bomb is ever held in memory
-past the cap.
+and capped on its decoded size by the shared reader of `pr_review_api.http`, so neither a huge
+body nor a gzip bomb is ever held in memory past the cap.
 """
 
 from __future__ import annotations
@@ -41,21 +41,23 @@ from pr_review_api.errors import (
     ReviewTimeout,
     UpstreamResponseTooLarge,
 )
+from pr_review_api.http import (
+    ACCEPTED_ENCODINGS,
+    BodyCorrupt,
+    BodyTooLarge,
+    UnsupportedEncoding,
+    bounded_decimal,
+    read_capped,
+)
 from pr_review_api.jsonutil import StrictJSONError, dumps_compact, loads_strict
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings
 
 logger = logging.getLogger(__name__)
 
-ACCEPTED_ENCODINGS = "gzip, deflate"
 MAX_RETRY_AFTER_SECONDS = 24 * 3600
 # A hung connect should say "unavailable" long before a 300 s review deadline says "timeout".
 CONNECT_TIMEOUT_SECONDS = 10.0
 KEEPALIVE_EXPIRY_SECONDS = 30.0
-
-_GZIP_WBITS = 16 + zlib.MAX_WBITS
-_ZLIB_WBITS = zlib.MAX_WBITS
-_RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
-_CODINGS = frozenset({"identity", "gzip", "x-gzip", "deflate"})
 
 
 @dataclass
@@ -212,83 +214,23 @@ def retry_after_seconds(headers: httpx.Headers) -> int | None:
     return None if value is None else bounded_decimal(value, MAX_RETRY_AFTER_SECONDS)
 
 
-def bounded_decimal(text: str, ceiling: int) -> int | None:
-    """A non-negative decimal header value clamped to `ceiling`; None when it is not one."""
-    text = text.strip()
-    if not (text.isascii() and text.isdigit()):
-        return None
-    digits = text.lstrip("0") or "0"
-    # Compare lengths first: int() of a 5000-digit header raises, and costs time before that.
-    if len(digits) > len(str(ceiling)):
-        return ceiling
-    return min(int(digits), ceiling)
-
-
 async def _read_capped(response: httpx.Response, exchange: _Exchange) -> bytes:
-    decoder = BoundedDecoder(response.headers.get("content-encoding", ""))
-    parts: list[bytes] = []
-    async for chunk in response.aiter_raw():
-        parts.append(decoder.feed(chunk))
-        exchange.size = decoder.produced
-    decoder.finish()
-    return b"".join(parts)
+    """The shared capped reader (`pr_review_api.http`), its refusals as contract errors."""
 
+    def count(size: int) -> None:
+        exchange.size = size
 
-class BoundedDecoder:
-    """Decodes a Content-Encoding chunk by chunk, never producing more than `limit` + 1 bytes.
-
-    httpx's own decoders inflate a chunk whole, so a 64 KiB gzip bomb would become 64 MiB in
-    memory before any cap could look at it; `decompress(chunk, max_length)` stops at the cap.
-    """
-
-    def __init__(self, content_encoding: str, limit: int = MAX_PROVIDER_RESPONSE_BYTES) -> None:
-        coding = content_encoding.strip().lower() or "identity"
-        if coding not in _CODINGS:
-            raise InvalidModelResponse(
-                "The model provider's response used an unsupported content encoding."
-            )
-        self._coding = coding
-        self._limit = limit
-        self._head = b""
-        self._inflater: zlib._Decompress | None = None
-        self.produced = 0
-
-    def feed(self, chunk: bytes) -> bytes:
-        """The decoded bytes of `chunk`; raises once the decoded total passes the limit."""
-        out = chunk if self._coding == "identity" else self._inflate(chunk)
-        self.produced += len(out)
-        if self.produced > self._limit:
-            raise UpstreamResponseTooLarge()
-        return out
-
-    def finish(self) -> None:
-        """Checks that a compressed stream ended exactly where the body did."""
-        if self._coding == "identity":
-            return
-        inflater = self._inflater
-        if inflater is None or not inflater.eof or inflater.unused_data:
-            raise InvalidModelResponse("The model provider's compressed response was corrupt.")
-
-    def _inflate(self, chunk: bytes) -> bytes:
-        if self._inflater is None:
-            # Two bytes tell a zlib header from raw deflate; a drip may send one at a time.
-            self._head += chunk
-            if len(self._head) < 2:
-                return b""
-            chunk, self._head = self._head, b""
-            self._inflater = zlib.decompressobj(self._wbits(chunk))
-        # Never 0: zlib reads max_length=0 as "no limit". Output below the bound means all of
-        # the chunk was consumed, so no unconsumed tail is ever left behind.
-        room = self._limit - self.produced + 1
-        return self._inflater.decompress(chunk, room)
-
-    def _wbits(self, head: bytes) -> int:
-        if self._coding != "deflate":
-            return _GZIP_WBITS
-        # RFC 9110 says zlib-wrapped, but some servers send raw deflate, as browsers accept.
-        cmf, flg = head[0], head[1]
-        is_zlib = cmf & 0x0F == 8 and (cmf << 8 | flg) % 31 == 0
-        return _ZLIB_WBITS if is_zlib else _RAW_DEFLATE_WBITS
+    try:
+        return await read_capped(response, MAX_PROVIDER_RESPONSE_BYTES, progress=count)
+    except BodyTooLarge:
+        raise UpstreamResponseTooLarge() from None
+    except UnsupportedEncoding:
+        raise InvalidModelResponse(
+            "The model provider's response used an unsupported content encoding."
+        ) from None
+    except BodyCorrupt:
+        message = "The model provider's compressed response was corrupt."
+        raise InvalidModelResponse(message) from None
 
 
 def _parse_object(body: bytes) -> dict[str, Any]:
