@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import subprocess
 import traceback
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from pydantic import SecretStr
 
 from pr_review_api.errors import GitHubUnavailable, InvalidPullRequestUrl, PullRequestNotFound
 from pr_review_api.github import client as github
@@ -21,15 +24,18 @@ from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.client import (
     MAX_BODY_BYTES,
     MAX_TITLE_CHARS,
+    GitHubClient,
     PullRequestRef,
     fetch_metadata,
     is_valid_branch_name,
     parse_pull_request_url,
 )
+from pr_review_api.github.credentials import Credentials, TokenCredentials
 from pr_review_api.model import PullRequestInfo
-from pr_review_api.settings import Settings
+from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub, fake_github, pull_json
+from tests.fakes.provider_server import gzip_bomb_bytes
 
 __all__ = ["fake_github"]  # the fixture, imported for this module's tests
 
@@ -911,3 +917,128 @@ async def test_response_bodies_and_token_never_reach_messages_or_logs(
         assert marker not in text
         assert GITHUB_TOKEN not in text
     assert GITHUB_TOKEN not in caplog.text
+
+
+# --- one client, one capped reader ---
+
+# The bound the provider's gzip-bomb test holds (tests/test_provider.py, tests/hostile):
+# four times the provider's 2 MiB cap. GitHub's metadata cap is half of that, so the same
+# absolute bound is a stricter one here.
+SHARED_BOMB_PEAK_BOUND = 4 * MAX_PROVIDER_RESPONSE_BYTES
+
+
+@pytest.mark.anyio
+async def test_gzip_bomb_in_metadata_stays_within_the_provider_bound(
+    fake_github: FakeGitHub,
+) -> None:
+    bomb = gzip_bomb_bytes()  # 64 MiB of spaces in about 64 KiB
+    fake_github.respond(
+        "acme",
+        "widget",
+        7,
+        200,
+        bomb,
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+    )
+    settings = fake_github.settings(Path("unused"))
+    async with GitHubClient(settings) as client:
+        fake_github.set_pull("acme", "widget", 8, base_sha=BASE, head_sha=HEAD)
+        await fetch_metadata(_ref(fake_github, number=8), settings, client)  # warm up the pool
+        tracemalloc.start()
+        try:
+            with pytest.raises(GitHubUnavailable, match="larger than allowed"):
+                await fetch_metadata(_ref(fake_github), settings, client)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    # Before the shared reader, httpx's decoder inflated each chunk whole: about 142 MiB.
+    assert peak < SHARED_BOMB_PEAK_BOUND
+    assert peak < 4 * github.MAX_METADATA_RESPONSE_BYTES
+
+
+@pytest.mark.anyio
+async def test_gzip_encoded_metadata_is_decoded(fake_github: FakeGitHub) -> None:
+    document = json.dumps(pull_json(7, base_sha=BASE, head_sha=HEAD)).encode()
+    fake_github.respond(
+        "acme",
+        "widget",
+        7,
+        200,
+        gzip.compress(document),
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+    )
+    metadata = await fetch_metadata(_ref(fake_github), fake_github.settings(Path("unused")))
+    assert metadata.head_sha == HEAD
+
+
+@pytest.mark.anyio
+async def test_corrupt_or_unknown_encoding_is_github_unavailable(fake_github: FakeGitHub) -> None:
+    for encoding, body in (("gzip", b"\x1f\x8b not gzip at all"), ("br", b"whatever")):
+        fake_github.respond("acme", "widget", 7, 200, body, headers={"Content-Encoding": encoding})
+        error = await _metadata_error(fake_github)
+        assert isinstance(error, GitHubUnavailable)
+        assert error.message == "GitHub's answer could not be decoded."
+
+
+@pytest.mark.anyio
+async def test_one_client_keeps_one_connection_for_many_requests(fake_github: FakeGitHub) -> None:
+    fake_github.set_pull("acme", "widget", 7, base_sha=BASE, head_sha=HEAD)
+    settings = fake_github.settings(Path("unused"))
+    async with GitHubClient(settings) as client:
+        for _ in range(5):
+            await fetch_metadata(_ref(fake_github), settings, client)
+    ports = {r.client_port for r in fake_github.api_requests()}
+    assert len(fake_github.api_requests()) == 5
+    assert len(ports) == 1
+
+
+@pytest.mark.anyio
+async def test_credentials_come_from_the_provider_object(fake_github: FakeGitHub) -> None:
+    asked: list[int | None] = []
+
+    class Installation:
+        async def token(self, installation_id: int | None = None) -> SecretStr | None:
+            asked.append(installation_id)
+            return SecretStr(f"inst-{installation_id}")
+
+        async def app_login(self) -> str | None:
+            return "pr-review[bot]"
+
+    fake_github.set_pull("acme", "widget", 7, base_sha=BASE, head_sha=HEAD)
+    settings = fake_github.settings(Path("unused"), token=GITHUB_TOKEN)
+    assert isinstance(Installation(), Credentials)
+    async with GitHubClient(settings, credentials=Installation()) as client:
+        await fetch_metadata(_ref(fake_github), settings, client, installation_id=42)
+        assert await client.login(42) == "pr-review[bot]"
+    assert asked == [42]
+    assert fake_github.api_requests()[0].authorization == "Bearer inst-42"
+    assert not any(r.path.endswith("/user") for r in fake_github.api_requests())
+
+
+@pytest.mark.anyio
+async def test_token_credentials_never_show_the_token() -> None:
+    credentials = TokenCredentials(SecretStr(GITHUB_TOKEN))
+    assert GITHUB_TOKEN not in repr(credentials)
+    assert GITHUB_TOKEN not in str(credentials)
+    token = await credentials.token(7)
+    assert token is not None
+    assert token.get_secret_value() == GITHUB_TOKEN
+
+
+@pytest.mark.anyio
+async def test_a_url_on_another_origin_never_gets_the_token(fake_github: FakeGitHub) -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={})
+
+    settings = fake_github.settings(Path("unused"), token=GITHUB_TOKEN)
+    async with (
+        httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http,
+        GitHubClient(settings, http=http) as client,
+    ):
+        for url in ("https://evil.example/x", f"http://127.0.0.2:{fake_github.port}/api/v3/x"):
+            with pytest.raises(GitHubUnavailable):
+                await client.request("GET", url)
+    assert seen == []

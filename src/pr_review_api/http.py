@@ -139,6 +139,11 @@ async def read_capped(
     """
     if declared_too_large(response.headers, limit):
         raise BodyTooLarge()
+    if response.is_stream_consumed:
+        # Built in memory (a test's mock transport), never off a socket: only the cap applies.
+        if len(response.content) > limit:
+            raise BodyTooLarge()
+        return response.content
     decoder = BoundedDecoder(response.headers.get("content-encoding", ""), limit)
     parts: list[bytes] = []
     async with asyncio.timeout_at(deadline):

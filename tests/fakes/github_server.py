@@ -63,6 +63,8 @@ class RecordedRequest:
     headers: dict[str, str] = field(default_factory=dict)
     status: int = 0
     response_bytes: int = 0
+    client_port: int = 0
+    body: bytes = b""
 
 
 @dataclass
@@ -350,9 +352,12 @@ class _Handler(BaseHTTPRequestHandler):
             authorization=self.headers.get("Authorization"),
             git_protocol=self.headers.get("Git-Protocol"),
             headers={name.lower(): value for name, value in self.headers.items()},
+            client_port=self.client_address[1],
         )
         fake._record(record)
         body = self._read_body()
+        if parts.path.startswith(API_PREFIX + "/"):
+            record.body = body
         if parts.path.startswith(API_PREFIX + "/"):
             self._api(fake, record, parts.path[len(API_PREFIX) :])
         elif ".git/" in parts.path:

@@ -46,6 +46,7 @@ from urllib.parse import urlsplit
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
 from pr_review_api.git.runner import GitConfig, GitError, is_sha, run_git
 from pr_review_api.github.client import (
+    GitHubClient,
     PullRequestMetadata,
     PullRequestRef,
     fetch_metadata,
@@ -460,10 +461,15 @@ def _release_abandoned(task: asyncio.Future[Lease]) -> None:
 
 
 @asynccontextmanager
-async def open_pull_request(url: str, settings: Settings) -> AsyncIterator[PreparedPullRequest]:
-    """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit."""
+async def open_pull_request(
+    url: str, settings: Settings, github: GitHubClient | None = None
+) -> AsyncIterator[PreparedPullRequest]:
+    """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit.
+
+    `github` is the process's shared API client (None: a short-lived one for the metadata).
+    """
     ref = parse_pull_request_url(url, settings)
-    metadata = await fetch_metadata(ref, settings)
+    metadata = await fetch_metadata(ref, settings, github)
     cache = RepositoryCache(settings)
     lease = await _prepare_in_thread(cache.prepare, ref, metadata)
     try:

@@ -1,10 +1,12 @@
-"""Pull-request URLs and metadata (CONTRACT section 3).
+"""The one GitHub API client of a process: a pooled connection, pluggable credentials, caps.
 
-`parse_pull_request_url` accepts only `{GITHUB_SERVER_URL}/{owner}/{repo}/pull/{number}`, with
-an optional trailing slash, `/files`, `/commits` or `/checks` suffix, query and fragment, and
-rejects everything else before any network access. It parses by hand instead of trusting
-`urllib.parse`, which silently drops tabs and newlines and accepts back-slashes, user-info and
-odd ports that a browser would read differently.
+`GitHubClient` holds one long-lived `httpx.AsyncClient` (no proxy, netrc or CA settings from the
+environment, certifi's CA bundle, redirects never followed by httpx) shared by every review the
+process runs, and a `Credentials` provider (`github/credentials.py`) that supplies the token of
+each request. Every request goes to `GITHUB_API_URL`'s origin and nowhere else: a URL on another
+origin (a `Link` header, a redirect) is refused, so the token reaches only GitHub. Every body is
+read with the shared capped reader (`pr_review_api.http`), so a gzip bomb costs no more memory
+here than from the provider.
 
 `fetch_metadata` asks `GET {GITHUB_API_URL}/repos/{owner}/{repo}/pulls/{number}` for the two
 commits a review is pinned to. The answer is untrusted: its size is capped, its JSON is
@@ -21,76 +23,79 @@ import logging
 import re
 import ssl
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated
-from urllib.parse import urlsplit
+from types import TracebackType
+from typing import Annotated, Any, Self
 
 import certifi
 import httpx
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api import __version__
-from pr_review_api.errors import GitHubUnavailable, InvalidPullRequestUrl, PullRequestNotFound
-from pr_review_api.model import PullRequestInfo
+from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
+from pr_review_api.github.credentials import Credentials, credentials_from_settings
+from pr_review_api.github.urls import (
+    MAX_OWNER_CHARS,
+    MAX_PULL_NUMBER,
+    MAX_REPO_CHARS,
+    MAX_URL_CHARS,
+    PullRequestRef,
+    is_valid_owner,
+    is_valid_repo,
+    parse_pull_request_url,
+)
+from pr_review_api.http import (
+    ACCEPTED_ENCODINGS,
+    BodyCorrupt,
+    BodyTooLarge,
+    UnsupportedEncoding,
+    bounded_decimal,
+    read_capped,
+)
+from pr_review_api.jsonutil import dumps_compact
 from pr_review_api.settings import Settings
+
+__all__ = [
+    "GITHUB_API_VERSION",
+    "MAX_BODY_BYTES",
+    "MAX_METADATA_RESPONSE_BYTES",
+    "MAX_OWNER_CHARS",
+    "MAX_PULL_NUMBER",
+    "MAX_REPO_CHARS",
+    "MAX_TITLE_CHARS",
+    "MAX_URL_CHARS",
+    "GitHubClient",
+    "GitHubResponse",
+    "PullRequestMetadata",
+    "PullRequestRef",
+    "fetch_metadata",
+    "is_rate_limited",
+    "is_valid_branch_name",
+    "is_valid_owner",
+    "is_valid_repo",
+    "parse_pull_request_url",
+    "rate_limit_wait",
+]
 
 logger = logging.getLogger(__name__)
 
-MAX_URL_CHARS = 2048
-MAX_PULL_NUMBER = 2**31 - 1
-MAX_OWNER_CHARS = 39  # GitHub's limit for user and organisation names
-MAX_REPO_CHARS = 100  # GitHub's limit for repository names
 MAX_BRANCH_BYTES = 1024
 MAX_TITLE_CHARS = 1024
 MAX_BODY_BYTES = 64 * 1024
 MAX_METADATA_RESPONSE_BYTES = 1024 * 1024  # decoded; GitHub's body limit is 65,536 characters
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # any other API answer (a page of reviews or comments)
 METADATA_TIMEOUT_SECONDS = 30.0
+CONNECT_TIMEOUT_SECONDS = 10.0
+KEEPALIVE_EXPIRY_SECONDS = 30.0
 MAX_REDIRECTS = 3
+MAX_WAIT_HEADER_SECONDS = 10**9
 GITHUB_API_VERSION = "2022-11-28"
 
-_URL = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<authority>[^/?#]*)(?P<path>[^?#]*)(?:\?[^#]*)?(?:#.*)?",
-    re.ASCII | re.DOTALL,
-)
-_AUTHORITY = re.compile(
-    r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(?P<port>[0-9]*))?", re.ASCII
-)
-_PORT = re.compile(r"[1-9][0-9]{0,4}", re.ASCII)
-_PULL_PATH = re.compile(
-    r"/(?P<owner>[^/]*)/(?P<repo>[^/]*)/pull/(?P<number>[^/]*)(?:/(?:files|commits|checks))?/?",
-    re.ASCII,
-)
-_OWNER = re.compile(r"[A-Za-z0-9](?:-?[A-Za-z0-9])*", re.ASCII)
-_REPO = re.compile(r"[A-Za-z0-9._-]+", re.ASCII)
-_NUMBER = re.compile(r"[1-9][0-9]{0,9}", re.ASCII)
 _BRANCH_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
-
-
-@dataclass(frozen=True)
-class PullRequestRef:
-    """A pull request named by a URL that passed `parse_pull_request_url`."""
-
-    owner: str
-    repo: str
-    number: int
-    url: str  # canonical: {GITHUB_SERVER_URL}/{owner}/{repo}/pull/{number}
-
-    @property
-    def info(self) -> PullRequestInfo:
-        """The identity the review result reports."""
-        return PullRequestInfo(url=self.url, owner=self.owner, repo=self.repo, number=self.number)
-
-    def api_url(self, settings: Settings) -> str:
-        """The REST endpoint of this pull request."""
-        return f"{settings.github_api_url}/repos/{self.owner}/{self.repo}/pulls/{self.number}"
-
-    def git_url(self, settings: Settings) -> str:
-        """The smart-HTTP URL of the repository the pull request belongs to."""
-        return f"{settings.github_server_url}/{self.owner}/{self.repo}.git"
 
 
 @dataclass(frozen=True)
@@ -104,86 +109,14 @@ class PullRequestMetadata:
     body: str
 
 
-# --- URLs ---
+@dataclass(frozen=True)
+class GitHubResponse:
+    """One answer: status, headers and, for a 2xx, the capped decoded body (else empty)."""
 
-
-def _effective_port(scheme: str, port: int | None) -> int | None:
-    return port if port is not None else _DEFAULT_PORTS.get(scheme)
-
-
-def _check_origin(scheme: str, authority: str, settings: Settings) -> None:
-    server = urlsplit(settings.github_server_url)
-    where = f"The pull request URL must be on {settings.github_server_url}."
-    if scheme.lower() != server.scheme.lower() or "@" in authority:
-        raise InvalidPullRequestUrl(where)
-    match = _AUTHORITY.fullmatch(authority)
-    if match is None:
-        raise InvalidPullRequestUrl(where)
-    host = match["host"].lower().removeprefix("[").removesuffix("]")
-    port_text = match["port"]
-    if port_text is not None and _PORT.fullmatch(port_text) is None:
-        raise InvalidPullRequestUrl(where)
-    port = int(port_text) if port_text is not None else None
-    server_port = _effective_port(server.scheme.lower(), server.port)
-    if (
-        host != (server.hostname or "").lower()
-        or _effective_port(scheme.lower(), port) != server_port
-    ):
-        raise InvalidPullRequestUrl(where)
-
-
-def is_valid_owner(name: str) -> bool:
-    """GitHub's rule for user and organisation names: alphanumerics and single inner hyphens."""
-    return len(name) <= MAX_OWNER_CHARS and _OWNER.fullmatch(name) is not None
-
-
-def is_valid_repo(name: str) -> bool:
-    """GitHub's rule for repository names; `.`, `..` and `.git` endings are refused, not cut."""
-    return (
-        len(name) <= MAX_REPO_CHARS
-        and _REPO.fullmatch(name) is not None
-        and name not in (".", "..")
-        and not name.lower().endswith(".git")
-    )
-
-
-def _pull_path(path: str, settings: Settings) -> tuple[str, str, str]:
-    """Owner, repository and number text of `{prefix}/OWNER/REPO/pull/NUMBER[/suffix][/]`."""
-    if "%" in path:
-        raise InvalidPullRequestUrl(
-            "The pull request URL must not use percent-encoding in its path."
-        )
-    prefix = urlsplit(settings.github_server_url).path.rstrip("/")
-    pull = _PULL_PATH.fullmatch(path[len(prefix) :]) if path.startswith(prefix + "/") else None
-    if pull is None:
-        shape = f"{settings.github_server_url}/OWNER/REPO/pull/NUMBER"
-        raise InvalidPullRequestUrl(f"The pull request URL must look like {shape}.")
-    return pull["owner"], pull["repo"], pull["number"]
-
-
-def parse_pull_request_url(url: str, settings: Settings) -> PullRequestRef:
-    """Check a pull-request URL and return its canonical form, or raise InvalidPullRequestUrl."""
-    if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
-        raise InvalidPullRequestUrl("The pull request URL is empty or too long.")
-    # Printable ASCII only: no whitespace, control or look-alike characters, no back-slashes.
-    if not url.isascii() or not url.isprintable() or " " in url or "\\" in url:
-        raise InvalidPullRequestUrl(
-            "The pull request URL contains a character that is not allowed."
-        )
-    match = _URL.fullmatch(url)
-    if match is None:
-        raise InvalidPullRequestUrl("The pull request URL is not an absolute http(s) URL.")
-    _check_origin(match["scheme"], match["authority"], settings)
-    owner, repo, number_text = _pull_path(match["path"], settings)
-    if not is_valid_owner(owner):
-        raise InvalidPullRequestUrl("The repository owner in the URL is not a valid GitHub name.")
-    if not is_valid_repo(repo):
-        raise InvalidPullRequestUrl("The repository name in the URL is not a valid GitHub name.")
-    if _NUMBER.fullmatch(number_text) is None or int(number_text) > MAX_PULL_NUMBER:
-        raise InvalidPullRequestUrl("The pull request number must be a positive decimal number.")
-    number = int(number_text)
-    canonical = f"{settings.github_server_url}/{owner}/{repo}/pull/{number}"
-    return PullRequestRef(owner=owner, repo=repo, number=number, url=canonical)
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    url: httpx.URL
 
 
 # --- metadata ---
@@ -258,44 +191,38 @@ def _parse_metadata(data: bytes, ref: PullRequestRef) -> PullRequestMetadata:
     )
 
 
-def _request_headers(settings: Settings) -> dict[str, str]:
-    headers = {
-        "Accept": "application/vnd.github+json",
-        "X-GitHub-Api-Version": GITHUB_API_VERSION,
-        "User-Agent": f"pr-review/{__version__}",
-    }
-    if settings.github_token is not None:
-        headers["Authorization"] = f"Bearer {settings.github_token.get_secret_value()}"
-    return headers
-
-
 def _seconds_header(headers: httpx.Headers, name: str) -> int | None:
-    value = headers.get(name, "")
-    return int(value) if value.isascii() and value.isdigit() and len(value) <= 12 else None
+    return bounded_decimal(headers.get(name, ""), MAX_WAIT_HEADER_SECONDS)
 
 
-def _rate_limit_wait(headers: httpx.Headers) -> int | None:
+def rate_limit_wait(headers: httpx.Headers, now: float | None = None) -> int | None:
+    """Seconds GitHub asks to wait: `Retry-After`, else until `x-ratelimit-reset`; None: unsaid."""
     retry_after = _seconds_header(headers, "retry-after")
     if retry_after is not None:
         return retry_after
     reset = _seconds_header(headers, "x-ratelimit-reset")
-    return None if reset is None else max(0, reset - int(time.time()))
+    clock = time.time() if now is None else now
+    return None if reset is None else max(0, reset - int(clock))
 
 
-def _is_rate_limited(response: httpx.Response) -> bool:
-    headers = response.headers
-    return response.status_code == 429 or (
-        response.status_code == 403
-        and (headers.get("x-ratelimit-remaining") == "0" or "retry-after" in headers)
+def is_rate_limited(status: int, headers: httpx.Headers) -> bool:
+    """A primary or secondary rate limit: 429, or 403 with the limit's headers."""
+    return status == 429 or (
+        status == 403
+        and (
+            headers.get("x-ratelimit-remaining") == "0"
+            or "retry-after" in headers
+            or "x-ratelimit-reset" in headers
+        )
     )
 
 
-def _status_error(response: httpx.Response, settings: Settings) -> Exception:
-    status = response.status_code
+def _status_error(response: GitHubResponse, settings: Settings) -> Exception:
+    status = response.status
     if status in (404, 410):
         return PullRequestNotFound()
-    if _is_rate_limited(response):
-        wait = _rate_limit_wait(response.headers)
+    if is_rate_limited(status, response.headers):
+        wait = rate_limit_wait(response.headers)
         when = "later" if wait is None or wait > 86_400 else f"in {wait} seconds"
         hint = (
             "" if settings.github_token is not None else " (setting GITHUB_TOKEN raises the limit)"
@@ -314,71 +241,209 @@ def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
     return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
 
 
-async def _read_capped(response: httpx.Response) -> bytes:
-    declared = _seconds_header(response.headers, "content-length")
-    if declared is not None and declared > MAX_METADATA_RESPONSE_BYTES:
-        raise GitHubUnavailable("GitHub's answer was larger than allowed.")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > MAX_METADATA_RESPONSE_BYTES:
-            raise GitHubUnavailable("GitHub's answer was larger than allowed.")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def _get_metadata(
-    client: httpx.AsyncClient, ref: PullRequestRef, settings: Settings
-) -> PullRequestMetadata:
-    origin = httpx.URL(settings.github_api_url)
-    url = httpx.URL(ref.api_url(settings))
-    headers = _request_headers(settings)
-    for _ in range(MAX_REDIRECTS + 1):
-        async with client.stream("GET", url, headers=headers, follow_redirects=False) as response:
-            logger.debug(
-                "GitHub API answered %d for %s/%s#%d",
-                response.status_code,
-                ref.owner,
-                ref.repo,
-                ref.number,
-            )
-            if response.status_code in _REDIRECTS and "location" in response.headers:
-                target = url.join(response.headers["location"])
-                if not _same_origin(target, origin):
-                    raise GitHubUnavailable(
-                        "GitHub redirected the request to another host; it was not followed."
-                    )
-                url = target  # a renamed repository answers with a same-host redirect
-                continue
-            if response.status_code != 200:
-                raise _status_error(response, settings)
-            return _parse_metadata(await _read_capped(response), ref)
-    raise GitHubUnavailable("GitHub redirected the request too many times.")
-
-
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
     """httpx's default verification (certifi's CA bundle), built once: loading it costs ~50 ms."""
     return ssl.create_default_context(cafile=certifi.where())
 
 
+class GitHubClient:
+    """The process's GitHub API client (see the module docstring). Close it with `aclose()`.
+
+    `http` lends an existing `httpx.AsyncClient` (a test's mock transport); it is not closed.
+    Otherwise the pool is made on first use (loading the CA bundle off the event loop).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        credentials: Credentials | None = None,
+        http: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int | None = None,
+    ) -> None:
+        self.settings = settings
+        self.credentials = credentials or credentials_from_settings(settings)
+        self._origin = httpx.URL(settings.github_api_url)
+        self._http = http
+        self._owned = http is None
+        self._transport = transport
+        self._connections = max_connections or 2 * settings.pr_review_max_concurrent_reviews
+        self._logins: dict[int | None, str] = {}
+        self._lock = asyncio.Lock()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the pooled connections (a lent client stays open)."""
+        if self._owned and self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def _pool(self) -> httpx.AsyncClient:
+        async with self._lock:
+            if self._http is None:
+                tls = await asyncio.to_thread(_tls_context)
+                # trust_env=False: no proxy, netrc or CA settings picked up from the
+                # environment, as for git, whose environment is built from scratch too.
+                self._http = httpx.AsyncClient(
+                    verify=tls,
+                    transport=self._transport,
+                    trust_env=False,
+                    follow_redirects=False,
+                    timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_SECONDS),
+                    limits=httpx.Limits(
+                        max_connections=self._connections,
+                        max_keepalive_connections=self._connections,
+                        keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS,
+                    ),
+                )
+            return self._http
+
+    def api_url(self, path: str) -> httpx.URL:
+        """`GITHUB_API_URL` + `path` (which starts with `/`)."""
+        return httpx.URL(self.settings.github_api_url + path)
+
+    def is_api_url(self, url: httpx.URL) -> bool:
+        """Whether `url` is on `GITHUB_API_URL`'s origin, the only one the token may reach."""
+        return _same_origin(url, self._origin)
+
+    async def _headers(self, installation_id: int | None, has_body: bool) -> dict[str, str]:
+        headers = {
+            "Accept": "application/vnd.github+json",
+            "Accept-Encoding": ACCEPTED_ENCODINGS,
+            "X-GitHub-Api-Version": GITHUB_API_VERSION,
+            "User-Agent": f"pr-review/{__version__}",
+        }
+        if has_body:
+            headers["Content-Type"] = "application/json"
+        token = await self.credentials.token(installation_id)
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token.get_secret_value()}"
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        url: httpx.URL | str,
+        *,
+        json_body: Mapping[str, Any] | None = None,
+        installation_id: int | None = None,
+        limit: int = MAX_RESPONSE_BYTES,
+    ) -> GitHubResponse:
+        """One API request; same-origin redirects of a GET are followed (a renamed repository).
+
+        Raises `GitHubUnavailable` for a refused URL, a network failure, an oversized or
+        corrupt body; the caller bounds the time (`asyncio.timeout`). Non-2xx bodies are never
+        read.
+        """
+        target = httpx.URL(url)
+        content = None if json_body is None else dumps_compact(json_body).encode("utf-8")
+        try:
+            client = await self._pool()
+            headers = await self._headers(installation_id, content is not None)
+            for _ in range(MAX_REDIRECTS + 1):
+                if not self.is_api_url(target):
+                    raise GitHubUnavailable(
+                        "GitHub redirected the request to another host; it was not followed."
+                    )
+                request = client.build_request(method, target, headers=headers, content=content)
+                response = await client.send(request, stream=True)
+                try:
+                    logger.debug("GitHub API answered %d to %s", response.status_code, method)
+                    location = response.headers.get("location")
+                    if (
+                        method == "GET"
+                        and response.status_code in _REDIRECTS
+                        and location is not None
+                    ):
+                        target = target.join(location)
+                        continue
+                    body = b""
+                    if 200 <= response.status_code < 300:
+                        body = await read_capped(response, limit)
+                    return GitHubResponse(
+                        response.status_code, response.headers, body, response.url
+                    )
+                finally:
+                    await response.aclose()
+        except BodyTooLarge:
+            raise GitHubUnavailable("GitHub's answer was larger than allowed.") from None
+        except (BodyCorrupt, UnsupportedEncoding):
+            raise GitHubUnavailable("GitHub's answer could not be decoded.") from None
+        except httpx.TimeoutException:
+            raise GitHubUnavailable("GitHub did not answer in time.") from None
+        except (httpx.HTTPError, httpx.InvalidURL):
+            raise GitHubUnavailable("GitHub could not be reached.") from None
+        raise GitHubUnavailable("GitHub redirected the request too many times.")
+
+    async def pull_metadata(
+        self, ref: PullRequestRef, installation_id: int | None = None
+    ) -> PullRequestMetadata:
+        """The pull request's base and head commits, base branch, title and body."""
+        response = await self.request(
+            "GET",
+            ref.api_url(self.settings),
+            installation_id=installation_id,
+            limit=MAX_METADATA_RESPONSE_BYTES,
+        )
+        if response.status != 200:
+            raise _status_error(response, self.settings)
+        return _parse_metadata(response.body, ref)
+
+    async def login(self, installation_id: int | None = None) -> str:
+        """The publishing identity (CONTRACT 10): `<slug>[bot]`, the token's login, or
+        `github-actions[bot]` for a workflow token, which may not read `/user`."""
+        if installation_id in self._logins:
+            return self._logins[installation_id]
+        login = await self.credentials.app_login()
+        if login is None:
+            response = await self.request(
+                "GET", self.api_url("/user"), installation_id=installation_id, limit=256 * 1024
+            )
+            login = _login_of(response) or "github-actions[bot]"
+        self._logins[installation_id] = login
+        return login
+
+
+class _UserWire(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    login: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+def _login_of(response: GitHubResponse) -> str | None:
+    if response.status != 200:
+        return None
+    try:
+        return _UserWire.model_validate_json(response.body).login
+    except ValidationError:
+        return None
+
+
 async def fetch_metadata(
-    ref: PullRequestRef, settings: Settings, client: httpx.AsyncClient | None = None
+    ref: PullRequestRef,
+    settings: Settings,
+    client: GitHubClient | httpx.AsyncClient | None = None,
+    *,
+    installation_id: int | None = None,
 ) -> PullRequestMetadata:
-    """The pull request's base and head commits, base branch, title and body."""
+    """The pull request's metadata through `client` (a short-lived one when None)."""
     try:
         async with asyncio.timeout(METADATA_TIMEOUT_SECONDS):
-            if client is not None:
-                return await _get_metadata(client, ref, settings)
-            # trust_env=False: no proxy, netrc or CA settings picked up from the environment,
-            # as for git, whose environment is built from scratch too.
-            tls = await asyncio.to_thread(_tls_context)
-            async with httpx.AsyncClient(
-                verify=tls, trust_env=False, timeout=METADATA_TIMEOUT_SECONDS
-            ) as own:
-                return await _get_metadata(own, ref, settings)
-    except (TimeoutError, httpx.TimeoutException):
+            if isinstance(client, GitHubClient):
+                return await client.pull_metadata(ref, installation_id)
+            async with GitHubClient(settings, http=client) as github:
+                return await github.pull_metadata(ref, installation_id)
+    except TimeoutError:
         raise GitHubUnavailable("GitHub did not answer in time.") from None
-    except (httpx.HTTPError, httpx.InvalidURL):
-        raise GitHubUnavailable("GitHub could not be reached.") from None
