@@ -26,7 +26,7 @@ from bench.common import (
     runs_for,
 )
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.tools.repository_tools import ListFilesArguments, list_repository_files
+from pr_review_api.tools import ListFilesArguments, list_repository_files
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from bench.common import Report, log, median_seconds, parser, repository_for, ru
 from bench.harness import Call, Script, bench_settings, review
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.loop.run import LocalTarget
-from pr_review_api.tools.repository_tools import ListFilesArguments, list_repository_files
+from pr_review_api.tools import ListFilesArguments, list_repository_files
 
 CALL: Call = ("list_repository_files", {"limit": 1})
 

@@ -33,7 +33,7 @@ from bench.common import (
     wait_for_search_index,
 )
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.tools.repository_tools import SearchArguments, search_repository
+from pr_review_api.tools import SearchArguments, search_repository
 
 
 def git_grep(cwd: Path, query: str, revision: str | None, path: str = "") -> int:

@@ -12,7 +12,7 @@ from functools import partial
 
 from bench.common import Report, median_seconds, parser, repository_for, run_quietly, runs_for
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.tools.repository_tools import (
+from pr_review_api.tools import (
     DiffArguments,
     ReadFileArguments,
     inspect_git_diff,

@@ -21,7 +21,7 @@ from pr_review_api.git import blobs, repository
 from pr_review_api.git import runner as git_module
 from pr_review_api.git.blobs import BlobReader, describer_for, reader_for
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
-from pr_review_api.tools.repository_tools import SearchArguments, execute_tool, search_repository
+from pr_review_api.tools import SearchArguments, execute_tool, search_repository
 from tests.gitrepo import FILE, GitRepo, git
 from tests.hostile_repos import REGULAR_FILES, HostileWorld, build_hostile_world
 

@@ -27,7 +27,7 @@ from pr_review_api.model import ReviewResult, Usage
 from pr_review_api.output.formats import render_json
 from pr_review_api.service.app import create_app, get_reviewer
 from pr_review_api.settings import load_settings
-from pr_review_api.tools.repository_tools import TOOLS
+from pr_review_api.tools import TOOLS
 from tests.conftest import PROVIDER_KEY
 from tests.fakes import provider_server
 from tests.fakes.provider_server import Fault, ScriptedProvider, stop_turn, tool_call_turn

@@ -19,7 +19,7 @@ from pr_review_api.errors import (
     UnsupportedFinishReason,
 )
 from pr_review_api.loop.checks import CallLimits, parse_turn
-from pr_review_api.tools.repository_tools import ReadFileArguments
+from pr_review_api.tools import ReadFileArguments
 
 LIMITS = CallLimits(per_round=8, total=24, used=0)
 

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from pr_review_api.errors import ToolErrorCode
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.settings import MAX_TOOL_RESULT_BYTES
-from pr_review_api.tools.repository_tools import (
+from pr_review_api.tools import (
     TOOLS,
     TOOLS_BY_NAME,
     DiffArguments,
@@ -28,7 +28,6 @@ from pr_review_api.tools.repository_tools import (
     ToolArguments,
     ToolOutcome,
     execute_tool,
-    tools_json,
 )
 from tests.gitrepo import GitRepo, git
 from tests.hostile_repos import (
@@ -227,7 +226,8 @@ def test_tools_are_offered_in_the_order_list_read_search_diff() -> None:
 
 
 def test_tools_json_is_the_serialized_tools_value() -> None:
-    assert json.loads(tools_json()) == json.loads(SEED_TOOLS_JSON)
+    # `pr-review schema tools` prints json.dumps(TOOLS, indent=2) (tests/test_cli.py).
+    assert json.loads(json.dumps(TOOLS, indent=2)) == json.loads(SEED_TOOLS_JSON)
 
 
 @pytest.mark.parametrize("index", range(4))

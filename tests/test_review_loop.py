@@ -33,8 +33,7 @@ from pr_review_api.loop import run as review_module
 from pr_review_api.loop.run import LocalTarget, Progress, run_review
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import MAX_TRACE_PREVIEW_BYTES, Settings, load_settings
-from pr_review_api.tools import repository_tools
-from pr_review_api.tools.repository_tools import TOOLS
+from pr_review_api.tools import TOOLS, execute_tool
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import (
     Fault,
@@ -270,11 +269,11 @@ def test_tool_level_failure_is_returned_to_the_model(
 
 def count_executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     executed: list[str] = []
-    real = repository_tools.execute_tool
+    real = execute_tool
 
-    def counting(repo: Any, name: str, arguments: Any) -> Any:
+    def counting(repo: Any, name: str, arguments: Any, **options: Any) -> Any:
         executed.append(name)
-        return real(repo, name, arguments)
+        return real(repo, name, arguments, **options)
 
     monkeypatch.setattr(review_module, "execute_tool", counting)
     return executed

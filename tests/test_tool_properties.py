@@ -25,7 +25,7 @@ from pr_review_api.settings import (
     MAX_SOURCE_FILE_BYTES,
     MAX_TOOL_RESULT_BYTES,
 )
-from pr_review_api.tools.repository_tools import (
+from pr_review_api.tools import (
     TOOLS_BY_NAME,
     ToolArguments,
     ToolOutcome,

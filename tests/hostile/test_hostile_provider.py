@@ -40,7 +40,7 @@ from pr_review_api.loop import run as review_module
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.model import FinalReview, ReviewResult
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings, load_settings
-from pr_review_api.tools.repository_tools import TOOLS, ToolArguments, ToolOutcome, execute_tool
+from pr_review_api.tools import TOOLS, ToolArguments, ToolOutcome, execute_tool
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import (
     Fault,
@@ -650,9 +650,11 @@ def run_conversation(
     executed: list[tuple[int, str]] = []
     real = execute_tool
 
-    def recording(repo: PinnedRepository, name: str, arguments: ToolArguments) -> ToolOutcome:
+    def recording(
+        repo: PinnedRepository, name: str, arguments: ToolArguments, **options: Any
+    ) -> ToolOutcome:
         executed.append((provider.served, name))
-        return real(repo, name, arguments)
+        return real(repo, name, arguments, **options)
 
     result = error = None
     with (

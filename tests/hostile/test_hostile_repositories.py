@@ -33,7 +33,7 @@ from pr_review_api.settings import (
     MAX_TOOL_RESULT_BYTES,
     load_settings,
 )
-from pr_review_api.tools.repository_tools import TOOLS_BY_NAME, ToolOutcome, execute_tool
+from pr_review_api.tools import TOOLS_BY_NAME, ToolOutcome, execute_tool
 from tests.conftest import PROVIDER_KEY
 from tests.hostile.corpus import (
     ENVIRON_SENTINEL,

@@ -249,8 +249,8 @@ def schema(which: str) -> None:
     """Print the `tools` value sent to the provider, or the final-review JSON schema."""
     if which == "tools":
         # Imported here: only this subcommand needs the tools module and what it imports.
-        from pr_review_api.tools import repository_tools  # noqa: PLC0415
+        from pr_review_api.tools import TOOLS  # noqa: PLC0415
 
-        click.echo(json.dumps(repository_tools.TOOLS, indent=2))
+        click.echo(json.dumps(TOOLS, indent=2))
     else:
         click.echo(review_schema_json())

@@ -23,7 +23,7 @@ from pr_review_api.errors import (
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.model import Usage, label
 from pr_review_api.settings import MAX_TOOL_ARGUMENTS_BYTES
-from pr_review_api.tools.repository_tools import TOOLS_BY_NAME, ToolArguments
+from pr_review_api.tools import TOOLS_BY_NAME, ToolArguments
 
 CALL_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 EXECUTABLE_FINISH_REASONS = ("tool_calls", "stop")

@@ -12,11 +12,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pr_review_api.errors import InvalidModelResponse, ToolError
+from pr_review_api.errors import InvalidModelResponse, InvalidRepository, ReviewError, ToolError
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.model import SEVERITIES, FinalReview, Finding
 from pr_review_api.settings import MAX_FINAL_TEXT_BYTES, MAX_FINDINGS, MAX_NOTES
+from pr_review_api.tools.execute import map_git_errors
 
 _TEXT = {"type": "string", "maxLength": MAX_FINAL_TEXT_BYTES}
 
@@ -64,7 +65,12 @@ FINAL_REVIEW_SCHEMA: dict[str, Any] = {
 }
 
 
-def parse_final_review(content: object, repository: PinnedRepository) -> FinalReview:
+def parse_final_review(
+    content: object,
+    repository: PinnedRepository,
+    *,
+    unreadable: type[ReviewError] = InvalidRepository,
+) -> FinalReview:
     """Apply every stop-turn check to a stop turn's content."""
     if not isinstance(content, str) or not content.strip():
         raise InvalidModelResponse("The final review was empty.")
@@ -76,7 +82,7 @@ def parse_final_review(content: object, repository: PinnedRepository) -> FinalRe
         review = FinalReview.model_validate(document)
     except ValidationError as exc:
         raise InvalidModelResponse(_describe(exc)) from None
-    _check_locations(review.findings, repository)
+    _check_locations(review.findings, repository, unreadable)
     return review
 
 
@@ -86,19 +92,23 @@ def _describe(exc: ValidationError) -> str:
     return f"The final review does not match its schema at {where}."
 
 
-def _check_locations(findings: list[Finding], repository: PinnedRepository) -> None:
+def _check_locations(
+    findings: list[Finding], repository: PinnedRepository, unreadable: type[ReviewError]
+) -> None:
     """Each path names a regular file at the head commit; each line lies inside it."""
     files = []
     for index, finding in enumerate(findings, start=1):
         try:
-            files.append(repository.resolve_file(finding.path))
+            with map_git_errors(unreadable):
+                files.append(repository.resolve_file(finding.path))
         except ToolError:
             raise InvalidModelResponse(
                 f"Finding {index} does not name a regular file at the head commit."
             ) from None
     numbered = enumerate(zip(findings, files, strict=True), start=1)
     with_lines = [(i, f, file) for i, (f, file) in numbered if f.line]
-    counts = repository.line_counts([file for _, _, file in with_lines])
+    with map_git_errors(unreadable):
+        counts = repository.line_counts([file for _, _, file in with_lines])
     for index, finding, file in with_lines:
         if file.entry is None or finding.line is None:
             continue

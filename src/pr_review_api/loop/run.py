@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pr_review_api.errors import InvalidModelResponse, InvalidRepository, MaxRounds, ReviewTimeout
+from pr_review_api.errors import (
+    GitHubUnavailable,
+    InvalidModelResponse,
+    InvalidRepository,
+    MaxRounds,
+    ReviewError,
+    ReviewTimeout,
+)
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.runner import GitError, run_git
 from pr_review_api.github.checkout import open_pull_request
@@ -35,7 +42,7 @@ from pr_review_api.model import (
     preview,
 )
 from pr_review_api.settings import MAX_ACCUMULATED_TOOL_CONTENT_BYTES, Settings
-from pr_review_api.tools.repository_tools import TOOLS, ToolOutcome, execute_tool
+from pr_review_api.tools import TOOLS, ToolOutcome, execute_tool
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,10 @@ class _Prepared:
     repository: PinnedRepository
     pull_request: PullRequestInfo | None
     context: ReviewContext
+
+    @property
+    def unreadable(self) -> type[ReviewError]:
+        return InvalidRepository if self.pull_request is None else GitHubUnavailable
 
 
 async def run_review(
@@ -214,7 +225,12 @@ class _ReviewLoop:
             if turn.finish_reason == "stop":
                 self._report("validating", round_)
                 repository = self.prepared.repository
-                review = await asyncio.to_thread(parse_final_review, turn.content, repository)
+                review = await asyncio.to_thread(
+                    parse_final_review,
+                    turn.content,
+                    repository,
+                    unreadable=self.prepared.unreadable,
+                )
                 self._record(round_, turn, [])
                 return self._result(review, round_, include_trace)
             self._report("running_tools", round_)
@@ -247,7 +263,12 @@ class _ReviewLoop:
 
     def _timed(self, call: ToolCall) -> tuple[ToolOutcome, int]:
         started = time.perf_counter()
-        outcome = execute_tool(self.prepared.repository, call.name, call.validated)
+        outcome = execute_tool(
+            self.prepared.repository,
+            call.name,
+            call.validated,
+            unreadable=self.prepared.unreadable,
+        )
         return outcome, round((time.perf_counter() - started) * 1000)
 
     def _record(self, round_: int, turn: Turn, outcomes: list[tuple[ToolOutcome, int]]) -> None:
