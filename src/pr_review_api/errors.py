@@ -24,7 +24,10 @@ in exactly one place (`api.py`, `cli.py`).
     │   └── ReviewTimeout              review_timeout                  504
     ├── InvalidRepository              invalid_repository              CLI exit 2
     ├── ConfigurationError             configuration_error             CLI exit 2
-    └── ServerBusy                     server_busy                     503 (+ Retry-After)
+    ├── ServerBusy                     server_busy                     503 (+ Retry-After)
+    ├── InvalidSignature               invalid_signature               401
+    ├── JobNotFound                    job_not_found                   404
+    └── Interrupted                    interrupted                     CLI exit 130
 
 Messages are fixed sentences written here or by the raiser: never a provider body, a key, a
 token, a header, a local path or a stack trace. `ToolError` is separate: it is a tool-level
@@ -239,6 +242,30 @@ class ServerBusy(ReviewError):
     def __init__(self, message: str | None = None, retry_after: int = 5) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class InvalidSignature(ReviewError):
+    """A webhook delivery without a valid X-Hub-Signature-256."""
+
+    code = "invalid_signature"
+    status = 401
+    default_message = "The webhook delivery's signature is missing or not valid."
+
+
+class JobNotFound(ReviewError):
+    """No review job has the id asked for."""
+
+    code = "job_not_found"
+    status = 404
+    default_message = "There is no review job with that id."
+
+
+class Interrupted(ReviewError):
+    """The user interrupted the review (Ctrl-C): CLI only, exit 130."""
+
+    code = "interrupted"
+    status = 500  # never served: only the command line raises it
+    default_message = "The review was interrupted."
 
 
 class ToolError(Exception):

@@ -144,6 +144,16 @@ class Settings(BaseSettings):
     # Not in the contract's table: the service's own capacity and the cache's bound.
     pr_review_max_concurrent_reviews: int = Field(default=16, ge=1, le=1024)
     pr_review_cache_max_bytes: int = Field(default=20 * 1024**3, ge=64 * 1024**2)
+    # Service mode (CONTRACT 11; jobs/). The URL may carry a password: a secret.
+    pr_review_database_url: SecretStr | None = None
+    pr_review_data_dir: Path = Path("~/.local/share/pr-review")
+    pr_review_webhook_secret: SecretStr | None = None
+    github_app_id: int | None = Field(default=None, ge=1)
+    github_app_private_key_file: Path | None = None
+    # Not in the contract's table: jobs of one installation running at once, all workers
+    # together, and how often one job is tried before it ends failed.
+    pr_review_installation_max_running: int = Field(default=4, ge=1, le=1024)
+    pr_review_job_max_attempts: int = Field(default=3, ge=1, le=20)
 
     @classmethod
     def settings_customise_sources(
@@ -182,6 +192,22 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_cache_dir(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator(
+        "pr_review_database_url",
+        "pr_review_webhook_secret",
+        "github_app_id",
+        "github_app_private_key_file",
+        mode="before",
+    )
+    @classmethod
+    def _blank_service_setting_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("pr_review_data_dir", "github_app_private_key_file")
+    @classmethod
+    def _expand_service_path(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
 
     def require_provider_key(self) -> SecretStr:
         """The provider key, or a configuration error that says how to set it."""

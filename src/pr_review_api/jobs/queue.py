@@ -1,0 +1,432 @@
+"""Durable review jobs on procrastinate over PostgreSQL (CONTRACT section 11).
+
+One procrastinate task, `review_pull_request(job_id)`, runs one record of `review_jobs`. Every
+job of a pull request is deferred with that pull request's key as both locks:
+
+    queueing_lock   at most one job of the pull request waits in the queue
+    lock            jobs of one pull request never run at the same time
+
+Enqueueing, superseding, retrying later and recovering the job of a dead worker each happen in
+one transaction that first takes the pull request's advisory lock, so the queue and the
+records always agree on which job waits:
+
+- a new head cancels the waiting job (procrastinate `cancel`, only while it is `todo`) and marks
+  its record `superseded`; a repeated delivery id answers the job it created;
+- a provider 429, a busy installation or a transient failure does not sleep in the worker: the
+  job is deferred again with `schedule_in` (same locks) and the worker moves on;
+- a job whose worker stopped sending heartbeats is put back to `todo` (or superseded, when a
+  newer head already waits) by any live worker.
+
+A review is never published twice for one head: the publishing step's markers on GitHub make a
+second run of the same head answer `already_published` (CONTRACT section 10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import procrastinate
+from procrastinate import exceptions as queue_errors
+from procrastinate import sql as queue_sql
+from psycopg import AsyncConnection
+from pydantic import SecretStr
+
+from pr_review_api.errors import (
+    GitHubUnavailable,
+    OpenCodeRateLimited,
+    OpenCodeUnavailable,
+    ReviewError,
+    ServerBusy,
+)
+from pr_review_api.github.app_auth import AppCredentials
+from pr_review_api.jobs import records
+from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord
+from pr_review_api.jobs.schema import apply_migrations
+from pr_review_api.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+TASK_NAME = "pr_review.review_pull_request"
+QUEUE_NAME = "reviews"
+RETRYABLE_ERRORS = (OpenCodeRateLimited, OpenCodeUnavailable, GitHubUnavailable, ServerBusy)
+DEFAULT_RATE_LIMIT_DELAY_SECONDS = 30
+MAX_RETRY_DELAY_SECONDS = 15 * 60
+INSTALLATION_BUSY_DELAY_SECONDS = 5.0
+
+ReviewRunner = Callable[[str, Settings, bool], Awaitable[dict[str, Any]]]
+"""Runs one review: (pull request URL, settings, post) -> the review document (CONTRACT 5).
+Raises `ReviewError` for a review that ended without one."""
+
+
+async def default_runner(url: str, settings: Settings, post: bool) -> dict[str, Any]:
+    """`run_review` on the pull request, published when `post` (CONTRACT 10)."""
+    from pr_review_api.loop.run import PullRequestTarget, run_review  # noqa: PLC0415
+
+    options: dict[str, Any] = {}
+    if "post" in inspect.signature(run_review).parameters:
+        options["post"] = post
+    result = await run_review(PullRequestTarget(url), settings, **options)
+    return result.model_dump(mode="json")
+
+
+@dataclass(frozen=True)
+class PullRequestJob:
+    """What a new job reviews."""
+
+    url: str  # canonical
+    owner: str
+    repo: str
+    number: int
+    head_sha: str | None = None
+    installation_id: int | None = None
+    post: bool = True
+
+    @property
+    def key(self) -> str:
+        # GitHub owner and repository names are case-insensitive.
+        return f"{self.owner}/{self.repo}#{self.number}".lower()
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    job_id: uuid.UUID
+    status: str
+
+
+@dataclass
+class QueueTuning:
+    """Timings; tests shorten them."""
+
+    poll_interval: float = 1.0
+    heartbeat_interval: float = 2.0
+    stalled_after: float = 15.0
+    stalled_check_interval: float = 5.0
+    retry_base_seconds: float = 2.0
+
+
+class JobQueue:
+    """The queue of review jobs in one PostgreSQL database."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        runner: ReviewRunner = default_runner,
+        tuning: QueueTuning | None = None,
+    ) -> None:
+        if settings.pr_review_database_url is None:
+            raise ValueError("JobQueue needs PR_REVIEW_DATABASE_URL")
+        self.settings = settings
+        self.conninfo = settings.pr_review_database_url.get_secret_value()
+        self.runner = runner
+        self.tuning = tuning or QueueTuning()
+        self.app_credentials = AppCredentials.from_settings(settings)
+        self.connector = procrastinate.PsycopgConnector(
+            conninfo=self.conninfo, kwargs={"autocommit": True}, min_size=1, max_size=10
+        )
+        self.app = procrastinate.App(connector=self.connector)
+        self.task = self.app.task(name=TASK_NAME, queue=QUEUE_NAME, pass_context=True)(
+            self._run_job
+        )
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def migrate(self) -> list[int]:
+        """Apply the schema's migrations (procrastinate's and ours) not yet applied."""
+        return await apply_migrations(self.conninfo)
+
+    @contextlib.asynccontextmanager
+    async def opened(self) -> AsyncIterator[JobQueue]:
+        """Migrate, then hold the connection pool open."""
+        await self.migrate()
+        async with self.app.open_async():
+            yield self
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[AsyncConnection[Any]]:
+        async with self.connector.pool.connection() as connection, connection.transaction():
+            yield connection
+
+    async def _lock_pull_request(self, connection: AsyncConnection[Any], key: str) -> None:
+        await connection.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pr:" + key,)
+        )
+
+    # --- the API side ---------------------------------------------------------------------
+
+    async def enqueue(
+        self, job: PullRequestJob, *, source: str, delivery_id: str | None = None
+    ) -> Enqueued:
+        """Queue a review of `job`; a repeated delivery id answers the job it queued."""
+        try:
+            async with self._transaction() as connection:
+                return await self._enqueue(connection, job, source, delivery_id)
+        except queue_errors.AlreadyEnqueued:
+            # The records and the queue disagree (should not happen: both change under the
+            # pull request's lock). The client may try again.
+            logger.error("a job of a pull request was already waiting outside the records")
+            raise ServerBusy() from None
+
+    async def _enqueue(
+        self,
+        connection: AsyncConnection[Any],
+        job: PullRequestJob,
+        source: str,
+        delivery_id: str | None,
+    ) -> Enqueued:
+        await self._lock_pull_request(connection, job.key)
+        if delivery_id is not None:
+            known = await records.by_delivery(connection, delivery_id)
+            if known is not None:
+                record = await records.fetch(connection, known)
+                assert record is not None
+                return Enqueued(known, record.status)
+        waiting = await records.waiting_for(connection, job.key)
+        for record in waiting:
+            # The same head, asked for again (reopened, ready_for_review): one job does.
+            if job.head_sha is not None and record.head_sha == job.head_sha and record.post:
+                if delivery_id is not None:
+                    await records.remember_delivery(connection, delivery_id, record.id)
+                return Enqueued(record.id, record.status)
+        job_id = uuid.uuid4()
+        await records.insert(
+            connection,
+            job_id=job_id,
+            source=source,
+            url=job.url,
+            owner=job.owner,
+            repo=job.repo,
+            number=job.number,
+            pr_key=job.key,
+            head_sha=job.head_sha,
+            installation_id=job.installation_id,
+            post=job.post,
+        )
+        for record in waiting:
+            if record.queue_job_id is not None and await self._cancel(connection, record):
+                await records.supersede(connection, record.id, job_id)
+        queue_job_id = await self._defer(connection, job.key, job_id)
+        await records.set_queue_job(connection, job_id, queue_job_id)
+        if delivery_id is not None:
+            await records.remember_delivery(connection, delivery_id, job_id)
+        return Enqueued(job_id, "queued")
+
+    async def _cancel(self, connection: AsyncConnection[Any], record: JobRecord) -> bool:
+        """Cancel the record's queue job if it still waits (`todo`)."""
+        row = await self.connector.execute_query_one_async_with_connection(
+            connection,
+            query=queue_sql.queries["cancel_job"],
+            job_id=record.queue_job_id,
+            abort=False,
+            delete_job=False,
+        )
+        return row["id"] is not None
+
+    async def _defer(
+        self,
+        connection: AsyncConnection[Any],
+        key: str,
+        job_id: uuid.UUID,
+        schedule_in: float | None = None,
+    ) -> int:
+        options: dict[str, Any] = {"lock": key, "queueing_lock": key, "connection": connection}
+        if schedule_in is not None and schedule_in > 0:
+            options["schedule_in"] = {"seconds": schedule_in}
+        return await self.task.configure(**options).defer_async(job_id=str(job_id))
+
+    async def get(self, job_id: uuid.UUID) -> JobRecord | None:
+        """The record of `job_id`, or None."""
+        async with self.connector.pool.connection() as connection:
+            return await records.fetch(connection, job_id)
+
+    # --- the worker side ------------------------------------------------------------------
+
+    async def run_worker(
+        self, concurrency: int = 1, *, install_signal_handlers: bool = True
+    ) -> None:
+        """Run jobs until stopped (SIGINT/SIGTERM, or cancellation); jobs in flight finish."""
+        recovery = asyncio.create_task(self._recover_stalled_forever())
+        try:
+            await self.app.run_worker_async(
+                queues=[QUEUE_NAME],
+                concurrency=concurrency,
+                wait=True,
+                install_signal_handlers=install_signal_handlers,
+                fetch_job_polling_interval=self.tuning.poll_interval,
+                update_heartbeat_interval=self.tuning.heartbeat_interval,
+                stalled_worker_timeout=self.tuning.stalled_after,
+                shutdown_graceful_timeout=self.settings.review_timeout_seconds + 10,
+            )
+        finally:
+            recovery.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await recovery
+
+    async def _recover_stalled_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.tuning.stalled_check_interval)
+            try:
+                await self.recover_stalled()
+            except Exception as exc:  # the database restarting, say: try again next time
+                logger.warning("stalled-job check failed: %s", type(exc).__name__)
+
+    async def recover_stalled(self) -> int:
+        """Put jobs of workers that stopped sending heartbeats back in the queue."""
+        stalled = await self.app.job_manager.get_stalled_jobs(
+            queue=QUEUE_NAME,
+            task_name=TASK_NAME,
+            seconds_since_heartbeat=self.tuning.stalled_after,
+        )
+        recovered = 0
+        for job in stalled:
+            raw_id = job.task_kwargs.get("job_id")
+            if job.id is None or job.lock is None or not isinstance(raw_id, str):
+                continue
+            async with self._transaction() as connection:
+                await self._lock_pull_request(connection, job.lock)
+                record = await records.fetch_for_update(connection, uuid.UUID(raw_id))
+                newer = [
+                    other
+                    for other in await records.waiting_for(connection, job.lock)
+                    if record is None or other.id != record.id
+                ]
+                if record is None or record.status in FINAL_STATUSES or newer:
+                    await self._finish_queue_job(connection, job.id, "failed")
+                    if record is not None and newer:
+                        await records.supersede(connection, record.id, newer[0].id)
+                    continue
+                await self.connector.execute_query_one_async_with_connection(
+                    connection,
+                    query=queue_sql.queries["retry_job"],
+                    job_id=job.id,
+                    retry_at=datetime.now(UTC),
+                    new_priority=None,
+                    new_queue_name=None,
+                    new_lock=None,
+                )
+                await records.requeue(connection, record.id)
+                recovered += 1
+                logger.info("job %s of a stalled worker was queued again", record.id)
+        return recovered
+
+    async def _finish_queue_job(
+        self, connection: AsyncConnection[Any], queue_job_id: int, status: str
+    ) -> None:
+        await self.connector.execute_query_one_async_with_connection(
+            connection,
+            query=queue_sql.queries["finish_job"],
+            job_id=queue_job_id,
+            status=status,
+            delete_job=False,
+        )
+
+    async def _run_job(self, context: procrastinate.JobContext, job_id: str) -> None:
+        """The task: claim the record, review, store the outcome (or defer again)."""
+        record_id = uuid.UUID(job_id)
+        queue_job_id = context.job.id
+        record = await self._claim(record_id, queue_job_id)
+        if record is None:
+            return
+        try:
+            settings = await self._settings_for(record)
+            document = await self.runner(record.pull_request_url, settings, record.post)
+        except ReviewError as exc:
+            if isinstance(exc, RETRYABLE_ERRORS) and record.attempts < (
+                self.settings.pr_review_job_max_attempts
+            ):
+                await self._defer_again(record, self._retry_delay(exc, record.attempts))
+                return
+            await self._finish(record, "failed", exc.to_body())
+            return
+        except Exception as exc:
+            logger.error("review job failed unexpectedly: %s", type(exc).__name__)
+            body = ReviewError("The review job failed unexpectedly.").to_body()
+            await self._finish(record, "failed", body)
+            return
+        await self._finish(record, "succeeded", document)
+
+    async def _claim(self, record_id: uuid.UUID, queue_job_id: int | None) -> JobRecord | None:
+        """Mark the record running, or None when there is nothing to run now."""
+        async with self._transaction() as connection:
+            record = await records.fetch_for_update(connection, record_id)
+            if record is None or record.status in FINAL_STATUSES:
+                return None
+            if record.queue_job_id != queue_job_id:
+                return None  # a stale queue job: the record moved on to another
+            if not await self._installation_busy(connection, record):
+                await records.mark_running(connection, record.id)
+                return await records.fetch(connection, record.id)
+        # The installation already runs its share: this job waits its turn in the queue.
+        await self._defer_again(record, INSTALLATION_BUSY_DELAY_SECONDS)
+        return None
+
+    async def _installation_busy(self, connection: AsyncConnection[Any], record: JobRecord) -> bool:
+        if record.installation_id is None:
+            return False
+        # Serialise the count and the claim across workers.
+        await connection.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (f"installation:{record.installation_id}",),
+        )
+        running = await records.running_in_installation(
+            connection, record.installation_id, record.id
+        )
+        return running >= self.settings.pr_review_installation_max_running
+
+    def _retry_delay(self, exc: ReviewError, attempts: int) -> float:
+        if isinstance(exc, OpenCodeRateLimited):
+            wait = exc.retry_after or DEFAULT_RATE_LIMIT_DELAY_SECONDS
+            return float(min(wait, MAX_RETRY_DELAY_SECONDS))
+        base = float(self.tuning.retry_base_seconds * 2 ** max(0, attempts - 1))
+        jitter = random.uniform(1.0, 1.5)  # noqa: S311 (not security)
+        return float(min(base, MAX_RETRY_DELAY_SECONDS) * jitter)
+
+    async def _defer_again(self, record: JobRecord, delay: float) -> None:
+        """The job waits in the queue for `delay` seconds; a newer head supersedes it."""
+        async with self._transaction() as connection:
+            await self._lock_pull_request(connection, record.pr_key)
+            current = await records.fetch_for_update(connection, record.id)
+            if current is None or current.status in FINAL_STATUSES:
+                return
+            newer = [
+                r for r in await records.waiting_for(connection, record.pr_key) if r.id != record.id
+            ]
+            if newer:
+                await records.supersede(connection, record.id, newer[0].id)
+                return
+            queue_job_id = await self._defer(connection, record.pr_key, record.id, delay)
+            await records.set_queue_job(connection, record.id, queue_job_id)
+        logger.info("job %s deferred for %.0f s", record.id, delay)
+
+    async def _finish(self, record: JobRecord, status: str, document: dict[str, Any]) -> None:
+        assert status in ("succeeded", "failed")
+        async with self._transaction() as connection:
+            current = await records.fetch_for_update(connection, record.id)
+            if current is None or current.status in FINAL_STATUSES:
+                return
+            await records.finish(
+                connection,
+                record.id,
+                status="succeeded" if status == "succeeded" else "failed",
+                document=document,
+            )
+
+    async def _settings_for(self, record: JobRecord) -> Settings:
+        """The settings a job reviews with: the installation's token under a GitHub App."""
+        if self.app_credentials is None or record.installation_id is None:
+            return self.settings
+        token = await self.app_credentials.token(record.installation_id)
+        if token is None:
+            return self.settings
+        return self.settings.model_copy(
+            update={"github_token": SecretStr(token.get_secret_value())}
+        )

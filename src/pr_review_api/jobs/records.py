@@ -1,0 +1,232 @@
+"""The review-job records (`review_jobs`) and the documents built from them.
+
+Statuses: `queued` (waiting in the queue, or waiting to be tried again), `running`,
+`succeeded` (a review document), `failed` (an error document), `superseded` (a newer head of
+the same pull request replaced it while it waited). The records are written only by
+`jobs.queue`, always inside a transaction that holds the pull request's advisory lock, so the
+queue and the records never disagree about which job of a pull request waits.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "superseded"]
+FINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "superseded"})
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One row of `review_jobs`, as the queue needs it."""
+
+    id: uuid.UUID
+    source: str
+    pull_request_url: str
+    owner: str
+    repo: str
+    number: int
+    pr_key: str
+    head_sha: str | None
+    installation_id: int | None
+    post: bool
+    status: JobStatus
+    queue_job_id: int | None
+    attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: dict[str, Any] | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> JobRecord:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    def document(self) -> dict[str, Any]:
+        """`GET /v1/review-jobs/{id}` (CONTRACT 11)."""
+        return {
+            "job_id": str(self.id),
+            "status": self.status,
+            "pull_request": {
+                "url": self.pull_request_url,
+                "owner": self.owner,
+                "repo": self.repo,
+                "number": self.number,
+            },
+            "head_sha": self.head_sha,
+            "created_at": _iso(self.created_at),
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
+            "result": self.result,
+        }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+# A constant column list, not input: the queries below are fixed strings.
+_SELECT = "SELECT " + ", ".join(JobRecord.__dataclass_fields__) + " FROM review_jobs "  # noqa: S608
+
+
+async def fetch(connection: AsyncConnection[Any], job_id: uuid.UUID) -> JobRecord | None:
+    """The record, or None."""
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_SELECT + "WHERE id = %s", (job_id,))
+        row = await cursor.fetchone()
+    return None if row is None else JobRecord.from_row(row)
+
+
+async def fetch_for_update(connection: AsyncConnection[Any], job_id: uuid.UUID) -> JobRecord | None:
+    """The record, locked until the transaction ends."""
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_SELECT + "WHERE id = %s FOR UPDATE", (job_id,))
+        row = await cursor.fetchone()
+    return None if row is None else JobRecord.from_row(row)
+
+
+async def by_delivery(connection: AsyncConnection[Any], delivery_id: str) -> uuid.UUID | None:
+    cursor = await connection.execute(
+        "SELECT job_id FROM webhook_deliveries WHERE delivery_id = %s", (delivery_id,)
+    )
+    row = await cursor.fetchone()
+    return None if row is None else uuid.UUID(str(row[0]))
+
+
+async def waiting_for(connection: AsyncConnection[Any], pr_key: str) -> list[JobRecord]:
+    """The pull request's queued jobs (at most one, by construction), oldest first."""
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(
+            _SELECT + "WHERE pr_key = %s AND status = 'queued' ORDER BY created_at",
+            (pr_key,),
+        )
+        rows = await cursor.fetchall()
+    return [JobRecord.from_row(row) for row in rows]
+
+
+async def insert(
+    connection: AsyncConnection[Any],
+    *,
+    job_id: uuid.UUID,
+    source: str,
+    url: str,
+    owner: str,
+    repo: str,
+    number: int,
+    pr_key: str,
+    head_sha: str | None,
+    installation_id: int | None,
+    post: bool,
+) -> None:
+    await connection.execute(
+        "INSERT INTO review_jobs (id, source, pull_request_url, owner, repo, "
+        "number, pr_key, head_sha, installation_id, post, status) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued')",
+        (job_id, source, url, owner, repo, number, pr_key, head_sha, installation_id, post),
+    )
+
+
+async def remember_delivery(
+    connection: AsyncConnection[Any], delivery_id: str, job_id: uuid.UUID
+) -> None:
+    await connection.execute(
+        "INSERT INTO webhook_deliveries (delivery_id, job_id) VALUES (%s, %s)",
+        (delivery_id, job_id),
+    )
+
+
+async def set_queue_job(
+    connection: AsyncConnection[Any], job_id: uuid.UUID, queue_job_id: int
+) -> None:
+    await connection.execute(
+        "UPDATE review_jobs SET queue_job_id = %s, status = 'queued' WHERE id = %s",
+        (queue_job_id, job_id),
+    )
+
+
+async def supersede(
+    connection: AsyncConnection[Any], job_id: uuid.UUID, by: uuid.UUID | None
+) -> None:
+    await connection.execute(
+        "UPDATE review_jobs SET status = 'superseded', superseded_by = %s, finished_at = now() "
+        "WHERE id = %s AND status NOT IN ('succeeded', 'failed', 'superseded')",
+        (by, job_id),
+    )
+
+
+async def running_in_installation(
+    connection: AsyncConnection[Any], installation_id: int, other_than: uuid.UUID
+) -> int:
+    """Jobs of the installation running now (their queue job is being worked on)."""
+    cursor = await connection.execute(
+        "SELECT count(*) FROM review_jobs r JOIN procrastinate_jobs q ON q.id = r.queue_job_id "
+        "WHERE r.installation_id = %s AND r.status = 'running' AND q.status = 'doing' "
+        "AND r.id <> %s",
+        (installation_id, other_than),
+    )
+    row = await cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def mark_running(connection: AsyncConnection[Any], job_id: uuid.UUID) -> None:
+    await connection.execute(
+        "UPDATE review_jobs SET status = 'running', attempts = attempts + 1, "
+        "started_at = coalesce(started_at, now()) WHERE id = %s",
+        (job_id,),
+    )
+
+
+async def finish(
+    connection: AsyncConnection[Any],
+    job_id: uuid.UUID,
+    *,
+    status: Literal["succeeded", "failed"],
+    document: dict[str, Any],
+) -> None:
+    """Store the outcome: the document and the figures an operator sums up."""
+    review = document.get("review")
+    usage = document.get("usage") if isinstance(document.get("usage"), dict) else {}
+    publication = document.get("publication")
+    publication = publication if isinstance(publication, dict) else {}
+    error = document.get("error") if isinstance(document.get("error"), dict) else {}
+    revisions = document.get("revisions") if isinstance(document.get("revisions"), dict) else {}
+    assert isinstance(usage, dict)
+    assert isinstance(error, dict)
+    assert isinstance(revisions, dict)
+    await connection.execute(
+        "UPDATE review_jobs SET status = %s, finished_at = now(), result = %s, "
+        "termination_reason = %s, error_code = %s, prompt_tokens = %s, completion_tokens = %s, "
+        "total_tokens = %s, rounds = %s, tool_calls = %s, findings = %s, "
+        "publication_status = %s, published_review_id = %s, published_url = %s, "
+        "head_sha = coalesce(%s, head_sha) WHERE id = %s",
+        (
+            status,
+            json.dumps(document),
+            document.get("termination_reason"),
+            error.get("code"),
+            usage.get("prompt_tokens"),
+            usage.get("completion_tokens"),
+            usage.get("total_tokens"),
+            document.get("rounds"),
+            document.get("tool_calls"),
+            len(review.get("findings", [])) if isinstance(review, dict) else None,
+            publication.get("status"),
+            publication.get("review_id"),
+            publication.get("url"),
+            revisions.get("head_sha"),
+            job_id,
+        ),
+    )
+
+
+async def requeue(connection: AsyncConnection[Any], job_id: uuid.UUID) -> None:
+    """Back to waiting (a rate limit, a busy installation, a worker that died)."""
+    await connection.execute(
+        "UPDATE review_jobs SET status = 'queued' WHERE id = %s AND status = 'running'", (job_id,)
+    )

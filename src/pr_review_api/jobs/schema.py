@@ -1,0 +1,115 @@
+"""Versioned database migrations, applied at start by every process that uses the database.
+
+Migration 1 is procrastinate's own schema (the queue); the others are ours (the review-job
+records). Each runs in its own transaction and is recorded in `pr_review_migrations`; a
+transaction-level advisory lock makes concurrent starts (a server and several workers) apply
+each migration exactly once. A later schema change appends a migration; none is ever edited.
+
+`review_jobs` holds what an operator needs ("what did we review today, and what did it cost")
+and what `GET /v1/review-jobs/{id}` answers. It never holds a token, a key or a provider body:
+`result` is the review or error document of CONTRACT section 5, which carries none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+# Any constant: it names the lock that serialises migrations across processes.
+_MIGRATION_LOCK = 0x7072_7276_6A6F_6273  # "prrvjobs"
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema change: a version, a name, and the SQL (or a function giving it)."""
+
+    version: int
+    name: str
+    statements: Callable[[], str]
+
+
+def _procrastinate_schema() -> str:
+    from procrastinate.schema import SchemaManager  # noqa: PLC0415
+
+    return SchemaManager.get_schema()
+
+
+_REVIEW_JOBS = """
+CREATE TABLE review_jobs (
+    id uuid PRIMARY KEY,
+    source text NOT NULL CHECK (source IN ('webhook', 'api')),
+    pull_request_url text NOT NULL,
+    owner text NOT NULL,
+    repo text NOT NULL,
+    number integer NOT NULL CHECK (number > 0),
+    pr_key text NOT NULL,
+    head_sha text,
+    installation_id bigint,
+    post boolean NOT NULL,
+    status text NOT NULL
+        CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'superseded')),
+    queue_job_id bigint,
+    superseded_by uuid REFERENCES review_jobs (id),
+    attempts integer NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    started_at timestamptz,
+    finished_at timestamptz,
+    termination_reason text,
+    error_code text,
+    prompt_tokens integer,
+    completion_tokens integer,
+    total_tokens integer,
+    rounds integer,
+    tool_calls integer,
+    findings integer,
+    publication_status text,
+    published_review_id bigint,
+    published_url text,
+    result jsonb
+);
+CREATE INDEX review_jobs_pr_status ON review_jobs (pr_key, status);
+CREATE INDEX review_jobs_installation_running ON review_jobs (installation_id)
+    WHERE status = 'running';
+CREATE INDEX review_jobs_created_at ON review_jobs (created_at);
+CREATE TABLE webhook_deliveries (
+    delivery_id text PRIMARY KEY,
+    job_id uuid NOT NULL REFERENCES review_jobs (id),
+    received_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "procrastinate queue schema", _procrastinate_schema),
+    Migration(2, "review_jobs records", lambda: _REVIEW_JOBS),
+)
+
+
+async def apply_migrations(conninfo: str) -> list[int]:
+    """Apply every migration not yet recorded; returns the versions applied now."""
+    applied_now: list[int] = []
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as connection:
+        async with connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            await connection.execute(
+                "CREATE TABLE IF NOT EXISTS pr_review_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+        for migration in MIGRATIONS:
+            async with connection.transaction():
+                await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                cursor = await connection.execute(
+                    "SELECT 1 FROM pr_review_migrations WHERE version = %s", (migration.version,)
+                )
+                if await cursor.fetchone() is not None:
+                    continue
+                await connection.execute(sql.SQL(migration.statements()))  # type: ignore[arg-type, unused-ignore]
+                await connection.execute(
+                    "INSERT INTO pr_review_migrations (version, name) VALUES (%s, %s)",
+                    (migration.version, migration.name),
+                )
+                applied_now.append(migration.version)
+    return applied_now
