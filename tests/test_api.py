@@ -35,6 +35,7 @@ from schemathesis.core.result import Ok
 
 from pr_review_api import errors
 from pr_review_api.errors import ReviewError
+from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.run import LocalTarget, PullRequestTarget, run_review
 from pr_review_api.model import ReviewResult
@@ -85,7 +86,7 @@ class FakeReviewer:
         self.error = error
         self.delay = delay
         self.gate = gate
-        self.calls: list[tuple[PullRequestTarget, bool, ProviderClient | None]] = []
+        self.calls: list[tuple[PullRequestTarget, bool, ModelClient | None]] = []
         self.in_flight = 0
         self._changed = asyncio.Condition()
 
@@ -100,9 +101,9 @@ class FakeReviewer:
         settings: Settings,
         *,
         include_trace: bool,
-        provider: ProviderClient | None,
+        model: ModelClient | None,
     ) -> ReviewResult:
-        self.calls.append((target, include_trace, provider))
+        self.calls.append((target, include_trace, model))
         async with self._changed:
             self.in_flight += 1
             self._changed.notify_all()
@@ -191,8 +192,10 @@ async def test_openapi_documents_the_success_and_every_error_body() -> None:
     async with client_for(app_with()) as client:
         schema = (await client.get("/openapi.json")).json()
     operation = schema["paths"]["/v1/reviews"]["post"]
-    request_ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-    request = schema["components"]["schemas"][request_ref.rsplit("/", 1)[1]]
+    request = operation["requestBody"]["content"]["application/json"]["schema"]
+    if "$ref" in request:
+        request = schema["components"]["schemas"][request["$ref"].rsplit("/", 1)[1]]
+    assert operation["requestBody"]["required"] is True
     assert set(request["properties"]) == {"pull_request_url", "include_trace"}
     assert request["additionalProperties"] is False
     responses = operation["responses"]
@@ -204,7 +207,10 @@ async def test_openapi_documents_the_success_and_every_error_body() -> None:
     assert "Retry-After" in responses["503"]["headers"]
     error = schema["components"]["schemas"]["ErrorDocument"]
     assert set(error["required"]) == ERROR_KEYS
-    assert set(schema["components"]["schemas"]["ReviewResult"]["properties"]) == {
+    # `publication` (CONTRACT 10) arrives with the publishing work; everything else is fixed.
+    properties = set(schema["components"]["schemas"]["ReviewResult"]["properties"])
+    assert properties - {"publication"} == {
+        "coverage",
         "termination_reason",
         "pull_request",
         "revisions",
@@ -224,6 +230,33 @@ async def test_openapi_declares_the_bearer_scheme_when_keys_are_set() -> None:
     assert schema["components"]["securitySchemes"]["serviceKey"]["scheme"] == "bearer"
     assert schema["paths"]["/v1/reviews"]["post"]["security"] == [{"serviceKey": []}]
     assert SERVICE_KEY not in response.text
+
+
+async def test_swagger_ui_is_served_when_the_service_is_open() -> None:
+    async with client_for(app_with()) as client:
+        response = await client.get("/docs")
+    assert response.status_code == 200
+    assert "swagger-ui" in response.text
+    assert "/openapi.json" in response.text
+
+
+async def test_swagger_ui_needs_a_service_key_when_keys_are_set() -> None:
+    async with client_for(app_with(pr_review_api_keys=SERVICE_KEY)) as client:
+        refused = await client.get("/docs")
+        served = await client.get("/docs", headers={"Authorization": f"Bearer {SERVICE_KEY}"})
+        document = await client.get("/openapi.json")  # the published contract stays public
+    assert_error(refused, 401, "unauthorized")
+    assert served.status_code == 200
+    assert "swagger-ui" in served.text
+    assert document.status_code == 200
+    assert SERVICE_KEY not in served.text
+
+
+async def test_the_bearer_scheme_is_absent_while_the_service_is_open() -> None:
+    async with client_for(app_with()) as client:
+        schema = (await client.get("/openapi.json")).json()
+    assert "security" not in schema["paths"]["/v1/reviews"]["post"]
+    assert "securitySchemes" not in schema.get("components", {})
 
 
 # --- success ---------------------------------------------------------------------------------
@@ -249,14 +282,14 @@ async def test_include_trace_defaults_to_false() -> None:
     assert reviewer.calls[0][1] is False
 
 
-async def test_the_shared_provider_client_is_passed_to_each_review() -> None:
+async def test_the_shared_model_client_is_passed_to_each_review() -> None:
     reviewer = FakeReviewer()
     with live_server(app_with(reviewer)) as base_url:
         async with httpx.AsyncClient(base_url=base_url) as client:
             await post_review(client)
             await post_review(client)
-    providers = {id(provider) for _, _, provider in reviewer.calls}
-    assert len(providers) == 1
+    models = {id(model) for _, _, model in reviewer.calls}
+    assert len(models) == 1
     assert isinstance(reviewer.calls[0][2], ProviderClient)
 
 
@@ -278,6 +311,8 @@ ERROR_CASES: list[tuple[ReviewError, int, str | None]] = [
     (errors.ReviewTimeout(), 504, "review_timeout"),
     (errors.ConfigurationError(), 500, None),
     (errors.ServerBusy(), 503, None),
+    (errors.InvalidSignature(), 401, None),
+    (errors.JobNotFound(), 404, None),
 ]
 
 
@@ -306,7 +341,7 @@ def _contract_errors(cls: type[ReviewError] = ReviewError) -> set[type[ReviewErr
 
 def test_every_error_the_service_can_raise_has_a_mapping_test() -> None:
     abstract = {errors.ProviderError, errors.ReviewTerminated}
-    cli_only = {errors.InvalidRepository}
+    cli_only = {errors.InvalidRepository, errors.Interrupted}
     tested = {type(error) for error, _, _ in ERROR_CASES}
     # InvalidRequest and Unauthorized are raised by the shell itself; tested below.
     shell = {errors.InvalidRequest, errors.Unauthorized}
@@ -422,6 +457,82 @@ async def test_validation_messages_never_echo_the_client_input() -> None:
     assert assert_error(typed, 422, "invalid_request")["error"]["message"] == (
         "pull_request_url must be a string."
     )
+
+
+async def test_duplicate_keys_are_invalid_request() -> None:
+    reviewer = FakeReviewer()
+    body = json.dumps({"pull_request_url": PR_URL})[:-1] + ', "pull_request_url": "other"}'
+    async with client_for(app_with(reviewer)) as client:
+        response = await client.post(
+            "/v1/reviews", content=body, headers={"content-type": "application/json"}
+        )
+    document = assert_error(response, 422, "invalid_request")
+    assert document["error"]["message"] == "The request body must not repeat a key."
+    assert reviewer.calls == []
+
+
+# As deep as fits under the 64 KiB cap: 30,000 arrays, 12,000 objects.
+@pytest.mark.parametrize(("opening", "depth"), [("[", 30_000), ('{"":', 12_000)])
+async def test_any_nesting_depth_is_422_never_400_or_500(opening: str, depth: int) -> None:
+    closing = {"[": "]", '{"":': "}"}[opening]
+    body = opening * depth + "1" + closing * depth
+    async with client_for(app_with(FakeReviewer())) as client:
+        response = await client.post(
+            "/v1/reviews", content=body, headers={"content-type": "application/json"}
+        )
+    assert_error(response, 422, "invalid_request")
+
+
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+)
+async def test_a_json_body_with_another_content_type_says_so(content_type: str | None) -> None:
+    reviewer = FakeReviewer()
+    headers = {"content-type": content_type} if content_type else {}
+    async with client_for(app_with(reviewer)) as client:
+        response = await client.post(
+            "/v1/reviews", content=json.dumps({"pull_request_url": PR_URL}), headers=headers
+        )
+    document = assert_error(response, 422, "invalid_request")
+    assert document["error"]["message"] == (
+        "The request body must be sent with Content-Type: application/json."
+    )
+    assert reviewer.calls == []
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "application/x+json"])
+async def test_json_content_types_with_parameters_or_suffixes_are_accepted(
+    content_type: str,
+) -> None:
+    async with client_for(app_with(FakeReviewer())) as client:
+        response = await client.post(
+            "/v1/reviews",
+            content=json.dumps({"pull_request_url": PR_URL}),
+            headers={"content-type": content_type},
+        )
+    assert response.status_code == 200
+
+
+async def test_settings_and_the_model_client_are_dependencies_a_test_can_override() -> None:
+    from pr_review_api.service.dependencies import get_model, get_settings
+
+    reviewer = FakeReviewer()
+    app = app_with(reviewer)
+    other = settings(review_max_rounds=3)
+    marker = object()
+    app.dependency_overrides[get_settings] = lambda: other
+    app.dependency_overrides[get_model] = lambda: marker
+    seen: list[Settings] = []
+
+    async def recording(target: Any, settings_: Settings, **kwargs: Any) -> ReviewResult:
+        seen.append(settings_)
+        return await reviewer(target, settings_, **kwargs)
+
+    app.dependency_overrides[get_reviewer] = lambda: recording
+    async with client_for(app) as client:
+        assert (await post_review(client)).status_code == 200
+    assert seen == [other]
+    assert reviewer.calls[0][2] is marker
 
 
 # --- service keys ------------------------------------------------------------------------------
@@ -700,7 +811,7 @@ SHUTDOWN_SERVER = textwrap.dedent(
     from pr_review_api.settings import load_settings
     from tests.results import review_result
 
-    async def slow(target, settings, *, include_trace, provider):
+    async def slow(target, settings, *, include_trace, model):
         await asyncio.sleep(1.5)
         return review_result()
 
@@ -894,10 +1005,10 @@ async def test_end_to_end_ten_local_reviews_share_the_server_concurrently(tmp_pa
             settings: Settings,
             *,
             include_trace: bool,
-            provider: ProviderClient | None,
+            model: ModelClient | None,
         ) -> ReviewResult:
             local = LocalTarget(repo.path, base, head)
-            return await run_review(local, settings, include_trace=include_trace, provider=provider)
+            return await run_review(local, settings, include_trace=include_trace, model=model)
 
         return reviewer
 
@@ -922,7 +1033,7 @@ class _UrlCheckingReviewer(FakeReviewer):
         settings: Settings,
         *,
         include_trace: bool,
-        provider: ProviderClient | None,
+        model: ModelClient | None,
     ) -> ReviewResult:
         if target.url != PR_URL:
             raise errors.InvalidPullRequestUrl()

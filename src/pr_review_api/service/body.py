@@ -1,0 +1,86 @@
+"""The review request body, read by the route itself (not by FastAPI) so that:
+
+- it is read only after the service key was checked (a router-level dependency runs first);
+- its size is capped while it streams (64 KiB), and a declared Content-Length over the cap
+  is refused before a byte is read;
+- it must be sent as `application/json`, and the answer says so when it is not;
+- it is strict JSON: duplicate keys (a proxy may have checked the other one), NaN, and any
+  nesting depth are `invalid_request`, never a 400 or a 500 (CONTRACT section 5).
+"""
+
+from __future__ import annotations
+
+import email.message
+
+from fastapi import Request
+from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
+
+from pr_review_api.errors import InvalidRequest
+from pr_review_api.jsonutil import StrictJSONError, loads_strict
+from pr_review_api.service.documents import ReviewRequest
+from pr_review_api.service.errors import BodyTooLarge, invalid_request
+
+MAX_REQUEST_BODY_BYTES = 64 * 1024
+# A refused body this much over the cap is still read and dropped, so that the client sees
+# the 413 (closing with unread data makes the kernel reset the connection); more is not.
+MAX_DRAINED_BYTES = 1024 * 1024
+
+_FIELDS = frozenset(ReviewRequest.model_fields)
+_NOT_JSON = "The request body must be sent with Content-Type: application/json."
+
+
+async def review_request(request: Request) -> ReviewRequest:
+    """The body of `POST /v1/reviews`, or an `InvalidRequest` that says what is wrong."""
+    body = await read_capped(request, MAX_REQUEST_BODY_BYTES)
+    if not is_json_content_type(request.headers.get("content-type")):
+        raise InvalidRequest(_NOT_JSON)
+    try:
+        document = loads_strict(body)
+    except StrictJSONError as exc:
+        if str(exc) == "duplicate key":
+            raise InvalidRequest("The request body must not repeat a key.") from None
+        raise InvalidRequest("The request body must be a JSON object.") from None
+    if not isinstance(document, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    try:
+        return ReviewRequest.model_validate(document)
+    except ValidationError as exc:
+        raise invalid_request(exc.errors(include_input=False), _FIELDS) from None
+
+
+def is_json_content_type(value: str | None) -> bool:
+    """`application/json` or `application/<anything>+json`, parameters allowed."""
+    if not value:
+        return False
+    message = email.message.Message()
+    message["content-type"] = value
+    if message.get_content_maintype() != "application":
+        return False
+    subtype = message.get_content_subtype()
+    return subtype == "json" or subtype.endswith("+json")
+
+
+async def read_capped(request: Request, limit: int) -> bytes:
+    """The request body, or `BodyTooLarge` when more than `limit` bytes are declared or
+    arrive. A declared length far over the cap is refused before a byte is read."""
+    too_large = BodyTooLarge(f"The request body exceeds {limit // 1024} KiB.")
+    declared = request.headers.get("content-length")
+    if declared is not None and (
+        not declared.isdigit() or int(declared) > limit + MAX_DRAINED_BYTES
+    ):
+        raise too_large
+    chunks: list[bytes] = []
+    received = 0
+    try:
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit + MAX_DRAINED_BYTES:
+                break
+            if received <= limit:
+                chunks.append(chunk)
+    except ClientDisconnect:
+        raise InvalidRequest("The request body was not received in full.") from None
+    if received > limit:
+        raise too_large
+    return b"".join(chunks)

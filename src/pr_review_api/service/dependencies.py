@@ -1,0 +1,76 @@
+"""What a route needs, as FastAPI dependencies: each one can be replaced in a test with
+`app.dependency_overrides[get_x] = ...`.
+
+The application keeps its settings, review slots and pooled model client on `app.state`
+(set by `create_app` and its lifespan); routes never read `app.state` themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
+from typing import Protocol
+
+from fastapi import Request
+
+from pr_review_api.errors import ServerBusy
+from pr_review_api.llm.client import ModelClient
+from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.model import ReviewResult
+from pr_review_api.settings import Settings
+
+
+class Reviewer(Protocol):
+    """What the service calls to review a pull request: `run_review`, or a test's stand-in."""
+
+    def __call__(
+        self,
+        target: PullRequestTarget,
+        settings: Settings,
+        *,
+        include_trace: bool,
+        model: ModelClient | None,
+    ) -> Awaitable[ReviewResult]: ...
+
+
+class ReviewSlots:
+    """At most `limit` reviews in flight; one more is refused at once, never queued."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_flight = 0
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Take a slot for the block, or raise ServerBusy."""
+        # One event loop: nothing can run between the check and the increment.
+        if self.in_flight >= self.limit:
+            raise ServerBusy()
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+
+
+def get_reviewer() -> Reviewer:
+    """The review function; tests swap it with `app.dependency_overrides[get_reviewer]`."""
+    return run_review
+
+
+def get_settings(request: Request) -> Settings:
+    """The settings the application was created with."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_model(request: Request) -> ModelClient | None:
+    """The pooled model client of the application's lifespan (None outside of one)."""
+    model: ModelClient | None = getattr(request.app.state, "model", None)
+    return model
+
+
+def get_slots(request: Request) -> ReviewSlots:
+    """The application's review slots."""
+    slots: ReviewSlots = request.app.state.slots
+    return slots

@@ -1,0 +1,92 @@
+"""The endpoints: `POST /v1/reviews`, `GET /healthz`, and the interactive docs at `/docs`.
+
+Every /v1 route sits on one router whose dependency checks the service key (when keys are
+set) before anything else runs, the body included. `/openapi.json` stays public, as the
+contract says: it is the published interface, holds no secret, and clients generate code
+from it. `/docs` (Swagger UI) sits behind the keys like /v1, since it is a console that
+sends requests.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, Response
+
+from pr_review_api.llm.client import ModelClient
+from pr_review_api.loop.run import PullRequestTarget
+from pr_review_api.model import ReviewResult
+from pr_review_api.service.auth import require_service_key
+from pr_review_api.service.body import review_request
+from pr_review_api.service.dependencies import (
+    Reviewer,
+    ReviewSlots,
+    get_model,
+    get_reviewer,
+    get_settings,
+    get_slots,
+)
+from pr_review_api.service.documents import ERROR_RESPONSES, Health, ReviewRequest
+from pr_review_api.service.errors import ContractJSONResponse
+from pr_review_api.settings import Settings
+
+_REVIEW_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": ReviewResult, "description": "A validated review."},
+    **ERROR_RESPONSES,
+}
+# The body is read by `review_request` (after the key check, capped, strict JSON), so
+# FastAPI does not see a body parameter; the document declares it here.
+_REQUEST_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": ReviewRequest.model_json_schema()}},
+    }
+}
+
+
+def v1_router(*, secured: bool) -> APIRouter:
+    """The /v1 routes; with `secured`, each one requires a service key."""
+    dependencies = [Depends(require_service_key)] if secured else []
+    router = APIRouter(prefix="/v1", dependencies=dependencies)
+
+    @router.post(
+        "/reviews",
+        response_model=None,
+        responses=_REVIEW_RESPONSES,
+        summary="Review a pull request",
+        openapi_extra=_REQUEST_BODY,
+    )
+    async def create_review(
+        body: Annotated[ReviewRequest, Depends(review_request)],
+        settings: Annotated[Settings, Depends(get_settings)],
+        model: Annotated[ModelClient | None, Depends(get_model)],
+        slots: Annotated[ReviewSlots, Depends(get_slots)],
+        reviewer: Annotated[Reviewer, Depends(get_reviewer)],
+    ) -> Response:
+        with slots.hold():
+            result = await reviewer(
+                PullRequestTarget(body.pull_request_url),
+                settings,
+                include_trace=body.include_trace,
+                model=model,
+            )
+        return ContractJSONResponse(result.model_dump(mode="json"))
+
+    return router
+
+
+def add_routes(app: FastAPI, *, secured: bool) -> None:
+    """All the service's routes on `app`."""
+    app.include_router(v1_router(secured=secured))
+
+    @app.get("/healthz", response_model=Health, summary="Liveness")
+    async def healthz() -> Health:
+        return Health(status="ok")
+
+    docs_dependencies = [Depends(require_service_key)] if secured else []
+
+    @app.get("/docs", include_in_schema=False, dependencies=docs_dependencies)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="pr-review API")
