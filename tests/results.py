@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pr_review_api.model import (
+    Coverage,
     FinalReview,
     Finding,
     PullRequestInfo,
@@ -37,6 +38,11 @@ SERVICE_REVIEW: dict[str, Any] = {
     ],
     "notes": ["Read the service."],
 }
+
+# What the model saw of a three-file change: it read the service and one test.
+SERVICE_COVERAGE = Coverage(
+    changed_files=3, inspected_files=2, not_inspected=["src/widgets/models.py"]
+)
 
 # Model text that tries to break out of every output format it can land in.
 HOSTILE = (
@@ -111,6 +117,7 @@ def review_result(
     notes: list[str] | None = None,
     pull_request: bool = True,
     trace: bool = False,
+    coverage: Coverage | None = None,
 ) -> ReviewResult:
     """A successful review of acme/widget#7 (or of a local repository)."""
     info = PullRequestInfo(url=PR_URL, owner="acme", repo="widget", number=7)
@@ -126,6 +133,7 @@ def review_result(
         usage=Usage(prompt_tokens=8400, completion_tokens=360, total_tokens=8760),
         rounds=2,
         tool_calls=1,
+        coverage=SERVICE_COVERAGE if coverage is None else coverage,
         trace=trace_turns() if trace else None,
     )
 

@@ -222,10 +222,12 @@ def test_markdown_structure_survives_hostile_model_text() -> None:
         if child.type in {"html_inline", "link_open", "image", "code_inline"}
         and child.content not in {"<sub>", "</sub>"}
     ]
-    # Code spans are ours only: the two commits and the one plain path; no links, images, HTML.
+    # Code spans are ours only: the two commits, the coverage line's not-inspected path and the
+    # one plain finding path; no links, images, HTML.
     assert [(c.type, c.content) for c in inline_html] == [
         ("code_inline", HEAD_SHA[:12]),
         ("code_inline", MERGE_BASE_SHA[:12]),
+        ("code_inline", "src/widgets/models.py"),
         ("code_inline", "src/widgets/service.py:42"),
     ]
     assert not [t for t in tokens if t.type in {"fence", "code_block", "blockquote_open", "hr"}]

@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pr_review_api.settings import (
     MAX_FINAL_TEXT_BYTES,
     MAX_FINDINGS,
+    MAX_NOT_INSPECTED,
     MAX_NOTES,
     MAX_TRACE_PREVIEW_BYTES,
 )
@@ -140,6 +141,16 @@ class Revisions(BaseModel):
     merge_base_sha: str
 
 
+class Coverage(BaseModel):
+    """Which changed files the model saw (CONTRACT 5; the rules are in loop/coverage.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    changed_files: int = 0
+    inspected_files: int = 0
+    not_inspected: Annotated[list[str], Field(max_length=MAX_NOT_INSPECTED)] = []
+
+
 class ReviewResult(BaseModel):
     """A successful review."""
 
@@ -153,4 +164,6 @@ class ReviewResult(BaseModel):
     usage: Usage
     rounds: int
     tool_calls: int
+    # A default of zeros: a review that makes no request (no_changes) inspected nothing.
+    coverage: Coverage = Field(default_factory=Coverage)
     trace: list[TraceTurn] | None

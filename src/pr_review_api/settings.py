@@ -57,6 +57,9 @@ MAX_TRACE_PREVIEW_BYTES = 4 * 1024
 MAX_PROMPT_DESCRIPTION_BYTES = 16 * 1024
 MAX_PROMPT_CHANGED_FILES = 300
 
+# --- Review coverage (CONTRACT 5): changed files listed as not inspected ---
+MAX_NOT_INSPECTED = 100
+
 
 ENV_FILE = ".env"
 # For the one look-up below: the folder may belong to another user (a CI checkout), and git

@@ -29,6 +29,7 @@ from pr_review_api.git.runner import GitError, run_git
 from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.checks import CallLimits, ToolCall, Turn, parse_turn
+from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.final_review import parse_final_review
 from pr_review_api.loop.prompts import ReviewContext, system_prompt, user_message
 from pr_review_api.model import (
@@ -215,6 +216,7 @@ class _ReviewLoop:
         self.tool_content_bytes = 0
         self.usage = Usage()
         self.trace: list[TraceTurn] = []
+        self.coverage = CoverageTracker(prepared.repository, prepared.context.changed_files)
 
     async def run(self, include_trace: bool) -> ReviewResult:
         for round_ in range(1, self.settings.review_max_rounds + 1):
@@ -257,6 +259,7 @@ class _ReviewLoop:
             self.messages.append(
                 {"role": "tool", "tool_call_id": call.id, "content": outcome.content}
             )
+            self.coverage.saw_tool_result(call.name, outcome.result)
         self.seen_ids.update(call.id for call in calls)
         self.tool_calls += len(calls)
         return outcomes
@@ -313,5 +316,6 @@ class _ReviewLoop:
             usage=self.usage,
             rounds=rounds,
             tool_calls=self.tool_calls,
+            coverage=self.coverage.coverage(),
             trace=self.trace if include_trace else None,
         )

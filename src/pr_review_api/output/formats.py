@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from pr_review_api import __version__
+from pr_review_api.loop.coverage import coverage_line
 from pr_review_api.model import SEVERITIES, Finding, ReviewResult, Severity, TraceTurn
 
 OutputFormat = Literal["text", "json", "markdown", "sarif"]
@@ -162,6 +163,7 @@ def _text_report(result: ReviewResult) -> Text:
         f"merge base {revisions.merge_base_sha[:12]}\n",
         style="dim",
     )
+    report.append(coverage_line(result.coverage, clean) + "\n")
     report.append("\nSummary\n", style="bold underline")
     report.append(_indented(result.review.summary, 2) + "\n")
     report.append(f"\nFindings: {_counts_line(result)}\n", style="bold")
@@ -251,6 +253,7 @@ def md_code(text: str) -> str:
 def render_markdown(result: ReviewResult) -> str:
     """A review ready to paste into a pull-request comment."""
     parts = [f"## pr-review: {md_inline(_subject(result))}", _md_overview(result)]
+    parts.append(coverage_line(result.coverage, md_code))
     parts += ["### Summary", md_escape(result.review.summary)]
     for severity, findings in _by_severity(result):
         parts.append(f"### {_ICONS[severity]} {severity.capitalize()} ({len(findings)})")
@@ -335,6 +338,7 @@ def sarif_document(result: ReviewResult) -> dict[str, Any]:
             "notes": list(result.review.notes),
             "model": result.model,
             "revisions": result.revisions.model_dump(mode="json"),
+            "coverage": result.coverage.model_dump(mode="json"),
         },
     }
     if result.pull_request is not None:
