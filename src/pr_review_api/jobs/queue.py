@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import procrastinate
+import psycopg
 from procrastinate import exceptions as queue_errors
 from procrastinate import sql as queue_sql
 from psycopg import AsyncConnection
@@ -61,6 +62,7 @@ RETRYABLE_ERRORS = (OpenCodeRateLimited, OpenCodeUnavailable, GitHubUnavailable,
 DEFAULT_RATE_LIMIT_DELAY_SECONDS = 30
 MAX_RETRY_DELAY_SECONDS = 15 * 60
 INSTALLATION_BUSY_DELAY_SECONDS = 5.0
+_DATABASE_DOWN = "The job database is not available; try again shortly."
 
 ReviewRunner = Callable[[str, Settings, bool], Awaitable[dict[str, Any]]]
 """Runs one review: (pull request URL, settings, post) -> the review document (CONTRACT 5).
@@ -175,6 +177,8 @@ class JobQueue:
             # pull request's lock). The client may try again.
             logger.error("a job of a pull request was already waiting outside the records")
             raise ServerBusy() from None
+        except (psycopg.Error, queue_errors.ConnectorException):
+            raise ServerBusy(_DATABASE_DOWN) from None
 
     async def _enqueue(
         self,
@@ -245,8 +249,11 @@ class JobQueue:
 
     async def get(self, job_id: uuid.UUID) -> JobRecord | None:
         """The record of `job_id`, or None."""
-        async with self.connector.pool.connection() as connection:
-            return await records.fetch(connection, job_id)
+        try:
+            async with self.connector.pool.connection() as connection:
+                return await records.fetch(connection, job_id)
+        except (psycopg.Error, queue_errors.ConnectorException):
+            raise ServerBusy(_DATABASE_DOWN) from None
 
     # --- the worker side ------------------------------------------------------------------
 

@@ -1,0 +1,129 @@
+"""`POST /v1/review-jobs` and `GET /v1/review-jobs/{id}` (CONTRACT section 11), and the job
+queue's place in the application.
+
+`install_job_routes(app, settings)` adds these routes and the webhook receiver when the
+settings name a database (`pr-review serve` always does: an embedded one without
+`PR_REVIEW_DATABASE_URL`). The queue's connection pool opens in the application's lifespan
+and migrations are applied then. Both job routes need a service key when keys are set.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pr_review_api.errors import InvalidRequest, JobNotFound, ReviewError, ServerBusy
+from pr_review_api.github.urls import parse_pull_request_url
+from pr_review_api.jobs.queue import JobQueue, PullRequestJob
+from pr_review_api.jsonutil import StrictJSONError, loads_strict
+from pr_review_api.service.auth import require_service_key
+from pr_review_api.service.body import is_json_content_type, read_capped
+from pr_review_api.service.dependencies import get_settings
+from pr_review_api.service.errors import ContractJSONResponse, invalid_request
+from pr_review_api.settings import Settings
+
+MAX_JOB_REQUEST_BYTES = 64 * 1024
+QUEUE_STATE_KEY = "review_jobs"
+
+
+class ReviewJobRequest(BaseModel):
+    """The body of `POST /v1/review-jobs`: no other fields, no type coercion."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    pull_request_url: str = Field(description="A pull request on the configured GitHub host.")
+    post: bool = Field(default=False, description="Publish the review on the pull request.")
+
+
+_FIELDS = frozenset(ReviewJobRequest.model_fields)
+
+
+def get_jobs(request: Request) -> JobQueue:
+    """The application's job queue (opened by the lifespan)."""
+    queue: JobQueue | None = getattr(request.app.state, QUEUE_STATE_KEY, None)
+    if queue is None:
+        raise ServerBusy("The job queue is not ready yet; try again shortly.")
+    return queue
+
+
+async def _job_request(request: Request) -> ReviewJobRequest:
+    body = await read_capped(request, MAX_JOB_REQUEST_BYTES)
+    if not is_json_content_type(request.headers.get("content-type")):
+        raise InvalidRequest("The request body must be sent with Content-Type: application/json.")
+    try:
+        document = loads_strict(body)
+    except StrictJSONError:
+        raise InvalidRequest("The request body must be a JSON object.") from None
+    if not isinstance(document, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    try:
+        return ReviewJobRequest.model_validate(document)
+    except ValidationError as exc:
+        raise invalid_request(exc.errors(include_input=False), _FIELDS) from None
+
+
+def jobs_router(*, secured: bool) -> APIRouter:
+    """The two job routes; with `secured`, each requires a service key."""
+    dependencies = [Depends(require_service_key)] if secured else []
+    router = APIRouter(prefix="/v1", dependencies=dependencies)
+
+    @router.post("/review-jobs", status_code=202, response_model=None, summary="Queue a review")
+    async def create_job(
+        request: Request,
+        settings: Annotated[Settings, Depends(get_settings)],
+        queue: Annotated[JobQueue, Depends(get_jobs)],
+    ) -> Response:
+        body = await _job_request(request)
+        ref = parse_pull_request_url(body.pull_request_url, settings)
+        job = PullRequestJob(
+            url=ref.url, owner=ref.owner, repo=ref.repo, number=ref.number, post=body.post
+        )
+        enqueued = await queue.enqueue(job, source="api")
+        return ContractJSONResponse(
+            {"job_id": str(enqueued.job_id), "status": enqueued.status}, status_code=202
+        )
+
+    @router.get("/review-jobs/{job_id}", response_model=None, summary="A review job")
+    async def get_job(job_id: str, queue: Annotated[JobQueue, Depends(get_jobs)]) -> Response:
+        try:
+            parsed = uuid.UUID(job_id)
+        except ValueError:
+            raise JobNotFound() from None
+        record = await queue.get(parsed)
+        if record is None:
+            raise JobNotFound()
+        return ContractJSONResponse(record.document())
+
+    return router
+
+
+def install_job_routes(app: FastAPI, settings: Settings) -> None:
+    """The job routes, the webhook receiver and the queue's lifespan, when a database is set."""
+    if settings.pr_review_database_url is None:
+        return
+    from pr_review_api.service.webhooks import webhook_router  # noqa: PLC0415
+
+    @asynccontextmanager
+    async def lifespan(application: Any) -> AsyncIterator[None]:
+        queue = JobQueue(settings)
+        try:
+            async with queue.opened():
+                setattr(application.state, QUEUE_STATE_KEY, queue)
+                yield
+        finally:
+            setattr(application.state, QUEUE_STATE_KEY, None)
+
+    router = jobs_router(secured=bool(settings.pr_review_api_keys))
+    router.lifespan_context = lifespan
+    app.include_router(router)
+    if settings.pr_review_webhook_secret is not None:
+        app.include_router(webhook_router())
+
+
+__all__ = ["ReviewError", "get_jobs", "install_job_routes", "jobs_router"]

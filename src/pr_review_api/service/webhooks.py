@@ -1,0 +1,159 @@
+"""`POST /v1/webhooks/github`: GitHub deliveries become review jobs (CONTRACT section 11).
+
+Present only when `PR_REVIEW_WEBHOOK_SECRET` is set. The signature, not a service key, guards
+it: `X-Hub-Signature-256` must be `sha256=` and the HMAC-SHA256 of the raw body under the
+secret, compared in constant time; anything else is 401 `invalid_signature`, before the body
+is parsed. Then:
+
+    ping                                                   200 {"status": "ok"}
+    pull_request opened/synchronize/reopened/ready_for_review, not a draft, still open
+                                                           202 {"job_id": ..., "status": ...}
+    anything else                                          202 {"status": "ignored"}
+
+A repeated `X-GitHub-Delivery` answers the job the first one queued. Queueing is one short
+transaction; it is given under a second, and a database that does not answer in that time
+makes the answer `server_busy` (GitHub shows it, and the delivery can be redelivered).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from pr_review_api.errors import (
+    InvalidPullRequestUrl,
+    InvalidRequest,
+    InvalidSignature,
+    ServerBusy,
+)
+from pr_review_api.github.urls import parse_pull_request_url
+from pr_review_api.jobs.queue import JobQueue, PullRequestJob
+from pr_review_api.jsonutil import StrictJSONError, loads_strict
+from pr_review_api.service.body import read_capped
+from pr_review_api.service.dependencies import get_settings
+from pr_review_api.service.errors import ContractJSONResponse
+from pr_review_api.service.jobs_routes import get_jobs
+from pr_review_api.settings import Settings
+
+WEBHOOK_PATH = "/v1/webhooks/github"
+# GitHub caps payloads at 25 MB; a pull_request event is a few tens of KiB, its body at most
+# 65,536 characters. 1 MiB leaves room without letting anyone make us buffer much.
+MAX_WEBHOOK_BODY_BYTES = 1024 * 1024
+ENQUEUE_TIMEOUT_SECONDS = 0.9
+REVIEWED_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+_DELIVERY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
+    """Whether `header` is `sha256=<hex HMAC-SHA256 of body>`; constant time."""
+    expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    if header is None:
+        return False
+    return hmac.compare_digest(expected.encode("ascii"), header.strip().encode("utf-8"))
+
+
+def _one_header(request: Request, name: str) -> str | None:
+    values = request.headers.getlist(name)
+    return values[0] if len(values) == 1 else None
+
+
+def _ignored() -> Response:
+    return ContractJSONResponse({"status": "ignored"}, status_code=202)
+
+
+def _job_of(event: dict[str, Any], settings: Settings) -> PullRequestJob | None:
+    """The job a pull_request delivery asks for, or None when it asks for none."""
+    pull = event.get("pull_request")
+    repository = event.get("repository")
+    if event.get("action") not in REVIEWED_ACTIONS:
+        return None
+    if not isinstance(pull, dict) or not isinstance(repository, dict):
+        return None
+    if pull.get("draft") is not False or pull.get("state", "open") != "open":
+        return None  # drafts are reviewed once they are ready_for_review
+    owner = repository.get("owner")
+    login = owner.get("login") if isinstance(owner, dict) else None
+    name, number = repository.get("name"), pull.get("number")
+    head = pull.get("head")
+    sha = head.get("sha") if isinstance(head, dict) else None
+    if not isinstance(login, str) or not isinstance(name, str):
+        return None
+    if not isinstance(number, int) or isinstance(number, bool) or not isinstance(sha, str):
+        return None
+    if not _SHA.match(sha):
+        return None
+    try:
+        ref = parse_pull_request_url(
+            f"{settings.github_server_url}/{login}/{name}/pull/{number}", settings
+        )
+    except InvalidPullRequestUrl:
+        return None
+    installation = event.get("installation")
+    installation_id = installation.get("id") if isinstance(installation, dict) else None
+    if (
+        not isinstance(installation_id, int)
+        or isinstance(installation_id, bool)
+        or installation_id <= 0
+    ):
+        installation_id = None
+    return PullRequestJob(
+        url=ref.url,
+        owner=ref.owner,
+        repo=ref.repo,
+        number=ref.number,
+        head_sha=sha,
+        installation_id=installation_id,
+        post=True,
+    )
+
+
+def webhook_router() -> APIRouter:
+    """The webhook route: no service-key dependency, the signature guards it."""
+    router = APIRouter()
+
+    @router.post(WEBHOOK_PATH, response_model=None, summary="Receive a GitHub webhook delivery")
+    async def receive(
+        request: Request,
+        settings: Annotated[Settings, Depends(get_settings)],
+        queue: Annotated[JobQueue, Depends(get_jobs)],
+    ) -> Response:
+        secret = settings.pr_review_webhook_secret
+        assert secret is not None
+        body = await read_capped(request, MAX_WEBHOOK_BODY_BYTES)
+        header = _one_header(request, "x-hub-signature-256")
+        if not signature_valid(secret.get_secret_value().encode("utf-8"), body, header):
+            raise InvalidSignature()
+        event_name = _one_header(request, "x-github-event")
+        if event_name == "ping":
+            return ContractJSONResponse({"status": "ok"}, status_code=200)
+        if event_name != "pull_request":
+            return _ignored()
+        try:
+            event = loads_strict(body)
+        except StrictJSONError:
+            raise InvalidRequest("The delivery's body is not a JSON object.") from None
+        if not isinstance(event, dict):
+            raise InvalidRequest("The delivery's body is not a JSON object.")
+        job = _job_of(event, settings)
+        if job is None:
+            return _ignored()
+        delivery = _one_header(request, "x-github-delivery")
+        if delivery is not None and not _DELIVERY.match(delivery):
+            delivery = None
+        try:
+            async with asyncio.timeout(ENQUEUE_TIMEOUT_SECONDS):
+                enqueued = await queue.enqueue(job, source="webhook", delivery_id=delivery)
+        except TimeoutError:
+            raise ServerBusy("The job queue did not answer in time; redeliver shortly.") from None
+        return ContractJSONResponse(
+            {"job_id": str(enqueued.job_id), "status": enqueued.status}, status_code=202
+        )
+
+    return router
