@@ -1,0 +1,377 @@
+"""Evaluation corpora: the source format, the builder, the built format, and their checks.
+
+A corpus *source* is a folder with one TOML file per case under `cases/` (see docs/eval.md):
+where the code comes from (project, licence, file), the base files, the edits that make the
+head, and the golden issues (path, line range, one sentence) planted by those edits. A clean
+case (a refactor, a rename, documentation) has no golden issues and measures false positives.
+
+`build_corpus()` writes a *built* corpus: one git repository per case under `repos/`, with a
+base and a head commit, and `corpus.json`, which names each case's repository, commits and
+golden issues. `pr-review eval` reads a built corpus, or builds a source into a temporary
+folder first. `check_case()` proves a built case sound: every golden line exists at the head
+and lies in the diff from base to head.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pr_review_api.errors import InvalidRequest
+
+CORPUS_MANIFEST = "corpus.json"
+CASES_FOLDER = "cases"
+REPOS_FOLDER = "repos"
+CORPUS_FORMAT: Literal[1] = 1
+MAX_CORPUS_MANIFEST_BYTES = 16 * 1024 * 1024
+MAX_CASE_FILE_BYTES = 1024 * 1024
+DEFECT_KINDS = (
+    "off-by-one",
+    "inverted-condition",
+    "missing-validation",
+    "resource-leak",
+    "unawaited-coroutine",
+    "swallowed-exception",
+    "injection",
+    "race",
+    "wrong-argument-order",
+    "api-misuse",
+)
+CLEAN_KINDS = ("refactor", "rename", "docs")
+CaseKind = Literal[
+    "off-by-one",
+    "inverted-condition",
+    "missing-validation",
+    "resource-leak",
+    "unawaited-coroutine",
+    "swallowed-exception",
+    "injection",
+    "race",
+    "wrong-argument-order",
+    "api-misuse",
+    "refactor",
+    "rename",
+    "docs",
+]
+CASE_ID = r"^[a-z0-9][a-z0-9-]{0,63}$"
+_PLAIN_PATH = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
+# Fixed identity and dates: the same source always builds the same commit SHAs.
+_BUILD_ENV = {
+    "PATH": os.environ.get("PATH", os.defpath),
+    "HOME": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "pr-review corpus",
+    "GIT_AUTHOR_EMAIL": "corpus@example.invalid",
+    "GIT_COMMITTER_NAME": "pr-review corpus",
+    "GIT_COMMITTER_EMAIL": "corpus@example.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    "LC_ALL": "C",
+}
+
+
+def _plain_path(value: str) -> str:
+    if not _PLAIN_PATH.fullmatch(value) or any(p in (".", "..", ".git") for p in value.split("/")):
+        raise ValueError("a path must be a plain relative path")
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CaseSource(_Strict):
+    """Where a case's code comes from."""
+
+    project: str
+    licence: str
+    file: str
+    note: str = ""
+
+
+class GoldenIssue(_Strict):
+    """A planted defect: a file at the head, a line range (inclusive), one sentence."""
+
+    path: Annotated[str, Field(min_length=1)]
+    lines: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]]
+    issue: Annotated[str, Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> GoldenIssue:
+        _plain_path(self.path)
+        if self.lines[0] > self.lines[1]:
+            raise ValueError("a line range must not end before it starts")
+        return self
+
+    @property
+    def start(self) -> int:
+        return self.lines[0]
+
+    @property
+    def end(self) -> int:
+        return self.lines[1]
+
+
+class BaseFile(_Strict):
+    """A file of the base commit."""
+
+    path: str
+    text: str
+
+    @model_validator(mode="after")
+    def _path(self) -> BaseFile:
+        _plain_path(self.path)
+        return self
+
+
+class Edit(_Strict):
+    """One replacement that makes the head: `old` occurs exactly once in the base file.
+
+    An empty `old` on a path the base lacks creates the file with `new` as its text.
+    """
+
+    path: str
+    old: str
+    new: str
+
+    @model_validator(mode="after")
+    def _path(self) -> Edit:
+        _plain_path(self.path)
+        return self
+
+
+class CaseFile(_Strict):
+    """One case of a corpus source (`cases/<id>.toml`)."""
+
+    id: Annotated[str, Field(pattern=CASE_ID)]
+    kind: CaseKind
+    language: str
+    title: str
+    source: CaseSource
+    base: Annotated[list[BaseFile], Field(min_length=1)]
+    edit: Annotated[list[Edit], Field(min_length=1)]
+    golden: list[GoldenIssue] = []
+
+    @model_validator(mode="after")
+    def _golden_matches_kind(self) -> CaseFile:
+        if self.kind in CLEAN_KINDS and self.golden:
+            raise ValueError("a clean case has no golden issues")
+        if self.kind not in CLEAN_KINDS and not self.golden:
+            raise ValueError("a defect case needs at least one golden issue")
+        return self
+
+
+class BuiltCase(_Strict):
+    """One case of a built corpus: a repository, two commits and the golden issues."""
+
+    id: Annotated[str, Field(pattern=CASE_ID)]
+    kind: str
+    language: str
+    title: str
+    source: CaseSource
+    repository: str  # relative to the corpus folder
+    base: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+    head: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+    golden: list[GoldenIssue]
+
+
+class BuiltCorpus(_Strict):
+    """`corpus.json`."""
+
+    format: Literal[1]
+    cases: list[BuiltCase]
+
+
+# --- Reading a source ---------------------------------------------------------------------
+
+
+def load_source(source: Path) -> list[CaseFile]:
+    """Every case of a corpus source, sorted by id; InvalidRequest names the bad file."""
+    folder = source / CASES_FOLDER
+    if not folder.is_dir():
+        raise InvalidRequest("The corpus has neither corpus.json nor a cases folder.")
+    cases = [_load_case(path) for path in sorted(folder.glob("*.toml"))]
+    ids = [case.id for case in cases]
+    if len(set(ids)) != len(ids):
+        raise InvalidRequest("Two cases of the corpus share an id.")
+    if not cases:
+        raise InvalidRequest("The corpus has no cases.")
+    return sorted(cases, key=lambda case: case.id)
+
+
+def _load_case(path: Path) -> CaseFile:
+    name = path.name
+    try:
+        data = path.read_bytes()
+        if len(data) > MAX_CASE_FILE_BYTES:
+            raise InvalidRequest(f"The case file {name} is larger than 1 MiB.")
+        return CaseFile.model_validate(tomllib.loads(data.decode("utf-8")))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        raise InvalidRequest(f"The case file {name} is not readable UTF-8 TOML.") from None
+    except ValidationError as exc:
+        where = ".".join(str(part) for part in exc.errors()[0]["loc"]) or "the file"
+        raise InvalidRequest(f"The case file {name} is invalid at {where}.") from None
+
+
+def head_files(case: CaseFile) -> dict[str, str]:
+    """The head's files: the base with every edit applied, in order."""
+    files = {item.path: item.text for item in case.base}
+    for edit in case.edit:
+        current = files.get(edit.path)
+        if current is None:
+            if edit.old:
+                raise InvalidRequest(f"Case {case.id}: an edit names a file the base lacks.")
+            files[edit.path] = edit.new
+            continue
+        if not edit.old or current.count(edit.old) != 1:
+            raise InvalidRequest(f"Case {case.id}: an edit's old text must occur exactly once.")
+        files[edit.path] = current.replace(edit.old, edit.new, 1)
+    return files
+
+
+# --- Building -----------------------------------------------------------------------------
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=_BUILD_ENV, capture_output=True, check=False, timeout=120
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"git {args[0]} failed while building the corpus")
+    return done.stdout.decode(errors="replace").strip()
+
+
+def _write_tree(worktree: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        target = worktree / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8", newline="")
+
+
+def build_case(case: CaseFile, repos: Path) -> BuiltCase:
+    """A git repository for one case: a base commit, then a head commit with the edits."""
+    worktree = repos / case.id
+    worktree.mkdir(parents=True)
+    _git(worktree, "init", "-q", "-b", "main")
+    _write_tree(worktree, {item.path: item.text for item in case.base})
+    _git(worktree, "add", "-A")
+    _git(worktree, "commit", "-q", "-m", f"{case.source.project}: {case.source.file}")
+    base = _git(worktree, "rev-parse", "HEAD")
+    _write_tree(worktree, head_files(case))
+    _git(worktree, "add", "-A")
+    _git(worktree, "commit", "-q", "-m", case.title)
+    head = _git(worktree, "rev-parse", "HEAD")
+    return BuiltCase(
+        id=case.id,
+        kind=case.kind,
+        language=case.language,
+        title=case.title,
+        source=case.source,
+        repository=f"{REPOS_FOLDER}/{case.id}",
+        base=base,
+        head=head,
+        golden=case.golden,
+    )
+
+
+def build_corpus(source: Path, target: Path) -> BuiltCorpus:
+    """Build every case of `source` into the empty (or new) folder `target`."""
+    cases = load_source(source)
+    if target.exists() and any(target.iterdir()):
+        raise InvalidRequest("The target folder for the built corpus is not empty.")
+    (target / REPOS_FOLDER).mkdir(parents=True, exist_ok=True)
+    built = BuiltCorpus(
+        format=CORPUS_FORMAT, cases=[build_case(c, target / REPOS_FOLDER) for c in cases]
+    )
+    (target / CORPUS_MANIFEST).write_text(built.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    return built
+
+
+# --- Reading a built corpus -----------------------------------------------------------------
+
+
+def is_built(folder: Path) -> bool:
+    """Whether `folder` holds a built corpus (a corpus.json)."""
+    return (folder / CORPUS_MANIFEST).is_file()
+
+
+def load_built(folder: Path) -> BuiltCorpus:
+    """A built corpus's manifest; each case's repository must lie inside the folder."""
+    manifest = folder / CORPUS_MANIFEST
+    try:
+        data = manifest.read_bytes()
+        if len(data) > MAX_CORPUS_MANIFEST_BYTES:
+            raise InvalidRequest("The corpus manifest is larger than 16 MiB.")
+        corpus = BuiltCorpus.model_validate(json.loads(data))
+    except (OSError, ValueError):
+        # ValidationError is a ValueError; neither the path nor the content is echoed.
+        raise InvalidRequest("The corpus manifest corpus.json is invalid.") from None
+    root = folder.resolve()
+    for case in corpus.cases:
+        where = (folder / case.repository).resolve()
+        if not where.is_relative_to(root) or not where.is_dir():
+            raise InvalidRequest(f"Case {case.id}: its repository is missing from the corpus.")
+    if len({case.id for case in corpus.cases}) != len(corpus.cases):
+        raise InvalidRequest("Two cases of the corpus share an id.")
+    return corpus
+
+
+# --- Checking a built case ------------------------------------------------------------------
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+
+
+def _hunks(worktree: Path, base: str, head: str, path: str, context: int) -> list[tuple[int, int]]:
+    """(first head line, line count) of each hunk of `path`'s diff with `context` lines."""
+    diff = _git(
+        worktree, "diff", "--no-color", "--no-ext-diff", f"-U{context}", base, head, "--", path
+    )
+    found = []
+    for line in diff.splitlines():
+        match = _HUNK.match(line)
+        if match:
+            found.append((int(match.group(1)), int(match.group(2) or "1")))
+    return found
+
+
+def check_case(folder: Path, case: BuiltCase) -> list[str]:
+    """What is wrong with a built case (empty when sound).
+
+    Each golden range must lie within the head file and within the diff the model sees
+    (three lines of context), and touch a changed line: an added line, or the place where
+    lines were removed.
+    """
+    worktree = folder / case.repository
+    problems = []
+    for issue in case.golden:
+        shown = f"{issue.path}:{issue.start}-{issue.end}"
+        try:
+            text = _git(worktree, "show", f"{case.head}:{issue.path}")
+        except RuntimeError:
+            problems.append(f"{case.id}: {shown} names no file at the head")
+            continue
+        if issue.end > len(text.splitlines()):
+            problems.append(f"{case.id}: {shown} runs past the end of the file")
+            continue
+        wanted = set(range(issue.start, issue.end + 1))
+        shown_lines = {
+            n
+            for start, count in _hunks(worktree, case.base, case.head, issue.path, 3)
+            for n in range(start, start + count)
+        }
+        changed: set[int] = set()
+        for start, count in _hunks(worktree, case.base, case.head, issue.path, 0):
+            changed.update(range(start, start + count) if count else (start, start + 1))
+        if not wanted <= shown_lines:
+            problems.append(f"{case.id}: {shown} is not inside the diff")
+        elif not wanted & changed:
+            problems.append(f"{case.id}: {shown} touches no changed line")
+    return problems

@@ -1,0 +1,170 @@
+"""The evaluation report: one JSON document, or a text table for people.
+
+Per case and in total: reviews run, the share that ended `final_review`, findings, precision,
+recall, F1, tokens, rounds and wall time (CONTRACT section 13), plus the termination reasons
+seen and, when reviews report it, the inspected share of changed files (`coverage`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from pr_review_api.evaluation.runner import FINAL_REVIEW, CaseReport, ReviewOutcome
+from pr_review_api.evaluation.scoring import Counts
+from pr_review_api.settings import Settings
+
+# Settings that change what a review does; recorded so that two reports can be compared.
+REPORTED_SETTINGS = (
+    "opencode_model",
+    "opencode_max_retries",
+    "review_max_rounds",
+    "review_max_tool_calls",
+    "review_max_tool_calls_per_round",
+    "review_timeout_seconds",
+    "review_repair_attempts",
+    "review_tolerant_final_json",
+    "review_inline_diff_bytes",
+)
+
+
+def _ratio(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _figures(outcomes: Sequence[ReviewOutcome]) -> dict[str, Any]:
+    reviews = len(outcomes)
+    counts = sum((o.counts for o in outcomes), Counts())
+    finals = sum(1 for o in outcomes if o.termination_reason == FINAL_REVIEW)
+    tokens = sum(o.tokens for o in outcomes)
+    rounds = sum(o.rounds for o in outcomes)
+    wall = sum(o.wall_seconds for o in outcomes)
+    known = [o.coverage for o in outcomes if o.coverage is not None]
+    per = max(reviews, 1)
+    return {
+        "reviews": reviews,
+        "final_review": finals,
+        "final_review_share": _ratio(finals / reviews) if reviews else None,
+        "termination_reasons": dict(
+            sorted(Counter(o.termination_reason for o in outcomes).items())
+        ),
+        "findings": counts.findings,
+        "matched_findings": counts.matched_findings,
+        "golden": counts.golden,
+        "matched_golden": counts.matched_golden,
+        "precision": _ratio(counts.precision),
+        "recall": _ratio(counts.recall),
+        "f1": _ratio(counts.f1),
+        "tokens": tokens,
+        "tokens_per_review": round(tokens / per, 1),
+        "rounds": rounds,
+        "rounds_per_review": round(rounds / per, 2),
+        "wall_seconds": round(wall, 3),
+        "wall_seconds_per_review": round(wall / per, 3),
+        "coverage": _ratio(sum(known) / len(known)) if known else None,
+    }
+
+
+def report_document(reports: Sequence[CaseReport], settings: Settings, runs: int) -> dict[str, Any]:
+    """The `--format json` document."""
+    cases = []
+    for report in reports:
+        case = report.case
+        cases.append(
+            {
+                "id": case.id,
+                "kind": case.kind,
+                "language": case.language,
+                "golden_issues": len(case.golden),
+                **_figures(report.outcomes),
+                "runs": [
+                    {
+                        "run": o.run,
+                        "termination_reason": o.termination_reason,
+                        "findings": o.counts.findings,
+                        "matched_findings": o.counts.matched_findings,
+                        "matched_golden": o.counts.matched_golden,
+                        "tokens": o.tokens,
+                        "rounds": o.rounds,
+                        "wall_seconds": round(o.wall_seconds, 3),
+                        "coverage": _ratio(o.coverage),
+                    }
+                    for o in report.outcomes
+                ],
+            }
+        )
+    every = [o for report in reports for o in report.outcomes]
+    return {
+        "runs": runs,
+        "settings": {name: getattr(settings, name, None) for name in REPORTED_SETTINGS},
+        "cases": cases,
+        "total": {"cases": len(reports), **_figures(every)},
+    }
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+_COLUMNS = (
+    ("case", "<"),
+    ("reviews", ">"),
+    ("final", ">"),
+    ("findings", ">"),
+    ("precision", ">"),
+    ("recall", ">"),
+    ("F1", ">"),
+    ("tokens/review", ">"),
+    ("rounds/review", ">"),
+    ("wall s/review", ">"),
+    ("coverage", ">"),
+)
+
+
+def _row(name: str, figures: dict[str, Any]) -> list[str]:
+    return [
+        name,
+        str(figures["reviews"]),
+        _cell(figures["final_review_share"]),
+        str(figures["findings"]),
+        _cell(figures["precision"]),
+        _cell(figures["recall"]),
+        _cell(figures["f1"]),
+        f"{figures['tokens_per_review']:.0f}",
+        f"{figures['rounds_per_review']:.1f}",
+        f"{figures['wall_seconds_per_review']:.1f}",
+        _cell(figures["coverage"]),
+    ]
+
+
+def render_text(document: dict[str, Any]) -> str:
+    """A plain table: one row per case, then the total, then the termination reasons."""
+    rows = [_row(case["id"], case) for case in document["cases"]]
+    rows.append(_row("TOTAL", document["total"]))
+    header = [name for name, _ in _COLUMNS]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            cell.ljust(width) if align == "<" else cell.rjust(width)
+            for cell, width, (_, align) in zip(cells, widths, _COLUMNS, strict=True)
+        ).rstrip()
+
+    out = [line(header), *(line(r) for r in rows[:-1]), "-" * len(line(header)), line(rows[-1])]
+    reasons = ", ".join(f"{k} {v}" for k, v in document["total"]["termination_reasons"].items())
+    settings = document["settings"]
+    out.append("")
+    out.append(f"Ended: {reasons or 'no reviews'}.")
+    out.append(
+        f"Model {settings['opencode_model']}; {document['runs']} run(s) per case; "
+        "final is the share that ended final_review; precision and recall match by path "
+        "and line within the golden lines widened by 3."
+    )
+    return "\n".join(out)
+
+
+def render_json(document: dict[str, Any]) -> str:
+    """The document as indented JSON."""
+    return json.dumps(document, indent=2)

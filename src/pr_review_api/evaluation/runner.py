@@ -1,0 +1,149 @@
+"""Reviewing every case of a built corpus through `run_review()`, one review at a time.
+
+Reviews run one after another, so wall times are comparable and a shared machine is not
+flooded. A review that ends without a final review is an outcome, not a failure of the
+evaluation: its termination reason (or the error code) is counted, it has no findings, and its
+case's golden issues count as missed. Tokens and rounds of such a review are what the progress
+reports had seen when it ended (the failing turn's own usage may be missing).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pr_review_api.errors import ReviewError
+from pr_review_api.evaluation.corpus import BuiltCase, BuiltCorpus
+from pr_review_api.evaluation.scoring import Counts, Located, score_review
+from pr_review_api.llm.openai_chat import ProviderClient
+from pr_review_api.loop.run import LocalTarget, Progress, run_review
+from pr_review_api.model import ReviewResult
+from pr_review_api.settings import Settings
+
+FINAL_REVIEW = "final_review"
+
+
+@dataclass(frozen=True)
+class ReviewOutcome:
+    """One review of one case."""
+
+    case_id: str
+    run: int
+    termination_reason: str  # "final_review", a termination reason or another error code
+    findings: list[Located]
+    counts: Counts
+    tokens: int
+    rounds: int
+    wall_seconds: float
+    coverage: float | None  # inspected share of changed files, when the review reports it
+
+
+@dataclass(frozen=True)
+class CaseReport:
+    """A case and its reviews, in the order they ran."""
+
+    case: BuiltCase
+    outcomes: list[ReviewOutcome] = field(default_factory=list)
+
+
+OutcomeCallback = Callable[[int, int, ReviewOutcome], None]
+
+
+def coverage_share(result: ReviewResult) -> float | None:
+    """Inspected files over changed files from the review document's `coverage`, if any.
+
+    Another part of the program may add `coverage` (`changed_files`, `inspected_files`,
+    `not_inspected`); a document without it, or with a shape this does not know, gives None.
+    """
+    coverage: Any = getattr(result, "coverage", None)
+    if coverage is None:
+        return None
+    if hasattr(coverage, "model_dump"):
+        coverage = coverage.model_dump()
+    if not isinstance(coverage, dict):
+        return None
+    changed, inspected = (_count(coverage.get(key)) for key in ("changed_files", "inspected_files"))
+    if changed is None or inspected is None:
+        return None
+    return min(1.0, inspected / changed) if changed else 1.0
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, list | tuple):
+        return len(value)
+    return None
+
+
+async def review_case(
+    folder: Path, case: BuiltCase, run: int, settings: Settings, provider: ProviderClient
+) -> ReviewOutcome:
+    """Review one case once and score it."""
+    seen = {"round": 0, "tokens": 0}
+
+    def progress(update: Progress) -> None:
+        seen["round"] = max(seen["round"], update.round)
+        seen["tokens"] = max(seen["tokens"], update.usage.total_tokens)
+
+    target = LocalTarget(repo=folder / case.repository, base=case.base, head=case.head)
+    started = time.perf_counter()
+    try:
+        result = await run_review(target, settings, progress=progress, model=provider)
+    except ReviewError as exc:
+        reason = exc.termination_reason or exc.code
+    except Exception:  # a bug ends this review, never the whole evaluation
+        reason = "internal_error"
+    else:
+        return _scored(case, run, result, time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    counts = score_review([], case.golden)
+    return ReviewOutcome(
+        case.id, run, reason, [], counts, seen["tokens"], seen["round"], wall, None
+    )
+
+
+def _scored(case: BuiltCase, run: int, result: ReviewResult, wall: float) -> ReviewOutcome:
+    findings = [Located(f.path, f.line) for f in result.review.findings]
+    return ReviewOutcome(
+        case_id=case.id,
+        run=run,
+        termination_reason=str(result.termination_reason),
+        findings=findings,
+        counts=score_review(findings, case.golden),
+        tokens=result.usage.total_tokens,
+        rounds=result.rounds,
+        wall_seconds=wall,
+        coverage=coverage_share(result),
+    )
+
+
+async def run_corpus(
+    folder: Path,
+    corpus: BuiltCorpus,
+    settings: Settings,
+    *,
+    runs: int = 1,
+    cases: Sequence[str] | None = None,
+    on_outcome: OutcomeCallback | None = None,
+) -> list[CaseReport]:
+    """Review every case (or the named ones) `runs` times; one provider client for all."""
+    settings.require_provider_key()
+    chosen = [c for c in corpus.cases if cases is None or c.id in cases]
+    reports = [CaseReport(case) for case in chosen]
+    total = len(chosen) * runs
+    done = 0
+    async with ProviderClient(settings) as provider:
+        for run in range(1, runs + 1):
+            for report in reports:
+                outcome = await review_case(folder, report.case, run, settings, provider)
+                report.outcomes.append(outcome)
+                done += 1
+                if on_outcome is not None:
+                    on_outcome(done, total, outcome)
+    return reports
