@@ -418,3 +418,123 @@ def test_load_240_reviews_20_at_a_time(world: tuple[FakeGitHub, list[str]], tmp_
     server, urls = world
     run = run_load(server, urls, tmp_path / "cache", reviews=240, concurrency=20, trace_memory=True)
     check_and_report("full", run)
+
+
+# --- slow headers: connections that never finish their request (issue 9 item 3) -------------
+
+SLOW_CLIENT_SERVER = """
+import resource, sys
+import uvicorn
+from pr_review_api.service.app import create_app
+from pr_review_api.service.server import server_config
+from pr_review_api.settings import load_settings
+
+resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[2]), int(sys.argv[2])))
+settings = load_settings(opencode_api_key="k")
+config = server_config(
+    create_app(settings), settings, host="127.0.0.1", port=int(sys.argv[1]),
+    max_connections=int(sys.argv[3]), read_timeout=float(sys.argv[4]),
+)
+uvicorn.Server(config).run()
+"""
+SLOW_CONNECTIONS = 400
+SLOW_FD_LIMIT = 256  # fewer descriptors than attacking connections: without the guard, EMFILE
+SLOW_CAP = 64
+SLOW_READ_TIMEOUT = 3.0
+SLOW_ATTACK_SECONDS = 8.0
+
+
+def _server_fds(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/fd").iterdir()))
+
+
+def _healthz_latency(port: int) -> float:
+    started = time.perf_counter()
+    response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+    assert response.json() == {"status": "ok"}
+    return time.perf_counter() - started
+
+
+def test_slow_headers_cannot_exhaust_the_services_descriptors(tmp_path: Path) -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    script = tmp_path / "serve.py"
+    script.write_text(SLOW_CLIENT_SERVER)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    root = Path(__file__).resolve().parents[2]
+    args = [str(port), str(SLOW_FD_LIMIT), str(SLOW_CAP), str(SLOW_READ_TIMEOUT)]
+    log = tmp_path / "server.log"
+    with log.open("wb") as log_file:
+        server = subprocess.Popen(
+            [sys.executable, str(script), *args],
+            env={**os.environ, "PYTHONPATH": str(root)},
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    sockets: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            assert server.poll() is None, log.read_text()
+            try:
+                _healthz_latency(port)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.05)
+        baseline = _server_fds(server.pid)
+
+        # The attack: more half-open requests than the cap (and than the fd limit), each
+        # trickling one byte of its head every second and never finishing it.
+        peak_fds, latencies, refused = baseline, [], 0
+        started = time.monotonic()
+        for _ in range(SLOW_CONNECTIONS):
+            connection = socket.create_connection(("127.0.0.1", port), timeout=5)
+            connection.sendall(b"POST /v1/reviews HTTP/1.1\r\nHost: x\r\n")
+            sockets.append(connection)
+        tried = len(sockets)
+        while time.monotonic() - started < SLOW_ATTACK_SECONDS:
+            for connection in sockets:
+                try:
+                    connection.send(b"X")
+                except OSError:
+                    refused += 1
+            latencies.append(_healthz_latency(port))
+            peak_fds = max(peak_fds, _server_fds(server.pid))
+            time.sleep(0.5)
+        for connection in sockets:
+            connection.close()
+        sockets.clear()
+        deadline = time.monotonic() + SLOW_READ_TIMEOUT + 10
+        while _server_fds(server.pid) > baseline and time.monotonic() < deadline:
+            time.sleep(0.2)
+        after = _server_fds(server.pid)
+        after_latency = _healthz_latency(port)
+    finally:
+        for connection in sockets:
+            connection.close()
+        server.terminate()
+        server.wait(timeout=30)
+    text = log.read_text(errors="replace")
+    RESOURCE_NOTES["slow headers"] = (
+        f"{tried} half-open connections (cap {SLOW_CAP}, fd limit {SLOW_FD_LIMIT}, read "
+        f"deadline {SLOW_READ_TIMEOUT:g} s) for {SLOW_ATTACK_SECONDS:g} s: server fds "
+        f"{baseline} before, peak {peak_fds}, {after} after; /healthz answered "
+        f"{len(latencies)}/{len(latencies)}, median {statistics.median(latencies) * 1000:.0f} ms, "
+        f"max {max(latencies) * 1000:.0f} ms; {refused} trickled bytes refused; "
+        f"server log {len(text.splitlines())} lines"
+    )
+    FIGURES["slow-header connections"] += tried
+    # Without the guard, /healthz times out once the half-open connections hold every fd.
+    assert max(latencies) < 3.0, latencies
+    assert statistics.median(latencies) < 0.5, latencies
+    assert peak_fds <= baseline + SLOW_CAP + 8, (baseline, peak_fds)
+    assert after <= baseline, (baseline, after)
+    assert after_latency < 1.0
+    assert "Traceback" not in text
+    assert len(text.splitlines()) < 20, text[:2000]
