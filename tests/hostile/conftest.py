@@ -8,7 +8,7 @@ logger at DEBUG, and afterwards fails the test if a record, or a file the test l
 Whenever this folder is part of the session (as in the default run), `SUITE_SCANNER` also
 scans every log record of the *whole* session, every test of every folder, at every level,
 without changing what any handler receives; a secret found fails the session, naming the
-test. The figures the tests count are printed after the run.
+test. The figures the tests count are printed after the run with `-v`.
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(f"{test}: {found}: {text}")
     if not FIGURES and not RESOURCE_NOTES:
         return
+    if terminalreporter.config.get_verbosity() < 1:
+        return  # they mean nothing to a newcomer's first run: shown with -v
     terminalreporter.section("hostile-world figures")
     terminalreporter.write_line(
         f"log records of the whole session scanned: {SUITE_SCANNER.scanned}"
