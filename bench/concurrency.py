@@ -75,7 +75,7 @@ async def reviews(targets: list[LocalTarget], base_url: str) -> float:
     settings = bench_settings(base_url, pr_review_max_concurrent_reviews=len(targets))
     async with ProviderClient(settings) as client:
         started = time.perf_counter()
-        await asyncio.gather(*(run_review(target, settings, provider=client) for target in targets))
+        await asyncio.gather(*(run_review(target, settings, model=client) for target in targets))
         return time.perf_counter() - started
 
 

@@ -1,7 +1,9 @@
 """The seed's nine turn checks and the stop-turn envelope rules, one test per rule.
 
-These drive `parse_turn` directly with envelopes as a provider would send them; the same
-rules are exercised end to end over HTTP in test_review_loop.py.
+These drive the two halves of the checks directly with envelopes as a provider would send
+them: the OpenAI adapter's envelope checks 1 to 3 (`llm/envelope.py`) and the loop's checks 4 to
+9 (`loop/checks.py`), joined by `parse_turn` below. The same rules are exercised end to end in
+test_review_loop.py.
 """
 
 from __future__ import annotations
@@ -18,10 +20,17 @@ from pr_review_api.errors import (
     ReviewError,
     UnsupportedFinishReason,
 )
-from pr_review_api.loop.checks import CallLimits, parse_turn
+from pr_review_api.jsonutil import StrictJSONError, loads_strict
+from pr_review_api.llm.envelope import turn_from_envelope
+from pr_review_api.loop.checks import CallLimits, CheckedTurn, check_turn
 from pr_review_api.tools import ReadFileArguments
 
 LIMITS = CallLimits(per_round=8, total=24, used=0)
+
+
+def parse_turn(envelope: object, seen: set[str], limits: CallLimits) -> CheckedTurn:
+    """All nine turn checks, as a provider's answer meets them."""
+    return check_turn(turn_from_envelope(envelope), seen, limits)
 
 
 def call(
@@ -327,3 +336,17 @@ def test_provider_labels_are_bounded_and_must_be_strings() -> None:
     assert turn.request_id is not None
     assert len(turn.request_id) == 256
     assert turn.model is None
+
+
+# --- issue 9 item 7: numbers JSON has no value for -----------------------------------------
+
+
+@pytest.mark.parametrize("number", ["1e999", "-1e999", "1E400"])
+def test_an_out_of_range_number_never_becomes_infinity(number: str) -> None:
+    # json.loads would give float("inf"), and the next request's body could not be encoded.
+    with pytest.raises(StrictJSONError):
+        loads_strict(f'{{"role": "assistant", "x": {number}}}')
+
+
+def test_an_infinite_number_in_tool_arguments_is_an_invalid_tool_call() -> None:
+    fails(envelope([call(arguments='{"path": "a.py", "start_line": 1e999}')]), InvalidToolCall)

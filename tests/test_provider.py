@@ -79,6 +79,8 @@ def settings_for(base_url: str, **overrides: object) -> Settings:
         "opencode_api_key": PROVIDER_KEY,
         "opencode_base_url": base_url,
         "opencode_model": MODEL,
+        # One exchange per call unless a test is about retries (CONTRACT 12).
+        "opencode_max_retries": 0,
     }
     return load_settings(**(values | overrides))
 
@@ -88,7 +90,7 @@ async def complete(
 ) -> dict[str, Any]:
     async with ProviderClient(settings or settings_for(base_url)) as client:
         deadline = asyncio.get_running_loop().time() + seconds
-        return await client.complete(MESSAGES, TOOLS, deadline=deadline)
+        return await client.request(MESSAGES, TOOLS, deadline=deadline)
 
 
 async def failure(base_url: str, *, seconds: float = 10.0) -> ReviewError:
@@ -227,7 +229,7 @@ async def test_connections_are_kept_alive_across_turns(
     async with ProviderClient(settings_for(scripted_provider.base_url)) as client:
         deadline = asyncio.get_running_loop().time() + 10
         for _ in range(3):
-            assert await client.complete(MESSAGES, TOOLS, deadline=deadline) == TURN
+            assert await client.request(MESSAGES, TOOLS, deadline=deadline) == TURN
     scripted_provider.assert_complete()
 
 
@@ -242,7 +244,7 @@ async def test_one_client_serves_many_concurrent_reviews() -> None:
 
             async def review(number: int) -> str:
                 messages = [{"role": "user", "content": f"review {number}"}]
-                turn = await client.complete(messages, TOOLS, deadline=deadline)
+                turn = await client.request(messages, TOOLS, deadline=deadline)
                 content: str = turn["choices"][0]["message"]["content"]
                 return content
 
@@ -548,11 +550,11 @@ async def test_gzip_bomb_is_caught_without_inflating_past_the_cap(
     async with ProviderClient(settings_for(scripted_provider.base_url)) as client:
         deadline = asyncio.get_running_loop().time() + 10
         # A first turn warms up imports and the connection, which tracemalloc would count.
-        await client.complete(MESSAGES, TOOLS, deadline=deadline)
+        await client.request(MESSAGES, TOOLS, deadline=deadline)
         tracemalloc.start()
         try:
             with pytest.raises(UpstreamResponseTooLarge):
-                await client.complete(MESSAGES, TOOLS, deadline=deadline)
+                await client.request(MESSAGES, TOOLS, deadline=deadline)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -702,3 +704,155 @@ def test_fake_assert_complete_reports_unconsumed_and_unscripted() -> None:
             asyncio.run(complete(server.base_url))
         with pytest.raises(AssertionError, match="unscripted request"):
             server.assert_complete()
+
+
+# --- the ModelClient seam: complete() returns a provider-neutral Turn ------------------------
+
+
+@pytest.mark.anyio
+async def test_complete_returns_a_neutral_turn_with_the_message_kept_as_received(
+    scripted_provider: ScriptedProvider,
+) -> None:
+    reply = tool_call_turn([("call_1", "read_repository_file", {"path": "a.py"})])
+    scripted_provider.script(reply)
+    async with ProviderClient(settings_for(scripted_provider.base_url)) as client:
+        deadline = asyncio.get_running_loop().time() + 10
+        turn = await client.complete(MESSAGES, TOOLS, deadline=deadline)
+    assert turn.finish_reason == "tool_calls"
+    assert turn.message == reply["choices"][0]["message"]
+    assert turn.tool_calls == reply["choices"][0]["message"]["tool_calls"]
+    assert turn.request_id == reply["id"]
+    assert turn.usage.total_tokens == reply["usage"]["total_tokens"]
+
+
+# --- retries (CONTRACT 12: OPENCODE_MAX_RETRIES) -------------------------------------------
+
+
+async def with_retries(
+    base_url: str, retries: int = 2, *, seconds: float = 10.0
+) -> tuple[dict[str, Any] | ReviewError, float]:
+    settings = settings_for(base_url, opencode_max_retries=retries)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        answer: dict[str, Any] | ReviewError = await complete(
+            base_url, seconds=seconds, settings=settings
+        )
+    except ReviewError as exc:
+        answer = exc
+    return answer, loop.time() - started
+
+
+@pytest.mark.anyio
+async def test_a_500_then_success_is_retried(scripted_provider: ScriptedProvider) -> None:
+    scripted_provider.script(Fault.status(500, body=PLANTED.encode()), TURN)
+    answer, _ = await with_retries(scripted_provider.base_url)
+    assert answer == TURN
+    assert len(scripted_provider.requests) == 2
+    scripted_provider.assert_complete()
+
+
+@pytest.mark.anyio
+async def test_network_failures_are_retried(scripted_provider: ScriptedProvider) -> None:
+    scripted_provider.script(Fault.close(), Fault.reset_mid_body(), TURN)
+    answer, _ = await with_retries(scripted_provider.base_url)
+    assert answer == TURN
+    scripted_provider.assert_complete()
+
+
+@pytest.mark.anyio
+async def test_retries_stop_after_opencode_max_retries(
+    scripted_provider: ScriptedProvider,
+) -> None:
+    scripted_provider.script(*(Fault.status(503) for _ in range(3)))
+    answer, _ = await with_retries(scripted_provider.base_url, retries=2)
+    assert isinstance(answer, OpenCodeUnavailable)
+    assert type(answer).__module__ == "pr_review_api.errors"
+    assert answer.__cause__ is None
+    assert answer.__suppress_context__
+    assert len(scripted_provider.requests) == 3
+    scripted_provider.assert_complete()
+
+
+@pytest.mark.anyio
+async def test_no_retries_with_opencode_max_retries_zero(
+    scripted_provider: ScriptedProvider,
+) -> None:
+    scripted_provider.script(Fault.status(500))
+    answer, _ = await with_retries(scripted_provider.base_url, retries=0)
+    assert isinstance(answer, OpenCodeUnavailable)
+    scripted_provider.assert_complete()
+
+
+@pytest.mark.anyio
+async def test_a_short_retry_after_is_waited_for(scripted_provider: ScriptedProvider) -> None:
+    scripted_provider.script(Fault.rate_limited("1"), TURN)
+    answer, seconds = await with_retries(scripted_provider.base_url)
+    assert answer == TURN
+    assert seconds >= 1.0
+    scripted_provider.assert_complete()
+
+
+@pytest.mark.anyio
+async def test_a_429_with_a_long_retry_after_fails_fast_with_retry_after(
+    scripted_provider: ScriptedProvider,
+) -> None:
+    scripted_provider.script(Fault.rate_limited("11"))
+    answer, seconds = await with_retries(scripted_provider.base_url, seconds=60)
+    assert isinstance(answer, OpenCodeRateLimited)
+    assert answer.retry_after == 11
+    assert answer.to_body()["error"] == {
+        "code": "opencode_rate_limited",
+        "message": OpenCodeRateLimited.default_message,
+        "retry_after": 11,
+    }
+    assert seconds < 1.0
+    assert len(scripted_provider.requests) == 1
+    scripted_provider.assert_complete()
+
+
+@pytest.mark.anyio
+async def test_a_retry_after_longer_than_the_time_left_is_not_waited_for(
+    scripted_provider: ScriptedProvider,
+) -> None:
+    scripted_provider.script(Fault.rate_limited("5"))
+    answer, seconds = await with_retries(scripted_provider.base_url, seconds=3)
+    assert isinstance(answer, OpenCodeRateLimited)
+    assert answer.retry_after == 5
+    assert seconds < 1.0
+    scripted_provider.assert_complete()
+
+
+@pytest.mark.anyio
+async def test_a_backoff_past_the_deadline_returns_the_error_at_once(
+    scripted_provider: ScriptedProvider,
+) -> None:
+    # Retry-After 2 is under 10 s but past the 1.5 s left: the error comes back, not a timeout.
+    scripted_provider.script(Fault.status(503, headers={"Retry-After": "2"}))
+    answer, seconds = await with_retries(scripted_provider.base_url, retries=2, seconds=1.5)
+    assert isinstance(answer, OpenCodeUnavailable)
+    assert seconds < 1.0
+    scripted_provider.assert_complete()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [400, 401, 404, 302])
+async def test_other_statuses_are_never_retried(
+    scripted_provider: ScriptedProvider, status: int
+) -> None:
+    scripted_provider.script(Fault.status(status))
+    answer, _ = await with_retries(scripted_provider.base_url)
+    assert isinstance(answer, ReviewError)
+    assert len(scripted_provider.requests) == 1
+    scripted_provider.assert_complete()
+
+
+@pytest.mark.anyio
+async def test_a_404_hints_at_opencode_base_url(scripted_provider: ScriptedProvider) -> None:
+    scripted_provider.script(Fault.status(404, body=PLANTED.encode()))
+    error = await failure(scripted_provider.base_url)
+    assert isinstance(error, OpenCodeUnavailable)
+    assert "OPENCODE_BASE_URL" in error.message
+    assert "/v1" in error.message
+    assert "/chat/completions" in error.message
+    assert PLANTED not in error.message

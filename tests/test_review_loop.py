@@ -75,6 +75,7 @@ def settings_for(provider: ScriptedProvider, **overrides: Any) -> Settings:
         "opencode_api_key": PROVIDER_KEY,
         "opencode_base_url": provider.base_url,
         "review_timeout_seconds": 30,
+        "opencode_max_retries": 0,  # one request per failure; retries have their own tests
     }
     values.update(overrides)
     return load_settings(**values)

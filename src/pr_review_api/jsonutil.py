@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 
@@ -12,6 +13,14 @@ class StrictJSONError(ValueError):
 
 def _reject_constant(name: str) -> Any:
     raise StrictJSONError(f"non-standard constant {name}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        # 1e999 would become infinity, which no JSON document can carry on (issue 9 item 7).
+        raise StrictJSONError("number out of range")
+    return value
 
 
 def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -27,7 +36,12 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def loads_strict(text: str | bytes) -> Any:
     """Parse JSON, refusing duplicate keys, NaN/Infinity, lone surrogates and deep nesting."""
     try:
-        value = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_reject_constant)
+        value = json.loads(
+            text,
+            object_pairs_hook=_unique_object,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+        )
         # A lone surrogate ("\\ud800") parses but can never be encoded again as UTF-8.
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except StrictJSONError:

@@ -156,7 +156,8 @@ class ReviewResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    termination_reason: Literal["final_review"] = "final_review"
+    # "no_changes": the merge base and the head have the same tree; no model was asked.
+    termination_reason: Literal["final_review", "no_changes"] = "final_review"
     pull_request: PullRequestInfo | None
     revisions: Revisions
     model: str

@@ -147,6 +147,11 @@ class Settings(BaseSettings):
     # Not in the contract's table: the service's own capacity and the cache's bound.
     pr_review_max_concurrent_reviews: int = Field(default=16, ge=1, le=1024)
     pr_review_cache_max_bytes: int = Field(default=20 * 1024**3, ge=64 * 1024**2)
+    # Real models (CONTRACT section 12); the defaults keep the seed's protocol exactly.
+    opencode_max_retries: int = Field(default=2, ge=0, le=10)
+    review_repair_attempts: int = Field(default=0, ge=0, le=10)
+    review_tolerant_final_json: bool = False
+    review_inline_diff_bytes: int = Field(default=0, ge=0, le=1024 * 1024)
     # Service mode (CONTRACT 11; jobs/). The URL may carry a password: a secret.
     pr_review_database_url: SecretStr | None = None
     pr_review_data_dir: Path = Path("~/.local/share/pr-review")

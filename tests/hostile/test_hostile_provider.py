@@ -35,7 +35,9 @@ from hypothesis import strategies as st
 from pr_review_api.errors import ReviewError
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import loads_strict
+from pr_review_api.llm.envelope import turn_from_envelope
 from pr_review_api.llm.openai_chat import ProviderClient
+from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import run as review_module
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.model import FinalReview, ReviewResult
@@ -124,6 +126,7 @@ def review_settings(base_url: str = "http://127.0.0.1:9/v1", **overrides: Any) -
         "review_max_tool_calls_per_round": PER_ROUND,
         "review_max_tool_calls": TOTAL,
         "review_timeout_seconds": 60,
+        "opencode_max_retries": 0,  # a fault is one request; retries have their own tests
     }
     values.update(overrides)
     return load_settings(**values)
@@ -604,13 +607,13 @@ class ConversationProvider(ProviderClient):
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, deadline: float
-    ) -> dict[str, Any]:
+    ) -> Turn:
         assert tools == TOOLS
         assert self.served < len(self.rounds), "the loop asked past the end of the script"
         self.requests.append(copy.deepcopy(messages))
         envelope = copy.deepcopy(self.rounds[self.served].envelope)
         self.served += 1
-        return envelope
+        return turn_from_envelope(envelope)
 
     async def aclose(self) -> None:
         return None
@@ -662,7 +665,7 @@ def run_conversation(
         mock.patch.object(review_module, "_prepare_local", _prepared_once),
     ):
         try:
-            result = runner.run(run_review(target, review_settings(), provider=provider))
+            result = runner.run(run_review(target, review_settings(), model=provider))
         except ReviewError as exc:  # anything else fails the property
             error = exc
     return Outcome(result, error, executed), provider
@@ -908,7 +911,7 @@ def _serve_and_review(
     try:
         with mock.patch.object(review_module, "_prepare_local", _prepared_once):
             result = runner.run(
-                run_review(target, review_settings(provider.base_url), provider=client)
+                run_review(target, review_settings(provider.base_url), model=client)
             )
     except ReviewError as exc:
         code = exc.code
@@ -1025,11 +1028,10 @@ class ToolsThenRealProvider(ProviderClient):
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, deadline: float
-    ) -> dict[str, Any]:
+    ) -> Turn:
         self.turns += 1
         if self.turns == 1:
-            envelope: dict[str, Any] = json.loads(TOOL_BODY)
-            return envelope
+            return turn_from_envelope(json.loads(TOOL_BODY))
         return await super().complete(messages, tools, deadline=deadline)
 
 
@@ -1041,7 +1043,7 @@ def test_refused_connection_is_unavailable(widget: LocalTarget, after_tools: boo
         if not after_tools:
             return await run_review(widget, settings_)
         async with ToolsThenRealProvider(settings_) as provider:
-            return await run_review(widget, settings_, provider=provider)
+            return await run_review(widget, settings_, model=provider)
 
     with pytest.raises(ReviewError) as raised:
         asyncio.run(review())

@@ -1,8 +1,10 @@
 """The OpenAI-compatible chat-completions client: caps, deadline, error mapping.
 
 One `ProviderClient` holds one pooled `httpx.AsyncClient`, shared by every review the process
-runs. `complete()` sends one turn and returns the provider's JSON object. Every way it can fail
-is one of the contract's errors:
+runs. It is the OpenAI chat-completions `ModelClient` (`llm/client.py`): `complete()` sends one
+turn and returns a provider-neutral `Turn` after the envelope checks (`llm/envelope.py`);
+`request()` returns the provider's JSON object itself. Every way it can fail is one of the
+contract's errors:
 
     401, 403                                   OpenCodeAuthenticationFailed
     429                                        OpenCodeRateLimited(retry_after=N | None)
@@ -11,6 +13,11 @@ is one of the contract's errors:
     the caller's deadline passed               ReviewTimeout
     2xx that is not a JSON object              InvalidModelResponse
     decoded body above 2 MiB                   UpstreamResponseTooLarge
+
+Retries (CONTRACT 12): a 429, a 5xx or a network failure is sent again up to
+`OPENCODE_MAX_RETRIES` times, after an exponential backoff with full jitter (tenacity), or after
+the provider's `Retry-After` when it gave one. A wait that would end past the review's deadline,
+or a `Retry-After` above 10 s, is not waited for: the last error is raised at once.
 
 Foreign exceptions are translated in exactly one place, `_map_exceptions()`, `from None`, so
 no provider text rides along. Error bodies are never read. The body is decoded as it streams
@@ -30,6 +37,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import httpx
+import tenacity
 
 from pr_review_api.errors import (
     ConfigurationError,
@@ -37,6 +45,7 @@ from pr_review_api.errors import (
     OpenCodeAuthenticationFailed,
     OpenCodeRateLimited,
     OpenCodeUnavailable,
+    ProviderError,
     ReviewError,
     ReviewTimeout,
     UpstreamResponseTooLarge,
@@ -50,6 +59,8 @@ from pr_review_api.http import (
     read_capped,
 )
 from pr_review_api.jsonutil import StrictJSONError, dumps_compact, loads_strict
+from pr_review_api.llm.envelope import turn_from_envelope
+from pr_review_api.llm.turn import Turn
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings
 
 logger = logging.getLogger(__name__)
@@ -58,6 +69,10 @@ MAX_RETRY_AFTER_SECONDS = 24 * 3600
 # A hung connect should say "unavailable" long before a 300 s review deadline says "timeout".
 CONNECT_TIMEOUT_SECONDS = 10.0
 KEEPALIVE_EXPIRY_SECONDS = 30.0
+# Retries: a Retry-After above this is returned to the caller rather than waited for.
+MAX_WAITED_RETRY_AFTER_SECONDS = 10
+RETRY_BACKOFF_SECONDS = 0.5  # the first retry waits up to this long (full jitter)
+RETRY_MAX_BACKOFF_SECONDS = 8.0
 
 
 @dataclass
@@ -113,8 +128,31 @@ class ProviderClient:
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, deadline: float
+    ) -> Turn:
+        """The model's next turn (envelope checks 1 to 3 applied), finished by `deadline`."""
+        return turn_from_envelope(await self.request(messages, tools, deadline=deadline))
+
+    async def request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, deadline: float
     ) -> dict[str, Any]:
-        """One provider turn, finished (body included) by `deadline`, a loop.time() value."""
+        """The provider's JSON object for one turn, transient failures retried by `deadline`."""
+        retrying = tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self._settings.opencode_max_retries + 1)
+            | _WaitPastDeadline(deadline),
+            wait=_retry_wait,
+            retry=tenacity.retry_if_exception(lambda exc: _retryable(exc, deadline)),
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+        try:
+            return await retrying(self._attempt, messages, tools, deadline)
+        except _Transient as exc:
+            raise exc.error from None
+
+    async def _attempt(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], deadline: float
+    ) -> dict[str, Any]:
+        """One HTTP exchange, finished (body included) by `deadline`, a loop.time() value."""
         request = self._build_request(messages, tools)
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -128,6 +166,9 @@ class ProviderClient:
             return document
         except ReviewError as exc:
             exchange.outcome = exc.code
+            raise
+        except _Transient as exc:
+            exchange.outcome = exc.error.code
             raise
         finally:
             _log_exchange(exchange, loop.time() - started)
@@ -181,7 +222,7 @@ def _map_exceptions() -> Iterator[None]:
     except TimeoutError:
         raise ReviewTimeout() from None
     except httpx.HTTPError:
-        raise OpenCodeUnavailable() from None
+        raise _Transient(OpenCodeUnavailable()) from None  # a network failure
     except (zlib.error, StrictJSONError):
         raise InvalidModelResponse("The model provider's response was not valid JSON.") from None
 
@@ -191,9 +232,75 @@ def _check_status(response: httpx.Response) -> None:
     if status in (401, 403):
         raise OpenCodeAuthenticationFailed()
     if status == 429:
-        raise OpenCodeRateLimited(retry_after=retry_after_seconds(response.headers))
+        retry_after = retry_after_seconds(response.headers)
+        raise _Transient(OpenCodeRateLimited(retry_after=retry_after), retry_after)
+    if status >= 500:
+        message = f"The model provider answered with HTTP status {status}."
+        raise _Transient(OpenCodeUnavailable(message), retry_after_seconds(response.headers))
+    if status == 404:
+        raise OpenCodeUnavailable(
+            "The model provider answered with HTTP status 404: check OPENCODE_BASE_URL; it "
+            "should be the API base (often ending in /v1), without /chat/completions."
+        )
     if not 200 <= status < 300:
         raise OpenCodeUnavailable(f"The model provider answered with HTTP status {status}.")
+
+
+class _Transient(Exception):
+    """Carries a contract error another attempt may cure (429, 5xx, network); never escapes."""
+
+    def __init__(self, error: ProviderError, retry_after: int | None = None) -> None:
+        super().__init__(error.code)
+        self.error = error
+        self.retry_after = retry_after
+
+
+def _retryable(exc: BaseException, deadline: float) -> bool:
+    """Transient failures, unless the provider asked for a wait we will not make."""
+    if not isinstance(exc, _Transient):
+        return False
+    if exc.retry_after is None:
+        return True
+    left = deadline - asyncio.get_running_loop().time()
+    return exc.retry_after <= MAX_WAITED_RETRY_AFTER_SECONDS and exc.retry_after < left
+
+
+def _retry_after_of(exc: BaseException | None) -> int | None:
+    return exc.retry_after if isinstance(exc, _Transient) else None
+
+
+_backoff = tenacity.wait_random_exponential(
+    multiplier=RETRY_BACKOFF_SECONDS, max=RETRY_MAX_BACKOFF_SECONDS
+)
+
+
+def _retry_wait(state: tenacity.RetryCallState) -> float:
+    """The provider's Retry-After when it gave one, else exponential backoff with jitter."""
+    exc = state.outcome.exception() if state.outcome is not None else None
+    retry_after = _retry_after_of(exc)
+    return float(retry_after) if retry_after is not None else _backoff(state)
+
+
+class _WaitPastDeadline(tenacity.stop.stop_base):
+    """Stop rather than sleep into the deadline: the caller gets the provider's error."""
+
+    def __init__(self, deadline: float) -> None:
+        self._deadline = deadline
+
+    def __call__(self, state: tenacity.RetryCallState) -> bool:
+        left = self._deadline - asyncio.get_running_loop().time()
+        return state.upcoming_sleep >= left
+
+
+def _log_retry(state: tenacity.RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    code = exc.error.code if isinstance(exc, _Transient) else "unknown"
+    logger.info(
+        "provider request retried: attempt=%d after=%s wait_ms=%d",
+        state.attempt_number,
+        code,
+        round(state.upcoming_sleep * 1000),
+    )
 
 
 def _check_headers(headers: httpx.Headers) -> None:

@@ -1,8 +1,9 @@
-"""Checks on one provider turn and its tool calls, before anything runs.
+"""Checks on one model turn and its tool calls, before anything runs.
 
-`parse_turn` applies the seed's nine turn checks in order, to every call of the turn, and
-returns either a stop turn (for final-review validation) or a list of fully validated calls.
-Validation is round-atomic: one bad call fails the round, so no call of it ever executes.
+The model client has already applied the seed's turn checks 1 to 3 (the envelope:
+`llm/envelope.py`). `check_turn` applies checks 4 to 9, in order, to every call of the turn
+and returns either a stop turn (for final-review validation) or a list of fully validated
+calls. Validation is round-atomic: one bad call fails the round, so no call of it ever executes.
 """
 
 from __future__ import annotations
@@ -14,20 +15,14 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from pr_review_api.errors import (
-    InvalidModelResponse,
-    InvalidToolCall,
-    MaxToolCalls,
-    UnsupportedFinishReason,
-)
+from pr_review_api.errors import InvalidModelResponse, InvalidToolCall, MaxToolCalls
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
-from pr_review_api.model import Usage, label
-from pr_review_api.settings import MAX_TOOL_ARGUMENTS_BYTES
+from pr_review_api.llm.turn import Turn
+from pr_review_api.model import Usage
+from pr_review_api.settings import MAX_CALL_ID_CHARS, MAX_TOOL_ARGUMENTS_BYTES
 from pr_review_api.tools import TOOLS_BY_NAME, ToolArguments
 
-CALL_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-EXECUTABLE_FINISH_REASONS = ("tool_calls", "stop")
-SAFE_TERMINATIONS = ("length", "content_filter")
+CALL_ID = re.compile(rf"^[A-Za-z0-9_.:-]{{1,{MAX_CALL_ID_CHARS}}}$")
 
 
 @dataclass(frozen=True)
@@ -50,86 +45,35 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
-class Turn:
-    """One protocol-valid provider turn."""
+class CheckedTurn:
+    """One protocol-valid model turn."""
 
     finish_reason: Literal["tool_calls", "stop"]
     message: dict[str, Any]  # kept exactly as received, to send back next round
-    content: object
+    content: str | None
     calls: list[ToolCall]
     request_id: str | None
     model: str | None
     usage: Usage
 
 
-def parse_turn(envelope: object, seen_ids: Set[str], limits: CallLimits) -> Turn:
-    """Apply all nine turn checks; raise the termination reason of the first that fails."""
-    if not isinstance(envelope, dict):
-        raise InvalidModelResponse("The provider response is not a JSON object.")
-    message = _single_choice_message(envelope)  # checks 1 and 2
-    finish_reason = _finish_reason(envelope["choices"][0])  # check 3
-    raw_calls = message.get("tool_calls")
-    content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        raise InvalidModelResponse("The assistant message content is not a string.")
+def check_turn(turn: Turn, seen_ids: Set[str], limits: CallLimits) -> CheckedTurn:
+    """Apply turn checks 4 to 9; raise the termination reason of the first that fails."""
     calls: list[ToolCall] = []
-    if finish_reason == "stop":
-        if raw_calls not in (None, []):
+    if turn.finish_reason == "stop":
+        if turn.tool_calls not in (None, []):
             raise InvalidModelResponse("The stop turn also asked for tool calls.")
     else:
-        calls = _validated_calls(raw_calls, seen_ids, limits)  # checks 4 to 9
-    return Turn(
-        finish_reason="stop" if finish_reason == "stop" else "tool_calls",
-        message=message,
-        content=content,
+        calls = _validated_calls(turn.tool_calls, seen_ids, limits)  # checks 4 to 9
+    return CheckedTurn(
+        finish_reason=turn.finish_reason,
+        message=turn.message,
+        content=turn.content,
         calls=calls,
-        request_id=label(envelope.get("id")),
-        model=label(envelope.get("model")),
-        usage=_usage(envelope.get("usage")),
+        request_id=turn.request_id,
+        model=turn.model,
+        usage=turn.usage,
     )
-
-
-def _single_choice_message(envelope: dict[str, Any]) -> dict[str, Any]:
-    choices = envelope.get("choices")
-    if not isinstance(choices, list) or len(choices) != 1:
-        raise InvalidModelResponse("The provider response must have exactly one choice.")
-    choice = choices[0]
-    if not isinstance(choice, dict) or not _is_int(choice.get("index")) or choice["index"] != 0:
-        raise InvalidModelResponse("The provider's only choice must have index 0.")
-    message = choice.get("message")
-    if not isinstance(message, dict) or message.get("role") != "assistant":
-        raise InvalidModelResponse("The provider's message must have the assistant role.")
-    return message
-
-
-def _finish_reason(choice: dict[str, Any]) -> str:
-    reason = choice.get("finish_reason")
-    if reason in EXECUTABLE_FINISH_REASONS:
-        return str(reason)
-    if reason is None or isinstance(reason, str):
-        # length, content_filter, null and anything unknown all end the review safely.
-        raise UnsupportedFinishReason()
-    raise InvalidModelResponse("The provider's finish_reason is not a string.")
-
-
-def _usage(value: object) -> Usage:
-    if value is None:
-        return Usage()
-    if not isinstance(value, dict):
-        raise InvalidModelResponse("The provider's usage is not an object.")
-    counts = {}
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        count = value.get(key, 0)
-        if count is None:
-            count = 0
-        if not _is_int(count) or count < 0:
-            raise InvalidModelResponse("The provider's usage counts are not valid.")
-        counts[key] = count
-    return Usage(**counts)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _validated_calls(raw_calls: object, seen_ids: Set[str], limits: CallLimits) -> list[ToolCall]:

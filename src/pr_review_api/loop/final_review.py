@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from pr_review_api.errors import InvalidModelResponse, InvalidRepository, ReviewError, ToolError
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
-from pr_review_api.model import SEVERITIES, FinalReview, Finding
+from pr_review_api.model import SEVERITIES, FinalReview
 from pr_review_api.settings import MAX_FINAL_TEXT_BYTES, MAX_FINDINGS, MAX_NOTES
 from pr_review_api.tools.execute import map_git_errors
 
@@ -65,55 +65,148 @@ FINAL_REVIEW_SCHEMA: dict[str, Any] = {
 }
 
 
+_AGAIN = (
+    " Reply with the final review only: one JSON object matching the schema in the system "
+    "message, with no Markdown fence and no text before or after it."
+)
+# The names our schema uses: the only field names a message may repeat (model text never).
+SCHEMA_NAMES = frozenset(
+    {
+        *FINAL_REVIEW_SCHEMA["properties"],
+        *FINAL_REVIEW_SCHEMA["properties"]["findings"]["items"]["properties"],
+    }
+)
+_FENCE = "```"
+
+
+class FinalReviewRejected(InvalidModelResponse):
+    """A stop turn failed the final-review checks.
+
+    `message` is the contract's fixed sentence; `repair` is the fixed words a repair turn
+    (REVIEW_REPAIR_ATTEMPTS) tells the model: which rule, which finding, never its own text.
+    """
+
+    def __init__(self, message: str, repair: str) -> None:
+        super().__init__(message)
+        self.repair = repair
+
+
 def parse_final_review(
     content: object,
     repository: PinnedRepository,
     *,
+    tolerant: bool = False,
     unreadable: type[ReviewError] = InvalidRepository,
 ) -> FinalReview:
-    """Apply every stop-turn check to a stop turn's content."""
+    """Apply every stop-turn check to a stop turn's content.
+
+    With `tolerant` (REVIEW_TOLERANT_FINAL_JSON), one JSON object inside one Markdown code
+    fence, closed or not, is unwrapped first. Paths come back in canonical form (CONTRACT 8).
+    A git failure while checking paths and lines raises `unreadable` (`map_git_errors`).
+    """
     if not isinstance(content, str) or not content.strip():
-        raise InvalidModelResponse("The final review was empty.")
+        raise FinalReviewRejected(
+            "The final review was empty.", "Your final review was empty." + _AGAIN
+        )
+    text = content.strip()
+    if text.startswith(_FENCE):
+        unwrapped = unwrap_fence(text) if tolerant else None
+        if unwrapped is None:
+            raise FinalReviewRejected(
+                "The final review was wrapped in a Markdown code fence.",
+                "Your final review was wrapped in a Markdown code fence." + _AGAIN,
+            )
+        text = unwrapped
     try:
-        document = loads_strict(content)
+        document = loads_strict(text)
     except StrictJSONError:
-        raise InvalidModelResponse("The final review was not valid JSON.") from None
+        raise FinalReviewRejected(
+            "The final review was not valid JSON.", "Your final review was not valid JSON." + _AGAIN
+        ) from None
     try:
         review = FinalReview.model_validate(document)
     except ValidationError as exc:
-        raise InvalidModelResponse(_describe(exc)) from None
-    _check_locations(review.findings, repository, unreadable)
-    return review
+        raise _schema_problem(exc) from None
+    return _check_locations(review, repository, unreadable)
 
 
-def _describe(exc: ValidationError) -> str:
+def unwrap_fence(text: str) -> str | None:
+    """The JSON object inside one Markdown code fence (closing fence optional), or None."""
+    first, newline, rest = text.partition("\n")
+    info = first[len(_FENCE) :].strip()
+    if not newline or not (info == "" or info.isalnum()):
+        return None
+    body = rest.rstrip()
+    if body.endswith(_FENCE):
+        body = body[: -len(_FENCE)]
+    body = body.strip()
+    if _FENCE in body or not body.startswith("{"):
+        return None
+    return body
+
+
+def _schema_problem(exc: ValidationError) -> FinalReviewRejected:
+    """The first schema error, named in our own field names and indexes only."""
     first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "document"
-    return f"The final review does not match its schema at {where}."
+    loc = list(first["loc"])
+    unknown = first["type"] == "extra_forbidden" and bool(loc)
+    name = loc.pop() if unknown else None
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            parts.append(str(part))
+        elif part in SCHEMA_NAMES:
+            parts.append(part)
+        else:
+            break  # a union's tag or anything else that is not a name of ours
+    where = ".".join(parts) or "the top level"
+    if unknown:
+        field = f'the unknown field "{name}"' if name in SCHEMA_NAMES else "an unknown field"
+        return FinalReviewRejected(
+            f"The final review has {field} at {where}.",
+            f"Your final review has {field} at {where}." + _AGAIN,
+        )
+    return FinalReviewRejected(
+        f"The final review does not match its schema at {where}.",
+        f"Your final review does not match the schema at {where}." + _AGAIN,
+    )
 
 
 def _check_locations(
-    findings: list[Finding], repository: PinnedRepository, unreadable: type[ReviewError]
-) -> None:
+    review: FinalReview, repository: PinnedRepository, unreadable: type[ReviewError]
+) -> FinalReview:
     """Each path names a regular file at the head commit; each line lies inside it."""
     files = []
-    for index, finding in enumerate(findings, start=1):
+    for index, finding in enumerate(review.findings, start=1):
         try:
-            with map_git_errors(unreadable):
+            with map_git_errors(unreadable):  # the one git error edge (tools/execute.py)
                 files.append(repository.resolve_file(finding.path))
         except ToolError:
-            raise InvalidModelResponse(
-                f"Finding {index} does not name a regular file at the head commit."
+            raise FinalReviewRejected(
+                f"Finding {index} does not name a regular file at the head commit.",
+                f"Finding {index}'s path does not name a regular file at the head commit; use "
+                "the repository-relative path of an existing file." + _AGAIN,
             ) from None
-    numbered = enumerate(zip(findings, files, strict=True), start=1)
+    numbered = enumerate(zip(review.findings, files, strict=True), start=1)
     with_lines = [(i, f, file) for i, (f, file) in numbered if f.line]
     with map_git_errors(unreadable):
         counts = repository.line_counts([file for _, _, file in with_lines])
     for index, finding, file in with_lines:
         if file.entry is None or finding.line is None:
             continue
-        if finding.line > counts[file.entry.oid]:
-            raise InvalidModelResponse(f"Finding {index} names a line past the end of its file.")
+        total = counts[file.entry.oid]
+        if finding.line > total:
+            raise FinalReviewRejected(
+                f"Finding {index} names a line past the end of its file.",
+                f"Finding {index}'s line is past the end of its file, which has {total} lines."
+                + _AGAIN,
+            )
+    # One file, one spelling: `./a.py`, `d//x.py` or a link become the file's own path.
+    findings = [
+        finding if finding.path == file.path else finding.model_copy(update={"path": file.path})
+        for finding, file in zip(review.findings, files, strict=True)
+    ]
+    return review.model_copy(update={"findings": findings})
 
 
 def review_schema_json() -> str:

@@ -60,15 +60,24 @@ def _bounded(text: str, limit: int) -> str:
     return encoded[:limit].decode("utf-8", "ignore") + " [truncated]"
 
 
-def user_message(context: ReviewContext) -> str:
-    """The first user message: identity, commits, changed files, untrusted metadata."""
+def user_message(
+    context: ReviewContext, *, diff: str | None = None, diff_truncated: bool = False
+) -> str:
+    """The first user message: identity, commits, changed files, untrusted metadata.
+
+    `diff` (REVIEW_INLINE_DIFF_BYTES: the merge-base-to-head diff, already cut to its byte
+    limit) goes inside the untrusted block, with whether it was cut.
+    """
     shown = context.changed_files[:MAX_PROMPT_CHANGED_FILES]
     files = [{"status": status, "path": path} for status, path in shown]
-    untrusted = {
+    untrusted: dict[str, object] = {
         "title": _bounded(context.title or "", MAX_PROMPT_DESCRIPTION_BYTES),
         "description": _bounded(context.description or "", MAX_PROMPT_DESCRIPTION_BYTES),
         "changed_files": files,
     }
+    if diff is not None:
+        untrusted["diff"] = diff
+        untrusted["diff_truncated"] = diff_truncated
     more = len(context.changed_files) - len(shown)
     lines = [
         f"Review this pull request: {context.identity}.",

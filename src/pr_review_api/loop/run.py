@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import unicodedata
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from pr_review_api.errors import (
     GitHubUnavailable,
     InvalidModelResponse,
     InvalidRepository,
+    InvalidRequest,
     MaxRounds,
     ReviewError,
     ReviewTimeout,
@@ -27,10 +29,13 @@ from pr_review_api.errors import (
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.runner import GitError, run_git
 from pr_review_api.github.checkout import open_pull_request
+from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.publish import publish_result
+from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
-from pr_review_api.loop.checks import CallLimits, ToolCall, Turn, parse_turn
+from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
 from pr_review_api.loop.coverage import CoverageTracker
-from pr_review_api.loop.final_review import parse_final_review
+from pr_review_api.loop.final_review import FinalReviewRejected, parse_final_review
 from pr_review_api.loop.prompts import ReviewContext, system_prompt, user_message
 from pr_review_api.model import (
     FinalReview,
@@ -43,7 +48,12 @@ from pr_review_api.model import (
     preview,
 )
 from pr_review_api.settings import MAX_ACCUMULATED_TOOL_CONTENT_BYTES, Settings
-from pr_review_api.tools import TOOLS, ToolOutcome, execute_tool
+from pr_review_api.tools import TOOLS, ToolOutcome, execute_tool, map_git_errors
+
+NO_CHANGES_SUMMARY = (
+    "The head commit has the same tree as the merge base: there are no changes to review."
+)
+MAX_SHOWN_REVISION_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,12 @@ class _Prepared:
 
     @property
     def unreadable(self) -> type[ReviewError]:
+        """The error a git failure while reading the pinned repository becomes.
+
+        A local repository is the user's input (invalid_repository, CLI exit 2); a pull
+        request's was fetched from GitHub into the cache (github_unavailable, 502). See
+        `tools.map_git_errors`, the one mapping both the tools and the final checks use.
+        """
         return InvalidRepository if self.pull_request is None else GitHubUnavailable
 
 
@@ -95,30 +111,50 @@ async def run_review(
     *,
     include_trace: bool = False,
     progress: ProgressCallback | None = None,
-    provider: ProviderClient | None = None,
+    model: ModelClient | None = None,
+    post: bool = False,
+    github: GitHubClient | None = None,
+    installation_id: int | None = None,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
-    Raises a `ReviewError` subclass for every failure the contract names. A shared
-    `provider` client may be passed in (the HTTP service keeps one); otherwise one is made.
+    `post` publishes the validated review on the pull request (CONTRACT 10) and sets the
+    result's `publication`; `github` is the process's shared GitHub client (else one is made).
+
+    Raises a `ReviewError` subclass for every failure the contract names. A shared `model`
+    client may be passed in (the HTTP service keeps one; tests pass a `ScriptedModel`);
+    otherwise an OpenAI-compatible `ProviderClient` is made from the settings.
     """
     settings.require_provider_key()
+    if post and isinstance(target, LocalTarget):
+        raise InvalidRequest("Publishing needs a pull request URL, not a local repository.")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.review_timeout_seconds
     try:
-        async with asyncio.timeout_at(deadline), _provider(settings, provider) as client:
+        async with (
+            asyncio.timeout_at(deadline),
+            _model(settings, model) as client,
+            _github(settings, github) as github_client,
+        ):
             _report(progress, "preparing", 0, 0, Usage())
-            async with _prepare(target, settings) as prepared:
+            async with _prepare(target, settings, github_client) as prepared:
                 loop_run = _ReviewLoop(prepared, settings, client, deadline, progress)
-                return await loop_run.run(include_trace)
+                result = await loop_run.run(include_trace)
+                if post:
+                    result.publication = await publish_result(
+                        result,
+                        github_client,
+                        prepared.repository.git_dir,
+                        deadline=deadline,
+                        installation_id=installation_id,
+                    )
+                return result
     except TimeoutError:
         raise ReviewTimeout() from None
 
 
 @asynccontextmanager
-async def _provider(
-    settings: Settings, shared: ProviderClient | None
-) -> AsyncIterator[ProviderClient]:
+async def _model(settings: Settings, shared: ModelClient | None) -> AsyncIterator[ModelClient]:
     if shared is not None:
         yield shared
         return
@@ -127,11 +163,22 @@ async def _provider(
 
 
 @asynccontextmanager
-async def _prepare(target: ReviewTarget, settings: Settings) -> AsyncIterator[_Prepared]:
+async def _github(settings: Settings, shared: GitHubClient | None) -> AsyncIterator[GitHubClient]:
+    if shared is not None:
+        yield shared
+        return
+    async with GitHubClient(settings) as client:
+        yield client
+
+
+@asynccontextmanager
+async def _prepare(
+    target: ReviewTarget, settings: Settings, github: GitHubClient | None = None
+) -> AsyncIterator[_Prepared]:
     if isinstance(target, LocalTarget):
         yield await asyncio.to_thread(_prepare_local, target)
         return
-    async with open_pull_request(target.url, settings) as pull:
+    async with open_pull_request(target.url, settings, github) as pull:
         repository = await asyncio.to_thread(
             PinnedRepository.open, pull.git_dir, pull.metadata.base_sha, pull.metadata.head_sha
         )
@@ -143,10 +190,8 @@ async def _prepare(target: ReviewTarget, settings: Settings) -> AsyncIterator[_P
 
 def _prepare_local(target: LocalTarget) -> _Prepared:
     git_dir = _local_git_dir(target.repo)
-    base = resolve_commit(git_dir, target.base)
-    head = resolve_commit(git_dir, target.head)
-    if base is None or head is None:
-        raise InvalidRepository("A revision does not name a commit in the repository.")
+    base = _commit(git_dir, "--base", target.base)
+    head = _commit(git_dir, "--head", target.head)
     try:
         repository = PinnedRepository.open(git_dir, base, head)
         # The local path is never shown to the model: it may name the user's machine.
@@ -157,6 +202,23 @@ def _prepare_local(target: LocalTarget) -> _Prepared:
         # contract errors.
         raise InvalidRepository("The repository's commits could not be read.") from None
     return _Prepared(repository, None, context)
+
+
+def _commit(git_dir: Path, option: str, revision: str) -> str:
+    sha = resolve_commit(git_dir, revision)
+    if sha is None:
+        # The user's own input, on their own terminal: shown bounded, with no control characters.
+        raise InvalidRepository(
+            f'The {option} revision "{_shown(revision)}" does not name a commit in the repository.'
+        )
+    return sha
+
+
+def _shown(text: str) -> str:
+    clean = "".join("?" if unicodedata.category(char)[0] == "C" else char for char in text)
+    if len(clean) > MAX_SHOWN_REVISION_CHARS:
+        return clean[:MAX_SHOWN_REVISION_CHARS] + "..."
+    return clean
 
 
 def _local_git_dir(repo: Path) -> Path:
@@ -198,13 +260,13 @@ class _ReviewLoop:
         self,
         prepared: _Prepared,
         settings: Settings,
-        provider: ProviderClient,
+        model: ModelClient,
         deadline: float,
         progress: ProgressCallback | None,
     ) -> None:
         self.prepared = prepared
         self.settings = settings
-        self.provider = provider
+        self.model = model
         self.deadline = deadline
         self.progress = progress
         self.messages: list[dict[str, Any]] = [
@@ -219,26 +281,79 @@ class _ReviewLoop:
         self.coverage = CoverageTracker(prepared.repository, prepared.context.changed_files)
 
     async def run(self, include_trace: bool) -> ReviewResult:
-        for round_ in range(1, self.settings.review_max_rounds + 1):
+        if await asyncio.to_thread(self._same_tree):
+            return self._no_changes(include_trace)
+        if self.settings.review_inline_diff_bytes:
+            await asyncio.to_thread(self._inline_diff, self.settings.review_inline_diff_bytes)
+        repairs = self.settings.review_repair_attempts
+        last_round = self.settings.review_max_rounds
+        for round_ in range(1, last_round + 1):
             self._report("waiting_for_model", round_)
-            envelope = await self.provider.complete(self.messages, TOOLS, deadline=self.deadline)
-            turn = parse_turn(envelope, self.seen_ids, self._limits())
+            answer = await self.model.complete(self.messages, TOOLS, deadline=self.deadline)
+            turn = check_turn(answer, self.seen_ids, self._limits())
             self.usage += turn.usage
             if turn.finish_reason == "stop":
                 self._report("validating", round_)
-                repository = self.prepared.repository
-                review = await asyncio.to_thread(
-                    parse_final_review,
-                    turn.content,
-                    repository,
-                    unreadable=self.prepared.unreadable,
-                )
+                try:
+                    review = await asyncio.to_thread(
+                        parse_final_review,
+                        turn.content,
+                        self.prepared.repository,
+                        tolerant=self.settings.review_tolerant_final_json,
+                        unreadable=self.prepared.unreadable,
+                    )
+                except FinalReviewRejected as rejected:
+                    if repairs == 0 or round_ == last_round:
+                        raise
+                    repairs -= 1
+                    self._repair(round_, turn, rejected)
+                    continue
                 self._record(round_, turn, [])
                 return self._result(review, round_, include_trace)
             self._report("running_tools", round_)
             outcomes = await self._execute(turn)
             self._record(round_, turn, outcomes)
         raise MaxRounds()
+
+    def _repair(self, round_: int, turn: CheckedTurn, rejected: FinalReviewRejected) -> None:
+        """Keep the failed stop turn and answer it with the rule it broke, in fixed words."""
+        self._record(round_, turn, [])
+        self.messages.append(turn.message)
+        self.messages.append({"role": "user", "content": rejected.repair})
+
+    def _same_tree(self) -> bool:
+        """Whether the merge base and the head have the same tree: nothing to review."""
+        revisions = self.prepared.repository.revisions
+        with map_git_errors(self.prepared.unreadable):
+            found = run_git(
+                self.prepared.repository.git_dir,
+                [
+                    "rev-parse",
+                    f"{revisions.merge_base_sha}^{{tree}}",
+                    f"{revisions.head_sha}^{{tree}}",
+                ],
+                timeout=30,
+            )
+        trees = found.stdout.split()
+        return len(trees) == 2 and trees[0] == trees[1]
+
+    def _no_changes(self, include_trace: bool) -> ReviewResult:
+        review = FinalReview(summary=NO_CHANGES_SUMMARY, findings=[], notes=[])
+        result = self._result(review, 0, include_trace)
+        return result.model_copy(update={"termination_reason": "no_changes"})
+
+    def _inline_diff(self, limit: int) -> None:
+        """REVIEW_INLINE_DIFF_BYTES: the diff, cut to `limit` bytes, in the first user message."""
+        with map_git_errors(self.prepared.unreadable):
+            data, truncated = self.prepared.repository.diff([], limit)
+        text = data.decode("utf-8", "replace")
+        if truncated:  # the cut may split a character: drop its first bytes
+            text = text.rstrip("\ufffd")
+        self.messages[1] = {
+            "role": "user",
+            "content": user_message(self.prepared.context, diff=text, diff_truncated=truncated),
+        }
+        self.coverage.saw_diff(text, truncated=truncated)
 
     def _limits(self) -> CallLimits:
         return CallLimits(
@@ -247,7 +362,7 @@ class _ReviewLoop:
             used=self.tool_calls,
         )
 
-    async def _execute(self, turn: Turn) -> list[tuple[ToolOutcome, int]]:
+    async def _execute(self, turn: CheckedTurn) -> list[tuple[ToolOutcome, int]]:
         """Run a validated round's calls in worker threads; append results in call order."""
         calls = turn.calls
         outcomes = await asyncio.gather(*(asyncio.to_thread(self._timed, call) for call in calls))
@@ -274,7 +389,9 @@ class _ReviewLoop:
         )
         return outcome, round((time.perf_counter() - started) * 1000)
 
-    def _record(self, round_: int, turn: Turn, outcomes: list[tuple[ToolOutcome, int]]) -> None:
+    def _record(
+        self, round_: int, turn: CheckedTurn, outcomes: list[tuple[ToolOutcome, int]]
+    ) -> None:
         self.trace.append(
             TraceTurn(
                 round=round_,
