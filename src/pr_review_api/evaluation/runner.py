@@ -18,7 +18,6 @@ from typing import Any
 from pr_review_api.errors import ReviewError
 from pr_review_api.evaluation.corpus import BuiltCase, BuiltCorpus
 from pr_review_api.evaluation.scoring import Counts, Located, score_review
-from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.run import LocalTarget, Progress, run_review
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
@@ -81,9 +80,7 @@ def _count(value: object) -> int | None:
     return None
 
 
-async def review_case(
-    folder: Path, case: BuiltCase, run: int, settings: Settings, provider: ProviderClient
-) -> ReviewOutcome:
+async def review_case(folder: Path, case: BuiltCase, run: int, settings: Settings) -> ReviewOutcome:
     """Review one case once and score it."""
     seen = {"round": 0, "tokens": 0}
 
@@ -94,7 +91,7 @@ async def review_case(
     target = LocalTarget(repo=folder / case.repository, base=case.base, head=case.head)
     started = time.perf_counter()
     try:
-        result = await run_review(target, settings, progress=progress, model=provider)
+        result = await run_review(target, settings, progress=progress)
     except ReviewError as exc:
         reason = exc.termination_reason or exc.code
     except Exception:  # a bug ends this review, never the whole evaluation
@@ -132,18 +129,17 @@ async def run_corpus(
     cases: Sequence[str] | None = None,
     on_outcome: OutcomeCallback | None = None,
 ) -> list[CaseReport]:
-    """Review every case (or the named ones) `runs` times; one provider client for all."""
+    """Review every case (or the named ones) `runs` times, one review at a time."""
     settings.require_provider_key()
     chosen = [c for c in corpus.cases if cases is None or c.id in cases]
     reports = [CaseReport(case) for case in chosen]
     total = len(chosen) * runs
     done = 0
-    async with ProviderClient(settings) as provider:
-        for run in range(1, runs + 1):
-            for report in reports:
-                outcome = await review_case(folder, report.case, run, settings, provider)
-                report.outcomes.append(outcome)
-                done += 1
-                if on_outcome is not None:
-                    on_outcome(done, total, outcome)
+    for run in range(1, runs + 1):
+        for report in reports:
+            outcome = await review_case(folder, report.case, run, settings)
+            report.outcomes.append(outcome)
+            done += 1
+            if on_outcome is not None:
+                on_outcome(done, total, outcome)
     return reports
