@@ -296,6 +296,20 @@ def test_a_review_without_changes_has_zero_coverage() -> None:
 # --- end to end --------------------------------------------------------------------------------
 
 
+def review_of(
+    repo: GitRepo, base: str, head: str, provider: ScriptedProvider, **overrides: Any
+) -> ReviewResult:
+    settings = load_settings(
+        opencode_api_key=PROVIDER_KEY,
+        opencode_base_url=provider.base_url,
+        review_timeout_seconds=30,
+        **overrides,
+    )
+    result = asyncio.run(run_review(LocalTarget(repo.path, base, head), settings))
+    provider.assert_complete()
+    return result
+
+
 def test_the_review_document_carries_the_coverage_of_the_tool_results_sent(
     repo: GitRepo, scripted_provider: ScriptedProvider
 ) -> None:
@@ -311,17 +325,39 @@ def test_the_review_document_carries_the_coverage_of_the_tool_results_sent(
         ),
         stop_turn({"summary": "Fine.", "findings": [], "notes": []}),
     )
-    settings = load_settings(
-        opencode_api_key=PROVIDER_KEY,
-        opencode_base_url=scripted_provider.base_url,
-        review_timeout_seconds=30,
-    )
-    result = asyncio.run(run_review(LocalTarget(repo.path, base, head), settings))
-    scripted_provider.assert_complete()
+    result = review_of(repo, base, head, scripted_provider)
     assert result.model_dump(mode="json")["coverage"] == {
         "changed_files": 3,
         "inspected_files": 2,
         "not_inspected": ["src/c.py"],
+    }
+
+
+def test_the_inline_diff_counts_in_a_review(
+    repo: GitRepo, scripted_provider: ScriptedProvider
+) -> None:
+    base = repo.commit_files({path: lines("old") for path in FIVE})
+    head = repo.commit_files({path: lines("new") for path in FIVE})
+    full = full_diff(PinnedRepository.open(repo.git_dir, base, head))
+    limit = full.index("@@", full.index("diff --git a/f2.py")) + 100  # inside f2.py's hunk
+    scripted_provider.script(stop_turn({"summary": "Fine.", "findings": [], "notes": []}))
+    result = review_of(repo, base, head, scripted_provider, review_inline_diff_bytes=limit)
+    assert result.coverage == Coverage(
+        changed_files=5, inspected_files=2, not_inspected=["f3.py", "f4.py", "f5.py"]
+    )
+
+
+def test_a_review_without_changes_has_zero_coverage_in_its_document(
+    repo: GitRepo, scripted_provider: ScriptedProvider
+) -> None:
+    base = repo.commit_files({"a.py": "a\n"})
+    head = repo.commit_files({}, message="empty")
+    result = review_of(repo, base, head, scripted_provider)
+    assert result.termination_reason == "no_changes"
+    assert result.model_dump(mode="json")["coverage"] == {
+        "changed_files": 0,
+        "inspected_files": 0,
+        "not_inspected": [],
     }
 
 
@@ -386,3 +422,4 @@ def test_json_document_has_coverage() -> None:
     document = json.loads(formats.render(partial(), "json"))
     assert document["coverage"]["inspected_files"] == 12
     assert list(document).index("coverage") == list(document).index("tool_calls") + 1
+
