@@ -7,6 +7,8 @@ only settings.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -44,6 +46,16 @@ class Finding(BaseModel):
     line: Annotated[int, Field(ge=1)] | None
     evidence: BoundedText
     recommendation: BoundedText
+
+    def fingerprint(self, line_text: str | None = None) -> str:
+        """Stable for the same path, severity, title and text of the anchored line, whatever the
+        line's number (CONTRACT 10); without a line's text, for path, severity and title alone
+        (the SARIF `partialFingerprints` value). 32 hexadecimal characters."""
+        parts = [self.severity, self.path, self.title]
+        if line_text is not None:
+            parts.append(line_text.strip())
+        identity = json.dumps(parts, ensure_ascii=False)
+        return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 class FinalReview(BaseModel):
@@ -151,6 +163,29 @@ class Coverage(BaseModel):
     not_inspected: Annotated[list[str], Field(max_length=MAX_NOT_INSPECTED)] = []
 
 
+class PublicationError(BaseModel):
+    """Why a publication failed: a fixed sentence, never GitHub's body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: Literal["github_publish_failed"] = "github_publish_failed"
+    message: str
+
+
+class Publication(BaseModel):
+    """What publishing the review on the pull request did (CONTRACT 10)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["published", "already_published", "failed"]
+    review_id: int | None = None
+    url: str | None = None
+    inline_comments: int = 0
+    body_findings: int = 0
+    duplicates_skipped: int = 0
+    error: PublicationError | None = None
+
+
 class ReviewResult(BaseModel):
     """A successful review."""
 
@@ -168,3 +203,5 @@ class ReviewResult(BaseModel):
     # A default of zeros: a review that makes no request (no_changes) inspected nothing.
     coverage: Coverage = Field(default_factory=Coverage)
     trace: list[TraceTurn] | None
+    # Null unless the review was asked to be published (CONTRACT 10).
+    publication: Publication | None = None

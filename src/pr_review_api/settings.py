@@ -147,6 +147,8 @@ class Settings(BaseSettings):
     # Not in the contract's table: the service's own capacity and the cache's bound.
     pr_review_max_concurrent_reviews: int = Field(default=16, ge=1, le=1024)
     pr_review_cache_max_bytes: int = Field(default=20 * 1024**3, ge=64 * 1024**2)
+    # Publishing (CONTRACT 10): inline comments in one review; the rest go in its body.
+    pr_review_max_inline_comments: int = Field(default=30, ge=0, le=1000)
     # Real models (CONTRACT section 12); the defaults keep the seed's protocol exactly.
     opencode_max_retries: int = Field(default=2, ge=0, le=10)
     review_repair_attempts: int = Field(default=0, ge=0, le=10)

@@ -171,6 +171,16 @@ class FakeGitHub:
         self.git_delay = 0.0
         self.git_redirect: str | None = None  # answer git requests with a redirect to this origin
         self._origins: dict[tuple[str, str], Origin] = {}
+        # --- reviews (the publishing endpoints) ---
+        self.users: dict[str, str] = {}  # token -> login answered by GET /user
+        self.workflow_tokens: set[str] = set()  # post as github-actions[bot]; /user is 403
+        self.page_size = 100  # at most this many items per page, whatever per_page says
+        self.reviews: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        self.review_comments: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        self.review_faults: list[CannedResponse] = []  # answers to the next review POSTs
+        self.review_posts: list[dict[str, Any]] = []  # every POSTed review payload
+        self._pulls: dict[tuple[str, str, int], PullRequestFixture] = {}
+        self._next_id = 1000
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
@@ -273,7 +283,123 @@ class FakeGitHub:
             body=body,
         )
         url = f"{self.server_url}/{owner}/{repo}/pull/{number}"
-        return PullRequestFixture(origin, number, base_sha, head_sha, base_ref, url)
+        fixture = PullRequestFixture(origin, number, base_sha, head_sha, base_ref, url)
+        self._pulls[(owner, repo, number)] = fixture
+        return fixture
+
+    def push_head(
+        self, pull: PullRequestFixture, files: Mapping[str, str | bytes], parent: str | None = None
+    ) -> PullRequestFixture:
+        """A new head on the pull request (a push): a commit on `parent` (default the head)."""
+        head_sha = pull.origin.commit(files, parent or pull.head_sha, "push")
+        pull.origin.set_pull_head(pull.number, head_sha)
+        owner, repo = pull.origin.owner, pull.origin.repo
+        self.set_pull(
+            owner,
+            repo,
+            pull.number,
+            base_sha=pull.base_sha,
+            head_sha=head_sha,
+            base_ref=pull.base_ref,
+        )
+        new = PullRequestFixture(
+            pull.origin, pull.number, pull.base_sha, head_sha, pull.base_ref, pull.url
+        )
+        self._pulls[(owner, repo, pull.number)] = new
+        return new
+
+    # --- reviews ---
+
+    def add_review(  # noqa: PLR0917
+        self, owner: str, repo: str, number: int, author: str, body: str, commit_id: str = ""
+    ) -> dict[str, Any]:
+        """A review already on the pull request (someone else's, or a planted one)."""
+        review = self._new_review(owner, repo, number, author, body, commit_id)
+        self.reviews.setdefault((owner, repo, number), []).append(review)
+        return review
+
+    def add_review_comment(
+        self, owner: str, repo: str, number: int, author: str, body: str
+    ) -> dict[str, Any]:
+        comment = {"id": self._id(), "user": {"login": author}, "body": body}
+        self.review_comments.setdefault((owner, repo, number), []).append(comment)
+        return comment
+
+    def posted(self, owner: str, repo: str, number: int) -> list[dict[str, Any]]:
+        """The reviews on the pull request, each with its `comments` as GitHub stored them."""
+        return list(self.reviews.get((owner, repo, number), []))
+
+    def _id(self) -> int:
+        with self._lock:
+            self._next_id += 1
+            return self._next_id
+
+    def _new_review(  # noqa: PLR0917
+        self, owner: str, repo: str, number: int, author: str, body: str, commit_id: str
+    ) -> dict[str, Any]:
+        review_id = self._id()
+        return {
+            "id": review_id,
+            "user": {"login": author},
+            "body": body,
+            "commit_id": commit_id,
+            "state": "COMMENTED",
+            "html_url": (
+                f"{self.server_url}/{owner}/{repo}/pull/{number}#pullrequestreview-{review_id}"
+            ),
+            "comments": [],
+        }
+
+    def right_lines(self, owner: str, repo: str, number: int) -> dict[str, set[int]]:
+        """Per new path, the RIGHT-side lines GitHub accepts: inside a hunk of the diff from the
+        merge base to the head, computed with git (renames detected, 3 lines of context)."""
+        pull = self._pulls[(owner, repo, number)]
+        bare = pull.origin.bare
+        merge_base = git(bare, "merge-base", pull.base_sha, pull.head_sha)
+        diff = subprocess.run(
+            [
+                "git",
+                "--git-dir",
+                str(bare),
+                "diff",
+                "-M",
+                "-U3",
+                "--no-color",
+                "--src-prefix=a/",
+                "--dst-prefix=b/",
+                merge_base,
+                pull.head_sha,
+            ],
+            capture_output=True,
+            check=True,
+            env={
+                "PATH": os.environ.get("PATH", os.defpath),
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "HOME": os.devnull,
+            },
+        ).stdout.decode("utf-8", "replace")
+        lines: dict[str, set[int]] = {}
+        current: set[int] | None = None
+        remaining = 0
+        for line in diff.split("\n"):
+            if remaining > 0:
+                if not line.startswith("-"):
+                    remaining -= 1
+                continue
+            if line.startswith("+++ "):
+                name = line[4:].rstrip("\t")
+                current = (
+                    None
+                    if name == "/dev/null"
+                    else lines.setdefault(name.removeprefix("b/"), set())
+                )
+            elif line.startswith("@@ ") and current is not None:
+                new_range = line.split(" ")[2].removeprefix("+")
+                start, _, count = new_range.partition(",")
+                size = 1 if not count else int(count)
+                current.update(range(int(start), int(start) + size))
+                remaining = size
+        return lines
 
     # --- what was asked ---
 
@@ -359,14 +485,30 @@ class _Handler(BaseHTTPRequestHandler):
         if parts.path.startswith(API_PREFIX + "/"):
             record.body = body
         if parts.path.startswith(API_PREFIX + "/"):
-            self._api(fake, record, parts.path[len(API_PREFIX) :])
+            self._api(fake, record, parts.path[len(API_PREFIX) :], body)
         elif ".git/" in parts.path:
             self._git(fake, record, parts.path, parts.query, body)
         else:
             self._send(record, 404, b"not found", {"Content-Type": "text/plain"})
 
-    def _api(self, fake: FakeGitHub, record: RecordedRequest, path: str) -> None:
+    def _api(self, fake: FakeGitHub, record: RecordedRequest, path: str, body: bytes = b"") -> None:
         pieces = path.split("/")  # "", "repos", owner, repo, "pulls", number
+        if path == "/user":
+            self._user(fake, record)
+            return
+        if (
+            len(pieces) == 7
+            and pieces[1] == "repos"
+            and pieces[4] == "pulls"
+            and pieces[5].isdigit()
+            and pieces[6] in ("reviews", "comments")
+        ):
+            key = (pieces[2], pieces[3], int(pieces[5]))
+            if self.command == "POST" and pieces[6] == "reviews":
+                self._create_review(fake, record, key, body)
+            else:
+                self._list(fake, record, key, pieces[6])
+            return
         if (
             len(pieces) != 6
             or pieces[1] != "repos"
@@ -390,6 +532,134 @@ class _Handler(BaseHTTPRequestHandler):
             return
         fake._sleep(canned.delay)
         self._send(record, canned.status, canned.body, canned.headers)
+
+    def _json(
+        self,
+        record: RecordedRequest,
+        status: int,
+        document: Any,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._send(
+            record,
+            status,
+            json.dumps(document).encode(),
+            {"Content-Type": "application/json", **(headers or {})},
+        )
+
+    @staticmethod
+    def _bearer(record: RecordedRequest) -> str | None:
+        value = record.authorization or ""
+        return value.removeprefix("Bearer ") if value.startswith("Bearer ") else None
+
+    def _user(self, fake: FakeGitHub, record: RecordedRequest) -> None:
+        token = self._bearer(record)
+        if token is None:
+            self._json(record, 401, {"message": "Requires authentication"})
+        elif token in fake.users:
+            self._json(record, 200, {"login": fake.users[token], "id": 7})
+        else:  # a workflow token may not read /user
+            self._json(record, 403, {"message": "Resource not accessible by integration"})
+
+    def _author(self, fake: FakeGitHub, record: RecordedRequest) -> str | None:
+        token = self._bearer(record)
+        if token in fake.users:
+            return fake.users[token]
+        if token in fake.workflow_tokens:
+            return "github-actions[bot]"
+        return None
+
+    def _list(
+        self, fake: FakeGitHub, record: RecordedRequest, key: tuple[str, str, int], kind: str
+    ) -> None:
+        if key not in fake._pulls:
+            self._json(record, 404, {"message": "Not Found"})
+            return
+        if kind == "reviews":
+            items = [
+                {k: v for k, v in r.items() if k != "comments"} for r in fake.reviews.get(key, [])
+            ]
+        else:
+            items = list(fake.review_comments.get(key, []))
+        query = dict(part.partition("=")[::2] for part in record.query.split("&") if part)
+        per_page = min(int(query.get("per_page") or 30), 100, fake.page_size)
+        page = int(query.get("page") or 1)
+        chunk = items[(page - 1) * per_page : page * per_page]
+        headers = {}
+        if page * per_page < len(items):
+            owner, repo, number = key
+            nxt = (
+                f"{fake.api_url}/repos/{owner}/{repo}/pulls/{number}/{kind}"
+                f"?per_page={per_page}&page={page + 1}"
+            )
+            headers["Link"] = f'<{nxt}>; rel="next"'
+        self._json(record, 200, chunk, headers)
+
+    def _create_review(
+        self, fake: FakeGitHub, record: RecordedRequest, key: tuple[str, str, int], body: bytes
+    ) -> None:
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            self._json(record, 400, {"message": "Problems parsing JSON"})
+            return
+        fake.review_posts.append(payload)
+        if fake.review_faults:
+            canned = fake.review_faults.pop(0)
+            self._send(record, canned.status, canned.body, canned.headers)
+            return
+        author = self._author(fake, record)
+        if author is None:
+            self._json(record, 403, {"message": "Resource not accessible by integration"})
+            return
+        pull = fake._pulls.get(key)
+        if pull is None:
+            self._json(record, 404, {"message": "Not Found"})
+            return
+        problem = self._review_problem(fake, key, pull, payload)
+        if problem is not None:
+            self._json(record, 422, {"message": "Unprocessable Entity", "errors": [problem]})
+            return
+        review = fake._new_review(*key, author, payload["body"], payload["commit_id"])
+        for comment in payload.get("comments", []):
+            stored = {
+                "id": fake._id(),
+                "user": {"login": author},
+                "pull_request_review_id": review["id"],
+                **comment,
+            }
+            review["comments"].append(stored)
+            fake.review_comments.setdefault(key, []).append(stored)
+        fake.reviews.setdefault(key, []).append(review)
+        self._json(record, 200, {k: v for k, v in review.items() if k != "comments"})
+
+    @staticmethod
+    def _review_problem(
+        fake: FakeGitHub,
+        key: tuple[str, str, int],
+        pull: PullRequestFixture,
+        payload: Any,
+    ) -> str | None:
+        """GitHub's rules for a review, checked for the whole request."""
+        if not isinstance(payload, dict) or payload.get("event") != "COMMENT":
+            return "event must be COMMENT"
+        if payload.get("commit_id") != pull.head_sha:
+            return "commit_id is not the head"
+        if not isinstance(payload.get("body"), str) or len(payload["body"]) > 65536:
+            return "body is too long (maximum is 65536 characters)"
+        comments = payload.get("comments", [])
+        if not comments:
+            return None
+        right = fake.right_lines(*key)
+        for comment in comments:
+            line = comment.get("line")
+            if comment.get("side") != "RIGHT" or not isinstance(line, int):
+                return "side and line are required"
+            if len(comment.get("body", "")) > 65536:
+                return "comment body is too long"
+            if line not in right.get(comment.get("path"), set()):
+                return "Pull request review thread line must be part of the diff"
+        return None
 
     def _git(
         self, fake: FakeGitHub, record: RecordedRequest, path: str, query: str, body: bytes

@@ -1,0 +1,58 @@
+"""Model text rendered as Markdown that cannot misbehave on GitHub (CONTRACT section 10).
+
+Everything the model wrote (titles, explanations, evidence, recommendations, the summary and
+notes) and every path goes through `escape()` before it reaches a review body or comment:
+
+- every ASCII punctuation character is backslash-escaped (CommonMark allows that for all of
+  them), so no emphasis, heading, list, table, code span, link, image, autolink, HTML tag,
+  HTML comment (our markers among them) or entity can start in model text;
+- GitHub's own text filters, which run on the rendered text, are broken with a WORD JOINER
+  (U+2060, invisible): after `@` (mentions, team mentions, e-mail autolinks), after `#` and
+  before `-` of `GH-` (issue and pull-request references, `owner/repo#7` included), inside
+  `://` and `www.` (extended URL autolinks);
+- line breaks are kept as hard breaks, and leading spaces are dropped, so no line becomes an
+  indented code block; carriage returns and other control characters are removed.
+"""
+
+from __future__ import annotations
+
+import re
+
+WORD_JOINER = "\u2060"
+# CommonMark: "Any ASCII punctuation character may be backslash-escaped."
+_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_GH_REFERENCE = re.compile(r"(?i)\b(gh)-")
+_URL_SCHEME = re.compile(r":(?=//)")
+_WWW = re.compile(r"(?i)\b(www)\.")
+
+
+def _escape_line(line: str) -> str:
+    line = _GH_REFERENCE.sub(lambda m: m[1] + WORD_JOINER + "-", line)
+    line = _URL_SCHEME.sub(":" + WORD_JOINER, line)
+    line = _WWW.sub(lambda m: m[1] + WORD_JOINER + ".", line)
+    out: list[str] = []
+    for char in line:
+        if char in _PUNCTUATION:
+            out.append("\\" + char)
+            if char in "@#":
+                out.append(WORD_JOINER)
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def escape(text: str) -> str:
+    """`text` as inert Markdown: it renders as itself and links, mentions or embeds nothing."""
+    text = _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    lines = [_escape_line(line.lstrip(" \t")) for line in text.split("\n")]
+    # A backslash at the end of a line is a hard break; blank lines stay paragraph breaks.
+    return "\n".join(
+        line + ("\\" if line and nxt else "")
+        for line, nxt in zip(lines, [*lines[1:], ""], strict=True)
+    )
+
+
+def escape_inline(text: str) -> str:
+    """`text` on one line (a title, a path): line breaks become spaces."""
+    return escape(" ".join(text.split()))

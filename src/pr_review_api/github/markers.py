@@ -1,0 +1,71 @@
+"""The markers in our reviews and comments, and who is trusted to have written them.
+
+`<!-- pr-review:head=<sha> -->` says which head a review reviewed; `<!-- pr-review:finding=<fp>
+-->` says which finding a review, a body entry or an inline comment carries. Markers are read
+only from reviews and comments whose author is the publishing identity (CONTRACT section 10):
+anyone can write the same text in a comment of their own, and it must change nothing. Model
+text can never contain a marker of ours: `markdown.escape` turns its `<` into `\\<`, and the
+pattern below refuses a marker preceded by a backslash.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+_MARKER = re.compile(r"(?<!\\)<!-- pr-review:(head|finding)=([0-9a-f]{16,64}) -->")
+
+
+def head_marker(sha: str) -> str:
+    return f"<!-- pr-review:head={sha} -->"
+
+
+def finding_marker(fingerprint: str) -> str:
+    return f"<!-- pr-review:finding={fingerprint} -->"
+
+
+@dataclass(frozen=True)
+class Post:
+    """A review or comment as listed by the API: who wrote it, its text, where it lives."""
+
+    author: str | None
+    body: str
+    review_id: int | None = None
+    url: str | None = None
+    order: int = 0  # position in the listing (reviews come oldest first)
+
+
+@dataclass
+class PriorState:
+    """What our own earlier posts on the pull request say."""
+
+    heads: list[tuple[str, int | None, str | None]] = field(default_factory=list)
+    fingerprints: set[str] = field(default_factory=set)
+
+    def review_of(self, head_sha: str) -> tuple[int | None, str | None] | None:
+        """(review id, URL) of our review of `head_sha`, or None."""
+        for sha, review_id, url in self.heads:
+            if sha == head_sha:
+                return review_id, url
+        return None
+
+    @property
+    def last_head(self) -> str | None:
+        """The head our most recent review reviewed."""
+        return self.heads[-1][0] if self.heads else None
+
+
+def read_markers(posts: Iterable[Post], login: str, *, reviews: bool) -> PriorState:
+    """The markers of the posts written by `login` (case-insensitive, as GitHub logins are)."""
+    state = PriorState()
+    ours = login.lower()
+    for post in posts:
+        if post.author is None or post.author.lower() != ours:
+            continue
+        for kind, value in _MARKER.findall(post.body):
+            if kind == "finding":
+                state.fingerprints.add(value)
+            elif reviews and len(value) == 40:
+                state.heads.append((value, post.review_id, post.url))
+    return state

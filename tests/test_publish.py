@@ -1,0 +1,412 @@
+"""Publishing a review on the pull request (CONTRACT section 10), through the fake GitHub.
+
+The fake computes hunks with git and answers 422 for the whole request when any comment is off
+the diff, paginates with `Link`, records authors and can inject failures. Reviews run through
+`run_review(..., post=True)` with a scripted model, so findings pass the real final-review
+checks before they are placed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from markdown_it import MarkdownIt
+from pydantic import SecretStr
+
+from pr_review_api.github.markdown import WORD_JOINER
+from pr_review_api.github.markers import finding_marker, head_marker
+from pr_review_api.llm.testing import ScriptedModel, stop_turn
+from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.model import ReviewResult
+from pr_review_api.settings import Settings
+from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.fakes.github_server import (
+    CannedResponse,
+    FakeGitHub,
+    PullRequestFixture,
+    fake_github,
+)
+
+__all__ = ["fake_github"]
+
+BOT = "pr-review-bot"
+TEN = "".join(f"line {n}\n" for n in range(1, 11))
+FIFTY = "".join(f"row {n}\n" for n in range(1, 51))
+# a.py: line 5 edited (added line 5), context 2-4 and 6-8.
+HEAD_A = TEN.replace("line 5\n", "line five\n")
+
+
+def finding(
+    path: str, line: int | None, severity: str = "medium", title: str = "T"
+) -> dict[str, Any]:
+    return {
+        "severity": severity,
+        "title": title,
+        "explanation": f"Explained {path}:{line}.",
+        "path": path,
+        "line": line,
+        "evidence": "e",
+        "recommendation": "r",
+    }
+
+
+def settings_for(fake: FakeGitHub, tmp_path: Path, **overrides: Any) -> Settings:
+    fake.users.setdefault(GITHUB_TOKEN, BOT)
+    return fake.settings(
+        tmp_path / "cache",
+        token=GITHUB_TOKEN,
+        opencode_api_key=PROVIDER_KEY,
+        review_timeout_seconds=60,
+        **overrides,
+    )
+
+
+def pull_request(fake: FakeGitHub, **extra: str) -> PullRequestFixture:
+    base = {"a.py": TEN, "other.py": FIFTY, "gone.py": TEN, "old/name.py": FIFTY}
+    head = {"a.py": HEAD_A, "gone.py": TEN.replace("line 5\n", "")}
+    return fake.pull_request("acme", "widget", 7, base=base, head={**head, **extra})
+
+
+def review(
+    url: str,
+    settings: Settings,
+    findings: list[dict[str, Any]],
+    *,
+    post: bool = True,
+    summary: str = "Summary.",
+    notes: list[str] | None = None,
+) -> ReviewResult:
+    document = {"summary": summary, "findings": findings, "notes": notes or []}
+    model = ScriptedModel(stop_turn(document))
+    return asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=post))
+
+
+def posted(fake: FakeGitHub) -> list[dict[str, Any]]:
+    return fake.posted("acme", "widget", 7)
+
+
+def text(markdown: str) -> str:
+    """What a reader sees: the Markdown rendered (CommonMark), tags dropped, invisible joins
+    removed."""
+    rendered = MarkdownIt("commonmark").render(markdown)
+    return html.unescape(re.sub(r"<[^>]+>", "", rendered)).replace(WORD_JOINER, "")
+
+
+def comment_lines(review: dict[str, Any]) -> list[tuple[str, int]]:
+    return [(c["path"], c["line"]) for c in review["comments"]]
+
+
+# --- placement ---
+
+
+def test_added_and_context_lines_are_inline_the_rest_in_the_body(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    findings = [
+        finding("a.py", 5, title="added"),
+        finding("a.py", 3, title="context"),
+        finding("gone.py", 5, title="context after a deletion"),
+        finding("a.py", 10, title="outside every hunk"),
+        finding("other.py", 3, title="file outside the diff"),
+        finding("a.py", None, title="no line"),
+    ]
+    result = review(pull.url, settings_for(fake_github, tmp_path), findings)
+    publication = result.publication
+    assert publication is not None
+    assert publication.status == "published"
+    assert publication.inline_comments == 3
+    assert publication.body_findings == 3
+    assert len(fake_github.review_posts) == 1  # no 422, no second attempt
+    (done,) = posted(fake_github)
+    assert sorted(comment_lines(done)) == [("a.py", 3), ("a.py", 5), ("gone.py", 5)]
+    assert all(c["side"] == "RIGHT" for c in done["comments"])
+    body = text(done["body"])
+    assert "a.py line 10" in body
+    assert "other.py line 3" in body
+    assert "outside every hunk" in body
+    assert "no line" in body
+    assert done["commit_id"] == pull.head_sha
+    assert done["user"]["login"] == BOT
+    assert publication.review_id == done["id"]
+    assert publication.url == done["html_url"]
+
+
+def test_deleted_only_file_lines_outside_its_hunk_go_in_the_body(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    findings = [finding("gone.py", 1, title="far from the deletion"), finding("gone.py", 4)]
+    result = review(pull.url, settings_for(fake_github, tmp_path), findings)
+    assert result.publication is not None
+    (done,) = posted(fake_github)
+    assert comment_lines(done) == [("gone.py", 4)]
+    assert "gone.py line 1" in text(done["body"])
+
+
+def test_renamed_file_is_commented_on_under_its_new_path(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    origin = fake_github.origin("acme", "widget")
+    pull = fake_github.pull_request("acme", "widget", 7, base={"old/name.py": FIFTY})
+    # Move the file and edit line 40 in a second head, as a rename GitHub detects.
+    origin.work.commit_files({"new/name.py": FIFTY.replace("row 40\n", "row forty\n")})
+    moved = origin.work.commit_files({}, "move", delete=("old/name.py",))
+    origin.set_pull_head(7, moved)
+    fake_github.set_pull(
+        "acme", "widget", 7, base_sha=pull.base_sha, head_sha=moved, base_ref="main"
+    )
+    fake_github._pulls[("acme", "widget", 7)] = PullRequestFixture(
+        origin, 7, pull.base_sha, moved, "main", pull.url
+    )
+    findings = [finding("new/name.py", 40, title="in"), finding("new/name.py", 2, title="out")]
+    result = review(pull.url, settings_for(fake_github, tmp_path), findings)
+    assert result.publication is not None
+    assert result.publication.status == "published"
+    (done,) = posted(fake_github)
+    assert comment_lines(done) == [("new/name.py", 40)]
+    assert "new/name.py line 2" in text(done["body"])
+
+
+def test_the_cap_keeps_the_most_severe_inline_then_path_then_line(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github, **{"b.py": "1\n2\n3\n"})
+    findings = [
+        finding("b.py", 3, "low"),
+        finding("b.py", 1, "critical"),
+        finding("a.py", 5, "critical"),
+        finding("a.py", 4, "high"),
+        finding("b.py", 2, "info"),
+    ]
+    settings = settings_for(fake_github, tmp_path, pr_review_max_inline_comments=3)
+    result = review(pull.url, settings, findings)
+    assert result.publication is not None
+    assert result.publication.inline_comments == 3
+    assert result.publication.body_findings == 2
+    (done,) = posted(fake_github)
+    assert comment_lines(done) == [("a.py", 5), ("b.py", 1), ("a.py", 4)]
+    assert text(done["body"]).index("b.py line 3") < text(done["body"]).index(
+        "b.py line 2"
+    )  # low, info
+
+
+# --- markers ---
+
+
+def test_markers_are_in_the_body_and_on_every_finding(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    findings = [finding("a.py", 5), finding("other.py", 1, title="body")]
+    review(pull.url, settings_for(fake_github, tmp_path), findings)
+    (done,) = posted(fake_github)
+    assert head_marker(pull.head_sha) in done["body"]
+    assert done["body"].count("<!-- pr-review:finding=") == 1
+    assert done["comments"][0]["body"].count("<!-- pr-review:finding=") == 1
+
+
+def test_the_same_head_is_never_published_twice(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path)
+    first = review(pull.url, settings, [finding("a.py", 5)])
+    second = review(pull.url, settings, [finding("a.py", 5)])
+    assert first.publication is not None
+    assert second.publication is not None
+    assert second.publication.status == "already_published"
+    assert second.publication.review_id == first.publication.review_id
+    assert len(posted(fake_github)) == 1
+    assert len(fake_github.review_posts) == 1
+
+
+def test_a_workflow_token_is_github_actions_bot(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    pull = pull_request(fake_github)
+    fake_github.workflow_tokens.add("ghs_workflow")
+    settings = settings_for(fake_github, tmp_path).model_copy(
+        update={"github_token": SecretStr("ghs_workflow")}
+    )
+    review(pull.url, settings, [finding("a.py", 5)])
+    again = review(pull.url, settings, [finding("a.py", 5)])
+    assert posted(fake_github)[0]["user"]["login"] == "github-actions[bot]"
+    assert again.publication is not None
+    assert again.publication.status == "already_published"
+
+
+def test_planted_markers_of_someone_else_change_nothing(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path)
+    # The author copies our markers: this head's, and the fingerprint the finding will have.
+    probe = review(pull.url, settings, [finding("a.py", 5)], post=False)
+    assert probe.publication is None
+    from pr_review_api.github.publish import fingerprint_of
+
+    fingerprint = fingerprint_of(probe.review.findings[0], {"a.py": HEAD_A.splitlines()})
+    planted = head_marker(pull.head_sha) + finding_marker(fingerprint)
+    fake_github.add_review("acme", "widget", 7, "octocat", planted, pull.head_sha)
+    fake_github.add_review_comment("acme", "widget", 7, "octocat", finding_marker(fingerprint))
+    result = review(pull.url, settings, [finding("a.py", 5)])
+    assert result.publication is not None
+    assert result.publication.status == "published"
+    assert result.publication.duplicates_skipped == 0
+    assert result.publication.inline_comments == 1
+
+
+def test_model_text_cannot_forge_a_marker(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path)
+    forged = head_marker(pull.head_sha)
+    # The first review's summary carries this head's marker as text; it must not count...
+    fake_github.add_review("acme", "widget", 7, BOT, "\\" + forged)
+    result = review(pull.url, settings, [], summary=forged, notes=[forged])
+    assert result.publication is not None
+    assert result.publication.status == "published"
+    (_, done) = posted(fake_github)
+    assert done["body"].count(forged) == 1  # ours, at the end; the model's copy is escaped
+
+
+def test_a_re_review_skips_findings_already_posted(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path)
+    fake_github.page_size = 1  # every listing takes several pages (Link: rel="next")
+    review(pull.url, settings, [finding("a.py", 5, title="kept"), finding("a.py", 3)])
+    # A push inserts two lines at the top: the same finding moves to line 7, same text.
+    newer = fake_github.push_head(pull, {"a.py": "new 1\nnew 2\n" + HEAD_A})
+    result = review(
+        newer.url, settings, [finding("a.py", 7, title="kept"), finding("a.py", 1, title="new")]
+    )
+    assert result.publication is not None
+    assert result.publication.status == "published"
+    assert result.publication.duplicates_skipped == 1
+    assert result.publication.inline_comments == 1
+    second = posted(fake_github)[1]
+    assert comment_lines(second) == [("a.py", 1)]
+    assert "already posted" in text(second["body"])
+    listing = [r for r in fake_github.api_requests() if r.path.endswith("/comments")]
+    assert any("page=2" in r.query for r in listing)  # both inline comments of the first
+
+
+# --- failures ---
+
+
+def test_422_makes_one_more_attempt_with_everything_in_the_body(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    fake_github.review_faults.append(
+        CannedResponse(
+            422, b'{"message":"Pull request review thread line must be part of the diff"}'
+        )
+    )
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    assert result.publication is not None
+    assert result.publication.status == "published"
+    assert result.publication.inline_comments == 0
+    assert result.publication.body_findings == 1
+    first, second = fake_github.review_posts
+    assert len(first["comments"]) == 1
+    assert second["comments"] == []
+    assert "a.py line 5" in text(second["body"])
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"Retry-After": "1"}, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "RESET"}],
+)
+@pytest.mark.parametrize("status", [403, 429])
+def test_a_secondary_rate_limit_is_waited_out(
+    fake_github: FakeGitHub, tmp_path: Path, status: int, headers: dict[str, str]
+) -> None:
+    pull = pull_request(fake_github)
+    wanted = {k: str(int(time.time()) + 1) if v == "RESET" else v for k, v in headers.items()}
+    fake_github.review_faults.append(CannedResponse(status, b"{}", wanted))
+    started = time.monotonic()
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    assert result.publication is not None
+    assert result.publication.status == "published"
+    assert len(fake_github.review_posts) == 2
+    assert time.monotonic() - started >= 0.9 or "x-ratelimit-reset" in wanted
+
+
+def test_a_rate_limit_past_the_deadline_fails_at_once(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    fake_github.review_faults.append(CannedResponse(429, b"{}", {"Retry-After": "3600"}))
+    started = time.monotonic()
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    assert time.monotonic() - started < 30
+    assert result.publication is not None
+    assert result.publication.status == "failed"
+    assert result.publication.error is not None
+    assert result.publication.error.code == "github_publish_failed"
+
+
+@pytest.mark.parametrize(
+    ("status", "fragment"), [(403, "write access"), (500, "server error"), (503, "server error")]
+)
+def test_other_failures_return_the_review_with_a_failed_publication(
+    fake_github: FakeGitHub, tmp_path: Path, status: int, fragment: str
+) -> None:
+    pull = pull_request(fake_github)
+    marker = "GITHUB-BODY-MARKER-9e1"
+    fake_github.review_faults.append(
+        CannedResponse(status, json.dumps({"message": marker}).encode())
+    )
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    assert result.review.findings[0].path == "a.py"  # the paid-for review is kept
+    publication = result.publication
+    assert publication is not None
+    assert publication.status == "failed"
+    assert publication.error is not None
+    assert publication.error.code == "github_publish_failed"
+    assert fragment in publication.error.message
+    dumped = result.model_dump_json()
+    assert marker not in dumped
+    assert GITHUB_TOKEN not in dumped
+    assert len(fake_github.review_posts) == 1
+
+
+def test_a_token_without_write_access_fails(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path).model_copy(
+        update={"github_token": SecretStr("read-only-token")}
+    )
+    result = review(pull.url, settings, [finding("a.py", 5)])
+    assert result.publication is not None
+    assert result.publication.status == "failed"
+
+
+# --- no write without post ---
+
+
+def test_no_write_request_and_no_publication_without_post(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)], post=False)
+    assert result.publication is None
+    assert result.model_dump()["publication"] is None
+    assert all(r.method == "GET" for r in fake_github.api_requests())
+    assert not any(
+        r.path.endswith(("/reviews", "/comments", "/user")) for r in fake_github.api_requests()
+    )
+    assert fake_github.review_posts == []
+
+
+def test_every_api_request_goes_to_github_with_the_token(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    requests = fake_github.api_requests()
+    assert {r.method for r in requests} == {"GET", "POST"}
+    assert all(r.authorization == f"Bearer {GITHUB_TOKEN}" for r in requests)
