@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 
 from pr_review_api.loop.final_review import FINAL_REVIEW_SCHEMA
+from pr_review_api.loop.repo_config import instructions_block
 from pr_review_api.settings import MAX_PROMPT_CHANGED_FILES, MAX_PROMPT_DESCRIPTION_BYTES
 
 SYSTEM_PROMPT_RULES = """\
@@ -51,6 +52,8 @@ class ReviewContext:
     changed_files: list[tuple[str, str]]  # (status letter, path)
     title: str | None = None
     description: str | None = None
+    # `instructions` of .pr-review.toml at the base commit (loop/repo_config.py), if any.
+    repository_instructions: str | None = None
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -93,4 +96,6 @@ def user_message(
         json.dumps(untrusted, indent=1, ensure_ascii=True).replace("<", "\\u003c"),
         "</untrusted_pull_request_data>",
     ]
+    if context.repository_instructions:
+        lines += instructions_block(context.repository_instructions)
     return "\n".join(lines)

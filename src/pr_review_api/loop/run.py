@@ -9,11 +9,12 @@ under one deadline. Blocking git work runs in worker threads, never on the event
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import unicodedata
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ from pr_review_api.errors import (
     ReviewError,
     ReviewTimeout,
 )
+from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.runner import GitError, run_git
+from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.publish import publish_result
@@ -37,6 +40,12 @@ from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_t
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.final_review import FinalReviewRejected, parse_final_review
 from pr_review_api.loop.prompts import ReviewContext, system_prompt, user_message
+from pr_review_api.loop.repo_config import (
+    NO_REPO_CONFIG,
+    LoadedRepoConfig,
+    apply_repo_config,
+    load_repo_config,
+)
 from pr_review_api.model import (
     FinalReview,
     PullRequestInfo,
@@ -93,6 +102,7 @@ class _Prepared:
     repository: PinnedRepository
     pull_request: PullRequestInfo | None
     context: ReviewContext
+    repo_config: LoadedRepoConfig = NO_REPO_CONFIG
 
     @property
     def unreadable(self) -> type[ReviewError]:
@@ -115,6 +125,7 @@ async def run_review(
     post: bool = False,
     github: GitHubClient | None = None,
     installation_id: int | None = None,
+    store: RepositoryStore | None = None,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
@@ -130,14 +141,19 @@ async def run_review(
         raise InvalidRequest("Publishing needs a pull request URL, not a local repository.")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.review_timeout_seconds
+    # The store's work stops at the deadline (loop.time() is time.monotonic()) or on cancel.
+    cancel = threading.Event()
     try:
         async with (
             asyncio.timeout_at(deadline),
             _model(settings, model) as client,
             _github(settings, github) as github_client,
+            _store(settings, store) as repo_store,
         ):
             _report(progress, "preparing", 0, 0, Usage())
-            async with _prepare(target, settings, github_client) as prepared:
+            work = repo_store.work(deadline, cancel)
+            async with _prepare(target, settings, github_client, repo_store, work) as pinned:
+                prepared = await asyncio.to_thread(_with_repo_config, pinned)
                 loop_run = _ReviewLoop(prepared, settings, client, deadline, progress)
                 result = await loop_run.run(include_trace)
                 if post:
@@ -151,6 +167,19 @@ async def run_review(
                 return result
     except TimeoutError:
         raise ReviewTimeout() from None
+    finally:
+        cancel.set()
+
+
+@asynccontextmanager
+async def _store(
+    settings: Settings, shared: RepositoryStore | None
+) -> AsyncIterator[RepositoryStore]:
+    if shared is not None:
+        yield shared
+        return
+    with RepositoryStore(settings) as made:
+        yield made
 
 
 @asynccontextmanager
@@ -173,14 +202,25 @@ async def _github(settings: Settings, shared: GitHubClient | None) -> AsyncItera
 
 @asynccontextmanager
 async def _prepare(
-    target: ReviewTarget, settings: Settings, github: GitHubClient | None = None
+    target: ReviewTarget,
+    settings: Settings,
+    github: GitHubClient | None = None,
+    store: RepositoryStore | None = None,
+    work: Work | None = None,
 ) -> AsyncIterator[_Prepared]:
+    if store is None:
+        async with (
+            _store(settings, None) as made,
+            _prepare(target, settings, github, made, work) as prepared,
+        ):
+            yield prepared
+        return
     if isinstance(target, LocalTarget):
-        yield await asyncio.to_thread(_prepare_local, target)
+        yield await store.run(_prepare_local, target, store, work)
         return
     async with open_pull_request(target.url, settings, github) as pull:
-        repository = await asyncio.to_thread(
-            PinnedRepository.open, pull.git_dir, pull.metadata.base_sha, pull.metadata.head_sha
+        repository = await store.run(
+            store.open, pull.git_dir, pull.metadata.base_sha, pull.metadata.head_sha, work
         )
         context = await asyncio.to_thread(
             _context, repository, pull.info.url, pull.metadata.title, pull.metadata.body
@@ -188,12 +228,14 @@ async def _prepare(
         yield _Prepared(repository, pull.info, context)
 
 
-def _prepare_local(target: LocalTarget) -> _Prepared:
+def _prepare_local(
+    target: LocalTarget, store: RepositoryStore | None = None, work: Work | None = None
+) -> _Prepared:
     git_dir = _local_git_dir(target.repo)
     base = _commit(git_dir, "--base", target.base)
     head = _commit(git_dir, "--head", target.head)
     try:
-        repository = PinnedRepository.open(git_dir, base, head)
+        repository = PinnedRepository.open(git_dir, base, head, store=store, work=work)
         # The local path is never shown to the model: it may name the user's machine.
         context = _context(repository, "a local repository", None, None)
     except GitError:
@@ -229,6 +271,15 @@ def _local_git_dir(repo: Path) -> Path:
     except GitError:
         raise InvalidRepository("The path is not a git repository.") from None
     return Path(found.stdout.decode(errors="surrogateescape").strip())
+
+
+def _with_repo_config(prepared: _Prepared) -> _Prepared:
+    """.pr-review.toml from the BASE commit, never the head (loop/repo_config.py)."""
+    repository = prepared.repository
+    loaded = load_repo_config(repository.git_dir, repository.revisions.base_sha)
+    instructions = loaded.config.instructions or None
+    context = replace(prepared.context, repository_instructions=instructions)
+    return replace(prepared, context=context, repo_config=loaded)
 
 
 def _context(
@@ -429,7 +480,7 @@ class _ReviewLoop:
                 merge_base_sha=revisions.merge_base_sha,
             ),
             model=self.settings.opencode_model,
-            review=review,
+            review=apply_repo_config(review, self.prepared.repo_config),
             usage=self.usage,
             rounds=rounds,
             tool_calls=self.tool_calls,
