@@ -7,10 +7,15 @@ installed console script and `python -m`), against the scripted provider on loop
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import logging
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +66,7 @@ def provider_env(
     monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
     monkeypatch.setenv("OPENCODE_BASE_URL", scripted_provider.base_url)
     monkeypatch.setenv("REVIEW_TIMEOUT_SECONDS", "30")
+    monkeypatch.setenv("OPENCODE_MAX_RETRIES", "0")  # one request per scripted fault
     return scripted_provider
 
 
@@ -243,7 +249,9 @@ def test_a_local_review_prints_text_and_exits_0(
     assert result.exit_code == 0, result.output
     provider_env.assert_complete()
     assert result.stderr == ""  # no progress: stderr is not a terminal
-    assert "Review of a local repository" in result.stdout
+    repo, base, head = widget
+    # The header names the path and the two revisions as given (issue 14 item 9).
+    assert result.stdout.startswith(f"Review of {repo.path} ({base}..{head})\n")
     assert "src/service.py:2  Validation occurs after the write" in result.stdout
     assert "\x1b[" not in result.stdout  # no colour: stdout is not a terminal
     assert "2 rounds · 1 tool call" in result.stdout
@@ -483,6 +491,59 @@ async def test_json_output_is_byte_for_byte_the_api_response(
         assert result.stdout.encode() == response.content + b"\n"
 
 
+# --- interrupts ----------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("with_key")
+def test_ctrl_c_exits_130_with_the_interrupted_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "run_review", FakeRunReview(KeyboardInterrupt()))
+    as_json = run("review", PR_URL, "--format", "json")
+    assert as_json.exit_code == 130
+    assert json.loads(as_json.stdout) == errors.Interrupted().to_body()
+    assert json.loads(as_json.stdout)["error"]["code"] == "interrupted"
+    text = run("review", PR_URL)
+    assert text.exit_code == 130
+    assert assert_one_error_line(text, "interrupted") == (
+        "error: The review was interrupted. (interrupted)"
+    )
+
+
+def test_sigint_to_a_real_review_exits_130_with_the_document(
+    widget: tuple[GitRepo, str, str], scripted_provider: ScriptedProvider
+) -> None:
+    repo, base, head = widget
+    scripted_provider.script(Fault.delay(5.0, stop_turn(REVIEW)))
+    env = {
+        **os.environ,
+        "OPENCODE_API_KEY": PROVIDER_KEY,
+        "OPENCODE_BASE_URL": scripted_provider.base_url,
+        "REVIEW_TIMEOUT_SECONDS": "30",
+    }
+    args = ["review", "--repo", str(repo.path), "--base", base, "--head", head, "--format", "json"]
+    process = subprocess.Popen(
+        [str(CONSOLE_SCRIPT), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not scripted_provider.requests:  # the review is waiting for the model
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the review never asked the provider"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert json.loads(stdout) == errors.Interrupted().to_body()
+    assert "Traceback" not in stderr
+
+
 # --- serve -------------------------------------------------------------------------------------
 
 
@@ -553,6 +614,47 @@ def test_serve_on_a_public_address_with_keys(
     result = run("serve", "--host", "0.0.0.0")
     assert result.exit_code == 0, result.output
     assert no_server[0].host == "0.0.0.0"
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_exit_2(
+    no_server: list[uvicorn.Config], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("serve", "--port", str(port))
+    assert result.exit_code == 2
+    line = assert_one_error_line(result, "configuration_error")
+    assert f"Port {port} is already in use" in line
+    assert no_server == []
+
+
+def test_the_service_log_keeps_ours_and_drops_third_party_chatter() -> None:
+    from pr_review_api.service.server import configure_service_logging
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    level = root.level
+    handler = configure_service_logging(stream)
+    try:
+        logging.getLogger("pr_review_api.access").info("method=GET path=/healthz status=200")
+        logging.getLogger("pr_review_api.service.server").warning("out of EMFILE")
+        logging.getLogger("uvicorn.error").info("Uvicorn running")
+        logging.getLogger("httpx").info("HTTP Request: POST https://provider.example/v1/x")
+        logging.getLogger("httpcore.connection").debug("connect_tcp.started host=github")
+        logging.getLogger("httpx").warning("a third-party warning")
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    logged = stream.getvalue()
+    assert "path=/healthz" in logged
+    assert "out of EMFILE" in logged
+    assert "Uvicorn running" in logged
+    assert "a third-party warning" in logged
+    assert "provider.example" not in logged
+    assert "connect_tcp" not in logged
 
 
 # --- real processes ----------------------------------------------------------------------------

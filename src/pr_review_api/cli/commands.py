@@ -11,31 +11,35 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import logging
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
 import click
-from rich.console import Console
 
 from pr_review_api import __version__
-from pr_review_api.errors import ConfigurationError, InvalidRequest, ReviewError
+from pr_review_api.cli.eval import eval_command
+from pr_review_api.cli.progress import describe_progress, live_progress
+from pr_review_api.cli.worker import worker as worker_command
+from pr_review_api.errors import ConfigurationError, Interrupted, InvalidRequest, ReviewError
 from pr_review_api.loop.final_review import review_schema_json
 from pr_review_api.loop.run import (
     LocalTarget,
-    Progress,
-    ProgressCallback,
     PullRequestTarget,
     ReviewTarget,
     run_review,
 )
-from pr_review_api.model import Usage
-from pr_review_api.output.formats import OUTPUT_FORMATS, OutputFormat, render, render_json
+from pr_review_api.output.formats import (
+    OUTPUT_FORMATS,
+    LocalSubject,
+    OutputFormat,
+    render,
+    render_json,
+)
 from pr_review_api.settings import load_settings
+
+__all__ = ["describe_progress", "is_loopback", "main"]
 
 EXIT_OK = 0
 EXIT_NO_REVIEW = 1
@@ -51,13 +55,6 @@ CONTEXT_SETTINGS = {
     "help_option_names": ["-h", "--help"],
     "terminal_width": HELP_WIDTH,
     "max_content_width": HELP_WIDTH,
-}
-
-_STAGES = {
-    "preparing": "preparing the repository",
-    "waiting_for_model": "waiting for the model",
-    "running_tools": "running tool calls",
-    "validating": "validating the final review",
 }
 
 
@@ -91,6 +88,12 @@ def main() -> None:
     "comment, sarif for code scanning.",
 )
 @click.option("--trace", is_flag=True, help="Include each round's provider turn and tool calls.")
+@click.option(
+    "--post",
+    is_flag=True,
+    help="Publish the validated review on the pull request (needs a token with write access "
+    "to pull requests).",
+)
 def review(
     *,
     pr_url: str | None,
@@ -99,6 +102,7 @@ def review(
     head: str | None,
     output_format: OutputFormat,
     trace: bool,
+    post: bool = False,
 ) -> None:
     """Review the pull request at PR_URL, or --base..--head of the repository at --repo.
 
@@ -109,26 +113,36 @@ def review(
     \b
     Exit status:
       0  a validated final review was printed
-      1  the review ended without one (the reason is printed)
+      1  the review ended without one, or its publication failed (the reason is printed)
       2  bad input or configuration
     """
     target = _target(pr_url, repo, base, head, output_format)
+    if post and isinstance(target, LocalTarget):
+        _usage("--post needs a pull request URL, not --repo.", output_format)
     try:
         settings = load_settings()
         settings.require_provider_key()
-        with _progress() as progress:
+        with live_progress(enabled=_is_terminal(sys.stderr)) as progress:
             result = asyncio.run(
-                run_review(target, settings, include_trace=trace, progress=progress)
+                run_review(target, settings, include_trace=trace, progress=progress, post=post)
             )
     except ReviewError as exc:
         _fail(exc, output_format)
     except KeyboardInterrupt:
-        click.echo("error: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        _fail(Interrupted(), output_format)
     except Exception as exc:  # a bug: say what kind, never the message or a traceback
         _fail(ReviewError(f"An unexpected {type(exc).__name__} ended the review."), output_format)
     color = output_format == "text" and _is_terminal(sys.stdout) and "NO_COLOR" not in os.environ
-    click.echo(render(result, output_format, color=color).rstrip("\n"), color=color)
+    local = None
+    if isinstance(target, LocalTarget):
+        local = LocalSubject(str(target.repo), target.base, target.head)
+    text = render(result, output_format, color=color, local=local)
+    click.echo(text.rstrip("\n"), color=color)
+    publication = result.publication
+    if publication is not None and publication.error is not None:
+        # CONTRACT 4: the review is printed, then the reason its publication failed.
+        click.echo(f"error: {publication.error.message} ({publication.error.code})", err=True)
+        sys.exit(EXIT_NO_REVIEW)
 
 
 def _target(
@@ -163,39 +177,14 @@ def _fail(exc: ReviewError, output_format: OutputFormat) -> NoReturn:
         click.echo(render_json(exc.to_body()))
     else:
         click.echo(f"error: {exc.message} ({exc.code})", err=True)
+    if exc.code == Interrupted.code:
+        sys.exit(EXIT_INTERRUPTED)
     sys.exit(EXIT_BAD_INPUT if exc.code in INPUT_ERROR_CODES else EXIT_NO_REVIEW)
 
 
 def _is_terminal(stream: object) -> bool:
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
-
-
-def describe_progress(progress: Progress) -> str:
-    """One status line: the stage, the round, tool calls and tokens so far."""
-    stage = _STAGES.get(progress.stage, progress.stage)
-    if progress.round == 0:
-        return f"Reviewing: {stage}"
-    calls = "tool call" if progress.tool_calls == 1 else "tool calls"
-    return (
-        f"Round {progress.round}: {stage} · {progress.tool_calls} {calls} · "
-        f"{progress.usage.total_tokens:,} tokens"
-    )
-
-
-@contextmanager
-def _progress() -> Iterator[ProgressCallback | None]:
-    """A live status line on stderr when stderr is a terminal; nothing otherwise."""
-    if not _is_terminal(sys.stderr):
-        yield None
-        return
-    console = Console(stderr=True)
-    with console.status(describe_progress(Progress("preparing", 0, 0, Usage()))) as status:
-
-        def update(progress: Progress) -> None:
-            status.update(describe_progress(progress))
-
-        yield update
 
 
 @main.command()
@@ -217,6 +206,10 @@ def serve(host: str, port: int) -> None:
     import uvicorn  # noqa: PLC0415
 
     from pr_review_api.service.app import create_app, server_config  # noqa: PLC0415
+    from pr_review_api.service.server import (  # noqa: PLC0415
+        configure_service_logging,
+        listen_socket,
+    )
 
     try:
         settings = load_settings()
@@ -227,10 +220,21 @@ def serve(host: str, port: int) -> None:
                 "or use --host 127.0.0.1."
             )
         app = create_app(settings)
+        listener = listen_socket(host, port)  # a port in use is one line and exit 2
     except ReviewError as exc:
         _fail(exc, "text")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    uvicorn.Server(server_config(app, settings, host=host, port=port)).run()
+    configure_service_logging()
+    from pr_review_api.jobs.service import service_database  # noqa: PLC0415
+
+    # CONTRACT 11: the jobs database (an embedded one and its worker without a URL).
+    with service_database(settings) as settings_with_jobs:
+        app = create_app(settings_with_jobs)
+        try:
+            uvicorn.Server(server_config(app, settings_with_jobs, host=host, port=port)).run(
+                sockets=[listener]
+            )
+        finally:
+            listener.close()
 
 
 def is_loopback(host: str) -> bool:
@@ -254,3 +258,7 @@ def schema(which: str) -> None:
         click.echo(json.dumps(TOOLS, indent=2))
     else:
         click.echo(review_schema_json())
+
+
+main.add_command(eval_command)
+main.add_command(worker_command)

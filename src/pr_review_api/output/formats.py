@@ -14,6 +14,7 @@ import io
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -25,6 +26,17 @@ from pr_review_api.loop.coverage import coverage_line
 from pr_review_api.model import SEVERITIES, Finding, ReviewResult, Severity, TraceTurn
 
 OutputFormat = Literal["text", "json", "markdown", "sarif"]
+
+
+@dataclass(frozen=True)
+class LocalSubject:
+    """What a local review (`--repo`) was asked for: the path and revisions as given."""
+
+    path: str
+    base: str
+    head: str
+
+
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("text", "json", "markdown", "sarif")
 
 TOOL_NAME = "pr-review"
@@ -63,15 +75,22 @@ _UNSAFE_CHARACTERS = re.compile(
 )
 
 
-def render(result: ReviewResult, output_format: OutputFormat, *, color: bool = False) -> str:
-    """`result` in the named format (colour applies to text only)."""
+def render(
+    result: ReviewResult,
+    output_format: OutputFormat,
+    *,
+    color: bool = False,
+    local: LocalSubject | None = None,
+) -> str:
+    """`result` in the named format (colour applies to text only). `local` names a local
+    review's repository and revisions as the user gave them, for the text header."""
     if output_format == "json":
         return render_json(result.model_dump(mode="json"))
     if output_format == "markdown":
         return render_markdown(result)
     if output_format == "sarif":
         return render_sarif(result)
-    return render_text(result, color=color)
+    return render_text(result, color=color, local=local)
 
 
 def render_json(document: Mapping[str, Any]) -> str:
@@ -132,9 +151,15 @@ def _arguments(arguments: Mapping[str, Any]) -> str:
 # --- text ----------------------------------------------------------------------------------
 
 
-def render_text(result: ReviewResult, *, color: bool = False, width: int = 100) -> str:
+def render_text(
+    result: ReviewResult,
+    *,
+    color: bool = False,
+    width: int = 100,
+    local: LocalSubject | None = None,
+) -> str:
     """A readable report grouped by severity; ANSI colour only when `color` is set."""
-    report = _text_report(result)
+    report = _text_report(result, local)
     if not color:
         return report.plain
     buffer = io.StringIO()
@@ -152,9 +177,14 @@ def render_text(result: ReviewResult, *, color: bool = False, width: int = 100) 
     return buffer.getvalue()
 
 
-def _text_report(result: ReviewResult) -> Text:
+def _text_report(result: ReviewResult, local: LocalSubject | None = None) -> Text:
     report = Text()
-    report.append(f"Review of {_subject(result)}", style="bold")
+    if local is not None and result.pull_request is None:
+        # The user's own input, on their own terminal: shown as given (controls stripped).
+        subject = f"{local.path} ({local.base}..{local.head})"
+        report.append(f"Review of {clean(subject)}", style="bold")
+    else:
+        report.append(f"Review of {_subject(result)}", style="bold")
     if result.pull_request is not None:
         report.append(f"  {clean(result.pull_request.url)}", style="dim")
     revisions = result.revisions

@@ -29,14 +29,17 @@ import errno
 import logging
 import math
 import resource
+import socket
+import sys
 import time
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TextIO
 
 import h11
 import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from pr_review_api.errors import ConfigurationError
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger("pr_review_api.service.server")
@@ -196,3 +199,47 @@ def server_config(
         timeout_graceful_shutdown=math.ceil(settings.review_timeout_seconds)
         + SHUTDOWN_SLACK_SECONDS,
     )
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to `host:port`, or a one-line `ConfigurationError` (a port in use, an
+    address this machine does not have) instead of uvicorn's log and exit status 3."""
+    address = host.removeprefix("[").removesuffix("]")
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigurationError(
+                f"Port {port} is already in use on {host}: stop what listens there, "
+                "or choose another with --port."
+            ) from None
+        reason = errno.errorcode.get(exc.errno or 0, "an error")
+        raise ConfigurationError(f"Cannot listen on {host} port {port} ({reason}).") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+class _OursOrWarnings(logging.Filter):
+    """Our own events and the server's at INFO; everyone else's (httpx, httpcore, ...) only
+    from WARNING: their INFO lines carry full provider and GitHub URLs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        return record.name.startswith(("pr_review_api", "uvicorn.error"))
+
+
+def configure_service_logging(stream: TextIO | None = None) -> logging.Handler:
+    """The log of `pr-review serve`: one line per record on stderr (or `stream`), the access
+    log and our events kept, third-party records below WARNING dropped."""
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.addFilter(_OursOrWarnings())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    return handler
