@@ -12,8 +12,12 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.github.markdown import escape_inline
+from pr_review_api.github.publish import Placement, render_body
 from pr_review_api.loop.coverage import CoverageTracker, coverage_line, diff_paths
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.model import Coverage, ReviewResult
@@ -146,6 +150,31 @@ def test_unusual_path_names_in_diff_headers_are_unquoted(repo: GitRepo) -> None:
     assert sorted(changed(tracker)) == sorted(names)
     call(repository, tracker, "inspect_git_diff")
     assert inspected(tracker) == set(names)
+
+
+DIFF_TOKENS = [
+    "diff --git ",
+    "a/",
+    " b/",
+    "x",
+    '"',
+    "\\",
+    "\\t",
+    "\\07",
+    "\n",
+    "@@ ",
+    "rename from ",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(DIFF_TOKENS) | st.text(max_size=3)).map("".join), st.booleans())
+def test_any_diff_text_parses_without_error(text: str, truncated: bool) -> None:
+    paths = diff_paths(text, truncated=truncated)
+    assert all(isinstance(path, str) and path for path in paths)
+    # Inside a hunk every line starts with a prefix: none of them can open a section.
+    prefixed = "\n".join("+" + line for line in text.split("\n"))
+    assert diff_paths(prefixed, truncated=truncated) == set()
 
 
 # --- reads, listings, searches -----------------------------------------------------------------
@@ -423,3 +452,10 @@ def test_json_document_has_coverage() -> None:
     assert document["coverage"]["inspected_files"] == 12
     assert list(document).index("coverage") == list(document).index("tool_calls") + 1
 
+
+def test_the_published_review_body_has_the_coverage_line() -> None:
+    hostile = Coverage(changed_files=4, inspected_files=2, not_inspected=["@octocat.py", "b.py"])
+    body, _ = render_body(review_result(coverage=hostile), Placement())
+    line = "Inspected 2 of 4 changed files; not inspected: "
+    assert f"\n{line}{escape_inline('@octocat.py')}, b{escape_inline('.')}py.\n" in body
+    assert "@octocat" not in body  # a path in the body can mention no one

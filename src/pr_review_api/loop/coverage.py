@@ -172,7 +172,7 @@ def _path(text: str) -> str | None:
     if not text.startswith('"'):
         return text or None
     taken = _take_quoted(text)
-    return taken[0] if taken is not None and not taken[1] else None
+    return taken[0] if taken is not None and taken[0] and not taken[1] else None
 
 
 def _take_quoted(text: str) -> tuple[str, str] | None:
