@@ -209,3 +209,78 @@ def test_schema_matches_the_model_on_required_fields() -> None:
     assert set(item["required"]) == set(Finding.model_fields)
     assert FINAL_REVIEW_SCHEMA["additionalProperties"] is False
     assert item["additionalProperties"] is False
+
+
+# --- CONTRACT 8: one file, one spelling (issue 9 item 8) -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"),
+    [
+        ("./src/service.py", "src/service.py"),
+        ("src//service.py", "src/service.py"),
+        ("src/./service.py", "src/service.py"),
+        ("src/link.py", "src/service.py"),  # a symbolic link names the file it reaches
+        ("src/service.py", "src/service.py"),
+    ],
+)
+def test_finding_paths_are_reported_in_canonical_form(
+    given: str, canonical: str, repository: PinnedRepository
+) -> None:
+    review = parse_final_review(document(findings=[finding(path=given, line=3)]), repository)
+    assert review.findings[0].path == canonical
+
+
+def test_a_path_with_a_trailing_slash_names_no_file(repository: PinnedRepository) -> None:
+    rejected(document(findings=[finding(path="src/service.py/", line=None)]), repository)
+
+
+# --- issue 9 item 4: messages are fixed sentences ------------------------------------------
+
+HOSTILE_KEY = "\x1b]52;c;ZXZpbA==\x07\x1b[2J" + "k" * 5000
+
+
+def rejection(content: str, repository: PinnedRepository) -> str:
+    with pytest.raises(InvalidModelResponse) as raised:
+        parse_final_review(content, repository)
+    return raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            document(**{HOSTILE_KEY: 1}),
+            "The final review has an unknown field at the top level.",
+        ),
+        (
+            document(findings=[finding(**{HOSTILE_KEY: 1})]),
+            "The final review has an unknown field at findings.0.",
+        ),
+        (
+            document(findings=[finding(), finding(evidence=None)]),
+            "The final review does not match its schema at findings.1.evidence.",
+        ),
+        (
+            document(line=3),
+            'The final review has the unknown field "line" at the top level.',
+        ),
+        (
+            json.dumps({HOSTILE_KEY: {"summary": "x"}}),
+            "The final review does not match its schema at summary.",
+        ),
+    ],
+)
+def test_schema_errors_name_only_our_own_fields_and_indexes(
+    content: str, message: str, repository: PinnedRepository
+) -> None:
+    text = rejection(content, repository)
+    assert text == message
+    assert "\x1b" not in text
+
+
+def test_tolerant_unwrapping_is_off_by_default(repository: PinnedRepository) -> None:
+    fenced = "```json\n" + document() + "\n```"
+    message = "The final review was wrapped in a Markdown code fence."
+    assert rejection(fenced, repository) == message
+    assert parse_final_review(fenced, repository, tolerant=True).summary == "One problem."

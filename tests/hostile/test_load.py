@@ -316,6 +316,7 @@ def run_load(
             opencode_base_url=provider.base_url,
             pr_review_max_concurrent_reviews=concurrency,
             review_timeout_seconds=120,
+            opencode_max_retries=0,  # outcomes must match the faults injected, one each
         )
         # Warm-up: the cache fetches each pull request once; lazy imports happen now.
         warm = LoadReport(len(urls), concurrency)
