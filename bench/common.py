@@ -279,14 +279,45 @@ def _line(rng: random.Random) -> str:
     return f"{indent}{words};"
 
 
+_STORES: list[Any] = []
+
+
+def bench_store() -> Any:
+    """The one repository store of this bench process (git/store.py), or None on a source
+    from before the store existed. Looked up by name (docs/performance.md)."""
+    if not _STORES:
+        try:
+            store_module = importlib.import_module("pr_review_api.git.store")
+        except ImportError:
+            _STORES.append(None)
+        else:
+            _STORES.append(store_module.RepositoryStore())
+    return _STORES[0]
+
+
+def open_pinned(git_dir: Path, base_sha: str, head_sha: str) -> Any:
+    """`PinnedRepository.open` through the bench's store, so heads share indexes and text."""
+    repository = importlib.import_module("pr_review_api.git.repository")
+    store = bench_store()
+    if store is None:
+        return repository.PinnedRepository.open(git_dir, base_sha, head_sha)
+    return store.open(git_dir, base_sha, head_sha)
+
+
 def wait_for_search_index(git_dir: Path) -> None:
     """Let a background build of a repository's search text finish. Looked up by name: the
     benches also measure the source as it was before that existed (docs/performance.md)."""
+    store = bench_store()
+    if store is not None:
+        store.texts.wait(git_dir)
+        return
     try:
         blobs = importlib.import_module("pr_review_api.git.blobs")
     except ImportError:
         return
-    blobs.wait_for_text_store(git_dir)
+    wait = getattr(blobs, "wait_for_text_store", None)
+    if wait is not None:
+        wait(git_dir)
 
 
 # --- Timing and printing ------------------------------------------------------------------

@@ -35,21 +35,22 @@ from bench.common import (
     RARE_LITERAL,
     BenchRepo,
     Report,
+    bench_store,
     log,
     make_head,
+    open_pinned,
     parser,
     repository_for,
     runs_for,
     wait_for_search_index,
 )
 from bench.harness import Call, bench_settings, provider_process
-from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.run import LocalTarget, run_review
 
 
 def plan_for(repo: BenchRepo, search: str) -> list[list[Call]]:
-    pinned = PinnedRepository.open(repo.git_dir, repo.base_sha, repo.head_sha)
+    pinned = open_pinned(repo.git_dir, repo.base_sha, repo.head_sha)
     changed = next(path for status, path in pinned.changed_files() if status == "M")
     query: dict[str, str] = {"query": RARE_LITERAL}
     if search == "directory":
@@ -75,7 +76,11 @@ async def reviews(targets: list[LocalTarget], base_url: str) -> float:
     settings = bench_settings(base_url, pr_review_max_concurrent_reviews=len(targets))
     async with ProviderClient(settings) as client:
         started = time.perf_counter()
-        await asyncio.gather(*(run_review(target, settings, model=client) for target in targets))
+        store = bench_store()  # shared by the warm-up run and the measured reviews
+        extra = {} if store is None else {"store": store}
+        await asyncio.gather(
+            *(run_review(target, settings, model=client, **extra) for target in targets)
+        )
         return time.perf_counter() - started
 
 

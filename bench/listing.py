@@ -20,12 +20,12 @@ from bench.common import (
     log,
     make_head,
     median_seconds,
+    open_pinned,
     parser,
     repository_for,
     run_quietly,
     runs_for,
 )
-from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.tools import ListFilesArguments, list_repository_files
 
 
@@ -48,7 +48,7 @@ def main() -> None:
     first_page: list[float] = []
     for head in heads:
         started = time.perf_counter()
-        fresh = PinnedRepository.open(repo.git_dir, repo.base_sha, head)
+        fresh = open_pinned(repo.git_dir, repo.base_sha, head)
         list_repository_files(fresh, ListFilesArguments())
         first_page.append(time.perf_counter() - started)
     label = "first page, first head of the repository (open + index + page)"
@@ -58,7 +58,7 @@ def main() -> None:
     report.add(label, statistics.median(first_page[1:]), "git ls-files", ls_files)
     report.add(label, statistics.median(first_page[1:]), "git ls-tree -r", ls_tree)
 
-    pinned = PinnedRepository.open(repo.git_dir, repo.base_sha, repo.head_sha)
+    pinned = open_pinned(repo.git_dir, repo.base_sha, repo.head_sha)
     files = pinned.snapshot.files
     deep_cursor = files[len(files) * 9 // 10]
     directory = deep_cursor.rsplit("/", 2)[0] if deep_cursor.count("/") >= 2 else ""

@@ -26,9 +26,16 @@ from functools import partial
 import httpx
 from tests.fakes.provider_server import ScriptedProvider
 
-from bench.common import Report, log, median_seconds, parser, repository_for, runs_for
+from bench.common import (
+    Report,
+    log,
+    median_seconds,
+    open_pinned,
+    parser,
+    repository_for,
+    runs_for,
+)
 from bench.harness import Call, Script, bench_settings, review
-from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.loop.run import LocalTarget
 from pr_review_api.tools import ListFilesArguments, list_repository_files
 
@@ -82,7 +89,7 @@ def main() -> None:
         wire.append(replayed / rounds)
     per_round = statistics.median(all_in)
     floor = statistics.median(wire)
-    pinned = PinnedRepository.open(repo.git_dir, repo.base_sha, repo.head_sha)
+    pinned = open_pinned(repo.git_dir, repo.base_sha, repo.head_sha)
     tool = median_seconds(partial(list_repository_files, pinned, ListFilesArguments(limit=1)), 200)
     overhead = per_round - floor - tool
     log(

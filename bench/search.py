@@ -27,12 +27,12 @@ from bench.common import (
     bench_env,
     log,
     median_seconds,
+    open_pinned,
     parser,
     repository_for,
     runs_for,
     wait_for_search_index,
 )
-from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.tools import SearchArguments, search_repository
 
 
@@ -49,7 +49,7 @@ def git_grep(cwd: Path, query: str, revision: str | None, path: str = "") -> int
 
 def scoped_directory(repo: BenchRepo) -> str:
     """A top-level directory holding a rare hit: `drivers` on the kernel."""
-    pinned = PinnedRepository.open(repo.git_dir, repo.base_sha, repo.head_sha)
+    pinned = open_pinned(repo.git_dir, repo.base_sha, repo.head_sha)
     hits = search_repository(pinned, SearchArguments(query=RARE_LITERAL, limit=100))["matches"]
     tops = sorted({hit["path"].split("/")[0] for hit in hits if "/" in hit["path"]})
     return "drivers" if "drivers" in tops else tops[0]
@@ -59,7 +59,7 @@ def main() -> None:
     args = parser(__doc__ or "").parse_args()
     repo = repository_for(args)
     runs = runs_for(args, full=7)
-    pinned = PinnedRepository.open(repo.git_dir, repo.base_sha, repo.head_sha)
+    pinned = open_pinned(repo.git_dir, repo.base_sha, repo.head_sha)
     started = time.perf_counter()
     first = search_repository(pinned, SearchArguments(query=RARE_LITERAL, limit=100))
     first_seconds = time.perf_counter() - started

@@ -10,8 +10,15 @@ from __future__ import annotations
 
 from functools import partial
 
-from bench.common import Report, median_seconds, parser, repository_for, run_quietly, runs_for
-from pr_review_api.git.repository import PinnedRepository
+from bench.common import (
+    Report,
+    median_seconds,
+    open_pinned,
+    parser,
+    repository_for,
+    run_quietly,
+    runs_for,
+)
 from pr_review_api.tools import (
     DiffArguments,
     ReadFileArguments,
@@ -24,7 +31,7 @@ def main() -> None:
     args = parser(__doc__ or "").parse_args()
     repo = repository_for(args)
     runs = runs_for(args, full=21, quick=5)
-    pinned = PinnedRepository.open(repo.git_dir, repo.base_sha, repo.head_sha)
+    pinned = open_pinned(repo.git_dir, repo.base_sha, repo.head_sha)
     changed = [path for status, path in pinned.changed_files() if status == "M"]
     # The largest changed file: a read of 400 lines is a full page.
     path = max(changed, key=lambda name: pinned.snapshot.entries[name].size)

@@ -17,10 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pr_review_api.git import blobs, repository
+from pr_review_api.git import blobs, repository, search, texts
 from pr_review_api.git import runner as git_module
-from pr_review_api.git.blobs import BlobReader, describer_for, reader_for
+from pr_review_api.git.blobs import BlobReader
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
+from pr_review_api.git.store import RepositoryStore
 from pr_review_api.tools import SearchArguments, execute_tool, search_repository
 from tests.gitrepo import FILE, GitRepo, git
 from tests.hostile_repos import REGULAR_FILES, HostileWorld, build_hostile_world
@@ -31,13 +32,36 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> HostileWorld:
     return build_hostile_world(tmp_path_factory.mktemp("hostile"))
 
 
+# The store of the running test (the `store` fixture, autouse): readers and text stores.
+STORE: list[RepositoryStore] = []
+
+
+@pytest.fixture(autouse=True)
+def store() -> Iterator[RepositoryStore]:
+    with RepositoryStore() as fresh:
+        STORE.append(fresh)
+        try:
+            yield fresh
+        finally:
+            STORE.remove(fresh)
+
+
+def reader_for(git_dir: Path) -> BlobReader:
+    return STORE[-1].readers.reader(git_dir)
+
+
+def describer_for(git_dir: Path) -> BlobReader:
+    return STORE[-1].readers.describer(git_dir)
+
+
+def pin(git_dir: Path, base: str, head: str) -> PinnedRepository:
+    return STORE[-1].open(git_dir, base, head)
+
+
 @pytest.fixture
-def stored(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def stored(store: RepositoryStore) -> None:
     """Every repository, however small, is searched through its text store."""
-    monkeypatch.setattr(blobs, "TEXT_STORE_MIN_BYTES", 0)
-    blobs.clear_text_stores()
-    yield
-    blobs.clear_text_stores()
+    store.texts.min_bytes = 0
 
 
 def blob_ids(repo: GitRepo, revision: str) -> dict[str, str]:
@@ -154,7 +178,7 @@ def both_ways(
     pinned.snapshot._text_store = None
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(blobs, "TEXT_STORE_MIN_BYTES", 1 << 62)
+            patch.setattr(STORE[-1].texts, "min_bytes", 1 << 62)
             from_git = execute_tool(pinned, "search_repository", arguments).result
     finally:
         pinned.snapshot._text_store = saved
@@ -186,7 +210,7 @@ PATHS = ["", "src", "src/app.py", "text", "links/to_src", "links/to_app", "many"
 @pytest.mark.parametrize("query", QUERIES)
 def test_store_search_equals_git_grep_search(world: HostileWorld, query: str, path: str) -> None:
     arguments = SearchArguments(query=query, path=path, limit=100)
-    from_store, from_git = both_ways(world.pinned(), arguments)
+    from_store, from_git = both_ways(pin(world.repo.git_dir, world.base, world.head), arguments)
     assert from_store == from_git
 
 
@@ -206,7 +230,7 @@ def test_store_search_equals_git_grep_on_any_substring(
     query = text[start : start + length]
     if not query:
         return
-    pinned = world.pinned()
+    pinned = pin(world.repo.git_dir, world.base, world.head)
     assert pinned._text_store() is not None
     from_store, from_git = both_ways(pinned, SearchArguments(query=query, limit=limit))
     assert from_store == from_git
@@ -223,7 +247,7 @@ def test_store_search_numbers_lines_and_ends_as_git_does(repo: GitRepo) -> None:
         },
         parent=base,
     )
-    pinned = PinnedRepository.open(repo.git_dir, base, head)
+    pinned = pin(repo.git_dir, base, head)
     from_store, from_git = both_ways(pinned, SearchArguments(query="hit", limit=100))
     assert from_store == from_git
     assert [(m["path"], m["line"]) for m in from_store["matches"]] == [
@@ -240,11 +264,11 @@ def test_store_search_numbers_lines_and_ends_as_git_does(repo: GitRepo) -> None:
 def test_a_new_head_only_adds_its_new_blobs(repo: GitRepo) -> None:
     base = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(50)})
     head = repo.commit_files({"f1.txt": "needle changed\n", "new.txt": "needle new\n"})
-    first = PinnedRepository.open(repo.git_dir, base, base)
+    first = pin(repo.git_dir, base, base)
     store = first._text_store()
     assert store is not None
     assert len(store.texts) == 50
-    second = PinnedRepository.open(repo.git_dir, base, head)
+    second = pin(repo.git_dir, base, head)
     assert second._text_store() is store
     assert len(store.texts) == 52
     hits = search_repository(second, SearchArguments(query="needle", limit=100))["matches"]
@@ -254,7 +278,7 @@ def test_a_new_head_only_adds_its_new_blobs(repo: GitRepo) -> None:
 
 def test_small_repositories_keep_git_grep(repo: GitRepo) -> None:
     head = repo.commit_files({"a.txt": "needle\n"})
-    pinned = PinnedRepository.open(repo.git_dir, head, head)
+    pinned = pin(repo.git_dir, head, head)
     assert pinned._text_store() is None
 
 
@@ -262,11 +286,11 @@ def test_small_repositories_keep_git_grep(repo: GitRepo) -> None:
 def test_a_large_store_is_built_in_the_background(
     repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(blobs, "TEXT_STORE_INLINE_BYTES", 0)
+    monkeypatch.setattr(STORE[-1].texts, "inline_bytes", 0)
     head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(20)})
-    pinned = PinnedRepository.open(repo.git_dir, head, head)
+    pinned = pin(repo.git_dir, head, head)
     first = search_repository(pinned, SearchArguments(query="needle", limit=100))
-    blobs.wait_for_text_store(repo.git_dir)
+    STORE[-1].texts.wait(repo.git_dir)
     assert pinned._text_store() is not None
     assert search_repository(pinned, SearchArguments(query="needle", limit=100)) == first
 
@@ -275,12 +299,12 @@ def test_a_large_store_is_built_in_the_background(
 def test_stores_stay_within_their_byte_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(blobs, "TEXT_STORE_MAX_BYTES", 3000)
+    monkeypatch.setattr(STORE[-1].texts, "max_bytes", 3000)
     pinned = []
     for name in ("one", "two", "three"):
         repo = GitRepo(tmp_path / name)
         head = repo.commit_files({"a.txt": name[0] * 1200 + "\n"})
-        pinned.append(PinnedRepository.open(repo.git_dir, head, head))
+        pinned.append(pin(repo.git_dir, head, head))
     stores = [p._text_store() for p in pinned]
     assert all(store is not None for store in stores)
     assert stores[0] is not None
@@ -288,32 +312,32 @@ def test_stores_stay_within_their_byte_bound(
     assert not any(store.dropped for store in stores[1:] if store is not None)
     big = GitRepo(tmp_path / "big")
     head = big.commit_files({"a.txt": "x" * 4000 + "\n"})
-    assert PinnedRepository.open(big.git_dir, head, head)._text_store() is None
+    assert pin(big.git_dir, head, head)._text_store() is None
 
 
 @pytest.mark.usefixtures("stored")
 def test_searches_arriving_while_the_store_fills_wait_for_it(
     repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(blobs, "TEXT_STORE_INLINE_BYTES", 0)
+    monkeypatch.setattr(STORE[-1].texts, "inline_bytes", 0)
     head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(20)})
-    pinned = PinnedRepository.open(repo.git_dir, head, head)
+    pinned = pin(repo.git_dir, head, head)
     gate = threading.Event()
-    real_stream = blobs._stream_blobs
+    real_stream = blobs.stream_blobs
 
     def held_stream(git_dir: Path, oids: list[str]) -> Iterator[tuple[str, bytes]]:
         gate.wait(10)
         yield from real_stream(git_dir, oids)
 
-    monkeypatch.setattr(blobs, "_stream_blobs", held_stream)
+    monkeypatch.setattr(texts, "stream_blobs", held_stream)
     greps: list[str] = []
-    real_git_grep = PinnedRepository._git_grep
+    real_git_grep = search.git_grep
 
-    def counted(self: PinnedRepository, query: str, pathspec: str) -> Iterator[object]:
+    def counted(git_dir: Path, head_sha: str, query: str, pathspec: str) -> Iterator[object]:
         greps.append(query)
-        yield from real_git_grep(self, query, pathspec)
+        yield from real_git_grep(git_dir, head_sha, query, pathspec)
 
-    monkeypatch.setattr(PinnedRepository, "_git_grep", counted)
+    monkeypatch.setattr(search, "git_grep", counted)
     first = pinned.grep("needle", "")
     assert isinstance(first, Generator)
     assert next(first).path == "f0.txt"  # git grep runs, and the store is being filled
@@ -369,7 +393,7 @@ def test_resolve_commit_takes_full_shas_without_rev_parse_and_peels_tags(
         return real_run(git_dir, args, **kwargs)
 
     monkeypatch.setattr(repository, "run_git", recording)
-    assert resolve_commit(repo.git_dir, head) == head
-    assert resolve_commit(repo.git_dir, blob) is None
-    assert resolve_commit(repo.git_dir, "3" * 40) is None
+    assert resolve_commit(repo.git_dir, head, STORE[-1]) == head
+    assert resolve_commit(repo.git_dir, blob, STORE[-1]) is None
+    assert resolve_commit(repo.git_dir, "3" * 40, STORE[-1]) is None
     assert calls == []

@@ -24,6 +24,7 @@ from pr_review_api.git.repository import (
     resolve_commit,
     split_path,
 )
+from pr_review_api.git.store import RepositoryStore
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES, MAX_SYMLINK_HOPS
 from tests.gitrepo import FILE, GITLINK, LINK, Entry, GitRepo, git
 from tests.hostile_repos import (
@@ -193,7 +194,9 @@ def test_diff_is_cut_at_max_bytes_and_says_so(repo: GitRepo) -> None:
 
 
 def test_snapshots_of_one_head_are_shared(world: HostileWorld) -> None:
-    assert world.pinned().snapshot is world.pinned().snapshot
+    with RepositoryStore() as store:
+        first = store.open(world.repo.git_dir, world.base, world.head)
+        assert first.snapshot is store.open(world.repo.git_dir, world.base, world.head).snapshot
 
 
 # --- the head tree, never the working tree -------------------------------------------------

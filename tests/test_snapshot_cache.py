@@ -12,14 +12,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pr_review_api.git import repository
+from pr_review_api.git import repository, tree
 from pr_review_api.git import runner as git_module
+from pr_review_api.git import store as store_module
 from pr_review_api.git.repository import PinnedRepository, Snapshot, derive_snapshot, load_snapshot
+from pr_review_api.git.store import RepositoryStore
 from tests.gitrepo import EXECUTABLE, FILE, GITLINK, LINK, Entry, GitRepo, git
 from tests.hostile_repos import HostileWorld, build_hostile_world
 
@@ -30,10 +33,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> HostileWorld:
 
 
 @pytest.fixture
-def fresh_cache() -> Iterator[None]:
-    repository._snapshots.clear()
-    yield
-    repository._snapshots.clear()
+def store() -> Iterator[RepositoryStore]:
+    with RepositoryStore() as fresh:
+        yield fresh
 
 
 def same(left: Snapshot, right: Snapshot) -> None:
@@ -79,7 +81,7 @@ def test_a_difference_too_large_is_loaded_afresh(
 ) -> None:
     base = repo.commit_files({"a.txt": "a\n"})
     head = repo.commit_files({f"d/{n}.txt": "x\n" for n in range(10)})
-    monkeypatch.setattr(repository, "MAX_DERIVED_CHANGES", 5)
+    monkeypatch.setattr(tree, "MAX_DERIVED_CHANGES", 5)
     assert derive_snapshot(repo.git_dir, load_snapshot(repo.git_dir, base), base, head) is None
 
 
@@ -151,47 +153,43 @@ def test_any_derived_snapshot_equals_a_fresh_load(
     same(derived, load_snapshot(repo.git_dir, second))
 
 
-@pytest.mark.usefixtures("fresh_cache")
 def test_a_new_head_of_a_cached_repository_is_derived(
-    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, store: RepositoryStore
 ) -> None:
     base = repo.commit_files({"a.txt": "a\n", "b.txt": "b\n"})
     head = repo.commit_files({"c.txt": "c\n"})
-    PinnedRepository.open(repo.git_dir, base, base)
+    store.open(repo.git_dir, base, base)
     loads: list[str] = []
-    real_load = repository.load_snapshot
+    real_load = tree.load_snapshot
 
-    def counting(git_dir: Path, sha: str) -> Snapshot:
+    def counting(git_dir: Path, sha: str, **kwargs: Any) -> Snapshot:
         loads.append(sha)
-        return real_load(git_dir, sha)
+        return real_load(git_dir, sha, **kwargs)
 
-    monkeypatch.setattr(repository, "load_snapshot", counting)
-    pinned = PinnedRepository.open(repo.git_dir, base, head)
+    monkeypatch.setattr(store_module, "load_snapshot", counting)
+    pinned = store.open(repo.git_dir, base, head)
     assert loads == []
     assert pinned.snapshot.files == ["a.txt", "b.txt", "c.txt"]
 
 
-@pytest.mark.usefixtures("fresh_cache")
 def test_concurrent_reviews_of_a_new_repository_load_it_once(
-    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, store: RepositoryStore
 ) -> None:
     base = repo.commit_files({"a.txt": "a\n"})
     heads = [repo.commit_files({f"f{n}.txt": f"{n}\n"}) for n in range(6)]
     loads: list[str] = []
-    real_load = repository.load_snapshot
+    real_load = tree.load_snapshot
     gate = threading.Event()
 
-    def slow_load(git_dir: Path, sha: str) -> Snapshot:
+    def slow_load(git_dir: Path, sha: str, **kwargs: Any) -> Snapshot:
         loads.append(sha)
         gate.wait(5)
-        return real_load(git_dir, sha)
+        return real_load(git_dir, sha, **kwargs)
 
-    monkeypatch.setattr(repository, "load_snapshot", slow_load)
+    monkeypatch.setattr(store_module, "load_snapshot", slow_load)
     pinned: list[PinnedRepository] = []
     threads = [
-        threading.Thread(
-            target=lambda h=head: pinned.append(PinnedRepository.open(repo.git_dir, base, h))
-        )
+        threading.Thread(target=lambda h=head: pinned.append(store.open(repo.git_dir, base, h)))
         for head in [heads[0], heads[0], heads[0], *heads[1:]]
     ]
     for thread in threads:
@@ -208,11 +206,11 @@ def test_concurrent_reviews_of_a_new_repository_load_it_once(
 
 
 def test_merge_bases_and_changed_files_are_remembered(
-    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, store: RepositoryStore
 ) -> None:
     base = repo.commit_files({"a.txt": "a\n"})
     head = repo.commit_files({"b.txt": "b\n"})
-    first = PinnedRepository.open(repo.git_dir, base, head)
+    first = store.open(repo.git_dir, base, head)
     changes = first.changed_files()
     changes.append(("M", "mutated by a caller"))
     calls: list[list[str]] = []
@@ -223,7 +221,8 @@ def test_merge_bases_and_changed_files_are_remembered(
         return real_run(git_dir, args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(repository, "run_git", recording)
-    again = PinnedRepository.open(repo.git_dir, base, head)
+    monkeypatch.setattr(store_module, "run_git", recording)
+    again = store.open(repo.git_dir, base, head)
     assert again.revisions == first.revisions
     assert again.changed_files() == [("A", "b.txt")]
     assert calls == []
