@@ -11,11 +11,13 @@ import io
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -709,6 +711,95 @@ def test_exit_statuses_of_a_real_process(
     assert unconfigured.returncode == 2
     assert unconfigured.stderr.startswith("error: OPENCODE_API_KEY is not set")
     scripted_provider.assert_complete()
+
+
+def _build_wheel(out: Path) -> Path:
+    """`uv build --wheel` of this project, offline (hatchling comes from uv's cache)."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH")
+    root = Path(__file__).resolve().parent.parent
+    built = subprocess.run(
+        [uv, "build", "--wheel", "--offline", "--out-dir", str(out), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    [wheel] = out.glob("pr_review_api-*.whl")
+    return wheel
+
+
+def test_the_wheel_carries_every_module_and_file_of_the_package(tmp_path: Path) -> None:
+    wheel = _build_wheel(tmp_path / "dist")
+    root = Path(__file__).resolve().parent.parent / "src"
+    shipped = {
+        path.relative_to(root).as_posix()
+        for path in (root / "pr_review_api").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = archive.read("pr_review_api-0.1.0.dist-info/entry_points.txt").decode()
+    assert "pr_review_api/py.typed" in names
+    assert shipped <= names, sorted(shipped - names)
+    assert "pr-review = pr_review_api.cli:main" in entry_points
+
+
+def test_a_wheel_installed_in_a_fresh_venv_runs_from_anywhere(tmp_path: Path) -> None:
+    """What `uv tool install` and `pipx install` do: the wheel in a venv of its own. The
+    dependencies come from this project's environment (offline: no test touches the
+    network); the package itself must come from the wheel, not from src/."""
+    import sysconfig
+
+    wheel = _build_wheel(tmp_path / "dist")
+    venv = tmp_path / "tool"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    installed = subprocess.run(
+        ["uv", "pip", "install", "--offline", "--no-deps", "--python", str(python), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr
+    # A .pth in the new venv adds this environment's site-packages (its .pth files, such as
+    # the editable install of src/, are not processed from there).
+    [site] = venv.glob("lib/python*/site-packages")
+    (site / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    command = venv / "bin" / "pr-review"
+
+    def run_tool(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(command), *args],
+            cwd=elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    helped = run_tool("--help")
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout == run("--help").stdout
+    tools = run_tool("schema", "tools")
+    assert tools.returncode == 0, tools.stderr
+    assert json.loads(tools.stdout) == TOOLS
+    origin = subprocess.run(
+        [str(python), "-c", "import pr_review_api; print(pr_review_api.__file__)"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(origin.stdout.strip()).is_relative_to(venv)
 
 
 # --- the README's copy of the help ------------------------------------------------------------
