@@ -164,6 +164,12 @@ class Settings(BaseSettings):
     # together, and how often one job is tried before it ends failed.
     pr_review_installation_max_running: int = Field(default=4, ge=1, le=1024)
     pr_review_job_max_attempts: int = Field(default=3, ge=1, le=20)
+    # Budgets of preparing one head (git/limits.py); the kernel tree (80k entries, a few
+    # hundred short links, about 40 MB of index) fits well within them.
+    pr_review_max_tree_entries: int = Field(default=1_000_000, ge=1)
+    pr_review_max_link_hops_total: int = Field(default=100_000, ge=1)
+    pr_review_max_link_target_bytes: int = Field(default=4 * 1024**2, ge=4096)
+    pr_review_max_index_bytes: int = Field(default=512 * 1024**2, ge=1024**2)
 
     @classmethod
     def settings_customise_sources(

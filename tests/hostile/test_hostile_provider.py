@@ -639,6 +639,11 @@ def _prepared_once(target: LocalTarget) -> Any:
 _real_prepare_local = review_module._prepare_local
 
 
+def _prepared_local(target: LocalTarget, *_: object) -> Any:
+    """`_prepare_local`'s stand-in: the review's store and work are not needed (nor kept)."""
+    return _prepared_once(target)
+
+
 @pytest.fixture(scope="module")
 def runner() -> Iterator[asyncio.Runner]:
     """One event loop for a whole property: its worker threads are made once, not per example."""
@@ -662,7 +667,7 @@ def run_conversation(
     result = error = None
     with (
         mock.patch.object(review_module, "execute_tool", recording),
-        mock.patch.object(review_module, "_prepare_local", _prepared_once),
+        mock.patch.object(review_module, "_prepare_local", _prepared_local),
     ):
         try:
             result = runner.run(run_review(target, review_settings(), model=provider))
@@ -909,7 +914,7 @@ def _serve_and_review(
 ) -> str:
     provider.script(reply)
     try:
-        with mock.patch.object(review_module, "_prepare_local", _prepared_once):
+        with mock.patch.object(review_module, "_prepare_local", _prepared_local):
             result = runner.run(
                 run_review(target, review_settings(provider.base_url), model=client)
             )

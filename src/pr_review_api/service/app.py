@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from pr_review_api import __version__
+from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.service.body import MAX_REQUEST_BODY_BYTES
 from pr_review_api.service.dependencies import Reviewer, ReviewSlots, get_reviewer
@@ -53,7 +54,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # One pooled provider client for every review; closed after the last one finished.
         async with ProviderClient(settings) as model:
             app.state.model = model
-            yield
+            # One repository store (indexes, readers, search text, git threads) per process.
+            with RepositoryStore(settings) as store:
+                app.state.store = store
+                yield
 
     app = FastAPI(
         title="pr-review",

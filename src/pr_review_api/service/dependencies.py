@@ -7,6 +7,7 @@ The application keeps its settings, review slots and pooled model client on `app
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
@@ -14,6 +15,7 @@ from typing import Protocol
 from fastapi import Request
 
 from pr_review_api.errors import ServerBusy
+from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.model import ReviewResult
@@ -30,6 +32,7 @@ class Reviewer(Protocol):
         *,
         include_trace: bool,
         model: ModelClient | None,
+        post: bool = False,
     ) -> Awaitable[ReviewResult]: ...
 
 
@@ -53,9 +56,13 @@ class ReviewSlots:
             self.in_flight -= 1
 
 
-def get_reviewer() -> Reviewer:
-    """The review function; tests swap it with `app.dependency_overrides[get_reviewer]`."""
-    return run_review
+def get_reviewer(request: Request) -> Reviewer:
+    """The review function; tests swap it with `app.dependency_overrides[get_reviewer]`.
+    Reviews share the repository store of the application's lifespan (git/store.py)."""
+    store: RepositoryStore | None = getattr(request.app.state, "store", None)
+    if store is None:
+        return run_review
+    return functools.partial(run_review, store=store)
 
 
 def get_settings(request: Request) -> Settings:
