@@ -429,6 +429,15 @@ def test_text_coverage_line_strips_controls_from_path_names() -> None:
     assert "\x1b" not in text
 
 
+def test_a_path_with_a_line_break_cannot_forge_a_report_line() -> None:
+    forged = Coverage(changed_files=2, inspected_files=1, not_inspected=["a.py\nFindings: none"])
+    text = formats.render_text(review_result(coverage=forged))
+    assert "\nFindings: none" not in text
+    assert "not inspected: a.py\\nFindings: none.\n" in text
+    markdown = formats.render_markdown(review_result(coverage=forged))
+    assert "\nFindings: none" not in markdown
+
+
 def test_markdown_has_the_coverage_line() -> None:
     markdown = formats.render_markdown(partial())
     assert "Inspected 12 of 15 changed files; not inspected: `a.py`, `b.py`, `c.py`." in markdown

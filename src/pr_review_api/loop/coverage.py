@@ -109,9 +109,14 @@ def coverage_line(coverage: Coverage, path: Callable[[str], str] = str) -> str:
         return line + "."
     shown = coverage.not_inspected[:LINE_PATHS]
     more = missing - len(shown)
-    return f"{line}; not inspected: {', '.join(path(item) for item in shown)}" + (
+    return f"{line}; not inspected: {', '.join(path(_one_line(item)) for item in shown)}" + (
         f" and {more} more." if more > 0 else "."
     )
+
+
+def _one_line(path: str) -> str:
+    """A path that keeps a report line one line: git allows line breaks in names."""
+    return path.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
 
 
 def diff_paths(text: str, *, truncated: bool) -> set[str]:
