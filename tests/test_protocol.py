@@ -8,6 +8,7 @@ test_review_loop.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -22,6 +23,8 @@ from pr_review_api.errors import (
 )
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.llm.envelope import turn_from_envelope
+from pr_review_api.llm.testing import ScriptedModel
+from pr_review_api.llm.testing import stop_turn as scripted_stop
 from pr_review_api.loop.checks import CallLimits, CheckedTurn, check_turn
 from pr_review_api.tools import ReadFileArguments
 
@@ -350,3 +353,27 @@ def test_an_out_of_range_number_never_becomes_infinity(number: str) -> None:
 
 def test_an_infinite_number_in_tool_arguments_is_an_invalid_tool_call() -> None:
     fails(envelope([call(arguments='{"path": "a.py", "start_line": 1e999}')]), InvalidToolCall)
+
+
+# --- ScriptedModel: the in-process ModelClient itself ---------------------------------------
+
+
+def test_scripted_model_fails_assert_complete_when_an_answer_is_left_or_missing() -> None:
+    left = ScriptedModel(scripted_stop("{}"))
+    with pytest.raises(AssertionError, match="never requested"):
+        left.assert_complete()
+    starved = ScriptedModel()
+    with pytest.raises(InvalidModelResponse):
+        asyncio.run(starved.complete([], [], deadline=0.0))
+    with pytest.raises(AssertionError, match="after the script ran out"):
+        starved.assert_complete()
+
+
+def test_scripted_model_records_a_copy_of_each_request() -> None:
+    model = ScriptedModel(scripted_stop("{}"))
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "a"}]
+    turn = asyncio.run(model.complete(messages, [], deadline=1.0))
+    messages.append({"role": "user", "content": "b"})
+    assert model.requests[0].messages == [{"role": "user", "content": "a"}]
+    assert turn.finish_reason == "stop"
+    model.assert_complete()

@@ -176,3 +176,20 @@ def test_repeat_review_of_the_same_head_does_not_fetch_again(
     run(pull.url, settings)
     assert fetches >= 1
     assert fake_github.fetches("acme", "widget") == fetches
+
+
+def test_a_pull_request_without_changes_makes_no_provider_request(
+    fake_github: FakeGitHub,  # noqa: F811
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+) -> None:
+    files = {"src/service.py": "def save(w):\n    db.write(w)\n"}
+    pull = fake_github.pull_request("acme", "widget", 9, base=files, head=files)
+    settings = settings_for(fake_github, scripted_provider, tmp_path / "cache")
+    result = run(pull.url, settings)
+    assert scripted_provider.requests == []
+    assert result.termination_reason == "no_changes"
+    assert result.pull_request is not None
+    assert result.revisions.head_sha == pull.head_sha
+    assert (result.rounds, result.tool_calls, result.usage.total_tokens) == (0, 0, 0)
+    assert result.review.findings == []
