@@ -102,6 +102,7 @@ class FakeReviewer:
         *,
         include_trace: bool,
         model: ModelClient | None,
+        post: bool = False,
     ) -> ReviewResult:
         self.calls.append((target, include_trace, model))
         async with self._changed:
@@ -196,7 +197,7 @@ async def test_openapi_documents_the_success_and_every_error_body() -> None:
     if "$ref" in request:
         request = schema["components"]["schemas"][request["$ref"].rsplit("/", 1)[1]]
     assert operation["requestBody"]["required"] is True
-    assert set(request["properties"]) == {"pull_request_url", "include_trace"}
+    assert set(request["properties"]) == {"pull_request_url", "include_trace", "post"}
     assert request["additionalProperties"] is False
     responses = operation["responses"]
     success = responses["200"]["content"]["application/json"]["schema"]["$ref"]
@@ -452,7 +453,7 @@ async def test_validation_messages_never_echo_the_client_input() -> None:
     for response in (extra, typed):
         assert field not in response.text
     assert assert_error(extra, 422, "invalid_request")["error"]["message"] == (
-        "The request body may hold only pull_request_url and include_trace."
+        "The request body may hold only pull_request_url, include_trace and post."
     )
     assert assert_error(typed, 422, "invalid_request")["error"]["message"] == (
         "pull_request_url must be a string."
@@ -1034,6 +1035,7 @@ class _UrlCheckingReviewer(FakeReviewer):
         *,
         include_trace: bool,
         model: ModelClient | None,
+        post: bool = False,
     ) -> ReviewResult:
         if target.url != PR_URL:
             raise errors.InvalidPullRequestUrl()

@@ -17,14 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
 from markdown_it import MarkdownIt
 from pydantic import SecretStr
 
+from pr_review_api.cli import commands as cli
 from pr_review_api.github.markdown import WORD_JOINER
 from pr_review_api.github.markers import finding_marker, head_marker
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.model import ReviewResult
+from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import (
@@ -33,6 +37,8 @@ from tests.fakes.github_server import (
     PullRequestFixture,
     fake_github,
 )
+from tests.fakes.provider_server import ScriptedProvider
+from tests.fakes.provider_server import stop_turn as provider_stop_turn
 
 __all__ = ["fake_github"]
 
@@ -410,3 +416,112 @@ def test_every_api_request_goes_to_github_with_the_token(
     requests = fake_github.api_requests()
     assert {r.method for r in requests} == {"GET", "POST"}
     assert all(r.authorization == f"Bearer {GITHUB_TOKEN}" for r in requests)
+
+
+# --- the command line and the HTTP API ---
+
+
+def _cli_env(
+    monkeypatch: pytest.MonkeyPatch, fake: FakeGitHub, provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    fake.users.setdefault(GITHUB_TOKEN, BOT)
+    for name, value in {
+        "OPENCODE_API_KEY": PROVIDER_KEY,
+        "OPENCODE_BASE_URL": provider.base_url,
+        "OPENCODE_MAX_RETRIES": "0",
+        "REVIEW_TIMEOUT_SECONDS": "30",
+        "GITHUB_TOKEN": GITHUB_TOKEN,
+        "GITHUB_SERVER_URL": fake.server_url,
+        "GITHUB_API_URL": fake.api_url,
+        "PR_REVIEW_CACHE_DIR": str(tmp_path / "cache"),
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+def _final(findings: list[dict[str, Any]]) -> dict[str, Any]:
+    return provider_stop_turn(json.dumps({"summary": "S", "findings": findings, "notes": []}))
+
+
+def test_cli_post_publishes_and_exits_0(
+    fake_github: FakeGitHub,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pull = pull_request(fake_github)
+    _cli_env(monkeypatch, fake_github, scripted_provider, tmp_path)
+    scripted_provider.script(_final([finding("a.py", 5)]))
+    done = CliRunner().invoke(cli.main, ["review", pull.url, "--post", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    document = json.loads(done.stdout)
+    assert document["publication"]["status"] == "published"
+    assert document["publication"]["inline_comments"] == 1
+    assert len(posted(fake_github)) == 1
+
+
+def test_cli_failed_publication_prints_the_review_and_exits_1(
+    fake_github: FakeGitHub,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pull = pull_request(fake_github)
+    _cli_env(monkeypatch, fake_github, scripted_provider, tmp_path)
+    fake_github.review_faults.append(CannedResponse(500, b"{}"))
+    scripted_provider.script(_final([finding("a.py", 5)]))
+    done = CliRunner().invoke(cli.main, ["review", pull.url, "--post", "--format", "json"])
+    assert done.exit_code == 1
+    document = json.loads(done.stdout)
+    assert document["review"]["findings"][0]["path"] == "a.py"
+    assert document["publication"]["status"] == "failed"
+    assert document["publication"]["error"]["code"] == "github_publish_failed"
+    assert "github_publish_failed" in done.stderr
+
+
+def test_cli_without_post_has_a_null_publication_and_writes_nothing(
+    fake_github: FakeGitHub,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pull = pull_request(fake_github)
+    _cli_env(monkeypatch, fake_github, scripted_provider, tmp_path)
+    scripted_provider.script(_final([finding("a.py", 5)]))
+    done = CliRunner().invoke(cli.main, ["review", pull.url, "--format", "json"])
+    assert done.exit_code == 0
+    assert json.loads(done.stdout)["publication"] is None
+    assert all(r.method == "GET" for r in fake_github.api_requests())
+
+
+def test_cli_post_with_a_local_repository_is_bad_input(tmp_path: Path) -> None:
+    done = CliRunner().invoke(
+        cli.main, ["review", "--repo", str(tmp_path), "--base", "a", "--head", "b", "--post"]
+    )
+    assert done.exit_code == 2
+
+
+def test_api_post_true_publishes(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path)
+    model = ScriptedModel(
+        stop_turn({"summary": "S", "findings": [finding("a.py", 5)], "notes": []})
+    )
+    app = create_app(settings)
+    app.state.model = model
+    with TestClient(app) as client:
+        app.state.model = model
+        answer = client.post("/v1/reviews", json={"pull_request_url": pull.url, "post": True})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["publication"]["status"] == "published"
+    assert len(posted(fake_github)) == 1
+
+
+def test_api_post_must_be_a_boolean(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    app = create_app(settings_for(fake_github, tmp_path))
+    with TestClient(app) as client:
+        answer = client.post(
+            "/v1/reviews", json={"pull_request_url": "https://github.com/a/b/pull/1", "post": 1}
+        )
+    assert answer.status_code == 422
+    assert answer.json()["error"]["code"] == "invalid_request"
+    assert fake_github.review_posts == []

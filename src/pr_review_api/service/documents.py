@@ -19,6 +19,11 @@ class ReviewRequest(BaseModel):
     include_trace: bool = Field(
         default=False, description="Return the per-round trace with the review."
     )
+    post: bool = Field(
+        default=False,
+        description="Publish the validated review on the pull request (CONTRACT 10); the "
+        "result's `publication` says how it went.",
+    )
 
 
 class ErrorDetail(BaseModel):

@@ -88,7 +88,7 @@ def invalid_request(errors: Sequence[Mapping[str, Any]], fields: frozenset[str])
 
 def _field_order(name: str) -> tuple[int, str]:
     # The documented order; a field added later goes after these two.
-    return ({"pull_request_url": 0, "include_trace": 1}.get(name, 2), name)
+    return ({"pull_request_url": 0, "include_trace": 1, "post": 2}.get(name, 3), name)
 
 
 async def _on_review_error(request: Request, exc: Exception) -> Response:

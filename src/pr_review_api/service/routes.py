@@ -66,12 +66,15 @@ def v1_router(*, secured: bool) -> APIRouter:
         reviewer: Annotated[Reviewer, Depends(get_reviewer)],
     ) -> Response:
         with slots.hold():
-            result = await reviewer(
-                PullRequestTarget(body.pull_request_url),
-                settings,
-                include_trace=body.include_trace,
-                model=model,
-            )
+            target = PullRequestTarget(body.pull_request_url)
+            if body.post:  # CONTRACT 10: no write request is ever made without it
+                result = await reviewer(
+                    target, settings, include_trace=body.include_trace, model=model, post=True
+                )
+            else:
+                result = await reviewer(
+                    target, settings, include_trace=body.include_trace, model=model
+                )
         return ContractJSONResponse(result.model_dump(mode="json"))
 
     return router
