@@ -161,6 +161,20 @@ def stream_git(
         process.wait()
 
 
+def check_exit(process: subprocess.Popen[bytes], ok: tuple[int, ...] = (0,)) -> None:
+    """After reading a `stream_git` process's output to the end, raise if git failed.
+
+    A git that dies mid-stream (a corrupt object, say) only ends its output early; without
+    this check a diff or a search would pass off the part it read as the whole answer.
+    """
+    returncode = process.wait()
+    if returncode not in ok:
+        argv = [str(arg) for arg in process.args] if isinstance(process.args, list) else []
+        while "-c" in argv:  # `-c key=value` pairs are no subcommand for the message
+            del argv[argv.index("-c") : argv.index("-c") + 2]
+        raise GitError(argv, returncode, b"")
+
+
 def is_sha(value: object) -> bool:
     """Whether `value` is a full, lower-case hexadecimal SHA-1 object name."""
     return isinstance(value, str) and SHA_PATTERN.fullmatch(value) is not None

@@ -15,7 +15,7 @@ def inspect_git_diff(repo: PinnedRepository, args: DiffArguments) -> dict[str, A
     paths = list(dict.fromkeys(normalized(path) for path in args.paths))
     if "" in paths:
         raise ToolError("invalid_path", "A diff path must name a file or directory.")
-    raw, more = repo.diff(paths, args.max_bytes)
+    raw, more = repo.diff(paths, args.max_bytes, check=True)  # a failed git is no diff
     text = raw.decode("utf-8", "replace")
     if more:
         text = text.removesuffix("\ufffd")  # a character cut in two by the byte cap
