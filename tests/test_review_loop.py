@@ -875,3 +875,40 @@ def test_an_infinite_line_in_the_final_review_is_an_invalid_model_response(
     model = ScriptedModel(scripted_stop(content))
     with pytest.raises(InvalidModelResponse, match="not valid JSON"):
         scripted_review(model, widget)
+
+
+# --- OPENCODE_MAX_RETRIES through a whole review (CONTRACT 12) -----------------------------
+
+
+def test_a_500_then_success_completes_the_review(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(
+        tool_call_turn([read_call("a")]),
+        Fault.status(500, body=b"PROVIDER-BODY"),
+        stop_turn(REVIEW),
+    )
+    result = review(scripted_provider, widget, opencode_max_retries=2)
+    scripted_provider.assert_complete()
+    assert result.rounds == 2
+    assert len(scripted_provider.requests) == 3
+    # The retried request is the same conversation, byte for byte.
+    assert scripted_provider.requests[1].body == scripted_provider.requests[2].body
+
+
+def test_a_429_with_a_long_retry_after_ends_the_review_at_once_with_retry_after(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(Fault.rate_limited("30"))
+    with pytest.raises(ReviewError) as raised:
+        review(scripted_provider, widget, opencode_max_retries=2)
+    scripted_provider.assert_complete()
+    assert raised.value.to_body() == {
+        "error": {
+            "code": "opencode_rate_limited",
+            "message": "The model provider is rate limiting requests; try again later.",
+            "retry_after": 30,
+        },
+        "termination_reason": None,
+        "trace": None,
+    }
