@@ -133,7 +133,7 @@ class JobQueue:
         self.tuning = tuning or QueueTuning()
         self.app_credentials = AppCredentials.from_settings(settings)
         self.connector = procrastinate.PsycopgConnector(
-            conninfo=self.conninfo, kwargs={"autocommit": True}, min_size=1, max_size=10
+            conninfo=self.conninfo, min_size=1, max_size=10
         )
         self.app = procrastinate.App(connector=self.connector)
         self.task = self.app.task(name=TASK_NAME, queue=QUEUE_NAME, pass_context=True)(

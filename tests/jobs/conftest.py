@@ -1,0 +1,43 @@
+"""One embedded PostgreSQL per test session; a fresh database per test."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+with warnings.catch_warnings():  # platformdirs warns once about XDG_RUNTIME_DIR at import
+    warnings.simplefilter("ignore")
+    from pr_review_api.jobs.embedded import EmbeddedPostgres
+
+
+@pytest.fixture(scope="session")
+def embedded_postgres() -> Iterator[EmbeddedPostgres]:
+    # Not under pytest's basetemp: concurrent pytest sessions prune old basetemps, and the
+    # server's data folder must outlive every test of this session.
+    folder = Path(tempfile.mkdtemp(prefix="pr-review-pg-"))
+    server = EmbeddedPostgres(folder).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def database_url(embedded_postgres: EmbeddedPostgres) -> Iterator[str]:
+    """A new, empty database on the session's server."""
+    name = "t_" + uuid.uuid4().hex[:16]
+    with psycopg.connect(embedded_postgres.url(), autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield embedded_postgres.url(name)
+    finally:
+        with psycopg.connect(embedded_postgres.url(), autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
