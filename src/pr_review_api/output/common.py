@@ -1,0 +1,82 @@
+"""What every renderer shares: the format names, the local-review subject, untrusted-text
+cleaning, and the counts and lines the reports repeat."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pr_review_api.model import SEVERITIES, Finding, ReviewResult, Severity
+
+OutputFormat = Literal["text", "json", "markdown", "sarif"]
+
+
+@dataclass(frozen=True)
+class LocalSubject:
+    """What a local review (`--repo`) was asked for: the path and revisions as given."""
+
+    path: str
+    base: str
+    head: str
+
+
+OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("text", "json", "markdown", "sarif")
+
+# C0 and C1 controls except tab and newline, plus the bidirectional overrides and isolates
+# ("Trojan Source"): none of them belongs in a report, all of them can mislead its reader.
+_UNSAFE_CHARACTERS = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def clean(text: str) -> str:
+    """Untrusted text without control or bidirectional-override characters (CRLF -> LF)."""
+    return _UNSAFE_CHARACTERS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+
+
+def severity_counts(result: ReviewResult) -> dict[Severity, int]:
+    """How many findings each severity has, most severe first, zeros left out."""
+    counts = {severity: 0 for severity in SEVERITIES}
+    for finding in result.review.findings:
+        counts[finding.severity] += 1
+    return {severity: count for severity, count in counts.items() if count}
+
+
+def location(finding: Finding) -> str:
+    """`path:line`, or the path alone when the finding has no line."""
+    return finding.path if finding.line is None else f"{finding.path}:{finding.line}"
+
+
+def by_severity(result: ReviewResult) -> list[tuple[Severity, list[Finding]]]:
+    groups = [(s, [f for f in result.review.findings if f.severity == s]) for s in SEVERITIES]
+    return [(severity, findings) for severity, findings in groups if findings]
+
+
+def subject(result: ReviewResult) -> str:
+    pull = result.pull_request
+    return "a local repository" if pull is None else f"{pull.owner}/{pull.repo}#{pull.number}"
+
+
+def usage_line(result: ReviewResult) -> str:
+    usage = result.usage
+    rounds = "round" if result.rounds == 1 else "rounds"
+    calls = "tool call" if result.tool_calls == 1 else "tool calls"
+    return (
+        f"{result.model} · {result.rounds} {rounds} · {result.tool_calls} {calls} · "
+        f"{usage.total_tokens:,} tokens ({usage.prompt_tokens:,} prompt, "
+        f"{usage.completion_tokens:,} completion)"
+    )
+
+
+def counts_line(result: ReviewResult) -> str:
+    counts = severity_counts(result)
+    if not counts:
+        return "no findings"
+    return ", ".join(f"{count} {severity}" for severity, count in counts.items())
+
+
+def arguments_json(arguments: Mapping[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
