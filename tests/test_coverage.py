@@ -223,6 +223,18 @@ def test_a_read_through_a_symlink_covers_the_file_itself(repo: GitRepo) -> None:
     assert inspected(tracker) == {"real.py"}
 
 
+def test_a_changed_link_is_covered_by_a_diff_not_by_a_read_through_it(repo: GitRepo) -> None:
+    base = repo.commit_files({"real.py": "text\n"})
+    repo.symlink("link.py", "real.py")
+    head = repo.commit_files({})
+    repository, tracker = pinned(repo, base, head)
+    assert changed(tracker) == ["link.py"]
+    assert call(repository, tracker, "read_repository_file", path="link.py")["ok"] is True
+    assert inspected(tracker) == set()  # the read showed real.py's text, not where link.py points
+    call(repository, tracker, "inspect_git_diff")
+    assert inspected(tracker) == {"link.py"}
+
+
 def test_a_read_of_a_spelling_of_a_path_covers_the_file(
     five: tuple[PinnedRepository, CoverageTracker],
 ) -> None:

@@ -7,7 +7,8 @@ is inspected when the model
 
 - read it at the head: a successful `read_repository_file` on it, even of one line. A read
   through a symbolic link counts for the file the link resolves to (the file whose text the
-  model received); or
+  model received; a changed link itself is covered only by a diff, as a read never shows
+  where it points); or
 - received a diff holding that file's changes: an `inspect_git_diff` result or the diff inlined
   in the first message (`REVIEW_INLINE_DIFF_BYTES`). A renamed file's section covers both its
   paths (the model saw the old path go and the new one come); a deleted file is covered by the
