@@ -19,15 +19,21 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from pydantic import SecretStr
 
 from pr_review_api.cli import commands as cli
+from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.markdown import WORD_JOINER
 from pr_review_api.github.markers import finding_marker, head_marker
+from pr_review_api.github.publish import publish
+from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import PullRequestTarget, run_review
-from pr_review_api.model import ReviewResult
+from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
@@ -525,3 +531,84 @@ def test_api_post_must_be_a_boolean(fake_github: FakeGitHub, tmp_path: Path) -> 
     assert answer.status_code == 422
     assert answer.json()["error"]["code"] == "invalid_request"
     assert fake_github.review_posts == []
+
+
+# --- the property: no first attempt is ever refused ---
+
+
+_LINES = st.lists(st.sampled_from(["a", "b", "c", "d", "e", ""]), min_size=1, max_size=25)
+
+
+@hypothesis_settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    old=_LINES,
+    new=_LINES,
+    picks=st.lists(
+        st.tuples(
+            st.sampled_from(["f.txt", "same.txt", "moved.txt"]),
+            st.integers(min_value=0, max_value=30),
+            st.sampled_from(["critical", "high", "medium", "low", "info"]),
+        ),
+        max_size=12,
+    ),
+    cap=st.integers(min_value=0, max_value=6),
+)
+def test_no_first_attempt_is_ever_refused(
+    fake_github: FakeGitHub,
+    old: list[str],
+    new: list[str],
+    picks: list[tuple[str, int, str]],
+    cap: int,
+) -> None:
+    number = len(fake_github._pulls) + 1
+    moved_old = "".join(f"m{n}\n" for n in range(30))
+    files_old = {"f.txt": "\n".join(old) + "\n", "same.txt": "s\n" * 30, "was.txt": moved_old}
+    base_sha = fake_github.origin("acme", "widget").commit(files_old, None, "base")
+    origin = fake_github.origin("acme", "widget")
+    origin.set_branch(f"b{number}", base_sha)
+    work = origin.work
+    work.commit_files({"f.txt": "\n".join(new) + "\n"})
+    work.commit_files({"moved.txt": moved_old.replace("m20\n", "m twenty\n")}, delete=("was.txt",))
+    head_sha = work.head()
+    origin.set_pull_head(number, head_sha)
+    fake_github._pulls[("acme", "widget", number)] = PullRequestFixture(
+        origin, number, base_sha, head_sha, f"b{number}", ""
+    )
+    sizes = {"f.txt": len(new), "same.txt": 30, "moved.txt": 30}
+    findings = [
+        finding(path, None if line == 0 else min(line, sizes[path]), severity, f"t{i}")
+        for i, (path, line, severity) in enumerate(picks)
+    ]
+    result = ReviewResult.model_validate(
+        {
+            "pull_request": {"url": "u", "owner": "acme", "repo": "widget", "number": number},
+            "revisions": {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": base_sha},
+            "model": "m",
+            "review": {"summary": "s", "findings": findings, "notes": []},
+            "usage": {},
+            "rounds": 1,
+            "tool_calls": 0,
+            "trace": None,
+        }
+    )
+    fake_github.users[GITHUB_TOKEN] = BOT
+    settings = fake_github.settings(Path("unused"), token=GITHUB_TOKEN)
+    ref = PullRequestRef("acme", "widget", number, "u")
+    before = len(fake_github.review_posts)
+
+    async def go() -> Publication:
+        async with GitHubClient(settings) as github:
+            deadline = asyncio.get_running_loop().time() + 30
+            return await publish(
+                result, ref, github, origin.bare, deadline=deadline, max_inline=cap
+            )
+
+    publication = asyncio.run(go())
+    assert publication.status == "published", publication
+    assert len(fake_github.review_posts) == before + 1  # the first attempt was accepted
+    assert publication.inline_comments <= cap
+    assert publication.inline_comments + publication.body_findings == len(findings)
