@@ -61,7 +61,8 @@ def load_private_key(path: Path) -> RSAPrivateKey:
 
 
 class AppCredentials:
-    """Installation tokens of one GitHub App, cached per installation."""
+    """Installation tokens of one GitHub App, cached per installation; implements
+    `github.credentials.Credentials` (`token(installation_id)`, `app_login()`)."""
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class AppCredentials:
         self._cache: dict[int, _CachedToken] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self.exchanges = 0  # token requests made: tests assert the cache works
+        self._login: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AppCredentials | None:
@@ -110,25 +112,42 @@ class AppCredentials:
             self._cache[installation_id] = fresh
             return fresh.token
 
-    async def _exchange(self, installation_id: int) -> _CachedToken:
-        url = f"{self._api_url}/app/installations/{installation_id}/access_tokens"
+    async def app_login(self) -> str | None:
+        """`<slug>[bot]`, the App's publishing identity (CONTRACT 10), from `GET /app`."""
+        if self._login is None:
+            response = await self._request("GET", f"{self._api_url}/app")
+            if response.status_code != 200 or len(response.content) > MAX_RESPONSE_BYTES:
+                raise GitHubUnavailable("GitHub did not describe the App.")
+            try:
+                slug = response.json()["slug"]
+            except (ValueError, KeyError, TypeError):
+                raise GitHubUnavailable("GitHub did not describe the App.") from None
+            if not isinstance(slug, str) or not slug:
+                raise GitHubUnavailable("GitHub did not describe the App.")
+            self._login = f"{slug}[bot]"
+        return self._login
+
+    async def _request(self, method: str, url: str) -> httpx.Response:
         headers = {
             "Accept": "application/vnd.github+json",
             "Authorization": f"Bearer {self.app_jwt()}",
             "X-GitHub-Api-Version": "2022-11-28",
             "User-Agent": "pr-review",
         }
-        self.exchanges += 1
         try:
             if self._client is not None:
-                response = await self._client.post(url, headers=headers)
-            else:
-                async with httpx.AsyncClient(
-                    trust_env=False, follow_redirects=False, timeout=REQUEST_TIMEOUT_SECONDS
-                ) as client:
-                    response = await client.post(url, headers=headers)
+                return await self._client.request(method, url, headers=headers)
+            async with httpx.AsyncClient(
+                trust_env=False, follow_redirects=False, timeout=REQUEST_TIMEOUT_SECONDS
+            ) as client:
+                return await client.request(method, url, headers=headers)
         except httpx.HTTPError:
             raise GitHubUnavailable("GitHub could not be reached for an App token.") from None
+
+    async def _exchange(self, installation_id: int) -> _CachedToken:
+        url = f"{self._api_url}/app/installations/{installation_id}/access_tokens"
+        self.exchanges += 1
+        response = await self._request("POST", url)
         if response.status_code != 201 or len(response.content) > MAX_RESPONSE_BYTES:
             raise GitHubUnavailable("GitHub refused to issue an App installation token.")
         return _parse_token(response.content)
