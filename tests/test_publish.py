@@ -612,3 +612,53 @@ def test_no_first_attempt_is_ever_refused(
     assert len(fake_github.review_posts) == before + 1  # the first attempt was accepted
     assert publication.inline_comments <= cap
     assert publication.inline_comments + publication.body_findings == len(findings)
+
+
+# --- re-reviews ---
+
+
+def _first_message(url: str, settings: Settings, *, post: bool) -> str:
+    model = ScriptedModel(stop_turn({"summary": "S", "findings": [], "notes": []}))
+    asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=post))
+    content = model.requests[0].messages[1]["content"]
+    assert isinstance(content, str)
+    return content
+
+
+def test_a_re_review_names_the_files_changed_since_our_last_head(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path)
+    first = _first_message(pull.url, settings, post=True)
+    assert "re-review" not in first
+    newer = fake_github.push_head(pull, {"later.py": "x\n"})
+    message = _first_message(newer.url, settings, post=True)
+    assert f"our last review was of {pull.head_sha}" in message
+    assert '"changed_since_last_review": [\n  "later.py"\n ]' in message
+    assert "1 files changed since then" in message
+
+
+def test_a_force_pushed_head_is_not_called_a_re_review(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path)
+    _first_message(pull.url, settings, post=True)
+    rewritten = fake_github.push_head(pull, {"other.py": "rewritten\n"}, parent=pull.base_sha)
+    message = _first_message(rewritten.url, settings, post=True)
+    assert "re-review" not in message
+    assert "changed_since_last_review" not in message
+
+
+def test_without_post_there_is_no_re_review_look_up(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path)
+    _first_message(pull.url, settings, post=True)
+    newer = fake_github.push_head(pull, {"later.py": "x\n"})
+    before = len(fake_github.api_requests())
+    message = _first_message(newer.url, settings, post=False)
+    assert "re-review" not in message
+    assert all(r.path.endswith("/pulls/7") for r in fake_github.api_requests()[before:])

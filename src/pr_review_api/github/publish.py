@@ -48,7 +48,14 @@ from pr_review_api.github.markers import (
 )
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.loop.coverage import coverage_line
-from pr_review_api.model import SEVERITIES, Finding, Publication, PublicationError, ReviewResult
+from pr_review_api.model import (
+    SEVERITIES,
+    Finding,
+    Publication,
+    PublicationError,
+    PullRequestInfo,
+    ReviewResult,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -469,3 +476,53 @@ async def publish_result(
         max_inline=github.settings.pr_review_max_inline_comments,
         installation_id=installation_id,
     )
+
+
+@dataclass(frozen=True)
+class ReReview:
+    """Our last reviewed head, an ancestor of this one, and the files changed since."""
+
+    last_head: str
+    changed: tuple[str, ...]
+
+
+async def re_review(
+    github: GitHubClient,
+    info: PullRequestInfo,
+    git_dir: Path,
+    head_sha: str,
+    installation_id: int | None = None,
+) -> ReReview | None:
+    """What the first user message of a re-review names (CONTRACT 10), or None.
+
+    None when we never reviewed this pull request, when our last reviewed head is this one or
+    not an ancestor of it (a force-push), when its commit is not in the cache, or when GitHub
+    fails: the review goes on as a first review, and publishing decides again.
+    """
+    ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
+    try:
+        state = await prior_state(github, ref, installation_id)
+    except (_Failure, GitHubUnavailable):
+        return None
+    last = state.last_head
+    if last is None or last == head_sha:
+        return None
+    return await asyncio.to_thread(_changed_since, git_dir, last, head_sha)
+
+
+def _changed_since(git_dir: Path, last: str, head: str) -> ReReview | None:
+    try:
+        ancestor = run_git(
+            git_dir, ["merge-base", "--is-ancestor", last, head], timeout=60, check=False
+        )
+        if ancestor.returncode != 0:
+            return None
+        names = run_git(
+            git_dir,
+            ["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", last, head],
+            timeout=120,
+        ).stdout
+    except (GitError, OSError, subprocess.SubprocessError):
+        return None
+    paths = [p.decode("utf-8", "replace") for p in names.split(b"\0") if p]
+    return ReReview(last, tuple(sorted(paths)))

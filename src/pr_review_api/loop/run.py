@@ -33,7 +33,7 @@ from pr_review_api.git.runner import GitError, run_git
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.publish import publish_result
+from pr_review_api.github.publish import publish_result, re_review
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
@@ -154,6 +154,8 @@ async def run_review(
             work = repo_store.work(deadline, cancel)
             async with _prepare(target, settings, github_client, repo_store, work) as pinned:
                 prepared = await asyncio.to_thread(_with_repo_config, pinned)
+                if post:
+                    prepared = await _with_re_review(prepared, github_client, installation_id)
                 loop_run = _ReviewLoop(prepared, settings, client, deadline, progress)
                 result = await loop_run.run(include_trace)
                 if post:
@@ -271,6 +273,30 @@ def _local_git_dir(repo: Path) -> Path:
     except GitError:
         raise InvalidRepository("The path is not a git repository.") from None
     return Path(found.stdout.decode(errors="surrogateescape").strip())
+
+
+async def _with_re_review(
+    prepared: _Prepared, github: GitHubClient, installation_id: int | None
+) -> _Prepared:
+    """A re-review names the files changed since our last reviewed head (CONTRACT 10)."""
+    if prepared.pull_request is None:
+        return prepared
+    repository = prepared.repository
+    found = await re_review(
+        github,
+        prepared.pull_request,
+        repository.git_dir,
+        repository.revisions.head_sha,
+        installation_id,
+    )
+    if found is None:
+        return prepared
+    context = replace(
+        prepared.context,
+        last_reviewed_head=found.last_head,
+        changed_since_last_review=found.changed,
+    )
+    return replace(prepared, context=context)
 
 
 def _with_repo_config(prepared: _Prepared) -> _Prepared:
