@@ -662,3 +662,22 @@ def test_without_post_there_is_no_re_review_look_up(
     message = _first_message(newer.url, settings, post=False)
     assert "re-review" not in message
     assert all(r.path.endswith("/pulls/7") for r in fake_github.api_requests()[before:])
+
+
+def test_the_service_keeps_one_github_client_for_every_review(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path)
+    app = create_app(settings)
+    with TestClient(app) as client:
+        for _ in range(3):
+            app.state.model = ScriptedModel(
+                stop_turn({"summary": "S", "findings": [finding("a.py", 5)], "notes": []})
+            )
+            answer = client.post("/v1/reviews", json={"pull_request_url": pull.url, "post": True})
+            assert answer.status_code == 200
+    statuses = [r.status for r in fake_github.api_requests()]
+    assert statuses.count(200) == len(statuses)
+    assert len({r.client_port for r in fake_github.api_requests()}) == 1  # one pooled connection
+    assert [p["status"] for p in [answer.json()["publication"]]] == ["already_published"]

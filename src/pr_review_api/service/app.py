@@ -24,6 +24,7 @@ from fastapi import FastAPI
 
 from pr_review_api import __version__
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.github.client import GitHubClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.service.body import MAX_REQUEST_BODY_BYTES
 from pr_review_api.service.dependencies import Reviewer, ReviewSlots, get_reviewer
@@ -57,7 +58,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # One repository store (indexes, readers, search text, git threads) per process.
             with RepositoryStore(settings) as store:
                 app.state.store = store
-                yield
+                async with GitHubClient(settings) as github:
+                    app.state.github = github
+                    yield
 
     app = FastAPI(
         title="pr-review",

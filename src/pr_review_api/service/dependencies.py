@@ -16,6 +16,7 @@ from fastapi import Request
 
 from pr_review_api.errors import ServerBusy
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.github.client import GitHubClient
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.model import ReviewResult
@@ -60,9 +61,16 @@ def get_reviewer(request: Request) -> Reviewer:
     """The review function; tests swap it with `app.dependency_overrides[get_reviewer]`.
     Reviews share the repository store of the application's lifespan (git/store.py)."""
     store: RepositoryStore | None = getattr(request.app.state, "store", None)
-    if store is None:
+    # One GitHub API client (one connection pool, the credentials) per service, too.
+    github: GitHubClient | None = getattr(request.app.state, "github", None)
+    shared: dict[str, object] = {}
+    if store is not None:
+        shared["store"] = store
+    if github is not None:
+        shared["github"] = github
+    if not shared:
         return run_review
-    return functools.partial(run_review, store=store)
+    return functools.partial(run_review, **shared)  # type: ignore[arg-type]
 
 
 def get_settings(request: Request) -> Settings:
