@@ -243,7 +243,9 @@ def test_each_job_uses_its_installations_token_and_never_stores_it(
     )
     seen: dict[str, str | None] = {}
 
-    async def runner(url: str, job_settings: Settings, post: bool) -> dict[str, Any]:
+    async def runner(
+        url: str, job_settings: Settings, post: bool, installation_id: int | None
+    ) -> dict[str, Any]:
         token = job_settings.github_token
         seen[url] = None if token is None else token.get_secret_value()
         return review_document(url)

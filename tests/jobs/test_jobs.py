@@ -127,7 +127,7 @@ async def service(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 
 @asynccontextmanager
 async def worker(
-    settings: Settings, runner: ReviewRunner, concurrency: int = 4
+    settings: Settings, runner: ReviewRunner | None, concurrency: int = 4
 ) -> AsyncIterator[JobQueue]:
     queue = JobQueue(settings, runner=runner, tuning=FAST)
     async with queue.opened():
@@ -193,7 +193,9 @@ class Gate:
         self.max_running: dict[str, int] = {}
         self.released: set[str] = set()
 
-    async def __call__(self, url: str, settings: Settings, post: bool) -> dict[str, Any]:
+    async def __call__(
+        self, url: str, settings: Settings, post: bool, installation_id: int | None
+    ) -> dict[str, Any]:
         self.started.append(url)
         self.running[url] = self.running.get(url, 0) + 1
         self.max_running[url] = max(self.max_running.get(url, 0), self.running[url])
@@ -432,7 +434,9 @@ async def _is(queue: JobQueue, job_id: uuid.UUID, status: str) -> bool:
 def test_rate_limited_job_is_retried_later_not_slept_on(database_url: str) -> None:
     calls: list[str] = []
 
-    async def runner(url: str, settings: Settings, post: bool) -> dict[str, Any]:
+    async def runner(
+        url: str, settings: Settings, post: bool, installation_id: int | None
+    ) -> dict[str, Any]:
         calls.append(url)
         if url.endswith("/7"):
             raise OpenCodeRateLimited(retry_after=120)
@@ -520,10 +524,9 @@ def test_end_to_end_webhook_review_with_the_fake_github_and_scripted_provider(
         opencode_base_url=scripted_provider.base_url,
     )
     scripted_provider.script(stop_turn(REVIEW))
-    from pr_review_api.jobs.queue import default_runner
 
     async def scenario() -> dict[str, Any]:
-        async with service(settings) as client, worker(settings, default_runner) as queue:
+        async with service(settings) as client, worker(settings, None) as queue:
             event = pull_request_event(7, head, installation=None)
             answer = await deliver(client, event)
             job_id = answer.json()["job_id"]
@@ -569,7 +572,6 @@ def test_job_of_a_dead_worker_runs_again(
         pr_review_cache_dir=cache,
         opencode_base_url=scripted_provider.base_url,
     )
-    from pr_review_api.jobs.queue import default_runner
 
     async def enqueue() -> uuid.UUID:
         queue = JobQueue(settings, tuning=FAST)
@@ -603,7 +605,7 @@ def test_job_of_a_dead_worker_runs_again(
         assert secret not in stderr
 
     async def recover() -> None:
-        async with worker(settings, default_runner, concurrency=1) as queue:
+        async with worker(settings, None, concurrency=1) as queue:
             await wait_for(lambda: _is(queue, job_id, "succeeded"), within=40)
             record = await queue.get(job_id)
             assert record is not None

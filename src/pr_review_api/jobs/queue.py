@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import random
 import uuid
@@ -64,20 +63,24 @@ MAX_RETRY_DELAY_SECONDS = 15 * 60
 INSTALLATION_BUSY_DELAY_SECONDS = 5.0
 _DATABASE_DOWN = "The job database is not available; try again shortly."
 
-ReviewRunner = Callable[[str, Settings, bool], Awaitable[dict[str, Any]]]
-"""Runs one review: (pull request URL, settings, post) -> the review document (CONTRACT 5).
-Raises `ReviewError` for a review that ended without one."""
+ReviewRunner = Callable[[str, Settings, bool, int | None], Awaitable[dict[str, Any]]]
+"""Runs one review: (pull request URL, settings, post, installation id) -> the review
+document (CONTRACT 5). Raises `ReviewError` for a review that ended without one. The settings
+carry the installation's token as `github_token` when the App's credentials are configured."""
 
 
-async def default_runner(url: str, settings: Settings, post: bool) -> dict[str, Any]:
-    """`run_review` on the pull request, published when `post` (CONTRACT 10)."""
-    from pr_review_api.loop.run import PullRequestTarget, run_review  # noqa: PLC0415
+@dataclass(frozen=True)
+class _InstallationCredentials:
+    """`github.credentials.Credentials` for one job: its installation's App token."""
 
-    options: dict[str, Any] = {}
-    if "post" in inspect.signature(run_review).parameters:
-        options["post"] = post
-    result = await run_review(PullRequestTarget(url), settings, **options)
-    return result.model_dump(mode="json")
+    app: AppCredentials
+    installation_id: int
+
+    async def token(self, installation_id: int | None = None) -> SecretStr | None:
+        return await self.app.token(self.installation_id)
+
+    async def app_login(self) -> str | None:
+        return await self.app.app_login()
 
 
 @dataclass(frozen=True)
@@ -122,14 +125,14 @@ class JobQueue:
         self,
         settings: Settings,
         *,
-        runner: ReviewRunner = default_runner,
+        runner: ReviewRunner | None = None,
         tuning: QueueTuning | None = None,
     ) -> None:
         if settings.pr_review_database_url is None:
             raise ValueError("JobQueue needs PR_REVIEW_DATABASE_URL")
         self.settings = settings
         self.conninfo = settings.pr_review_database_url.get_secret_value()
-        self.runner = runner
+        self.runner: ReviewRunner = runner if runner is not None else self.review
         self.tuning = tuning or QueueTuning()
         self.app_credentials = AppCredentials.from_settings(settings)
         self.connector = procrastinate.PsycopgConnector(
@@ -345,7 +348,9 @@ class JobQueue:
             return
         try:
             settings = await self._settings_for(record)
-            document = await self.runner(record.pull_request_url, settings, record.post)
+            document = await self.runner(
+                record.pull_request_url, settings, record.post, record.installation_id
+            )
         except ReviewError as exc:
             if isinstance(exc, RETRYABLE_ERRORS) and record.attempts < (
                 self.settings.pr_review_job_max_attempts
@@ -426,6 +431,25 @@ class JobQueue:
                 status="succeeded" if status == "succeeded" else "failed",
                 document=document,
             )
+
+    async def review(
+        self, url: str, settings: Settings, post: bool, installation_id: int | None
+    ) -> dict[str, Any]:
+        """The default runner: `run_review`, published when `post` (CONTRACT 10), with the
+        installation's App credentials when they are configured."""
+        from pr_review_api.github.client import GitHubClient  # noqa: PLC0415
+        from pr_review_api.loop.run import PullRequestTarget, run_review  # noqa: PLC0415
+
+        target = PullRequestTarget(url)
+        if self.app_credentials is None or installation_id is None:
+            result = await run_review(target, settings, post=post)
+        else:
+            credentials = _InstallationCredentials(self.app_credentials, installation_id)
+            async with GitHubClient(settings, credentials=credentials) as github:
+                result = await run_review(
+                    target, settings, post=post, github=github, installation_id=installation_id
+                )
+        return result.model_dump(mode="json")
 
     async def _settings_for(self, record: JobRecord) -> Settings:
         """The settings a job reviews with: the installation's token under a GitHub App."""
