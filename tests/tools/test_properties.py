@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any, get_args
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -41,7 +40,6 @@ from tests.hostile_repos import (
     REGULAR_FILES,
     UNSPELLABLE,
     HostileWorld,
-    build_hostile_world,
 )
 
 ERROR_CODES: set[str] = set(get_args(ToolErrorCode))
@@ -53,16 +51,6 @@ PROPERTIES = settings(
     # The suite's autouse environment fixture is function-scoped and harmless to share.
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> HostileWorld:
-    return build_hostile_world(tmp_path_factory.mktemp("hostile"))
-
-
-@pytest.fixture(scope="module")
-def pinned(world: HostileWorld) -> PinnedRepository:
-    return world.pinned()
 
 
 # --- strategies -----------------------------------------------------------------------------
