@@ -245,7 +245,7 @@ def render_body(result: ReviewResult, placement: Placement) -> tuple[str, int]:
     parts = ["### pr-review", "", escape(review.summary), "", f"**Findings:** {tally}"]
     parts += ["", coverage_line(result.coverage, escape_inline)]
     if placement.inline:
-        parts += ["", f"{len(placement.inline)} inline on the diff."]
+        parts += ["", f"{len(placement.inline)} of them inline on the diff."]
     if placement.skipped:
         parts += ["", f"{placement.skipped} already posted on an earlier head, not repeated."]
     tail = _tail(result)
@@ -278,7 +278,8 @@ def render_body(result: ReviewResult, placement: Placement) -> tuple[str, int]:
 def _tail(result: ReviewResult) -> str:
     usage = result.usage
     return (
-        f"<sub>{escape_inline(result.model)} · {result.rounds} rounds · "
+        f"<sub>{escape_inline(result.model)} · {result.rounds} "
+        f"{'round' if result.rounds == 1 else 'rounds'} · "
         f"{usage.total_tokens} tokens</sub>\n\n{head_marker(result.revisions.head_sha)}"
     )
 
