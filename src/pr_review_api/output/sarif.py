@@ -3,7 +3,6 @@ per finding. The model's text is carried unchanged (JSON escaping is enough)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -111,6 +110,6 @@ def sarif_uri(path: str) -> str:
 
 
 def _fingerprint(finding: Finding) -> str:
-    # Path and title, not the line: the alert should survive lines shifting between pushes.
-    identity = json.dumps([finding.severity, finding.path, finding.title], ensure_ascii=False)
-    return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:32]
+    # Path, severity and title, not the line: the alert should survive lines shifting between
+    # pushes. The domain model's fingerprint without a line's text (model.Finding.fingerprint).
+    return finding.fingerprint()
