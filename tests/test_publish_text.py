@@ -19,6 +19,7 @@ from markdown_it import MarkdownIt
 
 from pr_review_api.github.markdown import WORD_JOINER, escape, escape_inline
 from pr_review_api.github.markers import Post, head_marker, read_markers
+from pr_review_api.model import Finding
 
 FORBIDDEN = [
     "@octocat please look",
@@ -127,3 +128,37 @@ def test_the_checks_catch_each_form_when_it_is_not_escaped(text: str) -> None:
     shown = visible_text(out)
     hits = [rule for rule, pattern in _GITHUB_RULES.items() if pattern.search(shown)]
     assert tags or hits or "<!--" in out, text
+
+
+# --- fingerprints (model.Finding.fingerprint) ---
+
+
+def _finding(**changes: object) -> Finding:
+    fields: dict[str, object] = {
+        "severity": "high",
+        "title": "T",
+        "explanation": "E",
+        "path": "a.py",
+        "line": 3,
+        "evidence": "e",
+        "recommendation": "r",
+    }
+    fields.update(changes)
+    return Finding.model_validate(fields)
+
+
+def test_fingerprint_is_stable_whatever_the_line_number() -> None:
+    text = "    return compare(a, b)"
+    assert _finding(line=3).fingerprint(text) == _finding(line=300).fingerprint(text)
+    assert _finding(explanation="other words").fingerprint(text) == _finding().fingerprint(text)
+
+
+@pytest.mark.parametrize("changes", [{"path": "b.py"}, {"severity": "low"}, {"title": "Another"}])
+def test_fingerprint_changes_with_path_severity_and_title(changes: dict[str, object]) -> None:
+    assert _finding(**changes).fingerprint("x") != _finding().fingerprint("x")
+
+
+def test_fingerprint_changes_with_the_anchored_line_text() -> None:
+    assert _finding().fingerprint("a = 1") != _finding().fingerprint("a = 2")
+    assert _finding().fingerprint("a = 1") != _finding().fingerprint()
+    assert len(_finding().fingerprint()) == 32
