@@ -536,6 +536,59 @@ async def test_settings_and_the_model_client_are_dependencies_a_test_can_overrid
     assert reviewer.calls[0][2] is marker
 
 
+_JSONISH = hypothesis.strategies.recursive(
+    hypothesis.strategies.none()
+    | hypothesis.strategies.booleans()
+    | hypothesis.strategies.integers()
+    | hypothesis.strategies.floats()
+    | hypothesis.strategies.text(max_size=20),
+    lambda inner: (
+        hypothesis.strategies.lists(inner, max_size=4)
+        | hypothesis.strategies.dictionaries(
+            hypothesis.strategies.sampled_from(["pull_request_url", "include_trace", "x", ""]),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+def test_no_body_and_no_content_type_makes_the_service_answer_500() -> None:
+    """CONTRACT 5: whatever the bytes, the nesting or the Content-Type, never a 500."""
+    reviewer = FakeReviewer()
+    app = app_with(reviewer)
+    transport = httpx.ASGITransport(app=app)
+
+    @hypothesis.given(
+        body=hypothesis.strategies.binary(max_size=200)
+        | _JSONISH.map(lambda value: json.dumps(value).encode()),
+        content_type=hypothesis.strategies.sampled_from(
+            [
+                None,
+                "application/json",
+                "text/plain",
+                "application/json; charset=latin-1",
+                "x/y+json",
+            ]
+        ),
+    )
+    @hypothesis.settings(max_examples=200, deadline=None, database=None)
+    def check(body: bytes, content_type: str | None) -> None:
+        headers = {"content-type": content_type} if content_type else {}
+
+        async def send() -> httpx.Response:
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+                return await client.post("/v1/reviews", content=body, headers=headers)
+
+        response = asyncio.run(send())
+        assert response.status_code in (200, 422), (response.status_code, response.text)
+        if response.status_code == 422:
+            assert_error(response, 422, "invalid_request")
+
+    check()
+
+
 # --- service keys ------------------------------------------------------------------------------
 
 
