@@ -507,11 +507,12 @@ async def _any_running(queue: JobQueue, *job_ids: uuid.UUID) -> bool:
 
 
 def _publish(fake: FakeGitHub) -> tuple[str, Settings]:
+    fake.users.setdefault(GITHUB_TOKEN, "pr-review-bot")  # GET /user: the publishing identity
     fixture = fake.pull_request("acme", "widget", 7, head={"app.py": "print('hi')\n"})
     return fixture.head_sha, fake.settings(Path("cache"), token=GITHUB_TOKEN)
 
 
-def test_end_to_end_webhook_review_with_the_fake_github_and_scripted_provider(
+def test_end_to_end_webhook_review_is_published_once_per_head(
     database_url: str, fake_github: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     head, github = _publish(fake_github)
@@ -523,19 +524,33 @@ def test_end_to_end_webhook_review_with_the_fake_github_and_scripted_provider(
         pr_review_cache_dir=Path("cache").resolve(),
         opencode_base_url=scripted_provider.base_url,
     )
-    scripted_provider.script(stop_turn(REVIEW))
+    scripted_provider.script(stop_turn(REVIEW), stop_turn(REVIEW))
 
-    async def scenario() -> dict[str, Any]:
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
         async with service(settings) as client, worker(settings, None) as queue:
             event = pull_request_event(7, head, installation=None)
             answer = await deliver(client, event)
             job_id = answer.json()["job_id"]
             await wait_for(lambda: _is(queue, uuid.UUID(job_id), "succeeded"), within=30)
             document: dict[str, Any] = (await client.get(f"/v1/review-jobs/{job_id}")).json()
-            return document
+            # The same head again (a job run twice, say): nothing is published twice.
+            again = await client.post(
+                "/v1/review-jobs",
+                json={"pull_request_url": document["pull_request"]["url"], "post": True},
+            )
+            again_id = again.json()["job_id"]
+            await wait_for(lambda: _is(queue, uuid.UUID(again_id), "succeeded"), within=30)
+            second: dict[str, Any] = (await client.get(f"/v1/review-jobs/{again_id}")).json()
+            return document, second
 
-    document = asyncio.run(scenario())
+    document, second = asyncio.run(scenario())
     scripted_provider.assert_complete()
+    assert document["result"]["publication"]["status"] == "published", document["result"]
+    assert second["result"]["publication"]["status"] == "already_published"
+    posted = [
+        r for r in fake_github.api_requests() if r.method == "POST" and r.path.endswith("/reviews")
+    ]
+    assert len(posted) == 1
     assert document["result"]["termination_reason"] == "final_review"
     assert document["result"]["review"]["summary"] == "Looks fine."
     assert document["head_sha"] == head
