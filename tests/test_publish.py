@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
@@ -681,3 +682,60 @@ def test_the_service_keeps_one_github_client_for_every_review(
     assert statuses.count(200) == len(statuses)
     assert len({r.client_port for r in fake_github.api_requests()}) == 1  # one pooled connection
     assert [p["status"] for p in [answer.json()["publication"]]] == ["already_published"]
+
+
+def test_a_second_422_fails_the_publication(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    pull = pull_request(fake_github)
+    fake_github.review_faults += [CannedResponse(422, b"{}"), CannedResponse(422, b"{}")]
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    assert result.publication is not None
+    assert result.publication.status == "failed"
+    assert len(fake_github.review_posts) == 2  # one more attempt, never a third
+
+
+def test_the_inline_cap_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().pr_review_max_inline_comments == 30
+    monkeypatch.setenv("PR_REVIEW_MAX_INLINE_COMMENTS", "5")
+    assert Settings().pr_review_max_inline_comments == 5
+
+
+def test_a_link_to_another_origin_never_gets_the_token(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        if request.url.path.endswith("/user"):
+            return httpx.Response(200, json={"login": BOT})
+        return httpx.Response(
+            200, json=[], headers={"Link": '<https://evil.example/steal?page=2>; rel="next"'}
+        )
+
+    settings = Settings(
+        github_api_url="https://api.github.test", github_token=SecretStr(GITHUB_TOKEN)
+    )
+    result = ReviewResult.model_validate(
+        {
+            "pull_request": {"url": "u", "owner": "acme", "repo": "widget", "number": 7},
+            "revisions": {"base_sha": "a" * 40, "head_sha": "b" * 40, "merge_base_sha": "a" * 40},
+            "model": "m",
+            "review": {"summary": "s", "findings": [], "notes": []},
+            "usage": {},
+            "rounds": 1,
+            "tool_calls": 0,
+            "trace": None,
+        }
+    )
+
+    async def go() -> Publication:
+        async with (
+            httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http,
+            GitHubClient(settings, http=http) as github,
+        ):
+            ref = PullRequestRef("acme", "widget", 7, "u")
+            deadline = asyncio.get_running_loop().time() + 10
+            return await publish(result, ref, github, tmp_path, deadline=deadline, max_inline=30)
+
+    publication = asyncio.run(go())
+    assert publication.status == "failed"
+    assert all(url.startswith("https://api.github.test/") for url in seen)
+    assert not any("evil" in url for url in seen)
