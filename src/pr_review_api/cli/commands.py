@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -224,6 +225,9 @@ def serve(host: str, port: int) -> None:
     except ReviewError as exc:
         _fail(exc, "text")
     configure_service_logging()
+    # uvicorn says where it listens only when it binds the socket itself.
+    bound_port = listener.getsockname()[1]
+    logging.getLogger("pr_review_api.service").info("serving on http://%s:%d", host, bound_port)
     from pr_review_api.jobs.service import service_database  # noqa: PLC0415
 
     # CONTRACT 11: the jobs database (an embedded one and its worker without a URL).

@@ -7,7 +7,6 @@ SIGINT or SIGTERM stops fetching new jobs and lets the ones in flight finish.
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 
 import click
@@ -39,7 +38,10 @@ def worker(concurrency: int) -> None:
     except ReviewError as exc:
         click.echo(f"error: {exc.message} ({exc.code})", err=True)
         sys.exit(2)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # The service's log rules: our events at INFO, third-party records only from WARNING.
+    from pr_review_api.service.server import configure_service_logging  # noqa: PLC0415
+
+    configure_service_logging()
 
     async def run() -> None:
         async with queue.opened():
