@@ -168,7 +168,7 @@ class Settings(BaseSettings):
     # hundred short links, about 40 MB of index) fits well within them.
     pr_review_max_tree_entries: int = Field(default=1_000_000, ge=1)
     pr_review_max_link_hops_total: int = Field(default=100_000, ge=1)
-    pr_review_max_link_target_bytes: int = Field(default=4 * 1024**2, ge=4096)
+    pr_review_max_link_target_bytes: int = Field(default=1024**2, ge=4096)
     pr_review_max_index_bytes: int = Field(default=512 * 1024**2, ge=1024**2)
 
     @classmethod

@@ -35,7 +35,7 @@ class PrepareLimits:
 
     max_tree_entries: int = 1_000_000
     max_link_hops_total: int = 100_000
-    max_link_target_bytes: int = 4 * 1024**2
+    max_link_target_bytes: int = 1024**2
     max_index_bytes: int = 512 * 1024**2
 
     @classmethod

@@ -1,0 +1,165 @@
+"""Preparing a hostile repository costs what its budgets allow, and stops at its deadline.
+
+A link bomb (thousands of links, each resolving through ~40 hops of 4 KB `d/../d/..` targets)
+and a wide tree (200k entries in a few megabytes of git data) are untrusted input like any
+other: indexing them ends with `invalid_repository` (a budget, `RepositoryTooLarge`) or
+`review_timeout` (the deadline) in bounded time and memory, and a warm review keeps its
+threads while such work runs (issue 9 item 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from pr_review_api.errors import ReviewTimeout
+from pr_review_api.git.limits import UNLIMITED, PrepareLimits, RepositoryTooLarge
+from pr_review_api.git.store import RepositoryStore
+from tests.gitrepo import GitRepo, git
+
+CHAIN = 39  # links a bomb link passes through: 40 hops, MAX_SYMLINK_HOPS
+PADDING = "d/../" * 800  # 4 KB of components that go nowhere
+
+
+def hash_blob(repo: GitRepo, content: bytes) -> str:
+    return git(repo.git_dir, "hash-object", "-w", "--stdin", input_bytes=content)
+
+
+def commit_entries(repo: GitRepo, lines: list[bytes]) -> str:
+    tree = git(repo.git_dir, "mktree", "-z", input_bytes=b"\0".join(lines) + b"\0")
+    return git(repo.git_dir, "commit-tree", tree, "-m", "hostile")
+
+
+def link_bomb(repo: GitRepo, links: int) -> str:
+    """A commit whose `links` links each take 40 hops of 4 KB targets to reach `f`."""
+    file_oid = hash_blob(repo, b"the end\n")
+    inner = git(repo.git_dir, "mktree", input_bytes=f"100644 blob {file_oid}\tx\n".encode())
+    lines = [f"100644 blob {file_oid}\tf".encode(), f"040000 tree {inner}\td".encode()]
+    for hop in range(CHAIN):
+        following = f"c{hop + 1}" if hop + 1 < CHAIN else "f"
+        target = hash_blob(repo, (PADDING + following).encode())
+        lines.append(f"120000 blob {target}\tc{hop}".encode())
+    entry = hash_blob(repo, (PADDING + "c0").encode())
+    lines += [f"120000 blob {entry}\tbomb{n:05}".encode() for n in range(links)]
+    return commit_entries(repo, lines)
+
+
+def wide_tree(repo: GitRepo, entries: int) -> str:
+    """A commit of `entries` files in one directory, all the same blob."""
+    oid = hash_blob(repo, b"same\n")
+    return commit_entries(repo, [f"100644 blob {oid}\tf{n:07}".encode() for n in range(entries)])
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepo, str, str]:
+    repo = GitRepo(tmp_path_factory.mktemp("budgets") / "repo")
+    return repo, link_bomb(repo, 3000), wide_tree(repo, 200_000)
+
+
+def test_a_link_bomb_exceeds_its_link_budget_quickly(
+    hostile: tuple[GitRepo, str, str],
+) -> None:
+    repo, bomb, _ = hostile
+    with RepositoryStore(limits=PrepareLimits()) as store:
+        started = time.monotonic()
+        with pytest.raises(RepositoryTooLarge) as raised:
+            store.open(repo.git_dir, bomb, bomb)
+        elapsed = time.monotonic() - started
+    assert raised.value.code == "invalid_repository"
+    assert "PR_REVIEW_MAX_LINK" in raised.value.message
+    assert elapsed < 10, f"{elapsed:.1f} s to refuse the link bomb"
+
+
+def test_a_link_bomb_stops_at_its_deadline(hostile: tuple[GitRepo, str, str]) -> None:
+    repo, bomb, _ = hostile
+    with RepositoryStore(limits=UNLIMITED) as store:
+        started = time.monotonic()
+        with pytest.raises(ReviewTimeout):
+            store.open(repo.git_dir, bomb, bomb, store.work(started + 1.0))
+        elapsed = time.monotonic() - started
+    assert elapsed < 4, f"{elapsed:.1f} s for a 1 s deadline"
+
+
+def test_a_wide_tree_exceeds_its_entry_budget_in_bounded_memory(
+    hostile: tuple[GitRepo, str, str],
+) -> None:
+    repo, _, wide = hostile
+    limits = PrepareLimits(max_tree_entries=50_000)
+    with RepositoryStore(limits=limits) as store:
+        tracemalloc.start()
+        try:
+            with pytest.raises(RepositoryTooLarge) as raised:
+                store.open(repo.git_dir, wide, wide)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert "PR_REVIEW_MAX_TREE_ENTRIES" in raised.value.message
+    assert peak < 64 * 1024**2, f"peak {peak / 1024**2:.0f} MiB refusing 200k entries"
+
+
+def test_a_wide_tree_within_its_budgets_is_indexed(
+    hostile: tuple[GitRepo, str, str],
+) -> None:
+    repo, _, wide = hostile
+    with RepositoryStore(limits=PrepareLimits()) as store:
+        pinned = store.open(repo.git_dir, wide, wide)
+        assert len(pinned.snapshot.files) == 200_000
+    small = PrepareLimits(max_index_bytes=8 * 1024**2)
+    with RepositoryStore(limits=small) as store, pytest.raises(RepositoryTooLarge) as raised:
+        store.open(repo.git_dir, wide, wide)
+    assert "PR_REVIEW_MAX_INDEX_BYTES" in raised.value.message
+
+
+def test_a_warm_review_is_not_starved_while_link_bombs_run(
+    hostile: tuple[GitRepo, str, str], tmp_path: Path
+) -> None:
+    repo, bomb, _ = hostile
+    other = GitRepo(tmp_path / "other")  # another pull request's repository
+    warm = other.commit_files({"a.py": "print('warm')\n"})
+    reviews = 4  # the service's PR_REVIEW_MAX_CONCURRENT_REVIEWS here
+
+    async def scenario(store: RepositoryStore) -> tuple[float, float]:
+        cancels = [threading.Event() for _ in range(reviews - 1)]
+        bombs = [
+            asyncio.ensure_future(
+                store.run(store.open, repo.git_dir, bomb, bomb, store.work(None, cancel))
+            )
+            for cancel in cancels
+        ]
+        await asyncio.sleep(0.2)  # every bomb is indexing now
+        started = time.monotonic()
+        limit = store.work(time.monotonic() + 10)
+        pinned = await store.run(store.open, other.git_dir, warm, warm, limit)
+        reads = [store.run(pinned.resolve_file, "a.py") for _ in range(8)]  # one round's tools
+        await asyncio.gather(*reads)
+        warm_seconds = time.monotonic() - started
+        assert not any(task.done() for task in bombs)  # the bombs were still running
+        for cancel in cancels:  # the reviews' deadlines pass
+            cancel.set()
+        stopped = time.monotonic()
+        outcomes = await asyncio.gather(*bombs, return_exceptions=True)
+        assert all(isinstance(outcome, ReviewTimeout) for outcome in outcomes)
+        return warm_seconds, time.monotonic() - stopped
+
+    with RepositoryStore(limits=UNLIMITED, threads=reviews + 8) as store:
+        warm_seconds, stop_seconds = asyncio.run(scenario(store))
+    assert warm_seconds < 5, f"the warm review waited {warm_seconds:.1f} s"
+    assert stop_seconds < 3, f"cancelled bombs ran on for {stop_seconds:.1f} s"
+
+
+def test_a_closed_store_reads_through_one_shot_processes(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    head = repo.commit_files({"a.txt": "one\ntwo\n"})
+    store = RepositoryStore()
+    pinned = store.open(repo.git_dir, head, head)
+    store.close()
+    store.close()  # idempotent
+    file = pinned.resolve_file("a.txt")
+    assert pinned.read_source(file) == "one\ntwo\n"
+    assert file.entry is not None
+    assert pinned.line_counts([file]) == {file.entry.oid: 2}
