@@ -316,6 +316,19 @@ def test_a_corrupt_loose_object_named_by_a_finding_line_is_a_contract_error(
     assert_contract_error(raised, InvalidRepository)
 
 
+def test_a_diff_over_a_blob_missing_from_the_store_stays_an_ok_result(repo: GitRepo) -> None:
+    # A missing blob is absent from the head's index (ls-tree says BAD), not corrupt: the
+    # model cannot read it either, and the diff is what git could show (tests/hostile).
+    base = repo.commit_files({"ok.txt": "fine\n"})
+    ok = git(repo.path, "rev-parse", "HEAD:ok.txt")
+    listing = f"100644 blob {ok}\tok.txt\n100644 blob {'1' * 40}\tgone.txt\n"
+    tree = git(repo.path, "mktree", "--missing", input_bytes=listing.encode())
+    head = git(repo.path, "commit-tree", tree, "-p", base, "-m", "a missing blob")
+    pinned = PinnedRepository.open(repo.git_dir, base, head)
+    for arguments in ({}, {"paths": ["gone.txt"]}):
+        assert call(pinned, "inspect_git_diff", arguments).ok
+
+
 # --- through run_review and the HTTP service --------------------------------------------------
 
 
