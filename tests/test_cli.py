@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -570,13 +571,19 @@ def test_is_loopback(host: str, loopback: bool) -> None:
 
 
 @pytest.fixture
-def no_server(monkeypatch: pytest.MonkeyPatch) -> list[uvicorn.Config]:
+def no_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[uvicorn.Config]]:
     """Record the server `serve` would run instead of running it."""
     started: list[uvicorn.Config] = []
     monkeypatch.setattr(
         uvicorn.Server, "run", lambda self, sockets=None: started.append(self.config)
     )
-    return started
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield started
+    for handler in root.handlers[:]:  # serve configured the service log: undo it
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 def test_serve_refuses_a_public_address_without_service_keys(

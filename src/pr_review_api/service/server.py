@@ -240,6 +240,9 @@ def configure_service_logging(stream: TextIO | None = None) -> logging.Handler:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     handler.addFilter(_OursOrWarnings())
     root = logging.getLogger()
+    for previous in list(root.handlers):  # configured once per process, whoever calls it
+        if any(isinstance(f, _OursOrWarnings) for f in previous.filters):
+            root.removeHandler(previous)
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     return handler
