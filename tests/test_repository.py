@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import shutil
 import time
+import tracemalloc
 from collections.abc import Generator
 from pathlib import Path
 
@@ -579,3 +580,26 @@ def test_resolve_commit_names_commits_only(repo: GitRepo) -> None:
     for bad in ("", "-", "--all", "--output=x", "a\x00b", "nope", tree, "0" * 40):
         assert resolve_commit(repo.git_dir, bad) is None
     assert not (repo.git_dir / "x").exists()
+
+
+def test_line_counts_stream_and_stop_at_1_mib_of_a_huge_blob(repo: GitRepo) -> None:
+    # 50 MB of NULs and newlines is a few hundred KB of git data; counting must not hold it.
+    huge = (b"\0" * 99 + b"\n") * 500_000
+    small = b"one\ntwo\n"
+    head = repo.commit_files({"huge.bin": huge, "small.txt": small})
+    del huge
+    with RepositoryStore() as store:
+        pinned = store.open(repo.git_dir, head, head)
+        files = [pinned.resolve_file("huge.bin"), pinned.resolve_file("small.txt")]
+        tracemalloc.start()
+        try:
+            counts = pinned.line_counts([files[0], files[1], files[0]])
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        oids = [file.entry.oid for file in files if file.entry is not None]
+        # Lines that begin within the first 1 MiB (and the one the unread rest begins).
+        assert counts == {oids[0]: MAX_SOURCE_FILE_BYTES // 100 + 1, oids[1]: 2}
+        assert peak < 4 * 1024**2, f"peak {peak / 1024**2:.1f} MiB counting a 50 MB blob"
+        # The reader stopped in the middle of the blob; the next read starts a new one.
+        assert pinned.read_source(files[1]) == "one\ntwo\n"
