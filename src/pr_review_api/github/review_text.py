@@ -1,0 +1,95 @@
+"""The review body and inline comment texts as posted (CONTRACT 10); model text is escaped."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pr_review_api.github.markdown import escape, escape_inline
+from pr_review_api.github.markers import (
+    finding_marker,
+    head_marker,
+)
+from pr_review_api.github.placement import Placed, Placement
+from pr_review_api.loop.coverage import coverage_line
+from pr_review_api.model import (
+    SEVERITIES,
+    ReviewResult,
+)
+
+MAX_BODY_CHARS = 60_000  # GitHub refuses bodies over 65,536 characters
+
+
+def render_comment(placed: Placed) -> str:
+    """The body of an inline comment."""
+    finding = placed.finding
+    return "\n\n".join(
+        [
+            f"**{finding.severity}** · {escape_inline(finding.title)}",
+            escape(finding.explanation),
+            f"**Evidence:** {escape(finding.evidence)}",
+            f"**Recommendation:** {escape(finding.recommendation)}",
+            finding_marker(placed.fingerprint),
+        ]
+    )
+
+
+def _body_entry(placed: Placed) -> str:
+    finding = placed.finding
+    where = escape_inline(finding.path) + ("" if finding.line is None else f" line {finding.line}")
+    return "\n".join(
+        [
+            f"- **{finding.severity}** · {where} · {escape_inline(finding.title)}",
+            "",
+            "  " + escape(finding.explanation).replace("\n", "\n  "),
+            "",
+            "  **Recommendation:** " + escape(finding.recommendation).replace("\n", "\n  "),
+            "  " + finding_marker(placed.fingerprint),
+        ]
+    )
+
+
+def render_body(result: ReviewResult, placement: Placement) -> tuple[str, int]:
+    """The review body and how many body findings it holds (the rest did not fit)."""
+    review = result.review
+    counts = Counter(f.severity for f in review.findings)
+    tally = ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s]) or "none"
+    parts = ["### pr-review", "", escape(review.summary), "", f"**Findings:** {tally}"]
+    parts += ["", coverage_line(result.coverage, escape_inline)]
+    if placement.inline:
+        parts += ["", f"{len(placement.inline)} of them inline on the diff."]
+    if placement.skipped:
+        parts += ["", f"{placement.skipped} already posted on an earlier head, not repeated."]
+    tail = _tail(result)
+    size = sum(len(p) + 1 for p in parts) + len(tail) + 200
+    shown = 0
+    if placement.body:
+        parts += ["", "#### Findings not on the diff's lines", ""]
+        for placed in placement.body:
+            entry = _body_entry(placed)
+            if size + len(entry) > MAX_BODY_CHARS:
+                break
+            parts += [entry, ""]
+            size += len(entry) + 2
+            shown += 1
+        if shown < len(placement.body):
+            parts += [f"{len(placement.body) - shown} more findings did not fit in this review."]
+    notes = [escape(note).replace("\n", "\n  ") for note in review.notes]
+    if notes:
+        parts += ["", "#### Notes", ""]
+        for note in notes:
+            if size + len(note) > MAX_BODY_CHARS:
+                parts.append("(more notes did not fit)")
+                break
+            parts.append("- " + note)
+            size += len(note) + 3
+    parts += ["", tail]
+    return "\n".join(parts), shown
+
+
+def _tail(result: ReviewResult) -> str:
+    usage = result.usage
+    return (
+        f"<sub>{escape_inline(result.model)} · {result.rounds} "
+        f"{'round' if result.rounds == 1 else 'rounds'} · "
+        f"{usage.total_tokens} tokens</sub>\n\n{head_marker(result.revisions.head_sha)}"
+    )
