@@ -1026,3 +1026,94 @@ async def test_fetch_of_a_10000_file_repository(fake_github: FakeGitHub, tmp_pat
     assert "CHANGED = True" in diff_of(first)
     assert new_head_bytes < first_bytes / 100
     assert same_head_seconds < first_seconds
+
+
+# --- healing: a failed fetch leaves nothing behind, a killed one is cleaned up next time ---
+
+
+def partial_data(cache_dir: Path) -> list[Path]:
+    """Partial packs, quarantine directories and lock files anywhere in the cache's git data."""
+    repositories = cache_dir / "repositories"
+    patterns = ("*/git/objects/pack/tmp_*", "*/git/objects/incoming-*", "*/git/**/*.lock")
+    return [path for pattern in patterns for path in repositories.glob(pattern)]
+
+
+@pytest.fixture
+def small_filesystem(tmp_path: Path) -> Iterator[Path]:
+    """A 5 MiB tmpfs for the cache; skipped where mounting is not permitted."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip("mounting a small file system is not permitted here")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
+
+
+@pytest.mark.anyio
+async def test_a_fetch_that_fills_the_disk_leaves_no_partial_pack(
+    fake_github: FakeGitHub, small_filesystem: Path
+) -> None:
+    # 12 MB of hex digits is about 6 MB of pack: more than the 5 MiB file system holds.
+    big = fake_github.pull_request("acme", "huge", 1, head={"blob.txt": secrets.token_hex(6 << 20)})
+    small = fake_github.pull_request("acme", "small", 2, head={"a.py": "fine\n"})
+    settings = fake_github.settings(small_filesystem / "cache")
+    with pytest.raises(GitHubUnavailable):
+        await review(big.url, settings)
+    assert partial_data(small_filesystem / "cache") == []
+    # The cache is not wedged: another repository, then the same one, can still be reviewed.
+    prepared = await review(small.url, settings)
+    assert has_object(prepared.git_dir, small.head_sha)
+    with pytest.raises(GitHubUnavailable):
+        await review(big.url, settings)
+    assert partial_data(small_filesystem / "cache") == []
+
+
+@pytest.mark.anyio
+async def test_leftovers_of_a_killed_fetch_are_removed_by_the_next_one(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = fake_github.pull_request("acme", "widget", 7, head={"a.py": "one\n"})
+    settings = fake_github.settings(tmp_path / "cache")
+    git_dir = (await review(pull.url, settings)).git_dir
+    # What a fetch killed with SIGKILL leaves: a partial pack, a quarantine, ref locks.
+    (git_dir / "objects/pack/tmp_pack_Ab12Cd").write_bytes(os.urandom(1 << 20))
+    (git_dir / "objects/incoming-XyZ123").mkdir()
+    (git_dir / "refs/pr-review/pull/7.lock").write_text("0" * 40 + "\n")
+    (git_dir / "packed-refs.lock").write_text("")
+    newer = pull.origin.commit({"a.py": "two\n"}, pull.head_sha, "newer")
+    pull.origin.set_pull_head(7, newer)
+    fake_github.set_pull("acme", "widget", 7, base_sha=pull.base_sha, head_sha=newer)
+    prepared = await review(pull.url, settings)
+    assert prepared.metadata.head_sha == newer
+    assert has_object(git_dir, newer)
+    assert partial_data(tmp_path / "cache") == []
+
+
+@pytest.mark.anyio
+async def test_unused_repositories_are_evicted_before_a_fetch_needs_the_space(
+    fake_github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = fake_github.pull_request("acme", "old", 1)
+    new = fake_github.pull_request("acme", "new", 2)
+    settings = fake_github.settings(tmp_path / "cache")
+    old_dir = (await review(old.url, settings)).git_dir
+    # The file system now has less free space than a fetch wants: the unused one goes first.
+    monkeypatch.setattr(cache_module, "FETCH_RESERVE_BYTES", 1 << 62)
+    fetched: list[bool] = []
+    real_fetch = RepositoryCache._fetch
+
+    def watching(self: RepositoryCache, git_dir: Path, *args: Any) -> None:
+        fetched.append(old_dir.exists())
+        real_fetch(self, git_dir, *args)
+
+    monkeypatch.setattr(RepositoryCache, "_fetch", watching)
+    prepared = await review(new.url, settings)
+    assert fetched == [False]  # evicted before the fetch started
+    assert has_object(prepared.git_dir, new.head_sha)

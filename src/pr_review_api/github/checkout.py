@@ -62,6 +62,8 @@ LOCK_POLL_SECONDS = 0.05
 LOCAL_GIT_TIMEOUT_SECONDS = 60.0
 HTTP_LOW_SPEED_LIMIT = 1000  # bytes per second ...
 HTTP_LOW_SPEED_TIME = 60  # ... for this many seconds, and the fetch is abandoned
+# Before a fetch, unused repositories are evicted while the cache's file system has less free.
+FETCH_RESERVE_BYTES = 256 * 1024**2
 
 HEAD_MOVED = "The pull request's head moved while fetching; retry the review."
 BASE_MISSING = "The pull request's base commit is no longer on its base branch; retry the review."
@@ -242,10 +244,18 @@ class RepositoryCache:
         if fetch_lock is None:
             raise GitHubUnavailable(CACHE_BUSY)
         try:
+            # Space first: a full disk fails the fetch, and a cache that heals itself does not
+            # stay wedged by what a killed fetch left behind (issue 9 items 6 and 8).
+            self._evict_quietly(keep=key, reserve=True)
             git_dir = self._ensure_repository(key)
+            _heal(git_dir)
             if _has_commits(git_dir, pinned):
                 return False  # another review fetched them while this one waited
-            self._fetch(git_dir, ref, metadata)
+            try:
+                self._fetch(git_dir, ref, metadata)
+            except BaseException:
+                _heal(git_dir)  # a failed or cancelled fetch leaves no partial pack behind
+                raise
             _verify(git_dir, ref, metadata)
             return True
         finally:
@@ -329,8 +339,9 @@ class RepositoryCache:
                 entries.append((_last_used(child), _tree_size(child), child.name))
         return entries
 
-    def evict(self, keep: str | None = None) -> list[str]:
-        """Remove least recently used repositories no review holds until the total fits.
+    def evict(self, keep: str | None = None, *, reserve: bool = False) -> list[str]:
+        """Remove least recently used repositories no review holds until the total fits
+        (and, with `reserve`, until the file system has FETCH_RESERVE_BYTES free).
 
         Returns the keys removed. Another evictor already at work makes this a no-op.
         """
@@ -344,7 +355,7 @@ class RepositoryCache:
             total = sum(size for _, size, _ in entries)
             removed: list[str] = []
             for _, size, key in sorted(entries):
-                if total <= self.max_bytes:
+                if total <= self.max_bytes and not (reserve and self._short_of_space()):
                     break
                 if key != keep and self._remove(key):
                     total -= size
@@ -353,9 +364,16 @@ class RepositoryCache:
         finally:
             os.close(fd)
 
-    def _evict_quietly(self, keep: str) -> None:
+    def _short_of_space(self) -> bool:
         try:
-            removed = self.evict(keep=keep)
+            status = os.statvfs(self.root)
+        except OSError:
+            return False
+        return status.f_bavail * status.f_frsize < FETCH_RESERVE_BYTES
+
+    def _evict_quietly(self, keep: str, *, reserve: bool = False) -> None:
+        try:
+            removed = self.evict(keep=keep, reserve=reserve)
         except OSError:
             logger.warning("the repository cache could not be trimmed to its size bound")
             return
@@ -381,6 +399,34 @@ class RepositoryCache:
     def _empty_trash(self) -> None:
         for child in self._trash.iterdir():
             shutil.rmtree(child, ignore_errors=True)
+
+
+# --- healing: what a killed or failed git process leaves behind ---
+
+# Written by git while it works and renamed or deleted when it is done: one still present while
+# we hold the repository's fetch lock (no other writer) is a leftover of a killed process.
+_LEFTOVERS = ("objects/pack/tmp_*", "objects/tmp_objdir-*", "objects/incoming-*", "*.lock")
+
+
+def _heal(git_dir: Path) -> None:
+    """Remove partial packs, quarantine directories and stale locks (fetch lock held)."""
+    for pattern in _LEFTOVERS:
+        for leftover in git_dir.glob(pattern):
+            _remove_path(leftover)
+    refs = git_dir / "refs"
+    if refs.is_dir():
+        for lock in refs.rglob("*.lock"):
+            _remove_path(lock)
+
+
+def _remove_path(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        logger.warning("a leftover file in the repository cache could not be removed")
 
 
 # --- git helpers (all run with git.py's hardened environment) ---
