@@ -29,6 +29,7 @@ from pr_review_api import errors
 from pr_review_api.errors import GitHubUnavailable, InvalidRepository, ReviewError
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.runner import GitError
+from pr_review_api.git.store import RepositoryStore
 from pr_review_api.loop.final_review import parse_final_review
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.service.app import create_app
@@ -416,6 +417,29 @@ async def test_a_git_failure_during_a_pull_request_review_is_never_a_500(
     async with service(pull_settings(fake_github, scripted_provider, tmp_path)) as client:
         response = await client.post("/v1/reviews", json={"pull_request_url": pull.url})
     assert_github_unavailable(response, tmp_path)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("failure", FAILURES)
+@pytest.mark.parametrize("where", ["open", "changed_files"])
+async def test_a_git_failure_pinning_a_pull_request_is_github_unavailable_not_500(
+    *,
+    fake_github: FakeGitHub,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+    failure: str,
+) -> None:
+    # A sibling of the tools' edge: pinning the fetched commits (the index, the merge base,
+    # the changed files) reads the cache with git too, before the model is asked.
+    pull = fake_github.pull_request("acme", "widget", 7, base=BASE_FILES, head=HEAD_FILES)
+    owner = RepositoryStore if where == "open" else PinnedRepository
+    monkeypatch.setattr(owner, where, failing(where, FAILURES[failure]))
+    async with service(pull_settings(fake_github, scripted_provider, tmp_path)) as client:
+        response = await client.post("/v1/reviews", json={"pull_request_url": pull.url})
+    assert_github_unavailable(response, tmp_path)
+    assert scripted_provider.requests == []
 
 
 def cached_loose_object(cache: Path, oid: str) -> Path:

@@ -221,12 +221,13 @@ async def _prepare(
         yield await store.run(_prepare_local, target, store, work)
         return
     async with open_pull_request(target.url, settings, github) as pull:
-        repository = await store.run(
-            store.open, pull.git_dir, pull.metadata.base_sha, pull.metadata.head_sha, work
-        )
-        context = await asyncio.to_thread(
-            _context, repository, pull.info.url, pull.metadata.title, pull.metadata.body
-        )
+        with map_git_errors(GitHubUnavailable):  # pinning reads the cache: the one git edge
+            repository = await store.run(
+                store.open, pull.git_dir, pull.metadata.base_sha, pull.metadata.head_sha, work
+            )
+            context = await asyncio.to_thread(
+                _context, repository, pull.info.url, pull.metadata.title, pull.metadata.body
+            )
         yield _Prepared(repository, pull.info, context)
 
 
