@@ -9,9 +9,8 @@ read with the shared capped reader (`pr_review_api.http`), so a gzip bomb costs 
 here than from the provider.
 
 `fetch_metadata` asks `GET {GITHUB_API_URL}/repos/{owner}/{repo}/pulls/{number}` for the two
-commits a review is pinned to. The answer is untrusted: its size is capped, its JSON is
-validated strictly, the SHAs must be full lower-case hex and the base branch a valid branch
-name before anything reaches git, and its title and body are cut to a bound. Response bodies
+commits a review is pinned to. The answer is untrusted: its size is capped here, and its JSON
+is validated strictly in `github/metadata.py` before anything reaches git. Response bodies
 never reach an error message or a log.
 """
 
@@ -20,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import re
 import ssl
 import time
 from collections.abc import Mapping
@@ -35,6 +33,13 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 from pr_review_api import __version__
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
 from pr_review_api.github.credentials import Credentials, credentials_from_settings
+from pr_review_api.github.metadata import (
+    MAX_BODY_BYTES,
+    MAX_TITLE_CHARS,
+    PullRequestMetadata,
+    is_valid_branch_name,
+    parse_metadata,
+)
 from pr_review_api.github.urls import (
     MAX_OWNER_CHARS,
     MAX_PULL_NUMBER,
@@ -80,9 +85,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_BRANCH_BYTES = 1024
-MAX_TITLE_CHARS = 1024
-MAX_BODY_BYTES = 64 * 1024
 MAX_METADATA_RESPONSE_BYTES = 1024 * 1024  # decoded; GitHub's body limit is 65,536 characters
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # any other API answer (a page of reviews or comments)
 METADATA_TIMEOUT_SECONDS = 30.0
@@ -92,21 +94,7 @@ MAX_REDIRECTS = 3
 MAX_WAIT_HEADER_SECONDS = 10**9
 GITHUB_API_VERSION = "2022-11-28"
 
-_BRANCH_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-
-Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
-
-
-@dataclass(frozen=True)
-class PullRequestMetadata:
-    """What the host says about a pull request. `title` and `body` are untrusted text."""
-
-    base_sha: str
-    head_sha: str
-    base_ref: str  # a branch name, without refs/heads/
-    title: str
-    body: str
 
 
 @dataclass(frozen=True)
@@ -117,78 +105,6 @@ class GitHubResponse:
     headers: httpx.Headers
     body: bytes
     url: httpx.URL
-
-
-# --- metadata ---
-
-
-def is_valid_branch_name(name: str) -> bool:
-    """Whether `git check-ref-format --branch` would accept `name`, and it cannot be an option.
-
-    The rules of git-check-ref-format(1): no component starts with `.` or ends with `.lock`;
-    no `..`, `@{`, `//`, control characters, space, `~ ^ : ? * [ \\`; no leading or trailing
-    `/`, no trailing `.`; not `@`. For a branch also: not `HEAD` and no leading `-`.
-    """
-    try:
-        size = len(name.encode("utf-8"))
-    except UnicodeEncodeError:
-        return False
-    if not name or size > MAX_BRANCH_BYTES or name in ("@", "HEAD") or name.startswith("-"):
-        return False
-    if _BRANCH_FORBIDDEN.search(name) or any(bad in name for bad in ("..", "@{", "//")):
-        return False
-    if name.startswith("/") or name.endswith(("/", ".")):
-        return False
-    return not any(part.startswith(".") or part.endswith(".lock") for part in name.split("/"))
-
-
-def _bounded_utf8(text: str, limit: int) -> str:
-    data = text.encode("utf-8", "replace")
-    if len(data) <= limit:
-        return text
-    return data[:limit].decode("utf-8", "ignore")
-
-
-class _BaseWire(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-
-    ref: str
-    sha: Sha
-
-
-class _HeadWire(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-
-    sha: Sha
-
-
-class _PullWire(BaseModel):
-    """The fields of GitHub's pull-request document that a review uses."""
-
-    model_config = ConfigDict(extra="ignore", strict=True)
-
-    number: int
-    title: str
-    body: str | None = None
-    base: _BaseWire
-    head: _HeadWire
-
-
-def _parse_metadata(data: bytes, ref: PullRequestRef) -> PullRequestMetadata:
-    invalid = GitHubUnavailable("GitHub returned pull request data that is not valid.")
-    try:
-        wire = _PullWire.model_validate_json(data)
-    except ValidationError:
-        raise invalid from None  # the error quotes the body: never chain it
-    if wire.number != ref.number or not is_valid_branch_name(wire.base.ref):
-        raise invalid
-    return PullRequestMetadata(
-        base_sha=wire.base.sha,
-        head_sha=wire.head.sha,
-        base_ref=wire.base.ref,
-        title=wire.title[:MAX_TITLE_CHARS],
-        body=_bounded_utf8(wire.body or "", MAX_BODY_BYTES),
-    )
 
 
 def _seconds_header(headers: httpx.Headers, name: str) -> int | None:
@@ -399,7 +315,7 @@ class GitHubClient:
         )
         if response.status != 200:
             raise _status_error(response, self.settings)
-        return _parse_metadata(response.body, ref)
+        return parse_metadata(response.body, ref)
 
     async def login(self, installation_id: int | None = None) -> str:
         """The publishing identity (CONTRACT 10): `<slug>[bot]`, the token's login, or
