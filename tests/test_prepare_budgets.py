@@ -10,6 +10,9 @@ threads while such work runs (issue 9 item 2).
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -163,3 +166,48 @@ def test_a_closed_store_reads_through_one_shot_processes(tmp_path: Path) -> None
     assert pinned.read_source(file) == "one\ntwo\n"
     assert file.entry is not None
     assert pinned.line_counts([file]) == {file.entry.oid: 2}
+
+
+def cli_review(repo: GitRepo, sha: str, cwd: Path, **env: str) -> tuple[int, str, float]:
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PR_REVIEW_", "REVIEW_", "OPENCODE_"))
+    }
+    environment |= {"OPENCODE_API_KEY": "test-key", "OPENCODE_BASE_URL": "http://127.0.0.1:9"}
+    environment |= {"PR_REVIEW_CACHE_DIR": str(cwd / "cache"), **env}
+    argv = [sys.executable, "-m", "pr_review_api.cli", "review", "--repo", str(repo.path)]
+    argv += ["--base", sha, "--head", sha, "--format", "json"]
+    started = time.monotonic()
+    done = subprocess.run(
+        argv, capture_output=True, text=True, env=environment, cwd=cwd, timeout=120, check=False
+    )
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+
+
+def test_the_cli_prints_review_timeout_on_time_during_a_link_bomb(
+    hostile: tuple[GitRepo, str, str], tmp_path: Path
+) -> None:
+    repo, bomb, _ = hostile
+    unbounded = {  # so only the deadline can stop the indexing
+        "PR_REVIEW_MAX_LINK_HOPS_TOTAL": str(1 << 60),
+        "PR_REVIEW_MAX_LINK_TARGET_BYTES": str(1 << 60),
+    }
+    status, output, elapsed = cli_review(
+        repo, bomb, tmp_path, REVIEW_TIMEOUT_SECONDS="2", **unbounded
+    )
+    assert "review_timeout" in output
+    assert status != 0
+    assert elapsed < 12, f"{elapsed:.1f} s for a 2 s review timeout"  # process start included
+
+
+def test_the_cli_refuses_a_link_bomb_as_invalid_repository(
+    hostile: tuple[GitRepo, str, str], tmp_path: Path
+) -> None:
+    repo, bomb, _ = hostile
+    status, output, elapsed = cli_review(repo, bomb, tmp_path)
+    assert status == 2
+    assert "invalid_repository" in output
+    assert "PR_REVIEW_MAX_LINK" in output
+    assert str(repo.path) not in output  # no local path in the message
+    assert elapsed < 30
