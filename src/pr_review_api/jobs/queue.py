@@ -27,7 +27,9 @@ import asyncio
 import contextlib
 import logging
 import random
+import signal
 import uuid
+from asyncio import FIRST_COMPLETED
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,6 +63,7 @@ RETRYABLE_ERRORS = (OpenCodeRateLimited, OpenCodeUnavailable, GitHubUnavailable,
 DEFAULT_RATE_LIMIT_DELAY_SECONDS = 30
 MAX_RETRY_DELAY_SECONDS = 15 * 60
 INSTALLATION_BUSY_DELAY_SECONDS = 5.0
+WORKER_RESTART_SECONDS = 1.0
 _DATABASE_DOWN = "The job database is not available; try again shortly."
 
 ReviewRunner = Callable[[str, Settings, bool, int | None], Awaitable[dict[str, Any]]]
@@ -263,23 +266,53 @@ class JobQueue:
     async def run_worker(
         self, concurrency: int = 1, *, install_signal_handlers: bool = True
     ) -> None:
-        """Run jobs until stopped (SIGINT/SIGTERM, or cancellation); jobs in flight finish."""
+        """Run jobs until SIGINT/SIGTERM (or cancellation); jobs in flight finish first.
+
+        A worker that stops on its own (its database restarted, say) is started again after a
+        second: jobs are never left without a worker because PostgreSQL blinked."""
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        signals = (signal.SIGINT, signal.SIGTERM) if install_signal_handlers else ()
+        for number in signals:
+            loop.add_signal_handler(number, stopping.set)
         recovery = asyncio.create_task(self._recover_stalled_forever())
+        run: asyncio.Task[None] | None = None
         try:
-            await self.app.run_worker_async(
-                queues=[QUEUE_NAME],
-                concurrency=concurrency,
-                wait=True,
-                install_signal_handlers=install_signal_handlers,
-                fetch_job_polling_interval=self.tuning.poll_interval,
-                update_heartbeat_interval=self.tuning.heartbeat_interval,
-                stalled_worker_timeout=self.tuning.stalled_after,
-                shutdown_graceful_timeout=self.settings.review_timeout_seconds + 10,
-            )
+            while not stopping.is_set():
+                run = asyncio.create_task(self._run_worker_once(concurrency))
+                stop_wait = asyncio.create_task(stopping.wait())
+                done, _ = await asyncio.wait({run, stop_wait}, return_when=FIRST_COMPLETED)
+                stop_wait.cancel()
+                if run not in done:
+                    break
+                failure = None if run.cancelled() else run.exception()
+                logger.warning(
+                    "the worker stopped (%s); starting it again",
+                    type(failure).__name__ if failure else "no error",
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), WORKER_RESTART_SECONDS)
         finally:
+            if run is not None and not run.done():
+                run.cancel()  # procrastinate stops gracefully: jobs in flight finish
+                await asyncio.gather(run, return_exceptions=True)
+            for number in signals:
+                loop.remove_signal_handler(number)
             recovery.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await recovery
+
+    async def _run_worker_once(self, concurrency: int) -> None:
+        await self.app.run_worker_async(
+            queues=[QUEUE_NAME],
+            concurrency=concurrency,
+            wait=True,
+            install_signal_handlers=False,
+            fetch_job_polling_interval=self.tuning.poll_interval,
+            update_heartbeat_interval=self.tuning.heartbeat_interval,
+            stalled_worker_timeout=self.tuning.stalled_after,
+            shutdown_graceful_timeout=self.settings.review_timeout_seconds + 10,
+        )
 
     async def _recover_stalled_forever(self) -> None:
         while True:
