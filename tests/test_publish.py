@@ -739,3 +739,28 @@ def test_a_link_to_another_origin_never_gets_the_token(tmp_path: Path) -> None:
     assert publication.status == "failed"
     assert all(url.startswith("https://api.github.test/") for url in seen)
     assert not any("evil" in url for url in seen)
+
+
+def test_the_fake_refuses_a_whole_review_with_one_comment_off_the_diff(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    # The property above means something only if the fake applies GitHub's rule.
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path)
+    url = f"{fake_github.api_url}/repos/acme/widget/pulls/7/reviews"
+
+    def payload(*lines: int) -> dict[str, Any]:
+        comments = [{"path": "a.py", "line": n, "side": "RIGHT", "body": "b"} for n in lines]
+        return {"commit_id": pull.head_sha, "event": "COMMENT", "body": "x", "comments": comments}
+
+    async def go() -> list[int]:
+        async with GitHubClient(settings) as github:
+            statuses = []
+            for lines in ((5, 10), (1,), (2, 8), ()):
+                answer = await github.request("POST", url, json_body=payload(*lines))
+                statuses.append(answer.status)
+            return statuses
+
+    assert asyncio.run(go()) == [422, 422, 200, 200]
+    stored = posted(fake_github)
+    assert [comment_lines(r) for r in stored] == [[("a.py", 2), ("a.py", 8)], []]
