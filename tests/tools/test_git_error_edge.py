@@ -30,6 +30,7 @@ from pr_review_api.errors import GitHubUnavailable, InvalidRepository, ReviewErr
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.runner import GitError
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.loop import repo_config
 from pr_review_api.loop.final_review import parse_final_review
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.service.app import create_app
@@ -328,6 +329,20 @@ def test_a_diff_over_a_blob_missing_from_the_store_stays_an_ok_result(repo: GitR
     pinned = PinnedRepository.open(repo.git_dir, base, head)
     for arguments in ({}, {"paths": ["gone.txt"]}):
         assert call(pinned, "inspect_git_diff", arguments).ok
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_a_git_failure_reading_the_repository_config_ignores_the_file_with_its_note(
+    widget: tuple[GitRepo, str, str], monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    # A sibling: .pr-review.toml is read from the base with git before the loop; a failure
+    # there (a timeout included) ignores the file with the fixed note, never a 500.
+    repo, base, _ = widget
+    monkeypatch.setattr(repo_config, "run_git", failing("run_git", FAILURES[failure]))
+    loaded = repo_config.load_repo_config(repo.git_dir, base)
+    assert loaded.config == repo_config.RepoConfig()
+    assert loaded.note is not None
+    assert repo_config.REASON_UNREADABLE in loaded.note
 
 
 # --- through run_review and the HTTP service --------------------------------------------------

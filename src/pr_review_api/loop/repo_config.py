@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -107,7 +108,7 @@ def load_repo_config(git_dir: Path, base_sha: str) -> LoadedRepoConfig:
     """The configuration at the base commit; a missing file is the empty configuration."""
     try:
         state, data = read_base_file(git_dir, base_sha, REPO_CONFIG_PATH)
-    except (GitError, OSError, ValueError):
+    except (GitError, OSError, subprocess.TimeoutExpired, ValueError):  # git's timeout too
         return _ignored(REASON_UNREADABLE)
     if state == "missing":
         return NO_REPO_CONFIG
