@@ -764,3 +764,28 @@ def test_the_fake_refuses_a_whole_review_with_one_comment_off_the_diff(
     assert asyncio.run(go()) == [422, 422, 200, 200]
     stored = posted(fake_github)
     assert [comment_lines(r) for r in stored] == [[("a.py", 2), ("a.py", 8)], []]
+
+
+def test_a_rate_limit_on_reading_our_reviews_is_waited_out(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    fake_github.list_faults.append(CannedResponse(403, b"{}", {"Retry-After": "1"}))
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    assert result.publication is not None
+    assert result.publication.status == "published"
+    assert fake_github.list_faults == []
+
+
+def test_many_pages_of_others_reviews_are_read_past(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    for n in range(5):
+        fake_github.add_review("acme", "widget", 7, f"user{n}", "x" * 1000)
+    fake_github.page_size = 2
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    assert result.publication is not None
+    assert result.publication.status == "published"
+    pages = [r for r in fake_github.api_requests() if r.path.endswith("/reviews")]
+    assert len([r for r in pages if r.method == "GET"]) >= 3

@@ -178,6 +178,7 @@ class FakeGitHub:
         self.reviews: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
         self.review_comments: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
         self.review_faults: list[CannedResponse] = []  # answers to the next review POSTs
+        self.list_faults: list[CannedResponse] = []  # answers to the next review listings
         self.review_posts: list[dict[str, Any]] = []  # every POSTed review payload
         self._pulls: dict[tuple[str, str, int], PullRequestFixture] = {}
         self._next_id = 1000
@@ -574,6 +575,10 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         if key not in fake._pulls:
             self._json(record, 404, {"message": "Not Found"})
+            return
+        if fake.list_faults:
+            canned = fake.list_faults.pop(0)
+            self._send(record, canned.status, canned.body, canned.headers)
             return
         if kind == "reviews":
             items = [

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.git.runner import GitError, run_git
-from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
 from pr_review_api.github.markers import (
     Post,
     PriorState,
@@ -28,6 +28,8 @@ from pr_review_api.model import (
 )
 
 MAX_LIST_PAGES = 30  # 100 per page
+MAX_RATE_LIMIT_WAITS = 3
+DEFAULT_RATE_LIMIT_WAIT_SECONDS = 60
 _NEXT_LINK = re.compile(r'<([^<>\s]+)>\s*;\s*rel="?next"?')
 
 
@@ -70,24 +72,53 @@ def _next_link(headers: Any) -> str | None:
     return None if match is None else match[1]
 
 
-async def _list_posts(github: GitHubClient, url: str, installation_id: int | None) -> list[Post]:
+async def _list_posts(
+    github: GitHubClient,
+    url: str,
+    login: str,
+    installation_id: int | None,
+    wait_until: float | None,
+) -> list[Post]:
+    """Every post of `login` under `url`, page by page (`Link: rel="next"`). Others' posts are
+    dropped as they are read. A secondary rate limit is waited out when the wait ends before
+    `wait_until` (a loop.time() value; None: never waited for)."""
     posts: list[Post] = []
     next_url: str | None = url + "?per_page=100"
-    for _ in range(MAX_LIST_PAGES):
-        if next_url is None:
+    ours = login.lower()
+    pages = 0
+    for _ in range(MAX_LIST_PAGES + MAX_RATE_LIMIT_WAITS):
+        if next_url is None or pages >= MAX_LIST_PAGES:
             break
         response = await github.request("GET", next_url, installation_id=installation_id)
+        if is_rate_limited(response.status, response.headers) and await _waited(
+            response.headers, wait_until
+        ):
+            continue
         if response.status != 200:
             raise status_failure(response.status, "read the pull request's reviews")
+        pages += 1
         try:
             page = [PostWire.model_validate(item) for item in _json_list(response.body)]
         except (ValueError, ValidationError):
             raise PublishFailure("GitHub returned review data that is not valid.") from None
         for item in page:
             author = None if item.user is None else item.user.login
-            posts.append(Post(author, item.body or "", item.id, item.html_url, len(posts)))
+            if author is not None and author.lower() == ours:
+                posts.append(Post(author, item.body or "", item.id, item.html_url, len(posts)))
         next_url = _next_link(response.headers)
     return posts
+
+
+async def _waited(headers: Any, wait_until: float | None) -> bool:
+    """Sleep out a rate limit when it ends before `wait_until`; False when it does not."""
+    if wait_until is None:
+        return False
+    wait = rate_limit_wait(headers)
+    seconds = DEFAULT_RATE_LIMIT_WAIT_SECONDS if wait is None else max(wait, 1)
+    if asyncio.get_running_loop().time() + seconds > wait_until:
+        return False
+    await asyncio.sleep(seconds)
+    return True
 
 
 def _json_list(body: bytes) -> list[Any]:
@@ -98,13 +129,21 @@ def _json_list(body: bytes) -> list[Any]:
 
 
 async def prior_state(
-    github: GitHubClient, ref: PullRequestRef, installation_id: int | None = None
+    github: GitHubClient,
+    ref: PullRequestRef,
+    installation_id: int | None = None,
+    *,
+    wait_until: float | None = None,
 ) -> PriorState:
     """The markers of our own reviews and review comments on the pull request."""
     login = await github.login(installation_id)
     settings = github.settings
-    reviews = await _list_posts(github, ref.api_url(settings, "/reviews"), installation_id)
-    comments = await _list_posts(github, ref.api_url(settings, "/comments"), installation_id)
+    reviews = await _list_posts(
+        github, ref.api_url(settings, "/reviews"), login, installation_id, wait_until
+    )
+    comments = await _list_posts(
+        github, ref.api_url(settings, "/comments"), login, installation_id, wait_until
+    )
     state = read_markers(reviews, login, reviews=True)
     state.fingerprints |= read_markers(comments, login, reviews=False).fingerprints
     return state

@@ -153,7 +153,9 @@ async def _publish(
     installation_id: int | None,
 ) -> Publication:
     head = result.revisions.head_sha
-    state = await prior_state(github, ref, installation_id)
+    state = await prior_state(
+        github, ref, installation_id, wait_until=deadline - DEADLINE_MARGIN_SECONDS
+    )
     done = state.review_of(head)
     if done is not None:
         return Publication(status="already_published", review_id=done[0], url=done[1])
