@@ -31,6 +31,7 @@ from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.runner import GitError
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.loop import repo_config
+from pr_review_api.loop import run as run_module
 from pr_review_api.loop.final_review import parse_final_review
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.service.app import create_app
@@ -368,6 +369,34 @@ def test_a_local_review_of_a_corrupt_object_ends_with_invalid_repository(
     with pytest.raises(ReviewError) as raised:
         asyncio.run(run_review(target, local_settings(scripted_provider)))
     assert_contract_error(raised, InvalidRepository)
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+@pytest.mark.parametrize("where", ["git_dir", "open", "changed_files"])
+def test_a_git_failure_preparing_a_local_review_is_invalid_repository(
+    *,
+    scripted_provider: ScriptedProvider,
+    widget: tuple[GitRepo, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+    failure: str,
+) -> None:
+    # Siblings before the loop: finding the git directory, pinning the commits, listing the
+    # changed files. Each failure is invalid_repository (CLI exit 2), and no model is asked.
+    repo, base, head = widget
+    if where == "git_dir":
+        monkeypatch.setattr(run_module, "run_git", failing("run_git", FAILURES[failure]))
+    elif where == "open":
+        monkeypatch.setattr(RepositoryStore, "open", failing("open", FAILURES[failure]))
+        monkeypatch.setattr(PinnedRepository, "open", failing("open", FAILURES[failure]))
+    else:
+        monkeypatch.setattr(PinnedRepository, where, failing(where, FAILURES[failure]))
+    target = LocalTarget(repo.path, base, head)
+    with pytest.raises(ReviewError) as raised:
+        asyncio.run(run_review(target, local_settings(scripted_provider)))
+    assert type(raised.value) is InvalidRepository
+    assert SECRET_PATH not in raised.value.message
+    assert scripted_provider.requests == []
 
 
 @asynccontextmanager

@@ -29,7 +29,7 @@ from pr_review_api.errors import (
 )
 from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
-from pr_review_api.git.runner import GitError, run_git
+from pr_review_api.git.runner import run_git
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.client import GitHubClient
@@ -57,7 +57,7 @@ from pr_review_api.model import (
     preview,
 )
 from pr_review_api.settings import MAX_ACCUMULATED_TOOL_CONTENT_BYTES, Settings
-from pr_review_api.tools import TOOLS, ToolOutcome, execute_tool, map_git_errors
+from pr_review_api.tools import GIT_FAILURES, TOOLS, ToolOutcome, execute_tool, map_git_errors
 
 NO_CHANGES_SUMMARY = (
     "The head commit has the same tree as the merge base: there are no changes to review."
@@ -241,7 +241,7 @@ def _prepare_local(
         repository = PinnedRepository.open(git_dir, base, head, store=store, work=work)
         # The local path is never shown to the model: it may name the user's machine.
         context = _context(repository, "a local repository", None, None)
-    except GitError:
+    except GIT_FAILURES:  # GitError, OSError, a timeout: as in tools.map_git_errors
         # A corrupt tree (an empty entry name) or a partial clone whose blobs git may not
         # fetch makes ls-tree fail; that GitError escaped run_review, which must raise only
         # contract errors.
@@ -271,7 +271,7 @@ def _local_git_dir(repo: Path) -> Path:
         raise InvalidRepository("The repository path is not a directory.")
     try:
         found = run_git(None, ["rev-parse", "--absolute-git-dir"], cwd=repo, timeout=30)
-    except GitError:
+    except GIT_FAILURES:  # a timeout, or a folder git may not enter, is no repository either
         raise InvalidRepository("The path is not a git repository.") from None
     return Path(found.stdout.decode(errors="surrogateescape").strip())
 
