@@ -13,6 +13,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -157,6 +158,7 @@ async def run_review(
                 if post:
                     prepared = await _with_re_review(prepared, github_client, installation_id)
                 loop_run = _ReviewLoop(prepared, settings, client, deadline, progress)
+                loop_run.executor = repo_store.executor  # tools run on the store's threads
                 result = await loop_run.run(include_trace)
                 if post:
                     result.publication = await publish_result(
@@ -357,6 +359,7 @@ class _ReviewLoop:
         self.usage = Usage()
         self.trace: list[TraceTurn] = []
         self.coverage = CoverageTracker(prepared.repository, prepared.context.changed_files)
+        self.executor: Executor | None = None  # None: asyncio's default executor
 
     async def run(self, include_trace: bool) -> ReviewResult:
         if await asyncio.to_thread(self._same_tree):
@@ -443,7 +446,10 @@ class _ReviewLoop:
     async def _execute(self, turn: CheckedTurn) -> list[tuple[ToolOutcome, int]]:
         """Run a validated round's calls in worker threads; append results in call order."""
         calls = turn.calls
-        outcomes = await asyncio.gather(*(asyncio.to_thread(self._timed, call) for call in calls))
+        running = asyncio.get_running_loop()
+        outcomes = await asyncio.gather(
+            *(running.run_in_executor(self.executor, self._timed, call) for call in calls)
+        )
         self.messages.append(turn.message)
         for call, (outcome, _) in zip(calls, outcomes, strict=True):
             self.tool_content_bytes += len(outcome.content.encode("utf-8"))
