@@ -1,14 +1,18 @@
-"""One hostile repository for every tool test of the package (tests/hostile_repos.py)."""
+"""Fixtures of the tool tests: one hostile repository for the package, a small widget."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from pr_review_api.git.repository import PinnedRepository
+from tests.gitrepo import GitRepo
 from tests.hostile_repos import (
     HostileWorld,
     build_hostile_world,
 )
+from tests.tools.git_failures import BASE_FILES, HEAD_FILES
 
 
 @pytest.fixture(scope="package")
@@ -19,3 +23,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> HostileWorld:
 @pytest.fixture(scope="package")
 def pinned(world: HostileWorld) -> PinnedRepository:
     return world.pinned()
+
+
+@pytest.fixture
+def widget(tmp_path: Path) -> tuple[GitRepo, str, str]:
+    """A base and a head whose src/app.py is 12 KB of text (read through cat-file streams)."""
+    repo = GitRepo(tmp_path / "widget")
+    base = repo.commit_files(BASE_FILES)
+    head = repo.commit_files(HEAD_FILES, message="grow app.py")
+    return repo, base, head
