@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,7 +17,9 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from pr_review_api.cli import commands as cli
 from pr_review_api.errors import InvalidRepository, ReviewError
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
@@ -101,6 +104,33 @@ def test_a_git_failure_preparing_a_local_review_is_invalid_repository(
     assert type(raised.value) is InvalidRepository
     assert SECRET_PATH not in raised.value.message
     assert scripted_provider.requests == []
+
+
+@pytest.mark.parametrize("output_format", ["json", "text"])
+def test_the_cli_reviewing_a_corrupt_object_exits_2_with_invalid_repository(
+    scripted_provider: ScriptedProvider,
+    widget: tuple[GitRepo, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    output_format: str,
+) -> None:
+    repo, base, head = widget
+    corrupt_loose_object(repo.git_dir, blob_id(BIG))
+    scripted_provider.script(
+        tool_call_turn([("call_1", "read_repository_file", {"path": "src/app.py"})])
+    )
+    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
+    monkeypatch.setenv("OPENCODE_BASE_URL", scripted_provider.base_url)
+    monkeypatch.setenv("REVIEW_TIMEOUT_SECONDS", "30")
+    args = ["review", "--repo", str(repo.path), "--base", base, "--head", head]
+    result = CliRunner().invoke(cli.main, [*args, "--format", output_format], prog_name="pr-review")
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert str(repo.path) not in result.output
+    if output_format == "json":
+        document = json.loads(result.stdout)
+        assert document["error"] == {"code": "invalid_repository", "message": REPOSITORY_UNREADABLE}
+    else:
+        assert REPOSITORY_UNREADABLE in result.output
 
 
 @asynccontextmanager
