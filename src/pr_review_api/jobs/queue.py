@@ -319,6 +319,7 @@ class JobQueue:
             await asyncio.sleep(self.tuning.stalled_check_interval)
             try:
                 await self.recover_stalled()
+                await self.recover_orphans()
             except Exception as exc:  # the database restarting, say: try again next time
                 logger.warning("stalled-job check failed: %s", type(exc).__name__)
 
@@ -360,6 +361,44 @@ class JobQueue:
                 recovered += 1
                 logger.info("job %s of a stalled worker was queued again", record.id)
         return recovered
+
+    async def recover_orphans(self) -> int:
+        """Queue again the records whose queue job ended without them (their worker lost the
+        database while it stored the outcome, say): no job is ever left waiting forever."""
+        async with self.connector.pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT r.id FROM review_jobs r JOIN procrastinate_jobs q "
+                "ON q.id = r.queue_job_id WHERE r.status IN ('queued', 'running') "
+                "AND q.status IN ('succeeded', 'failed', 'cancelled', 'aborted')"
+            )
+            orphans = [uuid.UUID(str(row[0])) for row in await cursor.fetchall()]
+        for record_id in orphans:
+            async with self._transaction() as connection:
+                record = await records.fetch_for_update(connection, record_id)
+                if record is None or record.status in FINAL_STATUSES:
+                    continue
+                await self._lock_pull_request(connection, record.pr_key)
+                state = await connection.execute(
+                    "SELECT status FROM procrastinate_jobs WHERE id = %s", (record.queue_job_id,)
+                )
+                row = await state.fetchone()
+                if row is None or row[0] in ("todo", "doing"):
+                    continue
+                newer = [
+                    other
+                    for other in await records.waiting_for(connection, record.pr_key)
+                    if other.id != record.id
+                ]
+                if newer:
+                    await records.supersede(connection, record.id, newer[0].id)
+                elif record.attempts >= self.settings.pr_review_job_max_attempts:
+                    body = ReviewError("The review job could not be completed.").to_body()
+                    await records.finish(connection, record.id, status="failed", document=body)
+                else:
+                    queue_job_id = await self._defer(connection, record.pr_key, record.id)
+                    await records.set_queue_job(connection, record.id, queue_job_id)
+                logger.info("job %s had lost its queue job and was recovered", record.id)
+        return len(orphans)
 
     async def _finish_queue_job(
         self, connection: AsyncConnection[Any], queue_job_id: int, status: str
