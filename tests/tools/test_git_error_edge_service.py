@@ -23,6 +23,7 @@ from pr_review_api.cli import commands as cli
 from pr_review_api.errors import InvalidRepository, ReviewError
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.github import checkout
 from pr_review_api.loop import run as run_module
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.service.app import create_app
@@ -217,6 +218,38 @@ async def test_a_git_failure_pinning_a_pull_request_is_github_unavailable_not_50
     async with service(pull_settings(fake_github, scripted_provider, tmp_path)) as client:
         response = await client.post("/v1/reviews", json={"pull_request_url": pull.url})
     assert_github_unavailable(response, tmp_path)
+    assert scripted_provider.requests == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("failure", ["os_error", "timeout"])
+@pytest.mark.parametrize("subcommand", ["cat-file", "check-ref-format", "rev-parse"])
+async def test_a_git_failure_checking_the_cache_is_github_unavailable_not_500(
+    *,
+    fake_github: FakeGitHub,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    subcommand: str,
+    failure: str,
+) -> None:
+    # A sibling in the fetch cache: its checks run git with check=False (a failed git is a
+    # "no"), but git that cannot start (EMFILE) or finish in time raised past every handler.
+    pull = fake_github.pull_request("acme", "widget", 7, base=BASE_FILES, head=HEAD_FILES)
+    real = checkout.run_git
+
+    def run_git(git_dir: Path | None, args: list[str], **options: Any) -> Any:
+        if args and args[0] == subcommand:
+            raise FAILURES[failure]()
+        return real(git_dir, args, **options)
+
+    monkeypatch.setattr(checkout, "run_git", run_git)
+    async with service(pull_settings(fake_github, scripted_provider, tmp_path)) as client:
+        response = await client.post("/v1/reviews", json={"pull_request_url": pull.url})
+    assert response.status_code == 502, response.text
+    assert response.json()["error"]["code"] == "github_unavailable"
+    for secret in (str(tmp_path), SECRET_PATH, PROVIDER_KEY, GITHUB_TOKEN):
+        assert secret not in response.text
     assert scripted_provider.requests == []
 
 

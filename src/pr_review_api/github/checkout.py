@@ -441,14 +441,25 @@ def _base_ref(branch: str) -> str:
     return f"refs/pr-review/base/{hashlib.sha256(branch.encode('utf-8')).hexdigest()[:40]}"
 
 
+def _check(
+    git_dir: Path, args: list[str], input_bytes: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """A local check of the cache: a git that fails is a "no" (check=False); one that cannot
+    start (EMFILE) or finish in time is a cache not usable now, a contract error (not 500)."""
+    try:
+        return run_git(
+            git_dir, args, input_bytes=input_bytes, timeout=LOCAL_GIT_TIMEOUT_SECONDS, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        raise GitHubUnavailable("The repository cache could not be prepared.") from None
+
+
 def _has_commits(git_dir: Path, shas: Iterable[str]) -> bool:
     wanted = list(shas)
-    found = run_git(
+    found = _check(
         git_dir,
         ["cat-file", "--batch-check=%(objecttype)"],
         input_bytes="".join(f"{sha}\n" for sha in wanted).encode("ascii"),
-        timeout=LOCAL_GIT_TIMEOUT_SECONDS,
-        check=False,
     )
     return found.returncode == 0 and found.stdout.split() == [b"commit"] * len(wanted)
 
@@ -456,21 +467,13 @@ def _has_commits(git_dir: Path, shas: Iterable[str]) -> bool:
 def _git_accepts_branch(git_dir: Path, branch: str) -> bool:
     # The name cannot start with "-" (is_valid_branch_name); this subcommand has no
     # --end-of-options.
-    found = run_git(
-        git_dir,
-        ["check-ref-format", "--branch", branch],
-        timeout=LOCAL_GIT_TIMEOUT_SECONDS,
-        check=False,
-    )
+    found = _check(git_dir, ["check-ref-format", "--branch", branch])
     return found.returncode == 0 and found.stdout.strip() == branch.encode("utf-8")
 
 
 def _resolve(git_dir: Path, ref: str) -> str | None:
-    found = run_git(
-        git_dir,
-        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
-        timeout=LOCAL_GIT_TIMEOUT_SECONDS,
-        check=False,
+    found = _check(
+        git_dir, ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"]
     )
     sha = found.stdout.decode("ascii", "replace").strip()
     return sha if found.returncode == 0 and is_sha(sha) else None
