@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from pr_review_api.cli import commands as cli
 from pr_review_api.errors import InvalidRepository, ReviewError
+from pr_review_api.git import runner
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github import checkout
@@ -236,7 +237,7 @@ async def test_a_git_failure_checking_the_cache_is_github_unavailable_not_500(
     # A sibling in the fetch cache: its checks run git with check=False (a failed git is a
     # "no"), but git that cannot start (EMFILE) or finish in time raised past every handler.
     pull = fake_github.pull_request("acme", "widget", 7, base=BASE_FILES, head=HEAD_FILES)
-    real = checkout.run_git
+    real = runner.run_git  # what checkout imported
 
     def run_git(git_dir: Path | None, args: list[str], **options: Any) -> Any:
         if args and args[0] == subcommand:
