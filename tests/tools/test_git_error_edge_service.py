@@ -81,7 +81,7 @@ def test_a_local_review_of_a_corrupt_object_ends_with_invalid_repository(
 
 
 @pytest.mark.parametrize("failure", FAILURES)
-@pytest.mark.parametrize("where", ["git_dir", "open", "changed_files"])
+@pytest.mark.parametrize("where", ["git_dir", "resolve_commit", "open", "changed_files"])
 def test_a_git_failure_preparing_a_local_review_is_invalid_repository(
     *,
     scripted_provider: ScriptedProvider,
@@ -95,6 +95,8 @@ def test_a_git_failure_preparing_a_local_review_is_invalid_repository(
     repo, base, head = widget
     if where == "git_dir":
         monkeypatch.setattr(run_module, "run_git", failing("run_git", FAILURES[failure]))
+    elif where == "resolve_commit":
+        monkeypatch.setattr(run_module, "resolve_commit", failing(where, FAILURES[failure]))
     elif where == "open":
         monkeypatch.setattr(RepositoryStore, "open", failing("open", FAILURES[failure]))
         monkeypatch.setattr(PinnedRepository, "open", failing("open", FAILURES[failure]))

@@ -252,7 +252,10 @@ def _prepare_local(
 
 
 def _commit(git_dir: Path, option: str, revision: str) -> str:
-    sha = resolve_commit(git_dir, revision)
+    try:
+        sha = resolve_commit(git_dir, revision)
+    except GIT_FAILURES:  # resolve_commit answers None for a failed git; not for these
+        raise InvalidRepository("The repository's commits could not be read.") from None
     if sha is None:
         # The user's own input, on their own terminal: shown bounded, with no control characters.
         raise InvalidRepository(
