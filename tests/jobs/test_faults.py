@@ -82,6 +82,14 @@ def _start_worker(environment: dict[str, str], log: Path) -> subprocess.Popen[by
     )
 
 
+def _running_jobs(url: str) -> int:
+    with psycopg.connect(url) as connection:
+        row = connection.execute(
+            "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_fault_run_publishes_each_final_head_exactly_once(
@@ -126,6 +134,9 @@ def test_fault_run_publishes_each_final_head_exactly_once(
                 index = 0
                 while index < DELIVERIES:
                     if index == 60:
+                        figures["jobs_running_at_kill"] = await asyncio.to_thread(
+                            _running_jobs, url
+                        )
                         workers[0].send_signal(signal.SIGKILL)
                         workers[0].wait()
                         workers[0] = _start_worker(environment, logs)
