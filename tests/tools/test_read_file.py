@@ -59,6 +59,14 @@ def test_read_rejects_unsafe_paths(pinned: PinnedRepository, path: str, code: st
     assert error_code(call(pinned, "read_repository_file", path=path)) == code
 
 
+@pytest.mark.parametrize("path", ["src/app.py/", "links/to_app/", "src/app.py//"])
+def test_read_of_a_file_path_with_a_trailing_slash_names_no_file(
+    pinned: PinnedRepository, path: str
+) -> None:
+    """As POSIX's ENOTDIR: `a.py/` is no file name, for the tools as for the final review."""
+    assert error_code(call(pinned, "read_repository_file", path=path)) == "not_a_file"
+
+
 @pytest.mark.parametrize("path", ["links/to_app", "links/chain", "links/padded_ok"])
 def test_read_follows_a_symlink_to_a_file_inside(pinned: PinnedRepository, path: str) -> None:
     result = call(pinned, "read_repository_file", path=path).result

@@ -128,7 +128,13 @@ class PinnedRepository:
         return resolved.path
 
     def resolve_file(self, raw: str) -> ResolvedPath:
-        """The regular file a requested path names, or a tool error."""
+        """The regular file a requested path names, or a tool error.
+
+        A trailing `/` names a directory's contents, never a file (as POSIX's ENOTDIR), so
+        `a.py/` is refused by every tool and by the final-review check alike.
+        """
+        if raw.endswith("/"):
+            raise ToolError("not_a_file", "The requested path is not a regular file.")
         resolved = self.resolve(raw)
         if resolved.entry is None or resolved.entry.kind != "file":
             raise ToolError("not_a_file", "The requested path is not a regular file.")

@@ -179,8 +179,6 @@ def _check_locations(
     files = []
     for index, finding in enumerate(review.findings, start=1):
         try:
-            if finding.path.endswith("/"):  # names a directory's contents, never a file
-                raise ToolError("not_a_file", "The requested path is not a regular file.")
             with map_git_errors(unreadable):  # the one git error edge (tools/execute.py)
                 files.append(repository.resolve_file(finding.path))
         except ToolError:
