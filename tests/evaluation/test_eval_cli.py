@@ -132,6 +132,10 @@ def test_eval_scores_a_mini_corpus_per_case_and_in_total(
     assert (defect["precision"], defect["recall"]) == (0.5, 0.5)
     assert defect["f1"] == 0.5
     assert defect["rounds"] == 3  # two rounds, then one
+    assert [run["locations"] for run in defect["runs"]] == [
+        [["lib/last.py", 2], ["lib/last.py", None]],
+        [],
+    ]
     assert defect["tokens"] == 45  # 15 per scripted turn
     assert clean["findings"] == 1
     assert clean["precision"] == 0.0

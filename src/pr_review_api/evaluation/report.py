@@ -90,6 +90,7 @@ def report_document(reports: Sequence[CaseReport], settings: Settings, runs: int
                         "rounds": o.rounds,
                         "wall_seconds": round(o.wall_seconds, 3),
                         "coverage": _ratio(o.coverage),
+                        "locations": [[f.path, f.line] for f in o.findings],
                     }
                     for o in report.outcomes
                 ],
