@@ -19,6 +19,7 @@ from markdown_it.token import Token
 from pr_review_api import __version__
 from pr_review_api.model import SEVERITIES
 from pr_review_api.output import formats
+from pr_review_api.output.inert_markdown import WORD_JOINER, break_references
 from tests.results import (
     HEAD_SHA,
     HOSTILE,
@@ -28,6 +29,7 @@ from tests.results import (
     finding,
     review_result,
 )
+from tests.test_publish_text import FORBIDDEN, GITHUB_RULES, rendered, visible_text
 
 SARIF_SCHEMA_PATH = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -145,8 +147,9 @@ def _inline_text(token: Token) -> str:
 
 
 def _expected_paragraphs(text: str) -> list[str]:
-    """The paragraphs md_escape must show for `text`: cleaned, lines trimmed, @ defused."""
-    lines = [line.strip().replace("@", "@\u200b") for line in formats.clean(text).split("\n")]
+    """The paragraphs md_escape must show for `text`: cleaned, lines trimmed, GitHub's
+    mention, reference and autolink filters defused (issue 9 item 8)."""
+    lines = [break_references(line.strip()) for line in formats.clean(text).split("\n")]
     joined = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
     return [paragraph for paragraph in joined.split("\n\n") if paragraph]
 
@@ -179,6 +182,21 @@ def test_markdown_escape_never_lets_text_become_markup(text: str) -> None:
     assert _rendered_paragraphs(formats.md_escape(text)) == _expected_paragraphs(text)
 
 
+@pytest.mark.parametrize("text", FORBIDDEN)
+def test_markdown_report_text_matches_no_github_filter(text: str) -> None:
+    """Bare URLs, `#12`, `acme/widget#7`, `GH-3` and mentions in model text stay plain text in
+    the `--format markdown` report, by GitHub's own rules (as tests/test_publish_text.py has
+    them), so pasting the report into a comment links and notifies nobody."""
+    result = review_result([finding(title=text, explanation=text, evidence=text)])
+    result = result.model_copy(
+        update={"review": result.review.model_copy(update={"summary": text, "notes": [text]})}
+    )
+    shown = visible_text(rendered(formats.render_markdown(result)))
+    shown = shown.replace("acme/widget#\u20607", "")  # the heading's own subject, defused
+    for rule, pattern in GITHUB_RULES.items():
+        assert pattern.search(shown) is None, (rule, text)
+
+
 def test_markdown_code_spans_only_plain_paths() -> None:
     assert formats.md_code("src/app.py:42") == "`src/app.py:42`"
     assert formats.md_code("a`b|c.py") == "a\\`b\\|c.py"
@@ -187,7 +205,8 @@ def test_markdown_code_spans_only_plain_paths() -> None:
 
 def test_markdown_has_heading_summary_and_a_section_per_severity() -> None:
     markdown = formats.render_markdown(review_result(every_severity()))
-    assert markdown.startswith("## pr-review: acme/widget#7\n")
+    # The subject is defused too: GitHub would turn `acme/widget#7` into a cross-reference.
+    assert markdown.startswith(f"## pr-review: acme/widget#{WORD_JOINER}7\n")
     assert "### Summary\n\nValidation occurs after persistence." in markdown
     sections = [markdown.index(f" {s.capitalize()} (1)\n") for s in SEVERITIES]
     assert sections == sorted(sections)

@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from pr_review_api.github.markdown import WORD_JOINER, escape, escape_inline
 from pr_review_api.github.markers import Post, head_marker, read_markers
 from pr_review_api.model import Finding
+from pr_review_api.output.inert_markdown import WORD_JOINER, escape, escape_inline
 
 FORBIDDEN = [
     "@octocat please look",
@@ -48,7 +48,7 @@ FORBIDDEN = [
 ]
 
 # GitHub's post-CommonMark filters, as its documentation describes them, on rendered text.
-_GITHUB_RULES = {
+GITHUB_RULES = {
     "mention": re.compile(r"(?<![\w`])@[A-Za-z0-9][A-Za-z0-9-]*(?:/[\w.-]+)?"),
     "issue reference": re.compile(r"(?<![\w&])#\d+"),
     "GH reference": re.compile(r"(?i)\bGH-\d+"),
@@ -79,7 +79,7 @@ def test_forbidden_forms_render_as_plain_text(text: str) -> None:
     assert tags <= {"p", "br"}, out  # no a, img, code, h1, blockquote, li, table, script...
     assert "<!--" not in out
     shown = visible_text(out)
-    for rule, pattern in _GITHUB_RULES.items():
+    for rule, pattern in GITHUB_RULES.items():
         assert pattern.search(shown) is None, (rule, shown)
 
 
@@ -97,7 +97,7 @@ def test_no_text_ever_renders_a_tag_or_matches_a_github_rule(text: str) -> None:
     out = rendered(escape(text))
     assert set(re.findall(r"</?([a-z0-9]+)", out)) <= {"p", "br"}
     shown = visible_text(out)
-    for pattern in _GITHUB_RULES.values():
+    for pattern in GITHUB_RULES.values():
         assert pattern.search(shown) is None
 
 
@@ -126,7 +126,7 @@ def test_the_checks_catch_each_form_when_it_is_not_escaped(text: str) -> None:
     out = rendered(text)
     tags = set(re.findall(r"</?([a-z0-9]+)", out)) - {"p", "br"}
     shown = visible_text(out)
-    hits = [rule for rule, pattern in _GITHUB_RULES.items() if pattern.search(shown)]
+    hits = [rule for rule, pattern in GITHUB_RULES.items() if pattern.search(shown)]
     assert tags or hits or "<!--" in out, text
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pr_review_api.github.markdown import escape, escape_inline
 from pr_review_api.github.markers import (
     finding_marker,
     head_marker,
@@ -15,6 +14,7 @@ from pr_review_api.model import (
     SEVERITIES,
     ReviewResult,
 )
+from pr_review_api.output.inert_markdown import escape, escape_inline
 
 MAX_BODY_CHARS = 60_000  # GitHub refuses bodies over 65,536 characters
 

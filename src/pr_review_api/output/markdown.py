@@ -18,6 +18,7 @@ from pr_review_api.output.common import (
     subject,
     usage_line,
 )
+from pr_review_api.output.inert_markdown import break_references
 
 _ICONS: Mapping[Severity, str] = {
     "critical": "🔴",
@@ -38,7 +39,9 @@ def md_escape(text: str) -> str:
     """Untrusted text as Markdown that renders as that literal text, line breaks kept.
 
     HTML becomes entities, inline syntax is backslash-escaped, block syntax at a line's start
-    (headings, lists, quotes, indented code) is neutralised, and `@name` cannot mention anyone.
+    (headings, lists, quotes, indented code) is neutralised, and GitHub's filters find no
+    mention, issue reference (`#12`, `owner/repo#7`, `GH-3`) or bare URL in it
+    (`inert_markdown.break_references`).
     """
     lines = []
     for raw in clean(text).split("\n"):
@@ -46,7 +49,7 @@ def md_escape(text: str) -> str:
         line = _MD_ALWAYS.sub(r"\\\1", line)
         line = _MD_LINE_START.sub(r"\\\1", line)
         line = _MD_ORDERED_ITEM.sub(r"\1\\\2", line)
-        lines.append(line.replace("@", "@\u200b"))
+        lines.append(break_references(line))
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
 
 

@@ -27,10 +27,21 @@ _URL_SCHEME = re.compile(r":(?=//)")
 _WWW = re.compile(r"(?i)\b(www)\.")
 
 
-def _escape_line(line: str) -> str:
+def _break_autolinks(line: str) -> str:
     line = _GH_REFERENCE.sub(lambda m: m[1] + WORD_JOINER + "-", line)
     line = _URL_SCHEME.sub(":" + WORD_JOINER, line)
-    line = _WWW.sub(lambda m: m[1] + WORD_JOINER + ".", line)
+    return _WWW.sub(lambda m: m[1] + WORD_JOINER + ".", line)
+
+
+def break_references(line: str) -> str:
+    """GitHub's text filters defeated on one line of otherwise-escaped Markdown: no mention,
+    issue or pull-request reference, or extended autolink can be recognised in it."""
+    line = _break_autolinks(line)
+    return line.replace("@", "@" + WORD_JOINER).replace("#", "#" + WORD_JOINER)
+
+
+def _escape_line(line: str) -> str:
+    line = _break_autolinks(line)
     out: list[str] = []
     for char in line:
         if char in _PUNCTUATION:
