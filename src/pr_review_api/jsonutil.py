@@ -51,6 +51,14 @@ def loads_strict(text: str | bytes) -> Any:
     return value
 
 
+def truncate_utf8(text: str, limit: int) -> str:
+    """At most `limit` bytes of `text`'s UTF-8, cut on a character boundary."""
+    encoded = text.encode("utf-8", "replace")  # "replace": a lone surrogate is no crash
+    if len(encoded) <= limit:
+        return text
+    return encoded[:limit].decode("utf-8", "ignore")
+
+
 def dumps_compact(value: Any) -> str:
     """Compact JSON (no spaces after separators), UTF-8 kept as is."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from pr_review_api.jsonutil import truncate_utf8
 from pr_review_api.settings import (
     MAX_FINAL_TEXT_BYTES,
     MAX_FINDINGS,
@@ -119,10 +120,7 @@ class TraceTurn(BaseModel):
 
 def preview(text: str) -> str:
     """At most MAX_TRACE_PREVIEW_BYTES of UTF-8, cut on a character boundary."""
-    encoded = text.encode("utf-8")
-    if len(encoded) <= MAX_TRACE_PREVIEW_BYTES:
-        return text
-    return encoded[:MAX_TRACE_PREVIEW_BYTES].decode("utf-8", "ignore")
+    return truncate_utf8(text, MAX_TRACE_PREVIEW_BYTES)
 
 
 def label(value: object) -> str | None:

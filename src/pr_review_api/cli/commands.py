@@ -42,7 +42,6 @@ from pr_review_api.settings import load_settings
 
 __all__ = ["describe_progress", "is_loopback", "main"]
 
-EXIT_OK = 0
 EXIT_NO_REVIEW = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.urls import PullRequestRef
+from pr_review_api.jsonutil import truncate_utf8
 
 MAX_BRANCH_BYTES = 1024
 MAX_TITLE_CHARS = 1024
@@ -56,13 +57,6 @@ def is_valid_branch_name(name: str) -> bool:
     return not any(part.startswith(".") or part.endswith(".lock") for part in name.split("/"))
 
 
-def _bounded_utf8(text: str, limit: int) -> str:
-    data = text.encode("utf-8", "replace")
-    if len(data) <= limit:
-        return text
-    return data[:limit].decode("utf-8", "ignore")
-
-
 class _BaseWire(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
@@ -101,5 +95,5 @@ def parse_metadata(data: bytes, ref: PullRequestRef) -> PullRequestMetadata:
         head_sha=wire.head.sha,
         base_ref=wire.base.ref,
         title=wire.title[:MAX_TITLE_CHARS],
-        body=_bounded_utf8(wire.body or "", MAX_BODY_BYTES),
+        body=truncate_utf8(wire.body or "", MAX_BODY_BYTES),
     )

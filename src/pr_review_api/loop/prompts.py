@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from pr_review_api.jsonutil import truncate_utf8
 from pr_review_api.loop.final_review import FINAL_REVIEW_SCHEMA
 from pr_review_api.loop.repo_config import instructions_block
 from pr_review_api.settings import MAX_PROMPT_CHANGED_FILES, MAX_PROMPT_DESCRIPTION_BYTES
@@ -61,10 +62,8 @@ class ReviewContext:
 
 
 def _bounded(text: str, limit: int) -> str:
-    encoded = text.encode("utf-8")
-    if len(encoded) <= limit:
-        return text
-    return encoded[:limit].decode("utf-8", "ignore") + " [truncated]"
+    cut = truncate_utf8(text, limit)
+    return text if len(cut) == len(text) else cut + " [truncated]"
 
 
 def user_message(

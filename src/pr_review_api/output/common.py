@@ -3,12 +3,12 @@ cleaning, and the counts and lines the reports repeat."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pr_review_api.jsonutil import dumps_compact
 from pr_review_api.model import SEVERITIES, Finding, ReviewResult, Severity
 
 OutputFormat = Literal["text", "json", "markdown", "sarif"]
@@ -79,4 +79,4 @@ def counts_line(result: ReviewResult) -> str:
 
 
 def arguments_json(arguments: Mapping[str, Any]) -> str:
-    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    return dumps_compact(arguments)
