@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.github.publish import Placement, render_body
-from pr_review_api.loop.coverage import CoverageTracker, coverage_line, diff_paths
+from pr_review_api.loop.coverage import CoverageTracker, diff_paths
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.model import Coverage, ReviewResult
 from pr_review_api.output import formats
+from pr_review_api.output.common import coverage_line
 from pr_review_api.output.inert_markdown import escape_inline
 from pr_review_api.settings import MAX_DIFF_BYTES, MAX_NOT_INSPECTED, load_settings
 from pr_review_api.tools import TOOLS_BY_NAME, execute_tool

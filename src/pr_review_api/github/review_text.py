@@ -9,11 +9,11 @@ from pr_review_api.github.markers import (
     head_marker,
 )
 from pr_review_api.github.placement import Placed, Placement
-from pr_review_api.loop.coverage import coverage_line
 from pr_review_api.model import (
     SEVERITIES,
     ReviewResult,
 )
+from pr_review_api.output.common import coverage_line
 from pr_review_api.output.inert_markdown import escape, escape_inline
 
 MAX_BODY_CHARS = 60_000  # GitHub refuses bodies over 65,536 characters

@@ -28,14 +28,14 @@ file, a pure rename, a mode change, an empty file) counts only when it is comple
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pr_review_api.errors import ToolError
 from pr_review_api.model import Coverage
 from pr_review_api.settings import MAX_NOT_INSPECTED
 
-if TYPE_CHECKING:  # the renderers import coverage_line without the git package
+if TYPE_CHECKING:  # only for annotations: the tracker never opens a repository itself
     from pr_review_api.git.repository import PinnedRepository
 
 _HEADER = "diff --git "
@@ -44,7 +44,6 @@ _NAMED = ("rename from ", "rename to ", "copy from ", "copy to ")
 # git's C-style quoting of unusual paths (core.quotePath=false leaves bytes >= 0x80 alone).
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _OCTAL = re.compile(r"[0-3][0-7]{2}")
-LINE_PATHS = 10  # not-inspected paths a report line names before "and N more"
 
 
 class CoverageTracker:
@@ -92,32 +91,6 @@ class CoverageTracker:
             inspected_files=len(self._inspected),
             not_inspected=missing[:MAX_NOT_INSPECTED],
         )
-
-
-def coverage_line(coverage: Coverage, path: Callable[[str], str] = str) -> str:
-    """One sentence for a report: "Inspected 12 of 15 changed files; not inspected: a.py."
-
-    `path` renders each path for the destination (stripped of controls, escaped for Markdown);
-    at most LINE_PATHS are named, the rest counted.
-    """
-    total = coverage.changed_files
-    if total == 0:
-        return "No changed files to inspect."
-    files = "file" if total == 1 else "files"
-    line = f"Inspected {coverage.inspected_files} of {total} changed {files}"
-    missing = total - coverage.inspected_files
-    if missing <= 0 or not coverage.not_inspected:
-        return line + "."
-    shown = coverage.not_inspected[:LINE_PATHS]
-    more = missing - len(shown)
-    return f"{line}; not inspected: {', '.join(path(_one_line(item)) for item in shown)}" + (
-        f" and {more} more." if more > 0 else "."
-    )
-
-
-def _one_line(path: str) -> str:
-    """A path that keeps a report line one line: git allows line breaks in names."""
-    return path.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
 
 
 def diff_paths(text: str, *, truncated: bool) -> set[str]:

@@ -4,12 +4,12 @@ cleaning, and the counts and lines the reports repeat."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pr_review_api.jsonutil import dumps_compact
-from pr_review_api.model import SEVERITIES, Finding, ReviewResult, Severity
+from pr_review_api.model import SEVERITIES, Coverage, Finding, ReviewResult, Severity
 
 OutputFormat = Literal["text", "json", "markdown", "sarif"]
 
@@ -80,3 +80,32 @@ def counts_line(result: ReviewResult) -> str:
 
 def arguments_json(arguments: Mapping[str, Any]) -> str:
     return dumps_compact(arguments)
+
+
+LINE_PATHS = 10  # not-inspected paths a report line names before "and N more"
+
+
+def coverage_line(coverage: Coverage, path: Callable[[str], str] = str) -> str:
+    """One sentence for a report: "Inspected 12 of 15 changed files; not inspected: a.py."
+
+    `path` renders each path for the destination (stripped of controls, escaped for Markdown);
+    at most LINE_PATHS are named, the rest counted.
+    """
+    total = coverage.changed_files
+    if total == 0:
+        return "No changed files to inspect."
+    files = "file" if total == 1 else "files"
+    line = f"Inspected {coverage.inspected_files} of {total} changed {files}"
+    missing = total - coverage.inspected_files
+    if missing <= 0 or not coverage.not_inspected:
+        return line + "."
+    shown = coverage.not_inspected[:LINE_PATHS]
+    more = missing - len(shown)
+    return f"{line}; not inspected: {', '.join(path(_one_line(item)) for item in shown)}" + (
+        f" and {more} more." if more > 0 else "."
+    )
+
+
+def _one_line(path: str) -> str:
+    """A path that keeps a report line one line: git allows line breaks in names."""
+    return path.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")

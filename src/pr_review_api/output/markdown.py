@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from pr_review_api.loop.coverage import coverage_line
 from pr_review_api.model import Finding, ReviewResult, Severity, TraceTurn
 from pr_review_api.output.common import (
     arguments_json,
     by_severity,
     clean,
     counts_line,
+    coverage_line,
     location,
     severity_counts,
     subject,

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from rich.console import Console
 from rich.text import Text
 
-from pr_review_api.loop.coverage import coverage_line
 from pr_review_api.model import Finding, ReviewResult, Severity, TraceTurn
 from pr_review_api.output.common import (
     LocalSubject,
@@ -17,6 +16,7 @@ from pr_review_api.output.common import (
     by_severity,
     clean,
     counts_line,
+    coverage_line,
     location,
     subject,
     usage_line,
