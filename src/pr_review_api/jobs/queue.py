@@ -52,6 +52,7 @@ from pr_review_api.errors import (
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.jobs import records
 from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord
+from pr_review_api.jobs.runner import JobReviewer
 from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.settings import Settings
 
@@ -70,20 +71,6 @@ ReviewRunner = Callable[[str, Settings, bool, int | None], Awaitable[dict[str, A
 """Runs one review: (pull request URL, settings, post, installation id) -> the review
 document (CONTRACT 5). Raises `ReviewError` for a review that ended without one. The settings
 carry the installation's token as `github_token` when the App's credentials are configured."""
-
-
-@dataclass(frozen=True)
-class _InstallationCredentials:
-    """`github.credentials.Credentials` for one job: its installation's App token."""
-
-    app: AppCredentials
-    installation_id: int
-
-    async def token(self, installation_id: int | None = None) -> SecretStr | None:
-        return await self.app.token(self.installation_id)
-
-    async def app_login(self) -> str | None:
-        return await self.app.app_login()
 
 
 @dataclass(frozen=True)
@@ -135,9 +122,13 @@ class JobQueue:
             raise ValueError("JobQueue needs PR_REVIEW_DATABASE_URL")
         self.settings = settings
         self.conninfo = settings.pr_review_database_url.get_secret_value()
-        self.runner: ReviewRunner = runner if runner is not None else self.review
         self.tuning = tuning or QueueTuning()
         self.app_credentials = AppCredentials.from_settings(settings)
+        # The default runner keeps one repository store for the life of this worker process.
+        self._own_runner: JobReviewer | None = None
+        if runner is None:
+            runner = self._own_runner = JobReviewer(self.app_credentials)
+        self.runner: ReviewRunner = runner
         self.connector = procrastinate.PsycopgConnector(
             conninfo=self.conninfo, min_size=1, max_size=10
         )
@@ -301,6 +292,8 @@ class JobQueue:
             recovery.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await recovery
+            if self._own_runner is not None:
+                self._own_runner.close()
 
     async def _run_worker_once(self, concurrency: int) -> None:
         await self.app.run_worker_async(
@@ -503,25 +496,6 @@ class JobQueue:
                 status="succeeded" if status == "succeeded" else "failed",
                 document=document,
             )
-
-    async def review(
-        self, url: str, settings: Settings, post: bool, installation_id: int | None
-    ) -> dict[str, Any]:
-        """The default runner: `run_review`, published when `post` (CONTRACT 10), with the
-        installation's App credentials when they are configured."""
-        from pr_review_api.github.client import GitHubClient  # noqa: PLC0415
-        from pr_review_api.loop.run import PullRequestTarget, run_review  # noqa: PLC0415
-
-        target = PullRequestTarget(url)
-        if self.app_credentials is None or installation_id is None:
-            result = await run_review(target, settings, post=post)
-        else:
-            credentials = _InstallationCredentials(self.app_credentials, installation_id)
-            async with GitHubClient(settings, credentials=credentials) as github:
-                result = await run_review(
-                    target, settings, post=post, github=github, installation_id=installation_id
-                )
-        return result.model_dump(mode="json")
 
     async def _settings_for(self, record: JobRecord) -> Settings:
         """The settings a job reviews with: the installation's token under a GitHub App."""

@@ -1,0 +1,71 @@
+"""The review a worker runs for one job: `run_review`, published when asked (CONTRACT 10/11).
+
+A worker process keeps one `RepositoryStore` (indexes, `cat-file` readers, search text, git
+threads) for every job it runs, so the second job of a repository starts warm, and under a
+GitHub App each job talks to GitHub with its own installation's token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import SecretStr
+
+from pr_review_api.git.store import RepositoryStore
+from pr_review_api.github.app_auth import AppCredentials
+from pr_review_api.github.client import GitHubClient
+from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.settings import Settings
+
+
+@dataclass(frozen=True)
+class _InstallationCredentials:
+    """`github.credentials.Credentials` for one job: its installation's App token."""
+
+    app: AppCredentials
+    installation_id: int
+
+    async def token(self, installation_id: int | None = None) -> SecretStr | None:
+        return await self.app.token(self.installation_id)
+
+    async def app_login(self) -> str | None:
+        return await self.app.app_login()
+
+
+class JobReviewer:
+    """The default `ReviewRunner` of `JobQueue`; `close()` when the worker stops."""
+
+    def __init__(self, app_credentials: AppCredentials | None) -> None:
+        self._app_credentials = app_credentials
+        self._store: RepositoryStore | None = None
+
+    def _shared_store(self, settings: Settings) -> RepositoryStore:
+        if self._store is None:
+            self._store = RepositoryStore(settings)
+        return self._store
+
+    async def __call__(
+        self, url: str, settings: Settings, post: bool, installation_id: int | None
+    ) -> dict[str, Any]:
+        target = PullRequestTarget(url)
+        store = self._shared_store(settings)
+        if self._app_credentials is None or installation_id is None:
+            result = await run_review(target, settings, post=post, store=store)
+        else:
+            credentials = _InstallationCredentials(self._app_credentials, installation_id)
+            async with GitHubClient(settings, credentials=credentials) as github:
+                result = await run_review(
+                    target,
+                    settings,
+                    post=post,
+                    github=github,
+                    installation_id=installation_id,
+                    store=store,
+                )
+        return result.model_dump(mode="json")
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
