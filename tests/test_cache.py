@@ -28,6 +28,7 @@ import pytest
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable, PullRequestNotFound
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.runner import run_git
+from pr_review_api.github import cache_files
 from pr_review_api.github import checkout as cache_module
 from pr_review_api.github.checkout import (
     HEAD_MOVED,
@@ -868,7 +869,7 @@ async def test_least_recently_used_repositories_are_evicted_first(
     repositories = await _review_each(fake_github, settings, ["a", "b", "c"])
     for when, name in enumerate(["b", "a", "c"]):  # b least recently used, c most
         os.utime(repositories[name] / "last-used", (1_000_000 + when, 1_000_000 + when))
-    sizes = {name: cache_module._tree_size(path) for name, path in repositories.items()}
+    sizes = {name: cache_files.tree_size(path) for name, path in repositories.items()}
     bound = sizes["a"] + sizes["c"] + 1
     cache = RepositoryCache(settings.model_copy(update={"pr_review_cache_max_bytes": bound}))
     assert cache.total_size() == sum(sizes.values())
@@ -937,18 +938,18 @@ def test_interrupted_repository_creation_is_redone(fake_github: FakeGitHub, tmp_
 
 def test_fetch_lock_is_exclusive_and_use_lock_is_shared(tmp_path: Path) -> None:
     path = tmp_path / "lock"
-    shared = cache_module._lock(path, shared=True, timeout=0)
+    shared = cache_files.lock(path, shared=True, timeout=0)
     assert shared is not None
-    again = cache_module._lock(path, shared=True, timeout=0)
+    again = cache_files.lock(path, shared=True, timeout=0)
     assert again is not None
-    assert cache_module._lock(path, shared=False, timeout=0.05) is None
+    assert cache_files.lock(path, shared=False, timeout=0.05) is None
     os.close(shared)
     os.close(again)
-    exclusive = cache_module._lock(path, shared=False, timeout=0)
+    exclusive = cache_files.lock(path, shared=False, timeout=0)
     assert exclusive is not None
     got: list[int | None] = []
     waiter = threading.Thread(
-        target=lambda: got.append(cache_module._lock(path, shared=True, timeout=5))
+        target=lambda: got.append(cache_files.lock(path, shared=True, timeout=5))
     )
     waiter.start()
     time.sleep(0.1)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import fcntl
 import hashlib
 import logging
 import os
@@ -45,6 +44,7 @@ from urllib.parse import urlsplit
 
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
 from pr_review_api.git.runner import GitConfig, GitError, is_sha, run_git
+from pr_review_api.github.cache_files import Lease, heal, last_used, lock, tree_size
 from pr_review_api.github.client import (
     GitHubClient,
     PullRequestMetadata,
@@ -58,7 +58,6 @@ from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-LOCK_POLL_SECONDS = 0.05
 LOCAL_GIT_TIMEOUT_SECONDS = 60.0
 HTTP_LOW_SPEED_LIMIT = 1000  # bytes per second ...
 HTTP_LOW_SPEED_TIME = 60  # ... for this many seconds, and the fetch is abandoned
@@ -107,82 +106,6 @@ def fetch_config(settings: Settings) -> GitConfig:
     return GitConfig(values=values, secret=secret, allowed_protocols=(scheme,))
 
 
-# --- locks ---
-
-
-def _lock(path: Path, *, shared: bool, timeout: float) -> int | None:
-    """An open descriptor holding a flock on `path`, or None if it stayed busy for `timeout`."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    operation = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
-    deadline = time.monotonic() + timeout
-    delay = 0.002
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, operation)
-                return fd
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    return None
-                time.sleep(delay)
-                delay = min(delay * 2, LOCK_POLL_SECONDS)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-class Lease:
-    """A shared hold on one cached repository; it cannot be evicted until released."""
-
-    def __init__(self, fd: int, repository: Path) -> None:
-        self._fd: int | None = fd
-        self.repository = repository
-
-    @property
-    def git_dir(self) -> Path:
-        return self.repository / "git"
-
-    def touch(self) -> None:
-        """Mark the repository as used now, for least-recently-used eviction."""
-        (self.repository / "last-used").touch(mode=0o600, exist_ok=True)
-
-    def release(self) -> None:
-        """Mark the repository used and let eviction have it again; idempotent."""
-        if self._fd is None:
-            return
-        fd, self._fd = self._fd, None
-        try:
-            self.touch()
-        except OSError:
-            logger.warning("could not mark a cached repository as used")
-        finally:
-            os.close(fd)
-
-
-# --- the cache ---
-
-
-def _tree_size(top: Path) -> int:
-    total = 0
-    for directory, _, files in os.walk(top):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(directory, name)).st_size
-            except FileNotFoundError:
-                continue
-    return total
-
-
-def _last_used(repository: Path) -> float:
-    for candidate in (repository / "last-used", repository):
-        try:
-            return candidate.stat().st_mtime
-        except FileNotFoundError:
-            continue
-    return 0.0
-
-
 class RepositoryCache:
     """The bare repositories under PR_REVIEW_CACHE_DIR and their locks. Blocking methods."""
 
@@ -216,7 +139,7 @@ class RepositoryCache:
         key = self.key(ref)
         try:
             self._ensure_layout()
-            fd = _lock(self._locks / f"{key}.use", shared=True, timeout=self._wait)
+            fd = lock(self._locks / f"{key}.use", shared=True, timeout=self._wait)
         except OSError:
             raise ConfigurationError(CACHE_UNUSABLE) from None
         if fd is None:
@@ -240,7 +163,7 @@ class RepositoryCache:
         git_dir = self._repositories / key / "git"
         if (git_dir / "HEAD").is_file() and _has_commits(git_dir, pinned):
             return False  # a repeat review of the same head: nothing to fetch, no lock to wait for
-        fetch_lock = _lock(self._locks / f"{key}.fetch", shared=False, timeout=self._wait)
+        fetch_lock = lock(self._locks / f"{key}.fetch", shared=False, timeout=self._wait)
         if fetch_lock is None:
             raise GitHubUnavailable(CACHE_BUSY)
         try:
@@ -248,13 +171,13 @@ class RepositoryCache:
             # stay wedged by what a killed fetch left behind (issue 9 items 6 and 8).
             self._evict_quietly(keep=key, reserve=True)
             git_dir = self._ensure_repository(key)
-            _heal(git_dir)
+            heal(git_dir)
             if _has_commits(git_dir, pinned):
                 return False  # another review fetched them while this one waited
             try:
                 self._fetch(git_dir, ref, metadata)
             except BaseException:
-                _heal(git_dir)  # a failed or cancelled fetch leaves no partial pack behind
+                heal(git_dir)  # a failed or cancelled fetch leaves no partial pack behind
                 raise
             _verify(git_dir, ref, metadata)
             return True
@@ -336,7 +259,7 @@ class RepositoryCache:
             return []
         for child in children:
             if _KEY.fullmatch(child.name) and not child.is_symlink() and child.is_dir():
-                entries.append((_last_used(child), _tree_size(child), child.name))
+                entries.append((last_used(child), tree_size(child), child.name))
         return entries
 
     def evict(self, keep: str | None = None, *, reserve: bool = False) -> list[str]:
@@ -346,7 +269,7 @@ class RepositoryCache:
         Returns the keys removed. Another evictor already at work makes this a no-op.
         """
         self._ensure_layout()
-        fd = _lock(self._locks / "evict", shared=False, timeout=0)
+        fd = lock(self._locks / "evict", shared=False, timeout=0)
         if fd is None:
             return []
         try:
@@ -382,7 +305,7 @@ class RepositoryCache:
 
     def _remove(self, key: str) -> bool:
         """Move a repository nobody uses to the trash and delete it."""
-        fd = _lock(self._locks / f"{key}.use", shared=False, timeout=0)
+        fd = lock(self._locks / f"{key}.use", shared=False, timeout=0)
         if fd is None:
             return False  # a review is reading it
         try:
@@ -402,32 +325,6 @@ class RepositoryCache:
 
 
 # --- healing: what a killed or failed git process leaves behind ---
-
-# Written by git while it works and renamed or deleted when it is done: one still present while
-# we hold the repository's fetch lock (no other writer) is a leftover of a killed process.
-_LEFTOVERS = ("objects/pack/tmp_*", "objects/tmp_objdir-*", "objects/incoming-*", "*.lock")
-
-
-def _heal(git_dir: Path) -> None:
-    """Remove partial packs, quarantine directories and stale locks (fetch lock held)."""
-    for pattern in _LEFTOVERS:
-        for leftover in git_dir.glob(pattern):
-            _remove_path(leftover)
-    refs = git_dir / "refs"
-    if refs.is_dir():
-        for lock in refs.rglob("*.lock"):
-            _remove_path(lock)
-
-
-def _remove_path(path: Path) -> None:
-    try:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-    except OSError:
-        logger.warning("a leftover file in the repository cache could not be removed")
-
 
 # --- git helpers (all run with git.py's hardened environment) ---
 
