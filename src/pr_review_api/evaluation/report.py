@@ -27,6 +27,7 @@ REPORTED_SETTINGS = (
     "review_repair_attempts",
     "review_tolerant_final_json",
     "review_inline_diff_bytes",
+    "review_verify_findings",
 )
 
 
