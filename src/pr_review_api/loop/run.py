@@ -47,6 +47,7 @@ from pr_review_api.loop.repo_config import (
     apply_repo_config,
     load_repo_config,
 )
+from pr_review_api.loop.verify import verify_findings
 from pr_review_api.model import (
     FinalReview,
     PullRequestInfo,
@@ -89,7 +90,7 @@ ReviewTarget = PullRequestTarget | LocalTarget
 class Progress:
     """What a review has done so far, for live progress output."""
 
-    stage: str  # "preparing", "waiting_for_model", "running_tools", "validating"
+    stage: str  # "preparing", "waiting_for_model", "running_tools", "validating", "verifying"
     round: int
     tool_calls: int
     usage: Usage
@@ -393,11 +394,19 @@ class _ReviewLoop:
                     self._repair(round_, turn, rejected)
                     continue
                 self._record(round_, turn, [])
-                return self._result(review, round_, include_trace)
+                return await self._finish(review, round_, include_trace)
             self._report("running_tools", round_)
             outcomes = await self._execute(turn)
             self._record(round_, turn, outcomes)
         raise MaxRounds()
+
+    async def _finish(self, review: FinalReview, rounds: int, include_trace: bool) -> ReviewResult:
+        """The repository's configuration, then (REVIEW_VERIFY_FINDINGS) the verification pass."""
+        review = apply_repo_config(review, self.prepared.repo_config)
+        if self.settings.review_verify_findings and review.findings:
+            review, used = await verify_findings(self, review, self.prepared.context, rounds)
+            rounds += used
+        return self._result(review, rounds, include_trace)
 
     def _repair(self, round_: int, turn: CheckedTurn, rejected: FinalReviewRejected) -> None:
         """Keep the failed stop turn and answer it with the rule it broke, in fixed words."""
@@ -423,6 +432,7 @@ class _ReviewLoop:
 
     def _no_changes(self, include_trace: bool) -> ReviewResult:
         review = FinalReview(summary=NO_CHANGES_SUMMARY, findings=[], notes=[])
+        review = apply_repo_config(review, self.prepared.repo_config)
         result = self._result(review, 0, include_trace)
         return result.model_copy(update={"termination_reason": "no_changes"})
 
@@ -446,23 +456,32 @@ class _ReviewLoop:
             used=self.tool_calls,
         )
 
-    async def _execute(self, turn: CheckedTurn) -> list[tuple[ToolOutcome, int]]:
-        """Run a validated round's calls in worker threads; append results in call order."""
+    async def _execute(
+        self,
+        turn: CheckedTurn,
+        messages: list[dict[str, Any]] | None = None,
+        seen_ids: set[str] | None = None,
+    ) -> list[tuple[ToolOutcome, int]]:
+        """Run a validated round's calls in worker threads; append results in call order.
+
+        `messages` and `seen_ids` name another conversation than the review's own (the
+        verification pass, loop/verify.py); the per-review counts and limits stay shared.
+        """
+        messages = self.messages if messages is None else messages
+        seen_ids = self.seen_ids if seen_ids is None else seen_ids
         calls = turn.calls
         running = asyncio.get_running_loop()
         outcomes = await asyncio.gather(
             *(running.run_in_executor(self.executor, self._timed, call) for call in calls)
         )
-        self.messages.append(turn.message)
+        messages.append(turn.message)
         for call, (outcome, _) in zip(calls, outcomes, strict=True):
             self.tool_content_bytes += len(outcome.content.encode("utf-8"))
             if self.tool_content_bytes > MAX_ACCUMULATED_TOOL_CONTENT_BYTES:
                 raise InvalidModelResponse("The accumulated tool content exceeded its limit.")
-            self.messages.append(
-                {"role": "tool", "tool_call_id": call.id, "content": outcome.content}
-            )
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
             self.coverage.saw_tool_result(call.name, outcome.result)
-        self.seen_ids.update(call.id for call in calls)
+        seen_ids.update(call.id for call in calls)
         self.tool_calls += len(calls)
         return outcomes
 
@@ -516,7 +535,7 @@ class _ReviewLoop:
                 merge_base_sha=revisions.merge_base_sha,
             ),
             model=self.settings.opencode_model,
-            review=apply_repo_config(review, self.prepared.repo_config),
+            review=review,
             usage=self.usage,
             rounds=rounds,
             tool_calls=self.tool_calls,
