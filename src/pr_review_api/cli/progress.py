@@ -16,6 +16,7 @@ _STAGES = {
     "waiting_for_model": "waiting for the model",
     "running_tools": "running tool calls",
     "validating": "validating the final review",
+    "verifying": "verifying the findings",
 }
 
 
