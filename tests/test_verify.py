@@ -24,7 +24,7 @@ from pr_review_api.loop.verify import (
     VERIFY_SYSTEM_PROMPT,
 )
 from pr_review_api.model import ReviewResult, Usage
-from pr_review_api.settings import load_settings
+from pr_review_api.settings import MAX_NOTES, load_settings
 from pr_review_api.tools import TOOLS
 from tests.conftest import PROVIDER_KEY
 from tests.gitrepo import GitRepo
@@ -320,3 +320,30 @@ def test_usage_of_the_pass_is_added_to_the_review(widget: tuple[GitRepo, str, st
     model.assert_complete()
     assert result.usage == USAGE + big + big + big
     assert result.rounds == 4
+
+
+def test_findings_the_repository_config_drops_are_not_verified(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "configured")
+    config = 'exclude = ["docs/"]\n'
+    base = repo.commit_files({PATH: "old\n", "docs/a.md": "a\n", ".pr-review.toml": config})
+    head = repo.commit_files({PATH: SERVICE, "docs/a.md": "b\n"}, message="rewrite")
+    model = ScriptedModel(
+        stop_turn(review_of(finding("Doc", line=1, path="docs/a.md"), finding("Code"))),
+        verdict("confirmed"),
+    )
+    result = run(model, (repo, base, head))
+    model.assert_complete()  # one verification: the excluded finding was never asked about
+    assert '"Code"' in model.requests[1].messages[1]["content"]
+    assert [f.title for f in result.review.findings] == ["Code"]
+    assert result.review.notes[-1] == note(1, 0, 0)
+
+
+def test_the_note_fits_when_the_review_has_every_note_it_may(
+    widget: tuple[GitRepo, str, str],
+) -> None:
+    full = {**review_of(finding("A")), "notes": [f"note {n}" for n in range(MAX_NOTES)]}
+    model = ScriptedModel(stop_turn(full), verdict("refuted"))
+    result = run(model, widget)
+    assert len(result.review.notes) == MAX_NOTES
+    assert result.review.notes[-1] == note(0, 1, 0)
+    assert result.review.notes[-2] == f"note {MAX_NOTES - 2}"
