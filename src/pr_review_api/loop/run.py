@@ -475,14 +475,16 @@ class _ReviewLoop:
             *(running.run_in_executor(self.executor, self._timed, call) for call in calls)
         )
         messages.append(turn.message)
+        # Counted before the content limit is checked: the calls ran, and a failed
+        # verification (loop/verify.py) does not end the review, whose totals must say so.
+        seen_ids.update(call.id for call in calls)
+        self.tool_calls += len(calls)
         for call, (outcome, _) in zip(calls, outcomes, strict=True):
             self.tool_content_bytes += len(outcome.content.encode("utf-8"))
             if self.tool_content_bytes > MAX_ACCUMULATED_TOOL_CONTENT_BYTES:
                 raise InvalidModelResponse("The accumulated tool content exceeded its limit.")
             messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
             self.coverage.saw_tool_result(call.name, outcome.result)
-        seen_ids.update(call.id for call in calls)
-        self.tool_calls += len(calls)
         return outcomes
 
     def _timed(self, call: ToolCall) -> tuple[ToolOutcome, int]:
