@@ -404,7 +404,15 @@ class _ReviewLoop:
         """The repository's configuration, then (REVIEW_VERIFY_FINDINGS) the verification pass."""
         review = apply_repo_config(review, self.prepared.repo_config)
         if self.settings.review_verify_findings and review.findings:
-            review, used = await verify_findings(self, review, self.prepared.context, rounds)
+            prepared = self.prepared
+            review, used = await verify_findings(
+                self,
+                review,
+                prepared.context,
+                rounds,
+                repository=prepared.repository,
+                unreadable=prepared.unreadable,
+            )
             rounds += used
         return self._result(review, rounds, include_trace)
 
