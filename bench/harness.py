@@ -29,6 +29,7 @@ from tests.fakes.provider_server import (
     tool_call_turn,
 )
 
+from bench.common import bench_store
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings, load_settings
@@ -73,9 +74,16 @@ def bench_settings(base_url: str, **overrides: Any) -> Settings:
     return load_settings(**values)
 
 
+def shared_store() -> dict[str, Any]:
+    """`store=` for run_review: the bench process's one store, as a service or a worker keeps
+    one (nothing on a source from before the store existed)."""
+    store = bench_store()
+    return {} if store is None else {"store": store}
+
+
 def review(target: LocalTarget, settings: Settings) -> ReviewResult:
     """One review, run to its end in a new event loop."""
-    return asyncio.run(run_review(target, settings))
+    return asyncio.run(run_review(target, settings, **shared_store()))
 
 
 @contextmanager

@@ -41,7 +41,7 @@ from bench.common import (
     repository_for,
     runs_for,
 )
-from bench.harness import Script, bench_settings
+from bench.harness import Script, bench_settings, shared_store
 from pr_review_api.loop.run import LocalTarget, ReviewTarget, run_review
 
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
@@ -53,7 +53,7 @@ def time_to_first_request(target: ReviewTarget, **overrides: object) -> float:
     with ScriptedProvider(responder=script) as provider:
         settings = bench_settings(provider.base_url, **overrides)
         started = time.perf_counter()
-        asyncio.run(run_review(target, settings))
+        asyncio.run(run_review(target, settings, **shared_store()))
     return script.arrivals[0] - started
 
 
