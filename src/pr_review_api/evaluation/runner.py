@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pr_review_api.errors import ReviewError
 from pr_review_api.evaluation.corpus import BuiltCase, BuiltCorpus
 from pr_review_api.evaluation.scoring import Counts, Located, score_review
+from pr_review_api.git.store import RepositoryStore
 from pr_review_api.loop.run import LocalTarget, Progress, run_review
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
@@ -51,36 +51,22 @@ class CaseReport:
 OutcomeCallback = Callable[[int, int, ReviewOutcome], None]
 
 
-def coverage_share(result: ReviewResult) -> float | None:
-    """Inspected files over changed files from the review document's `coverage`, if any.
-
-    Another part of the program may add `coverage` (`changed_files`, `inspected_files`,
-    `not_inspected`); a document without it, or with a shape this does not know, gives None.
-    """
-    coverage: Any = getattr(result, "coverage", None)
-    if coverage is None:
-        return None
-    if hasattr(coverage, "model_dump"):
-        coverage = coverage.model_dump()
-    if not isinstance(coverage, dict):
-        return None
-    changed, inspected = (_count(coverage.get(key)) for key in ("changed_files", "inspected_files"))
-    if changed is None or inspected is None:
-        return None
-    return min(1.0, inspected / changed) if changed else 1.0
+def coverage_share(result: ReviewResult) -> float:
+    """Inspected files over changed files, from the review document's `coverage` (CONTRACT 5);
+    a change with no changed files counts as fully inspected."""
+    coverage = result.coverage
+    if not coverage.changed_files:
+        return 1.0
+    return min(1.0, coverage.inspected_files / coverage.changed_files)
 
 
-def _count(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, list | tuple):
-        return len(value)
-    return None
-
-
-async def review_case(folder: Path, case: BuiltCase, run: int, settings: Settings) -> ReviewOutcome:
+async def review_case(
+    folder: Path,
+    case: BuiltCase,
+    run: int,
+    settings: Settings,
+    store: RepositoryStore | None = None,
+) -> ReviewOutcome:
     """Review one case once and score it."""
     seen = {"round": 0, "tokens": 0}
 
@@ -91,7 +77,7 @@ async def review_case(folder: Path, case: BuiltCase, run: int, settings: Setting
     target = LocalTarget(repo=folder / case.repository, base=case.base, head=case.head)
     started = time.perf_counter()
     try:
-        result = await run_review(target, settings, progress=progress)
+        result = await run_review(target, settings, progress=progress, store=store)
     except ReviewError as exc:
         reason = exc.termination_reason or exc.code
     except Exception:  # a bug ends this review, never the whole evaluation
@@ -135,11 +121,13 @@ async def run_corpus(
     reports = [CaseReport(case) for case in chosen]
     total = len(chosen) * runs
     done = 0
-    for run in range(1, runs + 1):
-        for report in reports:
-            outcome = await review_case(folder, report.case, run, settings)
-            report.outcomes.append(outcome)
-            done += 1
-            if on_outcome is not None:
-                on_outcome(done, total, outcome)
+    # One store for the whole evaluation: a case reviewed again starts from its cached index.
+    with RepositoryStore(settings) as store:
+        for run in range(1, runs + 1):
+            for report in reports:
+                outcome = await review_case(folder, report.case, run, settings, store)
+                report.outcomes.append(outcome)
+                done += 1
+                if on_outcome is not None:
+                    on_outcome(done, total, outcome)
     return reports
