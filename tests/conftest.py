@@ -14,6 +14,33 @@ from tests.gitrepo import GitRepo
 PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"
 GITHUB_TOKEN = "ghp_test-GITHUB-SECRET-41be02"
 
+# The inner loop's tier (`uv run pytest --fast`): everything but the hostile-world suite and the
+# PostgreSQL job suite, which CI and the README's command still run.
+_FAST_SKIPS = ("hostile", "jobs")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="skip tests/hostile and tests/jobs (the inner loop; CI runs everything)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--fast"):
+        return
+    root = Path(__file__).resolve().parent
+    kept: list[pytest.Item] = []
+    skipped: list[pytest.Item] = []
+    for item in items:
+        parts = item.path.resolve().relative_to(root).parts
+        (skipped if parts and parts[0] in _FAST_SKIPS else kept).append(item)
+    if skipped:
+        config.hook.pytest_deselected(items=skipped)
+        items[:] = kept
+
+
 # The developer's environment as it was, for the opt-in real-provider test only.
 ORIGINAL_ENVIRONMENT = dict(os.environ)
 

@@ -8,7 +8,7 @@ import pytest
 
 from pr_review_api.git.repository import PinnedRepository
 from tests.gitrepo import GitRepo
-from tests.hostile_repos import (
+from tests.hostile.world import (
     HostileWorld,
     build_hostile_world,
 )

@@ -12,7 +12,7 @@ from pr_review_api.tools import (
     ToolOutcome,
     execute_tool,
 )
-from tests.hostile_repos import (
+from tests.hostile.world import (
     GIT_DIR_SENTINEL,
     LOOKALIKE_MARKER,
     OUTSIDE_SENTINEL,

@@ -8,7 +8,7 @@ import pytest
 
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.settings import MAX_TOOL_RESULT_BYTES
-from tests.hostile_repos import (
+from tests.hostile.world import (
     LOOKALIKES,
     MANY_FILES,
     QUOTE_FILES,

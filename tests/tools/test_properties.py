@@ -31,7 +31,7 @@ from pr_review_api.tools import (
     execute_tool,
 )
 from tests.gitrepo import EXECUTABLE, FILE
-from tests.hostile_repos import (
+from tests.hostile.world import (
     GIT_DIR_SENTINEL,
     LINKS,
     LOOKALIKE_MARKER,

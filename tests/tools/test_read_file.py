@@ -9,7 +9,7 @@ import pytest
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.settings import MAX_TOOL_RESULT_BYTES
 from tests.gitrepo import GitRepo, git
-from tests.hostile_repos import (
+from tests.hostile.world import (
     APP_PY,
     GIANT_LINE_CHARS,
     LINKS,

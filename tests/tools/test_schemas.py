@@ -126,7 +126,7 @@ def test_tools_are_offered_in_the_order_list_read_search_diff() -> None:
 
 
 def test_tools_json_is_the_serialized_tools_value() -> None:
-    # `pr-review schema tools` prints json.dumps(TOOLS, indent=2) (tests/test_cli.py).
+    # `pr-review schema tools` prints json.dumps(TOOLS, indent=2) (tests/cli/test_cli.py).
     assert json.loads(json.dumps(TOOLS, indent=2)) == json.loads(SEED_TOOLS_JSON)
 
 

@@ -13,7 +13,7 @@ from pr_review_api.tools import (
     ToolOutcome,
 )
 from tests.gitrepo import GitRepo
-from tests.hostile_repos import (
+from tests.hostile.world import (
     LOOKALIKE_MARKER,
     QUOTE_FILES,
     HostileWorld,

@@ -133,10 +133,8 @@ class PinnedRepository:
         A trailing `/` names a directory's contents, never a file (as POSIX's ENOTDIR), so
         `a.py/` is refused by every tool and by the final-review check alike.
         """
-        if raw.endswith("/"):
-            raise ToolError("not_a_file", "The requested path is not a regular file.")
-        resolved = self.resolve(raw)
-        if resolved.entry is None or resolved.entry.kind != "file":
+        resolved = self.resolve(raw)  # every path rule first: a bad path says so
+        if raw.endswith("/") or resolved.entry is None or resolved.entry.kind != "file":
             raise ToolError("not_a_file", "The requested path is not a regular file.")
         return resolved
 

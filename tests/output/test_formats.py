@@ -20,6 +20,7 @@ from pr_review_api import __version__
 from pr_review_api.model import SEVERITIES
 from pr_review_api.output import formats
 from pr_review_api.output.inert_markdown import WORD_JOINER, break_references
+from tests.github.test_publish_text import FORBIDDEN, GITHUB_RULES, rendered, visible_text
 from tests.results import (
     HEAD_SHA,
     HOSTILE,
@@ -29,9 +30,8 @@ from tests.results import (
     finding,
     review_result,
 )
-from tests.test_publish_text import FORBIDDEN, GITHUB_RULES, rendered, visible_text
 
-SARIF_SCHEMA_PATH = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
+SARIF_SCHEMA_PATH = Path(__file__).parents[1] / "data" / "sarif-schema-2.1.0.json"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
@@ -185,7 +185,7 @@ def test_markdown_escape_never_lets_text_become_markup(text: str) -> None:
 @pytest.mark.parametrize("text", FORBIDDEN)
 def test_markdown_report_text_matches_no_github_filter(text: str) -> None:
     """Bare URLs, `#12`, `acme/widget#7`, `GH-3` and mentions in model text stay plain text in
-    the `--format markdown` report, by GitHub's own rules (as tests/test_publish_text.py has
+    the `--format markdown` report, by GitHub's own rules (as tests/github/test_publish_text.py has
     them), so pasting the report into a comment links and notifies nobody."""
     result = review_result([finding(title=text, explanation=text, evidence=text)])
     result = result.model_copy(

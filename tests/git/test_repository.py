@@ -28,7 +28,7 @@ from pr_review_api.git.repository import (
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES, MAX_SYMLINK_HOPS
 from tests.gitrepo import FILE, GITLINK, LINK, Entry, GitRepo, git
-from tests.hostile_repos import (
+from tests.hostile.world import (
     APP_PY,
     HUGE_LINK_TARGET,
     LOOKALIKES,

@@ -1,4 +1,8 @@
-"""Hostile repositories shared by the repository and tool suites.
+"""The hostile world: one fixed hostile repository that the repository and tool suites share.
+
+It sits beside `corpus.py`, the attack corpus: the corpus builds many repositories object by
+object to try every attack on every tool, while this world is one repository with known
+contents, so the tool suites can assert exact results (this listing, that read) against it.
 
 `build_hostile_world` makes one repository whose head commit holds, beside ordinary source
 files, everything a hostile pull request could plant with git's plumbing: symbolic links out

@@ -24,7 +24,7 @@ from pr_review_api.git import store as store_module
 from pr_review_api.git.repository import PinnedRepository, Snapshot, derive_snapshot, load_snapshot
 from pr_review_api.git.store import RepositoryStore
 from tests.gitrepo import EXECUTABLE, FILE, GITLINK, LINK, Entry, GitRepo, git
-from tests.hostile_repos import HostileWorld, build_hostile_world
+from tests.hostile.world import HostileWorld, build_hostile_world
 
 
 @pytest.fixture(scope="module")

@@ -921,7 +921,7 @@ async def test_response_bodies_and_token_never_reach_messages_or_logs(
 
 # --- one client, one capped reader ---
 
-# The bound the provider's gzip-bomb test holds (tests/test_provider.py, tests/hostile):
+# The bound the provider's gzip-bomb test holds (tests/llm/test_provider.py, tests/hostile):
 # four times the provider's 2 MiB cap. GitHub's metadata cap is half of that, so the same
 # absolute bound is a stricter one here.
 SHARED_BOMB_PEAK_BOUND = 4 * MAX_PROVIDER_RESPONSE_BYTES

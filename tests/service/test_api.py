@@ -54,7 +54,7 @@ __all__ = ["fake_github"]  # the fixture, imported for this module's tests
 scripted_provider = provider_server.scripted_provider
 
 pytestmark = pytest.mark.anyio
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVICE_KEY = "svc-key-SERVICE-SECRET-93c1"
 OTHER_KEY = "svc-key-OTHER-SECRET-5d20"
 ERROR_KEYS = {"error", "termination_reason", "trace"}

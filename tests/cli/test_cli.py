@@ -45,12 +45,12 @@ from tests.results import SERVICE_REVIEW as REVIEW
 
 scripted_provider = provider_server.scripted_provider
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"
 CONSOLE_SCRIPT = Path(sys.executable).parent / "pr-review"
 HELP_BEGIN = "<!-- BEGIN GENERATED HELP: regenerate with "
 HELP_END = "<!-- END GENERATED HELP -->"
-REGENERATE = "UPDATE_README_HELP=1 uv run pytest tests/test_cli.py -k readme"
+REGENERATE = "UPDATE_README_HELP=1 uv run pytest tests/cli/test_cli.py -k readme"
 HELP_COMMANDS: list[list[str]] = [[], ["review"], ["serve"], ["schema"]]
 
 
@@ -725,7 +725,7 @@ def _build_wheel(out: Path) -> Path:
     uv = shutil.which("uv")
     if uv is None:
         pytest.skip("uv is not on PATH")
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     built = subprocess.run(
         [uv, "build", "--wheel", "--offline", "--out-dir", str(out), str(root)],
         capture_output=True,
@@ -740,7 +740,7 @@ def _build_wheel(out: Path) -> Path:
 
 def test_the_wheel_carries_every_module_and_file_of_the_package(tmp_path: Path) -> None:
     wheel = _build_wheel(tmp_path / "dist")
-    root = Path(__file__).resolve().parent.parent / "src"
+    root = Path(__file__).resolve().parents[2] / "src"
     shipped = {
         path.relative_to(root).as_posix()
         for path in (root / "pr_review_api").rglob("*")
@@ -811,7 +811,7 @@ def test_a_wheel_installed_in_a_fresh_venv_runs_from_anywhere(tmp_path: Path) ->
 
 def test_the_hostile_figures_are_printed_only_with_verbose() -> None:
     """A newcomer's `uv run pytest` is not followed by lines of figures (issue 14 item 8)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     one = (
         "tests/hostile/test_secret_hygiene.py"
         "::test_the_session_scanner_sees_every_level_and_changes_no_delivery"

@@ -24,7 +24,7 @@ from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.tools import SearchArguments, execute_tool, search_repository
 from tests.gitrepo import FILE, GitRepo, git
-from tests.hostile_repos import REGULAR_FILES, HostileWorld, build_hostile_world
+from tests.hostile.world import REGULAR_FILES, HostileWorld, build_hostile_world
 
 
 @pytest.fixture(scope="module")
