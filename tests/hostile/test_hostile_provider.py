@@ -40,6 +40,7 @@ from pr_review_api.llm.envelope import turn_from_envelope
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import run as review_module
+from pr_review_api.loop import workspace
 from pr_review_api.loop.final_review import SCHEMA_NAMES, FinalReviewRejected, parse_final_review
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.model import FinalReview, ReviewResult
@@ -638,7 +639,7 @@ def _prepared_once(target: LocalTarget) -> Any:
     return _real_prepare_local(target)
 
 
-_real_prepare_local = review_module._prepare_local
+_real_prepare_local = workspace.prepare_local
 
 
 def _prepared_local(target: LocalTarget, *_: object) -> Any:
@@ -669,7 +670,7 @@ def run_conversation(
     result = error = None
     with (
         mock.patch.object(review_module, "execute_tool", recording),
-        mock.patch.object(review_module, "_prepare_local", _prepared_local),
+        mock.patch.object(workspace, "prepare_local", _prepared_local),
     ):
         try:
             result = runner.run(run_review(target, review_settings(), model=provider))
@@ -916,7 +917,7 @@ def _serve_and_review(
 ) -> str:
     provider.script(reply)
     try:
-        with mock.patch.object(review_module, "_prepare_local", _prepared_local):
+        with mock.patch.object(workspace, "prepare_local", _prepared_local):
             result = runner.run(
                 run_review(target, review_settings(provider.base_url), model=client)
             )

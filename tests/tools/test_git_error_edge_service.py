@@ -25,7 +25,7 @@ from pr_review_api.git import runner
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github import checkout
-from pr_review_api.loop import run as run_module
+from pr_review_api.loop import workspace as workspace_module
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings, load_settings
@@ -94,9 +94,9 @@ def test_a_git_failure_preparing_a_local_review_is_invalid_repository(
     # changed files. Each failure is invalid_repository (CLI exit 2), and no model is asked.
     repo, base, head = widget
     if where == "git_dir":
-        monkeypatch.setattr(run_module, "run_git", failing("run_git", FAILURES[failure]))
+        monkeypatch.setattr(workspace_module, "run_git", failing("run_git", FAILURES[failure]))
     elif where == "resolve_commit":
-        monkeypatch.setattr(run_module, "resolve_commit", failing(where, FAILURES[failure]))
+        monkeypatch.setattr(workspace_module, "resolve_commit", failing(where, FAILURES[failure]))
     elif where == "open":
         monkeypatch.setattr(RepositoryStore, "open", failing("open", FAILURES[failure]))
         monkeypatch.setattr(PinnedRepository, "open", failing("open", FAILURES[failure]))

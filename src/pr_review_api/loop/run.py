@@ -11,46 +11,43 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import unicodedata
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from pr_review_api.errors import (
-    GitHubUnavailable,
     InvalidModelResponse,
-    InvalidRepository,
     InvalidRequest,
     MaxRounds,
-    ReviewError,
     ReviewTimeout,
 )
-from pr_review_api.git.limits import Work
-from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.runner import run_git
 from pr_review_api.git.store import RepositoryStore
-from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.publish import publish_result, re_review
+from pr_review_api.github.publish import publish_result
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.final_review import FinalReviewRejected, parse_final_review
-from pr_review_api.loop.prompts import ReviewContext, system_prompt, user_message
+from pr_review_api.loop.prompts import system_prompt, user_message
 from pr_review_api.loop.repo_config import (
-    NO_REPO_CONFIG,
-    LoadedRepoConfig,
     apply_repo_config,
-    load_repo_config,
 )
 from pr_review_api.loop.verify import verify_findings
+from pr_review_api.loop.workspace import (
+    LocalTarget,
+    Prepared,
+    PullRequestTarget,
+    ReviewTarget,
+    prepare,
+    with_re_review,
+    with_repo_config,
+)
 from pr_review_api.model import (
     FinalReview,
-    PullRequestInfo,
     ReviewResult,
     Revisions,
     TraceToolCall,
@@ -59,31 +56,21 @@ from pr_review_api.model import (
     preview,
 )
 from pr_review_api.settings import MAX_ACCUMULATED_TOOL_CONTENT_BYTES, Settings
-from pr_review_api.tools import GIT_FAILURES, TOOLS, ToolOutcome, execute_tool, map_git_errors
+from pr_review_api.tools import TOOLS, ToolOutcome, execute_tool, map_git_errors
+
+# The targets live in loop/workspace.py; callers import them from here, beside run_review.
+__all__ = [
+    "LocalTarget",
+    "Progress",
+    "ProgressCallback",
+    "PullRequestTarget",
+    "ReviewTarget",
+    "run_review",
+]
 
 NO_CHANGES_SUMMARY = (
     "The head commit has the same tree as the merge base: there are no changes to review."
 )
-MAX_SHOWN_REVISION_CHARS = 80
-
-
-@dataclass(frozen=True)
-class PullRequestTarget:
-    """Review a GitHub pull request given by URL."""
-
-    url: str
-
-
-@dataclass(frozen=True)
-class LocalTarget:
-    """Review two revisions of a local repository."""
-
-    repo: Path
-    base: str
-    head: str
-
-
-ReviewTarget = PullRequestTarget | LocalTarget
 
 
 @dataclass(frozen=True)
@@ -97,24 +84,6 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], None]
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    repository: PinnedRepository
-    pull_request: PullRequestInfo | None
-    context: ReviewContext
-    repo_config: LoadedRepoConfig = NO_REPO_CONFIG
-
-    @property
-    def unreadable(self) -> type[ReviewError]:
-        """The error a git failure while reading the pinned repository becomes.
-
-        A local repository is the user's input (invalid_repository, CLI exit 2); a pull
-        request's was fetched from GitHub into the cache (github_unavailable, 502). See
-        `tools.map_git_errors`, the one mapping both the tools and the final checks use.
-        """
-        return InvalidRepository if self.pull_request is None else GitHubUnavailable
 
 
 async def run_review(
@@ -154,10 +123,10 @@ async def run_review(
         ):
             _report(progress, "preparing", 0, 0, Usage())
             work = repo_store.work(deadline, cancel)
-            async with _prepare(target, settings, github_client, repo_store, work) as pinned:
-                prepared = await asyncio.to_thread(_with_repo_config, pinned)
+            async with prepare(target, settings, github_client, repo_store, work) as pinned:
+                prepared = await asyncio.to_thread(with_repo_config, pinned)
                 if post:
-                    prepared = await _with_re_review(prepared, github_client, installation_id)
+                    prepared = await with_re_review(prepared, github_client, installation_id)
                 loop_run = _ReviewLoop(prepared, settings, client, deadline, progress)
                 loop_run.executor = repo_store.executor  # tools run on the store's threads
                 result = await loop_run.run(include_trace)
@@ -205,131 +174,6 @@ async def _github(settings: Settings, shared: GitHubClient | None) -> AsyncItera
         yield client
 
 
-@asynccontextmanager
-async def _prepare(
-    target: ReviewTarget,
-    settings: Settings,
-    github: GitHubClient | None = None,
-    store: RepositoryStore | None = None,
-    work: Work | None = None,
-) -> AsyncIterator[_Prepared]:
-    if store is None:
-        async with (
-            _store(settings, None) as made,
-            _prepare(target, settings, github, made, work) as prepared,
-        ):
-            yield prepared
-        return
-    if isinstance(target, LocalTarget):
-        yield await store.run(_prepare_local, target, store, work)
-        return
-    async with open_pull_request(target.url, settings, github) as pull:
-        with map_git_errors(GitHubUnavailable):  # pinning reads the cache: the one git edge
-            repository = await store.run(
-                store.open, pull.git_dir, pull.metadata.base_sha, pull.metadata.head_sha, work
-            )
-            context = await asyncio.to_thread(
-                _context, repository, pull.info.url, pull.metadata.title, pull.metadata.body
-            )
-        yield _Prepared(repository, pull.info, context)
-
-
-def _prepare_local(
-    target: LocalTarget, store: RepositoryStore | None = None, work: Work | None = None
-) -> _Prepared:
-    git_dir = _local_git_dir(target.repo)
-    base = _commit(git_dir, "--base", target.base)
-    head = _commit(git_dir, "--head", target.head)
-    try:
-        repository = PinnedRepository.open(git_dir, base, head, store=store, work=work)
-        # The local path is never shown to the model: it may name the user's machine.
-        context = _context(repository, "a local repository", None, None)
-    except GIT_FAILURES:  # GitError, OSError, a timeout: as in tools.map_git_errors
-        # A corrupt tree (an empty entry name) or a partial clone whose blobs git may not
-        # fetch makes ls-tree fail; that GitError escaped run_review, which must raise only
-        # contract errors.
-        raise InvalidRepository("The repository's commits could not be read.") from None
-    return _Prepared(repository, None, context)
-
-
-def _commit(git_dir: Path, option: str, revision: str) -> str:
-    try:
-        sha = resolve_commit(git_dir, revision)
-    except GIT_FAILURES:  # resolve_commit answers None for a failed git; not for these
-        raise InvalidRepository("The repository's commits could not be read.") from None
-    if sha is None:
-        # The user's own input, on their own terminal: shown bounded, with no control characters.
-        raise InvalidRepository(
-            f'The {option} revision "{_shown(revision)}" does not name a commit in the repository.'
-        )
-    return sha
-
-
-def _shown(text: str) -> str:
-    clean = "".join("?" if unicodedata.category(char)[0] == "C" else char for char in text)
-    if len(clean) > MAX_SHOWN_REVISION_CHARS:
-        return clean[:MAX_SHOWN_REVISION_CHARS] + "..."
-    return clean
-
-
-def _local_git_dir(repo: Path) -> Path:
-    if not repo.is_dir():
-        raise InvalidRepository("The repository path is not a directory.")
-    try:
-        found = run_git(None, ["rev-parse", "--absolute-git-dir"], cwd=repo, timeout=30)
-    except GIT_FAILURES:  # a timeout, or a folder git may not enter, is no repository either
-        raise InvalidRepository("The path is not a git repository.") from None
-    return Path(found.stdout.decode(errors="surrogateescape").strip())
-
-
-async def _with_re_review(
-    prepared: _Prepared, github: GitHubClient, installation_id: int | None
-) -> _Prepared:
-    """A re-review names the files changed since our last reviewed head (CONTRACT 10)."""
-    if prepared.pull_request is None:
-        return prepared
-    repository = prepared.repository
-    found = await re_review(
-        github,
-        prepared.pull_request,
-        repository.git_dir,
-        repository.revisions.head_sha,
-        installation_id,
-    )
-    if found is None:
-        return prepared
-    context = replace(
-        prepared.context,
-        last_reviewed_head=found.last_head,
-        changed_since_last_review=found.changed,
-    )
-    return replace(prepared, context=context)
-
-
-def _with_repo_config(prepared: _Prepared) -> _Prepared:
-    """.pr-review.toml from the BASE commit, never the head (loop/repo_config.py)."""
-    repository = prepared.repository
-    loaded = load_repo_config(repository.git_dir, repository.revisions.base_sha)
-    instructions = loaded.config.instructions or None
-    context = replace(prepared.context, repository_instructions=instructions)
-    return replace(prepared, context=context, repo_config=loaded)
-
-
-def _context(
-    repository: PinnedRepository, identity: str, title: str | None, description: str | None
-) -> ReviewContext:
-    revisions = repository.revisions
-    return ReviewContext(
-        identity=identity,
-        base_sha=revisions.base_sha,
-        head_sha=revisions.head_sha,
-        merge_base_sha=revisions.merge_base_sha,
-        changed_files=repository.changed_files(),
-        title=title,
-        description=description,
-    )
-
-
 def _report(
     progress: ProgressCallback | None, stage: str, round_: int, calls: int, usage: Usage
 ) -> None:
@@ -342,7 +186,7 @@ class _ReviewLoop:
 
     def __init__(
         self,
-        prepared: _Prepared,
+        prepared: Prepared,
         settings: Settings,
         model: ModelClient,
         deadline: float,

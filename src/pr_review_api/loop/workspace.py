@@ -1,0 +1,189 @@
+"""The review's workspace: a target (a pull request, or two local revisions) pinned to commits.
+
+`prepare()` turns a target into a `Prepared` review: a `PinnedRepository` at the head commit, the
+pull request's identity, and the context the first user message is built from. A pull request is
+fetched into the cache (`github.checkout`); a local repository is read in place, its working tree
+never touched. `with_repo_config` and `with_re_review` add what the base commit's
+`.pr-review.toml` and our earlier reviews on the pull request say.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import unicodedata
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pr_review_api.errors import GitHubUnavailable, InvalidRepository, ReviewError
+from pr_review_api.git.limits import Work
+from pr_review_api.git.repository import PinnedRepository, resolve_commit
+from pr_review_api.git.runner import run_git
+from pr_review_api.git.store import RepositoryStore
+from pr_review_api.github.checkout import open_pull_request
+from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.publish import re_review
+from pr_review_api.loop.prompts import ReviewContext
+from pr_review_api.loop.repo_config import NO_REPO_CONFIG, LoadedRepoConfig, load_repo_config
+from pr_review_api.model import PullRequestInfo
+from pr_review_api.settings import Settings
+from pr_review_api.tools import GIT_FAILURES, map_git_errors
+
+MAX_SHOWN_REVISION_CHARS = 80
+
+
+@dataclass(frozen=True)
+class PullRequestTarget:
+    """Review a GitHub pull request given by URL."""
+
+    url: str
+
+
+@dataclass(frozen=True)
+class LocalTarget:
+    """Review two revisions of a local repository."""
+
+    repo: Path
+    base: str
+    head: str
+
+
+ReviewTarget = PullRequestTarget | LocalTarget
+
+
+@dataclass(frozen=True)
+class Prepared:
+    repository: PinnedRepository
+    pull_request: PullRequestInfo | None
+    context: ReviewContext
+    repo_config: LoadedRepoConfig = NO_REPO_CONFIG
+
+    @property
+    def unreadable(self) -> type[ReviewError]:
+        """The error a git failure while reading the pinned repository becomes.
+
+        A local repository is the user's input (invalid_repository, CLI exit 2); a pull
+        request's was fetched from GitHub into the cache (github_unavailable, 502). See
+        `tools.map_git_errors`, the one mapping both the tools and the final checks use.
+        """
+        return InvalidRepository if self.pull_request is None else GitHubUnavailable
+
+
+@asynccontextmanager
+async def prepare(
+    target: ReviewTarget,
+    settings: Settings,
+    github: GitHubClient,
+    store: RepositoryStore,
+    work: Work,
+) -> AsyncIterator[Prepared]:
+    """Pin the target's commits for one review: fetched into the cache, or read locally."""
+    if isinstance(target, LocalTarget):
+        yield await store.run(prepare_local, target, store, work)
+        return
+    async with open_pull_request(target.url, settings, github) as pull:
+        with map_git_errors(GitHubUnavailable):  # pinning reads the cache: the one git edge
+            repository = await store.run(
+                store.open, pull.git_dir, pull.metadata.base_sha, pull.metadata.head_sha, work
+            )
+            context = await asyncio.to_thread(
+                context_for, repository, pull.info.url, pull.metadata.title, pull.metadata.body
+            )
+        yield Prepared(repository, pull.info, context)
+
+
+def prepare_local(
+    target: LocalTarget, store: RepositoryStore | None = None, work: Work | None = None
+) -> Prepared:
+    git_dir = _local_git_dir(target.repo)
+    base = _commit(git_dir, "--base", target.base)
+    head = _commit(git_dir, "--head", target.head)
+    try:
+        repository = PinnedRepository.open(git_dir, base, head, store=store, work=work)
+        # The local path is never shown to the model: it may name the user's machine.
+        context = context_for(repository, "a local repository", None, None)
+    except GIT_FAILURES:  # GitError, OSError, a timeout: as in tools.map_git_errors
+        # A corrupt tree (an empty entry name) or a partial clone whose blobs git may not
+        # fetch makes ls-tree fail; that GitError escaped run_review, which must raise only
+        # contract errors.
+        raise InvalidRepository("The repository's commits could not be read.") from None
+    return Prepared(repository, None, context)
+
+
+def _commit(git_dir: Path, option: str, revision: str) -> str:
+    try:
+        sha = resolve_commit(git_dir, revision)
+    except GIT_FAILURES:  # resolve_commit answers None for a failed git; not for these
+        raise InvalidRepository("The repository's commits could not be read.") from None
+    if sha is None:
+        # The user's own input, on their own terminal: shown bounded, with no control characters.
+        raise InvalidRepository(
+            f'The {option} revision "{_shown(revision)}" does not name a commit in the repository.'
+        )
+    return sha
+
+
+def _shown(text: str) -> str:
+    clean = "".join("?" if unicodedata.category(char)[0] == "C" else char for char in text)
+    if len(clean) > MAX_SHOWN_REVISION_CHARS:
+        return clean[:MAX_SHOWN_REVISION_CHARS] + "..."
+    return clean
+
+
+def _local_git_dir(repo: Path) -> Path:
+    if not repo.is_dir():
+        raise InvalidRepository("The repository path is not a directory.")
+    try:
+        found = run_git(None, ["rev-parse", "--absolute-git-dir"], cwd=repo, timeout=30)
+    except GIT_FAILURES:  # a timeout, or a folder git may not enter, is no repository either
+        raise InvalidRepository("The path is not a git repository.") from None
+    return Path(found.stdout.decode(errors="surrogateescape").strip())
+
+
+async def with_re_review(
+    prepared: Prepared, github: GitHubClient, installation_id: int | None
+) -> Prepared:
+    """A re-review names the files changed since our last reviewed head (CONTRACT 10)."""
+    if prepared.pull_request is None:
+        return prepared
+    repository = prepared.repository
+    found = await re_review(
+        github,
+        prepared.pull_request,
+        repository.git_dir,
+        repository.revisions.head_sha,
+        installation_id,
+    )
+    if found is None:
+        return prepared
+    context = replace(
+        prepared.context,
+        last_reviewed_head=found.last_head,
+        changed_since_last_review=found.changed,
+    )
+    return replace(prepared, context=context)
+
+
+def with_repo_config(prepared: Prepared) -> Prepared:
+    """.pr-review.toml from the BASE commit, never the head (loop/repo_config.py)."""
+    repository = prepared.repository
+    loaded = load_repo_config(repository.git_dir, repository.revisions.base_sha)
+    instructions = loaded.config.instructions or None
+    context = replace(prepared.context, repository_instructions=instructions)
+    return replace(prepared, context=context, repo_config=loaded)
+
+
+def context_for(
+    repository: PinnedRepository, identity: str, title: str | None, description: str | None
+) -> ReviewContext:
+    revisions = repository.revisions
+    return ReviewContext(
+        identity=identity,
+        base_sha=revisions.base_sha,
+        head_sha=revisions.head_sha,
+        merge_base_sha=revisions.merge_base_sha,
+        changed_files=repository.changed_files(),
+        title=title,
+        description=description,
+    )
