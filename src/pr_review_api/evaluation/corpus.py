@@ -20,7 +20,7 @@ import re
 import subprocess
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -32,7 +32,7 @@ REPOS_FOLDER = "repos"
 CORPUS_FORMAT: Literal[1] = 1
 MAX_CORPUS_MANIFEST_BYTES = 16 * 1024 * 1024
 MAX_CASE_FILE_BYTES = 1024 * 1024
-DEFECT_KINDS = (
+DefectKind = Literal[
     "off-by-one",
     "inverted-condition",
     "missing-validation",
@@ -43,23 +43,11 @@ DEFECT_KINDS = (
     "race",
     "wrong-argument-order",
     "api-misuse",
-)
-CLEAN_KINDS = ("refactor", "rename", "docs")
-CaseKind = Literal[
-    "off-by-one",
-    "inverted-condition",
-    "missing-validation",
-    "resource-leak",
-    "unawaited-coroutine",
-    "swallowed-exception",
-    "injection",
-    "race",
-    "wrong-argument-order",
-    "api-misuse",
-    "refactor",
-    "rename",
-    "docs",
 ]
+CleanKind = Literal["refactor", "rename", "docs"]
+CaseKind = DefectKind | CleanKind
+DEFECT_KINDS: tuple[str, ...] = get_args(DefectKind)
+CLEAN_KINDS: tuple[str, ...] = get_args(CleanKind)
 CASE_ID = r"^[a-z0-9][a-z0-9-]{0,63}$"
 _PLAIN_PATH = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
 # Fixed identity and dates: the same source always builds the same commit SHAs.
