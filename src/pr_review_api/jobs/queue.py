@@ -32,7 +32,6 @@ import uuid
 from asyncio import FIRST_COMPLETED
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import procrastinate
@@ -50,7 +49,7 @@ from pr_review_api.errors import (
     ServerBusy,
 )
 from pr_review_api.github.app_auth import AppCredentials
-from pr_review_api.jobs import records
+from pr_review_api.jobs import records, recovery
 from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord
 from pr_review_api.jobs.runner import JobReviewer
 from pr_review_api.jobs.schema import apply_migrations
@@ -318,80 +317,11 @@ class JobQueue:
 
     async def recover_stalled(self) -> int:
         """Put jobs of workers that stopped sending heartbeats back in the queue."""
-        stalled = await self.app.job_manager.get_stalled_jobs(
-            queue=QUEUE_NAME,
-            task_name=TASK_NAME,
-            seconds_since_heartbeat=self.tuning.stalled_after,
-        )
-        recovered = 0
-        for job in stalled:
-            raw_id = job.task_kwargs.get("job_id")
-            if job.id is None or job.lock is None or not isinstance(raw_id, str):
-                continue
-            async with self._transaction() as connection:
-                await self._lock_pull_request(connection, job.lock)
-                record = await records.fetch_for_update(connection, uuid.UUID(raw_id))
-                newer = [
-                    other
-                    for other in await records.waiting_for(connection, job.lock)
-                    if record is None or other.id != record.id
-                ]
-                if record is None or record.status in FINAL_STATUSES or newer:
-                    await self._finish_queue_job(connection, job.id, "failed")
-                    if record is not None and newer:
-                        await records.supersede(connection, record.id, newer[0].id)
-                    continue
-                await self.connector.execute_query_one_async_with_connection(
-                    connection,
-                    query=queue_sql.queries["retry_job"],
-                    job_id=job.id,
-                    retry_at=datetime.now(UTC),
-                    new_priority=None,
-                    new_queue_name=None,
-                    new_lock=None,
-                )
-                await records.requeue(connection, record.id)
-                recovered += 1
-                logger.info("job %s of a stalled worker was queued again", record.id)
-        return recovered
+        return await recovery.recover_stalled(self)
 
     async def recover_orphans(self) -> int:
-        """Queue again the records whose queue job ended without them (their worker lost the
-        database while it stored the outcome, say): no job is ever left waiting forever."""
-        async with self.connector.pool.connection() as connection:
-            cursor = await connection.execute(
-                "SELECT r.id FROM review_jobs r JOIN procrastinate_jobs q "
-                "ON q.id = r.queue_job_id WHERE r.status IN ('queued', 'running') "
-                "AND q.status IN ('succeeded', 'failed', 'cancelled', 'aborted')"
-            )
-            orphans = [uuid.UUID(str(row[0])) for row in await cursor.fetchall()]
-        for record_id in orphans:
-            async with self._transaction() as connection:
-                record = await records.fetch_for_update(connection, record_id)
-                if record is None or record.status in FINAL_STATUSES:
-                    continue
-                await self._lock_pull_request(connection, record.pr_key)
-                state = await connection.execute(
-                    "SELECT status FROM procrastinate_jobs WHERE id = %s", (record.queue_job_id,)
-                )
-                row = await state.fetchone()
-                if row is None or row[0] in ("todo", "doing"):
-                    continue
-                newer = [
-                    other
-                    for other in await records.waiting_for(connection, record.pr_key)
-                    if other.id != record.id
-                ]
-                if newer:
-                    await records.supersede(connection, record.id, newer[0].id)
-                elif record.attempts >= self.settings.pr_review_job_max_attempts:
-                    body = ReviewError("The review job could not be completed.").to_body()
-                    await records.finish(connection, record.id, status="failed", document=body)
-                else:
-                    queue_job_id = await self._defer(connection, record.pr_key, record.id)
-                    await records.set_queue_job(connection, record.id, queue_job_id)
-                logger.info("job %s had lost its queue job and was recovered", record.id)
-        return len(orphans)
+        """Queue again the records whose queue job ended without them."""
+        return await recovery.recover_orphans(self)
 
     async def _finish_queue_job(
         self, connection: AsyncConnection[Any], queue_job_id: int, status: str

@@ -1,0 +1,103 @@
+"""Recovering jobs that lost their worker or their queue job (CONTRACT 11: no job is lost).
+
+Any live worker runs these every few seconds (`JobQueue.run_worker`). Each recovery happens in
+one transaction that first takes the pull request's advisory lock, as enqueueing does, so the
+queue and the records keep agreeing on which job waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from procrastinate import sql as queue_sql
+
+from pr_review_api.errors import ReviewError
+from pr_review_api.jobs import records
+from pr_review_api.jobs.records import FINAL_STATUSES
+
+if TYPE_CHECKING:  # the queue imports this module
+    from pr_review_api.jobs.queue import JobQueue
+
+logger = logging.getLogger(__name__)
+
+
+async def recover_stalled(queue: JobQueue) -> int:
+    """Put jobs of workers that stopped sending heartbeats back in the queue."""
+    stalled = await queue.app.job_manager.get_stalled_jobs(
+        queue=queue.task.queue,
+        task_name=queue.task.name,
+        seconds_since_heartbeat=queue.tuning.stalled_after,
+    )
+    recovered = 0
+    for job in stalled:
+        raw_id = job.task_kwargs.get("job_id")
+        if job.id is None or job.lock is None or not isinstance(raw_id, str):
+            continue
+        async with queue._transaction() as connection:
+            await queue._lock_pull_request(connection, job.lock)
+            record = await records.fetch_for_update(connection, uuid.UUID(raw_id))
+            newer = [
+                other
+                for other in await records.waiting_for(connection, job.lock)
+                if record is None or other.id != record.id
+            ]
+            if record is None or record.status in FINAL_STATUSES or newer:
+                await queue._finish_queue_job(connection, job.id, "failed")
+                if record is not None and newer:
+                    await records.supersede(connection, record.id, newer[0].id)
+                continue
+            await queue.connector.execute_query_one_async_with_connection(
+                connection,
+                query=queue_sql.queries["retry_job"],
+                job_id=job.id,
+                retry_at=datetime.now(UTC),
+                new_priority=None,
+                new_queue_name=None,
+                new_lock=None,
+            )
+            await records.requeue(connection, record.id)
+            recovered += 1
+            logger.info("job %s of a stalled worker was queued again", record.id)
+    return recovered
+
+
+async def recover_orphans(queue: JobQueue) -> int:
+    """Queue again the records whose queue job ended without them (their worker lost the
+    database while it stored the outcome, say): no job is ever left waiting forever."""
+    async with queue.connector.pool.connection() as connection:
+        cursor = await connection.execute(
+            "SELECT r.id FROM review_jobs r JOIN procrastinate_jobs q "
+            "ON q.id = r.queue_job_id WHERE r.status IN ('queued', 'running') "
+            "AND q.status IN ('succeeded', 'failed', 'cancelled', 'aborted')"
+        )
+        orphans = [uuid.UUID(str(row[0])) for row in await cursor.fetchall()]
+    for record_id in orphans:
+        async with queue._transaction() as connection:
+            record = await records.fetch_for_update(connection, record_id)
+            if record is None or record.status in FINAL_STATUSES:
+                continue
+            await queue._lock_pull_request(connection, record.pr_key)
+            state = await connection.execute(
+                "SELECT status FROM procrastinate_jobs WHERE id = %s", (record.queue_job_id,)
+            )
+            row = await state.fetchone()
+            if row is None or row[0] in ("todo", "doing"):
+                continue
+            newer = [
+                other
+                for other in await records.waiting_for(connection, record.pr_key)
+                if other.id != record.id
+            ]
+            if newer:
+                await records.supersede(connection, record.id, newer[0].id)
+            elif record.attempts >= queue.settings.pr_review_job_max_attempts:
+                body = ReviewError("The review job could not be completed.").to_body()
+                await records.finish(connection, record.id, status="failed", document=body)
+            else:
+                queue_job_id = await queue._defer(connection, record.pr_key, record.id)
+                await records.set_queue_job(connection, record.id, queue_job_id)
+            logger.info("job %s had lost its queue job and was recovered", record.id)
+    return len(orphans)
