@@ -9,10 +9,10 @@ under one deadline. Blocking git work runs in worker threads, never on the event
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import Executor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -124,11 +124,12 @@ async def run_review(
             _report(progress, "preparing", 0, 0, Usage())
             work = repo_store.work(deadline, cancel)
             async with prepare(target, settings, github_client, repo_store, work) as pinned:
-                prepared = await asyncio.to_thread(with_repo_config, pinned)
+                prepared = await repo_store.run(with_repo_config, pinned)
                 if post:
                     prepared = await with_re_review(prepared, github_client, installation_id)
-                loop_run = _ReviewLoop(prepared, settings, client, deadline, progress)
-                loop_run.executor = repo_store.executor  # tools run on the store's threads
+                loop_run = _ReviewLoop(
+                    prepared, settings, client, deadline, progress, store=repo_store
+                )
                 result = await loop_run.run(include_trace)
                 if post:
                     result.publication = await publish_result(
@@ -191,8 +192,13 @@ class _ReviewLoop:
         model: ModelClient,
         deadline: float,
         progress: ProgressCallback | None,
+        *,
+        store: RepositoryStore,
     ) -> None:
         self.prepared = prepared
+        # Every blocking step of the review (checks, diffs, tools) runs on the store's threads,
+        # sized for the reviews the process runs at once, never asyncio's shared default pool.
+        self.store = store
         self.settings = settings
         self.model = model
         self.deadline = deadline
@@ -207,13 +213,12 @@ class _ReviewLoop:
         self.usage = Usage()
         self.trace: list[TraceTurn] = []
         self.coverage = CoverageTracker(prepared.repository, prepared.context.changed_files)
-        self.executor: Executor | None = None  # None: asyncio's default executor
 
     async def run(self, include_trace: bool) -> ReviewResult:
-        if await asyncio.to_thread(self._same_tree):
+        if await self.store.run(self._same_tree):
             return self._no_changes(include_trace)
         if self.settings.review_inline_diff_bytes:
-            await asyncio.to_thread(self._inline_diff, self.settings.review_inline_diff_bytes)
+            await self.store.run(self._inline_diff, self.settings.review_inline_diff_bytes)
         repairs = self.settings.review_repair_attempts
         last_round = self.settings.review_max_rounds
         for round_ in range(1, last_round + 1):
@@ -224,12 +229,14 @@ class _ReviewLoop:
             if turn.finish_reason == "stop":
                 self._report("validating", round_)
                 try:
-                    review = await asyncio.to_thread(
-                        parse_final_review,
+                    review = await self.store.run(
+                        functools.partial(
+                            parse_final_review,
+                            tolerant=self.settings.review_tolerant_final_json,
+                            unreadable=self.prepared.unreadable,
+                        ),
                         turn.content,
                         self.prepared.repository,
-                        tolerant=self.settings.review_tolerant_final_json,
-                        unreadable=self.prepared.unreadable,
                     )
                 except FinalReviewRejected as rejected:
                     if repairs == 0 or round_ == last_round:
@@ -322,10 +329,7 @@ class _ReviewLoop:
         messages = self.messages if messages is None else messages
         seen_ids = self.seen_ids if seen_ids is None else seen_ids
         calls = turn.calls
-        running = asyncio.get_running_loop()
-        outcomes = await asyncio.gather(
-            *(running.run_in_executor(self.executor, self._timed, call) for call in calls)
-        )
+        outcomes = await asyncio.gather(*(self.store.run(self._timed, call) for call in calls))
         messages.append(turn.message)
         # Counted before the content limit is checked: the calls ran, and a failed
         # verification (loop/verify.py) does not end the review, whose totals must say so.

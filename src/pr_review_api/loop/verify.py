@@ -11,7 +11,6 @@ such a failure: it ends the review, as it does everywhere else.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
@@ -20,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import InvalidModelResponse, ProviderError, ReviewError, ReviewTimeout
 from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.git.store import RepositoryStore
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.checks import CallLimits, CheckedTurn, check_turn
@@ -164,6 +164,7 @@ class ReviewLoopPieces(Protocol):
     model: ModelClient
     deadline: float
     usage: Usage
+    store: RepositoryStore
 
     def _limits(self) -> CallLimits: ...
 
@@ -203,7 +204,7 @@ async def verify_findings(
     for finding in review.findings:
         verdict: Verdict | None = None
         if not provider_failed:
-            excerpt = await asyncio.to_thread(code_excerpt, repository, finding, unreadable)
+            excerpt = await loop.store.run(code_excerpt, repository, finding, unreadable)
             try:
                 verdict, used = await _verify_one(
                     loop, verify_user_message(context, finding, excerpt), last_round + rounds
