@@ -9,7 +9,6 @@ never touched. `with_repo_config` and `with_re_review` add what the base commit'
 
 from __future__ import annotations
 
-import asyncio
 import unicodedata
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -87,7 +86,7 @@ async def prepare(
             repository = await store.run(
                 store.open, pull.git_dir, pull.metadata.base_sha, pull.metadata.head_sha, work
             )
-            context = await asyncio.to_thread(
+            context = await store.run(
                 context_for, repository, pull.info.url, pull.metadata.title, pull.metadata.body
             )
         yield Prepared(repository, pull.info, context)
