@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from pr_review_api.git import repository, tree
 from pr_review_api.git import runner as git_module
+from pr_review_api.git import snapshots as snapshots_module
 from pr_review_api.git import store as store_module
 from pr_review_api.git.repository import PinnedRepository, Snapshot, derive_snapshot, load_snapshot
 from pr_review_api.git.store import RepositoryStore
@@ -166,7 +167,7 @@ def test_a_new_head_of_a_cached_repository_is_derived(
         loads.append(sha)
         return real_load(git_dir, sha, **kwargs)
 
-    monkeypatch.setattr(store_module, "load_snapshot", counting)
+    monkeypatch.setattr(snapshots_module, "load_snapshot", counting)
     pinned = store.open(repo.git_dir, base, head)
     assert loads == []
     assert pinned.snapshot.files == ["a.txt", "b.txt", "c.txt"]
@@ -186,7 +187,7 @@ def test_concurrent_reviews_of_a_new_repository_load_it_once(
         gate.wait(5)
         return real_load(git_dir, sha, **kwargs)
 
-    monkeypatch.setattr(store_module, "load_snapshot", slow_load)
+    monkeypatch.setattr(snapshots_module, "load_snapshot", slow_load)
     pinned: list[PinnedRepository] = []
     threads = [
         threading.Thread(target=lambda h=head: pinned.append(store.open(repo.git_dir, base, h)))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -25,8 +27,9 @@ from typing import TYPE_CHECKING, TypeVar
 from pr_review_api.git.blobs import BlobReaders
 from pr_review_api.git.limits import UNLIMITED, PrepareLimits, Work
 from pr_review_api.git.runner import is_sha, run_git
+from pr_review_api.git.snapshots import SnapshotCache
 from pr_review_api.git.texts import TEXT_STORE_MAX_BYTES, TextStores
-from pr_review_api.git.tree import BlobSource, Snapshot, derive_snapshot, load_snapshot
+from pr_review_api.git.tree import Snapshot
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
@@ -38,93 +41,6 @@ PAIR_CACHE_SIZE = 256
 EXTRA_THREADS = 8
 _V = TypeVar("_V")
 _R = TypeVar("_R")
-
-
-def _wait(event: threading.Event, work: Work) -> None:
-    """Wait for another thread's load, no longer than this preparation's deadline."""
-    while not event.wait(min(1.0, work.remaining() or 1.0)):
-        work.check()
-    work.check()
-
-
-class SnapshotCache:
-    """Recently used snapshots, so a head reviewed again needs no new index.
-
-    A head of a repository with a cached snapshot is derived from it (`derive_snapshot`);
-    concurrent requests for one head wait for a single load, and while a repository's first
-    full load runs, its other new heads wait for it rather than each loading in full.
-    """
-
-    def __init__(self, size: int, blobs: Callable[[Path], BlobSource]) -> None:
-        self._size = size
-        self._blobs = blobs
-        self._items: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
-        self._loading: dict[tuple[str, str], threading.Event] = {}
-        self._full_loads: dict[str, threading.Event] = {}
-        self._lock = threading.Lock()
-
-    def get(self, git_dir: Path, head_sha: str, work: Work | None = None) -> Snapshot:
-        work = work if work is not None else Work()
-        key = (str(git_dir), head_sha)
-        while True:
-            with self._lock:
-                if key in self._items:
-                    self._items.move_to_end(key)
-                    return self._items[key]
-                pending = self._loading.get(key)
-                if pending is None:
-                    self._loading[key] = threading.Event()
-                    break
-            _wait(pending, work)
-        try:
-            snapshot = self._load(git_dir, head_sha, work)
-            with self._lock:
-                self._items[key] = snapshot
-                while len(self._items) > self._size:
-                    self._items.popitem(last=False)
-            return snapshot
-        finally:
-            with self._lock:
-                self._loading.pop(key).set()
-
-    def _load(self, git_dir: Path, head_sha: str, work: Work) -> Snapshot:
-        blobs = self._blobs(git_dir)
-        repository = str(git_dir)
-        with self._lock:
-            related = self._latest(repository)
-            running = self._full_loads.get(repository) if related is None else None
-            if related is None and running is None:
-                self._full_loads[repository] = threading.Event()
-        if running is not None:
-            _wait(running, work)
-            with self._lock:
-                related = self._latest(repository)
-        if related is not None:
-            derived = derive_snapshot(
-                git_dir, related[1], related[0], head_sha, blobs=blobs, work=work
-            )
-            return (
-                derived
-                if derived is not None
-                else load_snapshot(git_dir, head_sha, blobs=blobs, work=work)
-            )
-        if running is not None:  # that full load failed: this one goes on its own
-            return load_snapshot(git_dir, head_sha, blobs=blobs, work=work)
-        try:
-            return load_snapshot(git_dir, head_sha, blobs=blobs, work=work)
-        finally:
-            with self._lock:
-                self._full_loads.pop(repository).set()
-
-    def _latest(self, repository: str) -> tuple[str, Snapshot] | None:
-        for (directory, sha), snapshot in reversed(self._items.items()):
-            if directory == repository:
-                return sha, snapshot
-        return None
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
 
 
 class PairCache(OrderedDict[tuple[str, str, str], _V]):
@@ -168,6 +84,7 @@ class RepositoryStore:
             reviews = settings.pr_review_max_concurrent_reviews if settings is not None else 4
             threads = reviews + EXTRA_THREADS
         self.limits = limits
+        self.cache_dir = settings.pr_review_cache_dir if settings is not None else None
         self.readers = BlobReaders()
         self.texts = TextStores(self.readers, max_bytes=text_store_max_bytes)
         self.snapshots = SnapshotCache(snapshot_cache_size, self.readers.source)
@@ -175,6 +92,27 @@ class RepositoryStore:
         self.changes: PairCache[list[tuple[str, str]]] = PairCache()
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pr-review-git")
         self.closed = False
+
+    def index_dir(self, git_dir: Path) -> Path | None:
+        """Where the on-disk indexes of a repository live (search text, snapshots), or None
+        when this store has no cache directory.
+
+        A repository of the pull-request cache (`<cache>/repositories/<key>/git`) keeps them
+        beside its object store, so they count in the cache's size and go when it is evicted;
+        any other repository gets a folder of its own in the cache, named by a hash of its
+        real path, which the same eviction bounds. Nothing in the name comes from the
+        repository's content.
+        """
+        if self.cache_dir is None:
+            return None
+        repositories = self.cache_dir / "repositories"
+        real = Path(os.path.realpath(git_dir))
+        if real.name == "git" and real.parent.parent == Path(os.path.realpath(repositories)):
+            folder = real.parent
+        else:
+            key = hashlib.sha256(os.fsencode(real)).hexdigest()[:32]
+            folder = repositories / key
+        return folder / "index"
 
     def work(self, deadline: float | None = None, cancel: threading.Event | None = None) -> Work:
         """A new preparation's budgets; `deadline` is on the `time.monotonic()` clock."""
