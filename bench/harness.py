@@ -4,7 +4,8 @@
 that round), then a final review. The provider learns which round a request is by counting
 the assistant messages it carries, so any number of reviews can share one provider.
 `provider_process` runs that provider in a process of its own, as a real provider is: its
-work then takes no time from the reviews being measured.
+work then takes no time from the reviews being measured. `scripted_provider` is the one way
+the bench starts a provider (see its note on stopping).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from tests.fakes.provider_server import (
     RecordedRequest,
+    Responder,
     Scripted,
     ScriptedProvider,
     stop_turn,
@@ -59,6 +61,31 @@ class Script:
             for number, (name, arguments) in enumerate(self.plan[round_])
         ]
         return tool_call_turn(calls)
+
+
+# How long stopping a provider waits for the server to see its clients' connections closed.
+CLOSE_WAIT_SECONDS = 2.0
+
+
+@contextmanager
+def scripted_provider(responder: Responder, latency: float = 0.0) -> Iterator[ScriptedProvider]:
+    """A scripted provider that, when the block ends, stops once it has seen every client
+    connection close.
+
+    Stopping the fake cancels the connections it still holds open, and on Python 3.11 asyncio
+    prints a traceback for each (its stream callback asks a cancelled task for its exception).
+    Our clients have closed their connections by the time the block ends, but the server's
+    thread may not have read that end of file yet; waiting for it removes the race. A client
+    that really left a connection open still shows after CLOSE_WAIT_SECONDS.
+    """
+    provider = ScriptedProvider(responder=responder, latency=latency).start()
+    try:
+        yield provider
+    finally:
+        deadline = time.monotonic() + CLOSE_WAIT_SECONDS
+        while provider._connections and time.monotonic() < deadline:
+            time.sleep(0.002)
+        provider.stop()
 
 
 def bench_settings(base_url: str, **overrides: Any) -> Settings:
@@ -110,7 +137,7 @@ def provider_process(plan: Sequence[Sequence[Call]], latency: float) -> Iterator
 def _serve(latency: float) -> None:
     """The provider process: read the plan, print the base URL, serve until stdin closes."""
     plan = json.loads(sys.stdin.readline())
-    with ScriptedProvider(responder=Script(plan=plan), latency=latency) as provider:
+    with scripted_provider(Script(plan=plan), latency) as provider:
         print(provider.base_url, flush=True)
         sys.stdin.read()
 
