@@ -16,8 +16,12 @@ file is read), `directory` (the same literal under the changed file's top direct
 The reference is one review alone, measured the same way in this run. Memory is the peak
 resident size of the process above its size once warm (before the N reviews).
 
-    uv run python -m bench.concurrency [--quick] [--repo kernel|synthetic] [--runs N]
-        [--latency SECONDS] [--counts 1,10,50] [--cold] [--search tree|directory|none]
+On your own repository (`--repo PATH`) the heads are written to a scratch repository that
+borrows its objects, and the rare literal is one absent from the head.
+
+    uv run python -m bench.concurrency [--quick] [--repo auto|kernel|synthetic|PATH] [--runs N]
+        [--base REV] [--head REV] [--latency SECONDS] [--counts 1,10,50] [--cold]
+        [--search tree|directory|none]
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ import time
 from pathlib import Path
 
 from bench.common import (
-    RARE_LITERAL,
     BenchRepo,
     Report,
     bench_store,
@@ -42,7 +45,9 @@ from bench.common import (
     parser,
     repository_for,
     runs_for,
+    sample_file,
     wait_for_search_index,
+    writable_repository,
 )
 from bench.harness import Call, bench_settings, provider_process
 from pr_review_api.llm.openai_chat import ProviderClient
@@ -51,8 +56,9 @@ from pr_review_api.loop.run import LocalTarget, run_review
 
 def plan_for(repo: BenchRepo, search: str) -> list[list[Call]]:
     pinned = open_pinned(repo.git_dir, repo.base_sha, repo.head_sha)
-    changed = next(path for status, path in pinned.changed_files() if status == "M")
-    query: dict[str, str] = {"query": RARE_LITERAL}
+    modified = (path for status, path in pinned.changed_files() if status == "M")
+    changed = next(modified, None) or sample_file(pinned)
+    query: dict[str, str] = {"query": repo.rare_literal}
     if search == "directory":
         query["path"] = changed.split("/")[0]
     second: list[Call] = [("list_repository_files", {})]
@@ -85,14 +91,14 @@ async def reviews(targets: list[LocalTarget], base_url: str) -> float:
 
 
 def worker(argv: list[str]) -> None:
-    """One measurement in this (new) process: `worktree base latency warm head...`."""
-    worktree, base, latency, warm, *heads = argv
+    """One measurement in this (new) process: `repository git_dir base latency warm head...`."""
+    path, git_dir, base, latency, warm, *heads = argv
     plan = json.loads(sys.stdin.read())
     if warm == "warm":
         with provider_process(plan, 0.0) as base_url:
-            asyncio.run(reviews([LocalTarget(Path(worktree), base, base)], base_url))
-        wait_for_search_index(Path(worktree) / ".git")
-    targets = [LocalTarget(Path(worktree), base, head) for head in heads]
+            asyncio.run(reviews([LocalTarget(Path(path), base, base)], base_url))
+        wait_for_search_index(Path(git_dir))
+    targets = [LocalTarget(Path(path), base, head) for head in heads]
     with provider_process(plan, float(latency)) as base_url:
         before = current_mb()
         wall = asyncio.run(reviews(targets, base_url))
@@ -102,7 +108,8 @@ def worker(argv: list[str]) -> None:
 def measure(
     repo: BenchRepo, heads: list[str], plan: list[list[Call]], latency: float, warm: bool
 ) -> dict[str, float]:
-    argv = [str(repo.worktree), repo.base_sha, str(latency), "warm" if warm else "cold", *heads]
+    state = "warm" if warm else "cold"
+    argv = [str(repo.path), str(repo.git_dir), repo.base_sha, str(latency), state, *heads]
     done = subprocess.run(
         [sys.executable, "-m", "bench.concurrency", "--worker", *argv],
         input=json.dumps(plan).encode(),
@@ -124,7 +131,7 @@ def main() -> None:
     options.add_argument("--cold", action="store_true", help="reviews in a process just started")
     options.add_argument("--search", choices=("tree", "directory", "none"), default="tree")
     args = options.parse_args()
-    repo = repository_for(args)
+    repo = writable_repository(repository_for(args))
     runs = runs_for(args, full=3, quick=1)
     latency = args.latency or (0.3 if args.quick else 2.0)
     counts = [int(count) for count in args.counts.split(",")]
@@ -133,7 +140,7 @@ def main() -> None:
     results: dict[int, list[dict[str, float]]] = {}
     for _ in range(runs):
         for count in counts:
-            heads = [make_head(repo.worktree, repo.base_sha, variant + n) for n in range(count)]
+            heads = [make_head(repo, variant + n) for n in range(count)]
             variant += count
             results.setdefault(count, []).append(measure(repo, heads, plan, latency, not args.cold))
     one = statistics.median(sample["wall"] for sample in results[counts[0]])

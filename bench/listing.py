@@ -6,7 +6,11 @@ heads of it; every later page comes from that index. References, measured in
 this run: `git ls-files -z` in the checkout (it reads the index file) and
 `git ls-tree -r --name-only -z <head>` (it reads the tree object, as the tool must).
 
-    uv run python -m bench.listing [--quick] [--repo kernel|synthetic] [--runs N]
+On your own repository (`--repo PATH`) the new heads are written to a scratch repository that
+borrows its objects, and `git ls-files` runs in a temporary clone (`--no-checkout`: skipped).
+
+    uv run python -m bench.listing [--quick] [--repo auto|kernel|synthetic|PATH] [--runs N]
+        [--base REV] [--head REV] [--no-checkout]
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from functools import partial
 
 from bench.common import (
     Report,
+    head_checkout,
     log,
     make_head,
     median_seconds,
@@ -25,38 +30,44 @@ from bench.common import (
     repository_for,
     run_quietly,
     runs_for,
+    skipped_checkout,
+    writable_repository,
 )
 from pr_review_api.tools import ListFilesArguments, list_repository_files
 
 
 def main() -> None:
     args = parser(__doc__ or "").parse_args()
-    repo = repository_for(args)
+    repo = writable_repository(repository_for(args))
     runs = runs_for(args, full=9)
-    ls_files = median_seconds(partial(run_quietly, ["git", "ls-files", "-z"], repo.worktree), runs)
-    ls_tree = median_seconds(
-        partial(
-            run_quietly, ["git", "ls-tree", "-r", "--name-only", "-z", repo.head_sha], repo.git_dir
-        ),
-        runs,
+    checkout = head_checkout(repo)
+    references: list[tuple[str, float]] = []
+    if checkout is not None:
+        ls_files = partial(run_quietly, ["git", "ls-files", "-z"], checkout)
+        references.append(("git ls-files", median_seconds(ls_files, runs)))
+    ls_tree = partial(
+        run_quietly, ["git", "ls-tree", "-r", "--name-only", "-z", repo.head_sha], repo.git_dir
     )
+    references.append(("git ls-tree -r", median_seconds(ls_tree, runs)))
     report = Report(f"list_repository_files vs git ls-files ({repo.describe()})", [])
+    if checkout is None:
+        skipped_checkout(report, "every figure: vs git ls-files")
 
     # Heads never indexed before: the first is the first of the repository in this process,
     # the others may build on an index already made (one fresh head per run).
-    heads = [make_head(repo.worktree, repo.base_sha, variant=1000 + n) for n in range(runs + 1)]
+    heads = [make_head(repo, variant=1000 + n) for n in range(runs + 1)]
     first_page: list[float] = []
     for head in heads:
         started = time.perf_counter()
         fresh = open_pinned(repo.git_dir, repo.base_sha, head)
         list_repository_files(fresh, ListFilesArguments())
         first_page.append(time.perf_counter() - started)
-    label = "first page, first head of the repository (open + index + page)"
-    report.add(label, first_page[0], "git ls-files", ls_files)
-    report.add(label, first_page[0], "git ls-tree -r", ls_tree)
-    label = "first page, another new head (open + index + page)"
-    report.add(label, statistics.median(first_page[1:]), "git ls-files", ls_files)
-    report.add(label, statistics.median(first_page[1:]), "git ls-tree -r", ls_tree)
+    for name, reference in references:
+        label = "first page, first head of the repository (open + index + page)"
+        report.add(label, first_page[0], name, reference)
+    for name, reference in references:
+        label = "first page, another new head (open + index + page)"
+        report.add(label, statistics.median(first_page[1:]), name, reference)
 
     pinned = open_pinned(repo.git_dir, repo.base_sha, repo.head_sha)
     files = pinned.snapshot.files
@@ -71,7 +82,7 @@ def main() -> None:
     ]
     for label, arguments in pages:
         ours = median_seconds(partial(list_repository_files, pinned, arguments), runs * 5)
-        report.add(label, ours, "git ls-files", ls_files)
+        report.add(label, ours, *references[0])
     report.print()
 
 

@@ -14,7 +14,8 @@ What remains is the loop's own overhead per round: building and serializing the 
 reading and checking the reply (the nine turn checks), dispatching the call to a worker
 thread, the trace record. The target is under 2 ms.
 
-    uv run python -m bench.loop [--quick] [--repo kernel|synthetic] [--runs N] [--rounds R]
+    uv run python -m bench.loop [--quick] [--repo auto|kernel|synthetic|PATH] [--runs N]
+        [--base REV] [--head REV] [--rounds R]
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import time
 from functools import partial
 
 import httpx
-from tests.fakes.provider_server import ScriptedProvider
 
 from bench.common import (
     Report,
@@ -35,7 +35,7 @@ from bench.common import (
     repository_for,
     runs_for,
 )
-from bench.harness import Call, Script, bench_settings, review
+from bench.harness import Call, Script, bench_settings, review, scripted_provider
 from pr_review_api.loop.run import LocalTarget
 from pr_review_api.tools import ListFilesArguments, list_repository_files
 
@@ -45,7 +45,7 @@ CALL: Call = ("list_repository_files", {"limit": 1})
 def timed_review(target: LocalTarget, rounds: int) -> tuple[float, list[bytes]]:
     """Seconds for a review of `rounds` tool rounds, and the request bodies it sent."""
     script = Script(plan=[[CALL]] * rounds)
-    with ScriptedProvider(responder=script) as provider:
+    with scripted_provider(script) as provider:
         settings = bench_settings(provider.base_url)
         review(target, settings)  # warm the connection pool, the thread pool and the index
         skip = len(provider.requests)
@@ -60,7 +60,7 @@ def replay(bodies: list[bytes], rounds: int) -> float:
     """Seconds to POST `bodies` one after the other with a bare httpx client, to a scripted
     provider answering each exactly as in the review: the wire and the server, no loop."""
     script = Script(plan=[[CALL]] * rounds)
-    with ScriptedProvider(responder=script) as provider, httpx.Client() as client:
+    with scripted_provider(script) as provider, httpx.Client() as client:
         url = f"{provider.base_url}/chat/completions"
         headers = {"Authorization": "Bearer bench", "Content-Type": "application/json"}
         client.post(url, content=bodies[0], headers=headers)  # connect
@@ -78,7 +78,7 @@ def main() -> None:
     runs = runs_for(args, full=41, quick=9)
     # 1 + 7 rounds: the default REVIEW_MAX_ROUNDS, so requests carry a realistic history.
     rounds = args.rounds or 7
-    target = LocalTarget(repo.worktree, repo.base_sha, repo.head_sha)
+    target = LocalTarget(repo.path, repo.base_sha, repo.head_sha)
     all_in: list[float] = []
     wire: list[float] = []
     for _ in range(runs):

@@ -14,7 +14,13 @@ run. A pull request through the fake GitHub of the test suite is measured too wh
 `pr_review_api.cache.open_pull_request` is available (cold: an empty cache, the whole
 repository fetched over smart HTTP; warm: the repository cached, a new pull request head).
 
-    uv run python -m bench.prepare [--quick] [--repo kernel|synthetic] [--runs N] [--no-github]
+On your own repository (`--repo PATH`) the reference is a full checkout of the head in a
+temporary clone outside it (`git clone --shared --no-checkout` and `git checkout`; with
+`--no-checkout`, `git ls-tree -r -l` instead), and the new heads are written to a scratch
+repository that borrows its objects.
+
+    uv run python -m bench.prepare [--quick] [--repo auto|kernel|synthetic|PATH] [--runs N]
+        [--base REV] [--head REV] [--no-checkout] [--no-github]
 """
 
 from __future__ import annotations
@@ -29,8 +35,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.fakes.provider_server import ScriptedProvider
-
 from bench.common import (
     BenchRepo,
     Report,
@@ -39,9 +43,11 @@ from bench.common import (
     make_head,
     parser,
     repository_for,
+    run_quietly,
     runs_for,
+    writable_repository,
 )
-from bench.harness import Script, bench_settings, shared_store
+from bench.harness import Script, bench_settings, scripted_provider, shared_store
 from pr_review_api.loop.run import LocalTarget, ReviewTarget, run_review
 
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
@@ -50,7 +56,7 @@ DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 def time_to_first_request(target: ReviewTarget, **overrides: object) -> float:
     """Seconds from run_review() to the provider's first request (the review then stops)."""
     script = Script(plan=[])
-    with ScriptedProvider(responder=script) as provider:
+    with scripted_provider(script) as provider:
         settings = bench_settings(provider.base_url, **overrides)
         started = time.perf_counter()
         asyncio.run(run_review(target, settings, **shared_store()))
@@ -75,7 +81,7 @@ def cold_local(repo: BenchRepo, head: str) -> float:
             "-m",
             "bench.prepare",
             "--worker",
-            str(repo.worktree),
+            str(repo.path),
             repo.base_sha,
             head,
         ],
@@ -87,21 +93,52 @@ def cold_local(repo: BenchRepo, head: str) -> float:
 
 
 def worktree_add(repo: BenchRepo) -> float:
-    with tempfile.TemporaryDirectory(dir=repo.worktree.parent) as scratch:
+    """A full checkout of the head: `git worktree add` in a repository the bench built; in the
+    user's, which is never written to, a clone outside it that borrows its objects."""
+    if repo.worktree is not None:
+        with tempfile.TemporaryDirectory(dir=repo.worktree.parent) as scratch:
+            target = Path(scratch) / "checkout"
+            started = time.perf_counter()
+            git(repo.worktree, "worktree", "add", "-q", "--detach", str(target), repo.head_sha)
+            elapsed = time.perf_counter() - started
+            git(repo.worktree, "worktree", "remove", "--force", str(target))
+        return elapsed
+    source = repo.source if repo.source is not None else repo.git_dir
+    with tempfile.TemporaryDirectory(prefix="pr-review-bench-") as scratch:
         target = Path(scratch) / "checkout"
         started = time.perf_counter()
-        git(repo.worktree, "worktree", "add", "-q", "--detach", str(target), repo.head_sha)
-        elapsed = time.perf_counter() - started
-        git(repo.worktree, "worktree", "remove", "--force", str(target))
-    return elapsed
+        git(Path(scratch), "clone", "-q", "--shared", "--no-checkout", str(source), str(target))
+        git(target, "checkout", "-q", "--detach", repo.head_sha)
+        return time.perf_counter() - started
+
+
+def reference(repo: BenchRepo, runs: int) -> tuple[str, float]:
+    """The reference every figure is divided by: its name and median seconds."""
+    if repo.worktree is None and not repo.checkouts:
+        log("--no-checkout: the reference is git ls-tree -r -l of the head, not a checkout")
+        listing = ["git", "ls-tree", "-r", "-l", "-z", repo.head_sha]
+        samples = [time_of(listing, repo.git_dir) for _ in range(max(1, runs))]
+        return "ls-tree -r -l", median_of(samples)
+    name = "worktree add" if repo.worktree is not None else "clone + checkout"
+    seconds = median_of([worktree_add(repo) for _ in range(max(1, min(runs, 2)))])
+    log(f"{name}: {seconds:.2f} s")
+    return name, seconds
+
+
+def time_of(argv: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    run_quietly(argv, cwd)
+    return time.perf_counter() - started
 
 
 def median_of(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
-def measure_local(repo: BenchRepo, runs: int, report: Report, reference: float, drop: bool) -> None:
-    heads = [make_head(repo.worktree, repo.base_sha, variant=2000 + n) for n in range(2 * runs)]
+def measure_local(
+    repo: BenchRepo, runs: int, report: Report, against: tuple[str, float], drop: bool
+) -> None:
+    heads = [make_head(repo, variant=2000 + n) for n in range(2 * runs)]
     dropped = drop and drop_page_cache()
     cold = []
     for head in heads[:runs]:
@@ -109,29 +146,27 @@ def measure_local(repo: BenchRepo, runs: int, report: Report, reference: float, 
             drop_page_cache()
         cold.append(cold_local(repo, head))
     label = "cold: new process, page cache dropped" if dropped else "cold: new process"
-    report.add(f"local, {label}", median_of(cold), "worktree add", reference)
+    report.add(f"local, {label}", median_of(cold), *against)
 
     # Warm the process and the object store on the bench's own head first.
-    time_to_first_request(LocalTarget(repo.worktree, repo.base_sha, repo.head_sha))
+    time_to_first_request(LocalTarget(repo.path, repo.base_sha, repo.head_sha))
     warm = [
-        time_to_first_request(LocalTarget(repo.worktree, repo.base_sha, head))
-        for head in heads[runs:]
+        time_to_first_request(LocalTarget(repo.path, repo.base_sha, head)) for head in heads[runs:]
     ]
     report.add(
         "local, new head, warm object store (target 3 s)",
         median_of(warm),
-        "worktree add",
-        reference,
+        *against,
     )
     again = [
-        time_to_first_request(LocalTarget(repo.worktree, repo.base_sha, repo.head_sha))
+        time_to_first_request(LocalTarget(repo.path, repo.base_sha, repo.head_sha))
         for _ in range(runs)
     ]
-    report.add("local, repeated head (target 1 s)", median_of(again), "worktree add", reference)
+    report.add("local, repeated head (target 1 s)", median_of(again), *against)
 
 
 def measure_github(
-    repo: BenchRepo, runs: int, report: Report, reference: float, drop: bool
+    repo: BenchRepo, runs: int, report: Report, against: tuple[str, float], drop: bool
 ) -> None:
     try:
         from pr_review_api.github import checkout as cache
@@ -146,7 +181,8 @@ def measure_github(
 
     from pr_review_api.loop.run import PullRequestTarget
 
-    with tempfile.TemporaryDirectory(dir=repo.worktree.parent) as scratch:
+    near = None if repo.worktree is None else repo.worktree.parent
+    with tempfile.TemporaryDirectory(dir=near, prefix="pr-review-bench-") as scratch:
         root = Path(scratch)
         fake = FakeGitHub(root / "github")
         try:
@@ -154,9 +190,7 @@ def measure_github(
             # The served repository borrows the bench repository's objects: no copy.
             alternates = origin.bare / "objects" / "info" / "alternates"
             alternates.write_text(str(repo.git_dir / "objects") + "\n")
-            heads = [
-                make_head(repo.worktree, repo.base_sha, variant=3000 + n) for n in range(runs + 1)
-            ]
+            heads = [make_head(repo, variant=3000 + n) for n in range(runs + 1)]
             git(origin.bare, "update-ref", "refs/heads/main", repo.base_sha)
 
             def publish(number: int, head: str) -> PullRequestTarget:
@@ -176,22 +210,18 @@ def measure_github(
             if drop:
                 drop_page_cache()
             cold = timed(first)  # one run: it fetches the whole repository
-            report.add(
-                "pull request, cold: empty cache, full fetch", cold, "worktree add", reference
-            )
+            report.add("pull request, cold: empty cache, full fetch", cold, *against)
             warm = [timed(publish(2 + n, head)) for n, head in enumerate(heads[1:])]
             report.add(
                 "pull request, new head, warm cache (target 3 s)",
                 median_of(warm),
-                "worktree add",
-                reference,
+                *against,
             )
             again = [timed(first) for _ in range(runs)]
             report.add(
                 "pull request, repeated head (target 1 s)",
                 median_of(again),
-                "worktree add",
-                reference,
+                *against,
             )
         finally:
             fake.close()
@@ -212,13 +242,13 @@ def main() -> None:
     args = options.parse_args()
     repo = repository_for(args)
     runs = runs_for(args, full=5)
-    reference = median_of([worktree_add(repo) for _ in range(max(1, min(runs, 2)))])
-    log(f"git worktree add: {reference:.2f} s")
+    against = reference(repo, runs)
+    repo = writable_repository(repo)
     report = Report(f"preparing a review, to the first provider request ({repo.describe()})", [])
     drop = not args.quick  # a smoke run leaves the machine's page cache alone
-    measure_local(repo, runs, report, reference, drop)
+    measure_local(repo, runs, report, against, drop)
     if not args.no_github:
-        measure_github(repo, runs, report, reference, drop)
+        measure_github(repo, runs, report, against, drop)
     report.print()
 
 

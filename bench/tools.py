@@ -1,9 +1,11 @@
 """read_repository_file and inspect_git_diff, per call, against the git command each wraps.
 
 References, measured in this run: `git cat-file blob <head>:<path>` for a read (one process,
-the whole blob), and `git diff <merge-base> <head> [-- path]` for the diff.
+the whole blob), and `git diff <merge-base> <head> [-- path]` for the diff. The file read is
+the largest the change modifies (else the largest it adds, else the largest at the head).
 
-    uv run python -m bench.tools [--quick] [--repo kernel|synthetic] [--runs N]
+    uv run python -m bench.tools [--quick] [--repo auto|kernel|synthetic|PATH] [--runs N]
+        [--base REV] [--head REV]
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from bench.common import (
     repository_for,
     run_quietly,
     runs_for,
+    sample_file,
 )
 from pr_review_api.tools import (
     DiffArguments,
@@ -32,9 +35,8 @@ def main() -> None:
     repo = repository_for(args)
     runs = runs_for(args, full=21, quick=5)
     pinned = open_pinned(repo.git_dir, repo.base_sha, repo.head_sha)
-    changed = [path for status, path in pinned.changed_files() if status == "M"]
     # The largest changed file: a read of 400 lines is a full page.
-    path = max(changed, key=lambda name: pinned.snapshot.entries[name].size)
+    path = sample_file(pinned)
     total = read_repository_file(pinned, ReadFileArguments(path=path))["total_lines"]
     middle = max(1, total // 2)
     report = Report(f"read_repository_file and inspect_git_diff per call ({repo.describe()})", [])
