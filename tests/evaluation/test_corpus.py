@@ -1,10 +1,14 @@
-"""The corpus in eval/ is sound: enough cases of every kind, real sources named, and every
-golden issue exists at the head and lies in the diff the model sees."""
+"""The corpus in eval/ is sound: enough cases of every kind, real sources named, every
+golden issue exists at the head and lies in the diff the model sees, and no defect is found by
+pointing at the first changed line (eval/baseline.py, the reviewer with no model)."""
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -19,8 +23,22 @@ from pr_review_api.evaluation.corpus import (
     load_built,
     load_source,
 )
+from pr_review_api.evaluation.scoring import LINE_SLACK, Located, matches
 
 EVAL = Path(__file__).resolve().parents[2] / "eval"
+
+
+def _load_baseline() -> ModuleType:
+    """eval/baseline.py, the committed script itself (eval/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("eval_baseline", EVAL / "baseline.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+baseline = _load_baseline()
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +72,63 @@ def test_every_golden_issue_exists_at_the_head_and_lies_in_the_diff(
     folder, corpus = built
     problems = [problem for case in corpus.cases for problem in check_case(folder, case)]
     assert problems == []
+
+
+def test_no_defect_case_is_found_by_pointing_at_its_first_changed_line(
+    built: tuple[Path, BuiltCorpus],
+) -> None:
+    # Each defect case has harmless changes before its defect: the first changed line of the
+    # diff lies outside every golden range widened by the matching slack, so the no-model
+    # baseline (one finding there) matches nothing.
+    folder, corpus = built
+    found = []
+    for case in corpus.cases:
+        if case.kind in CLEAN_KINDS:
+            continue
+        first = baseline.first_change(folder / case.repository, case.base, case.head)
+        assert isinstance(first, Located), case.id
+        if any(matches(first, issue) for issue in case.golden):
+            found.append(f"{case.id}: {first.path}:{first.line}")
+    assert LINE_SLACK == 3
+    assert found == []
+
+
+def test_multi_file_cases_change_a_harmless_file_first() -> None:
+    cases = load_source(EVAL)
+    several = [c for c in cases if len({edit.path for edit in c.edit}) >= 2]
+    defects = [c for c in several if c.kind not in CLEAN_KINDS]
+    assert len(defects) >= 4
+    assert len(several) - len(defects) >= 1
+    for case in defects:
+        first = min(edit.path for edit in case.edit)
+        assert all(issue.path != first for issue in case.golden), case.id
+    assert len({c.language for c in defects}) >= 2
+
+
+def _commit(repo: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"],
+        cwd=repo,
+        check=True,
+    )
+    done = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+def test_the_baseline_points_at_the_first_hunk_of_the_first_file_in_path_order(
+    tmp_path: Path,
+) -> None:
+    subprocess.run(["git", "init", "-q", tmp_path], check=True)
+    base = _commit(tmp_path, {"a.py": "1\n2\n3\n4\n", "b.py": "x\n"})
+    # a.py loses its third line (a removal names the line before it); b.py changes line 1.
+    head = _commit(tmp_path, {"a.py": "1\n2\n4\n", "b.py": "y\n"})
+    assert baseline.first_change(tmp_path, base, head) == Located("a.py", 2)
+    assert baseline.first_change(tmp_path, base, base) is None
 
 
 def test_a_built_corpus_reads_back_with_the_same_cases(built: tuple[Path, BuiltCorpus]) -> None:
