@@ -23,11 +23,11 @@ from pr_review_api.git.entries import Entries, EntryKind, TreeEntry
 from pr_review_api.git.limits import Work
 from pr_review_api.git.paths import is_dot_git, reachable, split_path
 from pr_review_api.git.runner import GitError, check_exit, is_sha, run_git, stream_git
-from pr_review_api.git.search import GREP_CONFIG, GrepMatch, grep, text_store_for
+from pr_review_api.git.search import GREP_CONFIG, GrepMatch, grep
 from pr_review_api.git.search import parse_grep as _parse_grep
+from pr_review_api.git.search_index import SearchIndex
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.symlinks import ResolvedPath, resolve_in
-from pr_review_api.git.texts import TextStore
 from pr_review_api.git.tree import (
     DIFF_CONFIG,
     MAX_DERIVED_CHANGES,
@@ -201,7 +201,7 @@ class PinnedRepository:
     def grep(self, query: str, pathspec: str) -> Iterator[GrepMatch]:
         """Stream case-sensitive literal hits at the head commit (search.grep)."""
         return grep(
-            self._store.texts,
+            self._store.indexes,
             self.git_dir,
             self.snapshot,
             self.revisions.head_sha,
@@ -209,8 +209,9 @@ class PinnedRepository:
             pathspec=pathspec,
         )
 
-    def _text_store(self) -> TextStore | None:
-        return text_store_for(self._store.texts, self.git_dir, self.snapshot)
+    def _search_index(self) -> SearchIndex | None:
+        """The repository's search index if it covers this head (completing it if it can)."""
+        return self._store.indexes.ready(self.git_dir, self.snapshot)
 
     def diff(self, paths: list[str], max_bytes: int, *, check: bool = False) -> tuple[bytes, bool]:
         """At most `max_bytes` of the merge-base-to-head diff and whether there was more.

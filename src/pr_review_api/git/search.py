@@ -1,23 +1,20 @@
-"""Search at a head commit: the strategy (the text store in memory, or `git grep`) and the
-parsing of `git grep -z` output."""
+"""Search at a head commit: the strategy (the repository's search index, or `git grep`) and
+the parsing of `git grep -z` output."""
 
 from __future__ import annotations
 
-import weakref
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from pr_review_api.git.runner import GitConfig, check_exit, stream_git
-from pr_review_api.git.texts import TextStore, TextStores
+from pr_review_api.git.runner import GitConfig, GitError, check_exit, stream_git
+from pr_review_api.git.search_index import IndexUnavailable, SearchIndex, SearchIndexes
 from pr_review_api.git.tree import Snapshot, files_under
 
 # grep.column=true in a repository's config inserts a column field into `-z` records.
 GREP_CONFIG = GitConfig(values=(("grep.column", "false"),))
-# How long a search waits for a repository's text store being filled (see grep).
-STORE_WAIT_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -30,7 +27,7 @@ class GrepMatch:
 
 
 def grep(
-    stores: TextStores,
+    indexes: SearchIndexes,
     git_dir: Path,
     snapshot: Snapshot,
     head_sha: str,
@@ -40,33 +37,27 @@ def grep(
 ) -> Iterator[GrepMatch]:
     """Stream case-sensitive literal hits at the head commit; stop reading when dropped.
 
-    On a large repository whose text store holds the head's blobs (texts.py) the hits come
-    from memory: the lines `git grep -F -n -I` finds, in its order, in the files a search may
-    report (regular, reachable, at most 1 MiB, no NUL byte; attributes do not hide a text
-    file). Otherwise `git grep` runs, and the store is filled for next time.
+    When the repository's search index holds every blob of the head (search_index.py), the
+    hits come from it: the lines `git grep -F -n -I` finds, in its order, in the files a
+    search may report (regular, reachable, at most 1 MiB, no NUL byte; attributes do not hide
+    a text file). Otherwise `git grep` runs, and the index is completed for next time.
     """
-    store = text_store_for(stores, git_dir, snapshot)
-    if store is None:
-        with stores.git_grep_turn(git_dir) as turn:
-            if turn:
-                yield from git_grep(git_dir, head_sha, query, pathspec)
-                return
-        stores.wait(git_dir, STORE_WAIT_SECONDS)
-        store = text_store_for(stores, git_dir, snapshot)
-    if store is None:  # the store could not be filled: git grep after all
-        yield from git_grep(git_dir, head_sha, query, pathspec)
-        return
-    yield from grep_store(store, snapshot, query, pathspec)
-
-
-def text_store_for(stores: TextStores, git_dir: Path, snapshot: Snapshot) -> TextStore | None:
-    """The repository's text store when it holds every blob a search of `snapshot` reads."""
-    cached = snapshot._text_store() if snapshot._text_store is not None else None
-    if cached is not None and not cached.dropped:
-        return cached
-    store = stores.ready(git_dir, snapshot.search_bytes(), snapshot.search_blobs, build=True)
-    snapshot._text_store = None if store is None else weakref.ref(store)
-    return store
+    index = indexes.ready(git_dir, snapshot)
+    if index is not None:
+        hits = grep_index(index, snapshot, query, pathspec)
+        try:
+            first = next(hits, None)
+        except IndexUnavailable:
+            index = None  # unreadable before anything was shown: git grep answers instead
+        else:
+            if first is not None:
+                yield first
+            try:
+                yield from hits
+            except IndexUnavailable:
+                raise GitError(["search index"], -1, b"") from None
+            return
+    yield from git_grep(git_dir, head_sha, query, pathspec)
 
 
 def git_grep(git_dir: Path, head_sha: str, query: str, pathspec: str) -> Iterator[GrepMatch]:
@@ -80,8 +71,8 @@ def git_grep(git_dir: Path, head_sha: str, query: str, pathspec: str) -> Iterato
         check_exit(process, ok=(0, 1))  # 1: no match; more: git failed (a corrupt object)
 
 
-def grep_store(
-    store: TextStore, snapshot: Snapshot, query: str, pathspec: str
+def grep_index(
+    index: SearchIndex, snapshot: Snapshot, query: str, pathspec: str
 ) -> Iterator[GrepMatch]:
     files, oids = snapshot.files, snapshot.search_oids()
     scope = zip(files, oids, strict=True)
@@ -91,7 +82,7 @@ def grep_store(
         if exact < len(files) and files[exact] == pathspec:
             start, end = exact, exact + 1  # a file has nothing under it
         scope = zip(files[start:end], oids[start:end], strict=True)
-    for path, line, text in store.search(scope, query.encode("utf-8", "surrogateescape")):
+    for path, line, text in index.search(scope, query.encode("utf-8", "surrogateescape")):
         snapshot.has_nul[snapshot.entries[path].oid] = False
         yield GrepMatch(path, line, text)
 

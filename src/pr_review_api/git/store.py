@@ -2,10 +2,10 @@
 object with bounds, and closed explicitly.
 
 A `RepositoryStore` holds the snapshot cache (recently indexed heads), the merge bases and
-changed files of pinned pairs, the `cat-file` readers (blobs.BlobReaders), the text that
-search scans (texts.TextStores), the budgets of preparing a head (limits.PrepareLimits) and a
-thread pool of its own for blocking git work, sized from the review concurrency, so one
-review's slow work cannot take the threads another's tools need. Nothing of it is
+changed files of pinned pairs, the `cat-file` readers (blobs.BlobReaders), the search indexes
+on disk and their builds (search_index.SearchIndexes), the budgets of preparing a head
+(limits.PrepareLimits) and a thread pool of its own for blocking git work, sized from the
+review concurrency, so one review's slow work cannot take the threads another's tools need. Nothing of it is
 process-global: create one per worker process (the HTTP service in its lifespan, the CLI per
 run), hand its `PinnedRepository` views to tools and checks, and `close()` it at the end.
 """
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, TypeVar
 from pr_review_api.git.blobs import BlobReaders
 from pr_review_api.git.limits import UNLIMITED, PrepareLimits, Work
 from pr_review_api.git.runner import is_sha, run_git
+from pr_review_api.git.search_index import SearchIndexes
 from pr_review_api.git.snapshots import SnapshotCache
-from pr_review_api.git.texts import TEXT_STORE_MAX_BYTES, TextStores
 from pr_review_api.git.tree import Snapshot
 from pr_review_api.settings import Settings
 
@@ -76,7 +76,7 @@ class RepositoryStore:
         limits: PrepareLimits | None = None,
         threads: int | None = None,
         snapshot_cache_size: int = SNAPSHOT_CACHE_SIZE,
-        text_store_max_bytes: int = TEXT_STORE_MAX_BYTES,
+        cache_dir: Path | None = None,
     ) -> None:
         if limits is None:
             limits = PrepareLimits.from_settings(settings) if settings is not None else UNLIMITED
@@ -84,10 +84,14 @@ class RepositoryStore:
             reviews = settings.pr_review_max_concurrent_reviews if settings is not None else 4
             threads = reviews + EXTRA_THREADS
         self.limits = limits
-        self.cache_dir = settings.pr_review_cache_dir if settings is not None else None
+        if cache_dir is None and settings is not None:
+            cache_dir = settings.pr_review_cache_dir
+        self.cache_dir = cache_dir
         self.readers = BlobReaders()
-        self.texts = TextStores(self.readers, max_bytes=text_store_max_bytes)
-        self.snapshots = SnapshotCache(snapshot_cache_size, self.readers.source)
+        cache_bytes = settings.pr_review_cache_max_bytes if settings is not None else 20 * 1024**3
+        # An index holds about 1.4 bytes a byte of text: a quarter of the cache for its text.
+        self.indexes = SearchIndexes(self.readers, self.index_dir, max_bytes=cache_bytes // 4)
+        self.snapshots = SnapshotCache(snapshot_cache_size, self.readers.source, self.index_dir)
         self.merge_bases: PairCache[str] = PairCache()
         self.changes: PairCache[list[tuple[str, str]]] = PairCache()
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pr-review-git")
@@ -164,7 +168,7 @@ class RepositoryStore:
             return
         self.closed = True
         self.executor.shutdown(wait=False, cancel_futures=True)
-        self.texts.close()
+        self.indexes.close()
         self.readers.close()
         self.snapshots.clear()
         self.merge_bases.clear()

@@ -8,12 +8,11 @@
 from __future__ import annotations
 
 import re
-import weakref
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from pr_review_api.errors import ToolError
 from pr_review_api.git.blobs import ask_once
@@ -23,9 +22,6 @@ from pr_review_api.git.paths import reachable
 from pr_review_api.git.runner import GitConfig, GitError, run_git, stream_git
 from pr_review_api.git.symlinks import resolve_in
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES
-
-if TYPE_CHECKING:
-    from pr_review_api.git.texts import TextStore
 
 # Output settings a local repository's own config could change; reviews read one format.
 DIFF_CONFIG = GitConfig(
@@ -80,7 +76,6 @@ class Snapshot:
     has_nul: dict[str, bool] = field(default_factory=dict)  # by blob oid, filled by searches
     _search_oids: list[str | None] | None = field(default=None, repr=False)
     _search_bytes: int | None = field(default=None, repr=False)
-    _text_store: weakref.ref[TextStore] | None = field(default=None, repr=False)
     _links: set[str] | None = field(default=None, repr=False)
     _link_deps: dict[str, frozenset[str]] | None = field(default=None, repr=False)
 

@@ -1,0 +1,482 @@
+"""The search index: a repository's searchable text on disk, shared by every process.
+
+`git grep <tree>` inflates every blob of the tree on every search, seconds of CPU on a
+kernel-sized repository, and a text store in memory costs each process its own gigabyte and a
+fill. A `SearchIndex` is one SQLite file per repository, in its index folder
+(`RepositoryStore.index_dir`, inside the cache, so the cache's bound and eviction cover it):
+
+    blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE, body BLOB)   body NULL: holds a NUL byte
+    grams   FTS5, trigram tokenizer, case-sensitive, contentless, by blobs.id
+
+Each blob is stored once, by id, so every head of the repository shares the file and a new
+head adds only its new blobs. A search asks `grams` for the blobs holding every trigram of the
+literal (a few, for a rare literal, in milliseconds), then finds the literal in those bodies
+itself: the index only narrows, the exact match and every rule of `git grep -F -n -I` decide.
+Bodies are indexed as Latin-1 text, one character per byte, so a byte string and its trigrams
+map one to one whatever the file's encoding.
+
+Why SQLite (in the standard library): transactions make a killed build leave whole blobs or
+none, WAL lets any number of processes read while one writes, and FTS5 is the trigram index we
+would otherwise write by hand. Any SQLite error makes the index count as absent: search falls
+back to `git grep`, never fails because of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pr_review_api.git.blobs import BlobReaders, lower_priority, stream_blobs
+from pr_review_api.git.runner import GitError
+
+if TYPE_CHECKING:
+    from pr_review_api.git.tree import Snapshot
+
+INDEX_FILE = "search.sqlite"
+SCHEMA_VERSION = 1
+# Smaller repositories are searched with `git grep` alone: it answers them in milliseconds.
+INDEX_MIN_BYTES = 32 * 1024**2
+# A new head whose missing blobs are at most this large is completed at once, in the call.
+INDEX_INLINE_BYTES = 16 * 1024**2
+# One transaction of a build: a killed build loses at most this much work.
+BATCH_BYTES = 16 * 1024**2
+BATCH_BLOBS = 4000
+# An index holding this much more than its latest head needs (old heads' blobs) is rebuilt.
+STALE_FACTOR = 2
+STALE_SLACK_BYTES = 64 * 1024**2
+# A literal gives at most this many trigrams to the index: more would narrow little more.
+MAX_QUERY_GRAMS = 16
+BUSY_SECONDS = 5.0
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, body BLOB)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS grams USING fts5("
+    "body, tokenize='trigram case_sensitive 1', detail='none', content='')",
+)
+
+
+class IndexUnavailable(Exception):
+    """The index file could not be opened or read (absent, corrupt, another version)."""
+
+
+def trigram_query(query: bytes) -> str | None:
+    """An FTS5 query matching the bodies that hold every trigram of `query`, or None when the
+    literal is too short to have one."""
+    text = query.decode("latin-1")
+    grams = list(dict.fromkeys(text[i : i + 3] for i in range(len(text) - 2)))
+    if not grams:
+        return None
+    if len(grams) > MAX_QUERY_GRAMS:  # spread over the literal: both ends and between
+        step = (len(grams) - 1) / (MAX_QUERY_GRAMS - 1)
+        grams = [grams[round(i * step)] for i in range(MAX_QUERY_GRAMS)]
+    return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+
+
+def matching_lines(data: bytes, query: bytes) -> Iterator[tuple[int, bytes]]:
+    """(line number, line without its newline) of each line of `data` holding `query`, as
+    `git grep -F -n` numbers and cuts them; each line once."""
+    position = data.find(query)
+    line, counted = 1, 0
+    while position >= 0:
+        start = data.rfind(b"\n", 0, position) + 1
+        end = data.find(b"\n", position)
+        if end < 0:
+            end = len(data)
+        line += data.count(b"\n", counted, start)
+        counted = start
+        yield line, data[start:end]
+        position = data.find(query, end + 1)
+
+
+class SearchIndex:
+    """One repository's index file. Safe to share across threads: each thread reads through a
+    connection of its own."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._ids: dict[str, int] = {}  # stored blobs (text or binary), by blob id
+        self._last_id = 0
+        self._covered: dict[int, weakref.ref[Snapshot]] = {}
+        self._lock = threading.Lock()
+        self.closed = False
+
+    # --- reading ---
+
+    def _connection(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is not None:
+            return connection
+        if self.closed:
+            raise IndexUnavailable()
+        if not self.path.is_file():
+            raise IndexUnavailable()  # never created by a reader: sqlite would make an empty one
+        try:
+            connection = sqlite3.connect(
+                self.path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False
+            )
+            connection.execute("PRAGMA query_only = 1")
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.Error:
+            raise IndexUnavailable() from None
+        if version != SCHEMA_VERSION:
+            connection.close()
+            raise IndexUnavailable()
+        self._local.connection = connection
+        with self._lock:
+            self._connections.append(connection)
+        return connection
+
+    def stored(self) -> dict[str, int]:
+        """The row id of every stored blob, read incrementally (the file only grows)."""
+        try:
+            rows = (
+                self._connection()
+                .execute("SELECT id, oid FROM blobs WHERE id > ? ORDER BY id", (self._last_id,))
+                .fetchall()
+            )
+        except sqlite3.Error:
+            raise IndexUnavailable() from None
+        with self._lock:
+            for row_id, oid in rows:
+                self._ids[oid] = row_id
+                self._last_id = max(self._last_id, row_id)
+            return self._ids
+
+    def missing(self, blobs: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The blobs not stored yet, once each."""
+        ids = self.stored()
+        return list(dict.fromkeys(blob for blob in blobs if blob[0] not in ids))
+
+    def covers(self, snapshot: Snapshot) -> bool:
+        """Whether every blob a search of `snapshot` reads is stored (remembered per head)."""
+        known = self._covered.get(id(snapshot))
+        if known is not None and known() is snapshot:
+            return True
+        if self.missing(snapshot.search_blobs()):
+            return False
+        with self._lock:
+            self._covered = {k: ref for k, ref in self._covered.items() if ref() is not None}
+            self._covered[id(snapshot)] = weakref.ref(snapshot)
+        return True
+
+    def candidates(self, query: bytes) -> set[int] | None:
+        """The ids of the text bodies that may hold `query`; None when any may (a literal
+        shorter than a trigram)."""
+        expression = trigram_query(query)
+        if expression is None:
+            return None
+        try:
+            rows = (
+                self._connection()
+                .execute("SELECT rowid FROM grams WHERE grams MATCH ?", (expression,))
+                .fetchall()
+            )
+        except sqlite3.Error:
+            raise IndexUnavailable() from None
+        return {row[0] for row in rows}
+
+    def body(self, row_id: int) -> bytes | None:
+        """A stored text body; None for a blob holding a NUL byte."""
+        try:
+            row = (
+                self._connection()
+                .execute("SELECT body FROM blobs WHERE id = ?", (row_id,))
+                .fetchone()
+            )
+        except sqlite3.Error:
+            raise IndexUnavailable() from None
+        if row is None:
+            raise IndexUnavailable()
+        body: bytes | None = row[0]
+        return body
+
+    def search(
+        self, files: Iterable[tuple[str, str | None]], query: bytes
+    ) -> Iterator[tuple[str, int, bytes]]:
+        """(path, line number, line) of each line holding `query`, as `git grep -F -n` finds
+        them, in the order of `files` (path, blob id or None to skip)."""
+        ids = self.stored()
+        candidates = self.candidates(query)
+        for path, oid in files:
+            row_id = ids.get(oid) if oid is not None else None
+            if row_id is None or (candidates is not None and row_id not in candidates):
+                continue
+            data = self.body(row_id)
+            if data is None:
+                continue
+            for line, text in matching_lines(data, query):
+                yield path, line, text
+
+    def size(self) -> int:
+        """Bytes on disk, the write-ahead log included."""
+        total = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                total += os.stat(f"{self.path}{suffix}").st_size
+        return total
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def _writer(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    connection = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise IndexUnavailable()
+        if version == 0:
+            connection.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA:
+                connection.execute(statement)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            connection.execute("COMMIT")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def write_blobs(connection: sqlite3.Connection, blobs: Iterable[tuple[str, bytes]]) -> None:
+    """Store blobs in one transaction: all of them or, if anything fails, none."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        for oid, data in blobs:
+            body = None if b"\0" in data else data
+            cursor = connection.execute(
+                "INSERT OR IGNORE INTO blobs(oid, body) VALUES (?, ?)", (oid, body)
+            )
+            if cursor.rowcount == 1 and body is not None:
+                connection.execute(
+                    "INSERT INTO grams(rowid, body) VALUES (?, ?)",
+                    (cursor.lastrowid, body.decode("latin-1")),
+                )
+        connection.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+        raise
+
+
+def remove_index(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+
+
+@contextlib.contextmanager
+def build_lock(folder: Path) -> Iterator[bool]:
+    """Whether this process may build the folder's index now: one builder at a time, over
+    every process (a flock that dies with its holder)."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(folder / "build.lock", flags, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _batches(blobs: Iterator[tuple[str, bytes]]) -> Iterator[list[tuple[str, bytes]]]:
+    batch: list[tuple[str, bytes]] = []
+    size = 0
+    for oid, data in blobs:
+        batch.append((oid, data))
+        size += len(data)
+        if size >= BATCH_BYTES or len(batch) >= BATCH_BLOBS:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+# --- the indexes of a process ----------------------------------------------------------------
+
+
+class SearchIndexes:
+    """The search indexes of the repositories a `RepositoryStore` reads, and their builds.
+
+    `index_dir` names a repository's index folder (None: this store keeps no indexes, and
+    every search runs `git grep`). A head whose blobs are not all stored is searched with
+    `git grep` while a background thread (one per repository, lowered in priority, one at a
+    time over every process) adds the missing blobs, in transactions of BATCH_BYTES.
+    """
+
+    def __init__(
+        self,
+        readers: BlobReaders,
+        index_dir: Callable[[Path], Path | None],
+        *,
+        max_bytes: int,
+        min_bytes: int = INDEX_MIN_BYTES,
+        inline_bytes: int = INDEX_INLINE_BYTES,
+    ) -> None:
+        self._readers = readers
+        self._index_dir = index_dir
+        self.max_bytes = max_bytes
+        self.min_bytes = min_bytes
+        self.inline_bytes = inline_bytes
+        self._indexes: dict[str, SearchIndex] = {}
+        self._builds: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._pid = os.getpid()
+
+    def ready(self, git_dir: Path, snapshot: Snapshot, *, build: bool = True) -> SearchIndex | None:
+        """The repository's index when it holds every blob a search of `snapshot` reads;
+        otherwise None, and (with `build`) the missing blobs are added: at once when they are
+        few, else in the background."""
+        self._after_fork()
+        total = snapshot.search_bytes()
+        if not self.min_bytes <= total <= self.max_bytes or self._closing.is_set():
+            return None
+        index = self._index(git_dir)
+        if index is None:
+            return None
+        try:
+            if index.covers(snapshot):
+                return index
+            if not build:
+                return None
+            missing: list[tuple[str, int]] | None = index.missing(snapshot.search_blobs())
+        except IndexUnavailable:
+            missing = None  # not made yet, or unreadable: a build makes (or remakes) it
+        stale = index.size() > STALE_FACTOR * total + STALE_SLACK_BYTES
+        wanted = missing if missing is not None else list(dict(snapshot.search_blobs()).items())
+        few = sum(size for _, size in wanted) <= self.inline_bytes
+        if few and not stale and self._add_inline(git_dir, index, wanted):
+            with contextlib.suppress(IndexUnavailable):
+                return index if index.covers(snapshot) else None
+            return None
+        self._start_build(git_dir, index, snapshot, fresh=stale)
+        return None
+
+    def _index(self, git_dir: Path) -> SearchIndex | None:
+        folder = self._index_dir(git_dir)
+        if folder is None:
+            return None
+        key = str(git_dir)
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is None or index.closed:
+                index = self._indexes[key] = SearchIndex(folder / INDEX_FILE)
+            return index
+
+    def _add_inline(
+        self, git_dir: Path, index: SearchIndex, missing: list[tuple[str, int]]
+    ) -> bool:
+        try:
+            blobs = self._readers.reader(git_dir).read(oid for oid, _ in missing)
+            connection = _writer(index.path)
+            try:
+                write_blobs(connection, blobs.items())
+            finally:
+                connection.close()
+        except (sqlite3.Error, OSError, GitError, IndexUnavailable):
+            return False
+        return True
+
+    def _start_build(
+        self, git_dir: Path, index: SearchIndex, snapshot: Snapshot, *, fresh: bool
+    ) -> None:
+        key = str(git_dir)
+        blobs = dict(snapshot.search_blobs())  # taken now: the build must not hold the head
+        with self._lock:
+            running = self._builds.get(key)
+            if (running is not None and running.is_alive()) or self._closing.is_set():
+                return
+            thread = threading.Thread(
+                target=self._build,
+                args=(git_dir, index, blobs, fresh),
+                name="search-index",
+                daemon=True,
+            )
+            self._builds[key] = thread
+        thread.start()
+
+    def _build(self, git_dir: Path, index: SearchIndex, blobs: dict[str, int], fresh: bool) -> None:
+        lower_priority(threading.get_native_id())
+        folder = index.path.parent
+        try:
+            with build_lock(folder) as mine:
+                if not mine:
+                    return  # another process builds it; later searches see its progress
+                if fresh:  # grown by old heads past the bound: start afresh with this one
+                    self._forget(git_dir, index)
+                    remove_index(index.path)
+                try:
+                    connection = _writer(index.path)
+                except sqlite3.OperationalError:
+                    raise  # busy or unwritable: not a reason to throw the index away
+                except (sqlite3.DatabaseError, IndexUnavailable):
+                    self._forget(git_dir, index)  # corrupt or of another version: remade
+                    remove_index(index.path)
+                    connection = _writer(index.path)
+                try:
+                    present = {row[0] for row in connection.execute("SELECT oid FROM blobs")}
+                    wanted = [oid for oid in blobs if oid not in present]
+                    for batch in _batches(stream_blobs(git_dir, wanted)):
+                        if self._closing.is_set() or not folder.is_dir():
+                            return  # closing, or the repository was evicted
+                        write_blobs(connection, batch)
+                finally:
+                    connection.close()
+        except (sqlite3.Error, OSError, GitError, ValueError, IndexUnavailable):
+            pass  # the index stays as it was: searches keep using git grep
+
+    def _forget(self, git_dir: Path, index: SearchIndex) -> None:
+        with self._lock:
+            if self._indexes.get(str(git_dir)) is index:
+                del self._indexes[str(git_dir)]
+        index.close()
+
+    def wait(self, git_dir: Path, timeout: float | None = None) -> None:
+        """Wait for this process's build of the repository's index, if one runs."""
+        with self._lock:
+            thread = self._builds.get(str(git_dir))
+        if thread is not None:
+            thread.join(timeout)
+
+    def _after_fork(self) -> None:
+        """A forked child must not use its parent's connections or wait for its threads."""
+        if os.getpid() != self._pid:
+            self._lock, self._pid = threading.Lock(), os.getpid()
+            self._indexes, self._builds = {}, {}
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the builds (they stop between transactions) and close every index."""
+        self._closing.set()
+        with self._lock:
+            threads = list(self._builds.values())
+            indexes = list(self._indexes.values())
+            self._indexes.clear()
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+        for index in indexes:
+            index.close()

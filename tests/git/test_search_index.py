@@ -1,0 +1,435 @@
+"""search_index.py: the on-disk search index that every process of a cache shares.
+
+A search answered from the index must be the search `git grep` answers, hit for hit, on a
+hostile repository. The index is shared by stores (processes) over one cache directory,
+built off the critical path, survives a killed build with whole blobs only, is remade when
+corrupt or grown stale, and lives where the cache's bound and eviction cover it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pr_review_api.git import blobs, search, search_index
+from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.git.search_index import (
+    INDEX_FILE,
+    MAX_QUERY_GRAMS,
+    build_lock,
+    matching_lines,
+    trigram_query,
+)
+from pr_review_api.git.store import RepositoryStore
+from pr_review_api.tools import SearchArguments, execute_tool, search_repository
+from tests.gitrepo import FILE, GitRepo, git
+from tests.hostile.world import REGULAR_FILES, HostileWorld, build_hostile_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> HostileWorld:
+    return build_hostile_world(tmp_path_factory.mktemp("hostile"))
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    return tmp_path / "cache"
+
+
+def indexed_store(cache: Path) -> RepositoryStore:
+    """A store over `cache` that indexes every repository, however small."""
+    store = RepositoryStore(cache_dir=cache)
+    store.indexes.min_bytes = 0
+    return store
+
+
+@pytest.fixture
+def store(cache: Path) -> Iterator[RepositoryStore]:
+    with indexed_store(cache) as fresh:
+        yield fresh
+
+
+def pin(store: RepositoryStore, git_dir: Path, base: str, head: str) -> PinnedRepository:
+    return store.open(git_dir, base, head)
+
+
+def index_path(store: RepositoryStore, git_dir: Path) -> Path:
+    folder = store.index_dir(git_dir)
+    assert folder is not None
+    return folder / INDEX_FILE
+
+
+def both_ways(
+    store: RepositoryStore, pinned: PinnedRepository, arguments: SearchArguments
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The tool's answer from the index, and from git grep."""
+    assert pinned._search_index() is not None
+    from_index = execute_tool(pinned, "search_repository", arguments).result
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store.indexes, "min_bytes", 1 << 62)
+        assert pinned._search_index() is None
+        from_git = execute_tool(pinned, "search_repository", arguments).result
+    return from_index, from_git
+
+
+QUERIES = [
+    "needle",
+    "validate_name",
+    "needle exact",
+    "café",
+    "😀",
+    '"\\\x01',
+    '"" AND "x',
+    ".*[",
+    "--output=x",
+    "Needle",
+    "y" * 300,
+    "two needle",
+    "last",
+    "LOOKALIKE-MARKER",
+    "unspellable",
+    "OUTSIDE-SENTINEL",
+    "ne",
+    "x",
+]
+PATHS = ["", "src", "src/app.py", "text", "links/to_src", "links/to_app", "many", "big", "bin"]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("query", QUERIES)
+def test_index_search_equals_git_grep_search(
+    store: RepositoryStore, world: HostileWorld, query: str, path: str
+) -> None:
+    arguments = SearchArguments(query=query, path=path, limit=100)
+    pinned = pin(store, world.repo.git_dir, world.base, world.head)
+    from_index, from_git = both_ways(store, pinned, arguments)
+    assert from_index == from_git
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=st.sampled_from(sorted(REGULAR_FILES.values())),
+    start=st.integers(min_value=0, max_value=60),
+    length=st.integers(min_value=1, max_value=40),
+    limit=st.integers(min_value=1, max_value=100),
+)
+def test_index_search_equals_git_grep_on_any_substring(
+    store: RepositoryStore, world: HostileWorld, *, text: str, start: int, length: int, limit: int
+) -> None:
+    query = text[start : start + length]
+    if not query:
+        return
+    pinned = pin(store, world.repo.git_dir, world.base, world.head)
+    from_index, from_git = both_ways(store, pinned, SearchArguments(query=query, limit=limit))
+    assert from_index == from_git
+
+
+def test_index_search_numbers_lines_and_ends_as_git_does(
+    store: RepositoryStore, repo: GitRepo
+) -> None:
+    base = repo.commit_files({"base.txt": "base\n"})
+    head = repo.commit_tree(
+        {
+            "a.txt": (FILE, b"x\nhit one\n\nhit two hit\r\nno\nhit last"),
+            "b.txt": (FILE, b"hit\n" * 3),
+            "late_nul.txt": (FILE, b"hit\n" * 5000 + b"\x00"),
+            "latin1.txt": (FILE, b"caf\xe9 hit\n"),
+        },
+        parent=base,
+    )
+    pinned = pin(store, repo.git_dir, base, head)
+    from_index, from_git = both_ways(store, pinned, SearchArguments(query="hit", limit=100))
+    assert from_index == from_git
+    assert [(m["path"], m["line"]) for m in from_index["matches"]] == [
+        ("a.txt", 2),
+        ("a.txt", 4),
+        ("a.txt", 6),
+        ("b.txt", 1),
+        ("b.txt", 2),
+        ("b.txt", 3),
+    ]  # latin1.txt is not UTF-8: the tool shows no line of it, either way
+
+
+def test_the_trigram_query_narrows_and_never_excludes(store: RepositoryStore) -> None:
+    assert trigram_query(b"ab") is None
+    assert trigram_query(b'a"b') == '"a""b"'
+    long = bytes(range(33, 127))
+    expression = trigram_query(long)
+    assert expression is not None
+    assert expression.count(" AND ") == MAX_QUERY_GRAMS - 1
+    assert expression.startswith('"!""#"')  # the first trigram, its quote doubled
+    assert expression.endswith('"|}~"')  # and the last
+    text = b"alpha\nbeta gamma\n\nbeta"
+    assert list(matching_lines(text, b"beta")) == [(2, b"beta gamma"), (4, b"beta")]
+
+
+def test_a_new_head_only_adds_its_new_blobs(store: RepositoryStore, repo: GitRepo) -> None:
+    base = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(50)})
+    head = repo.commit_files({"f1.txt": "needle changed\n", "new.txt": "needle new\n"})
+    first = pin(store, repo.git_dir, base, base)
+    index = first._search_index()
+    assert index is not None
+    assert len(index.stored()) == 50
+    second = pin(store, repo.git_dir, base, head)
+    assert second._search_index() is index
+    assert len(index.stored()) == 52
+    hits = search_repository(second, SearchArguments(query="needle", limit=100))["matches"]
+    assert {"path": "f1.txt", "line": 1, "excerpt": "needle changed"} in hits
+    assert {"path": "new.txt", "line": 1, "excerpt": "needle new"} in hits
+    assert {"path": "f1.txt", "line": 1, "excerpt": "needle 1"} not in hits
+
+
+def test_small_repositories_keep_git_grep(cache: Path, repo: GitRepo) -> None:
+    head = repo.commit_files({"a.txt": "needle\n"})
+    with RepositoryStore(cache_dir=cache) as store:
+        assert pin(store, repo.git_dir, head, head)._search_index() is None
+    with RepositoryStore() as without_cache:  # no cache directory: no index at all
+        without_cache.indexes.min_bytes = 0
+        assert without_cache.index_dir(repo.git_dir) is None
+        assert pin(without_cache, repo.git_dir, head, head)._search_index() is None
+
+
+def test_a_large_index_is_built_in_the_background(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store.indexes, "inline_bytes", 0)
+    head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(20)})
+    pinned = pin(store, repo.git_dir, head, head)
+    greps: list[str] = []
+    real_git_grep = search.git_grep
+
+    def counted(git_dir: Path, head_sha: str, query: str, pathspec: str) -> Iterator[object]:
+        greps.append(query)
+        yield from real_git_grep(git_dir, head_sha, query, pathspec)
+
+    monkeypatch.setattr(search, "git_grep", counted)
+    first = search_repository(pinned, SearchArguments(query="needle", limit=100))
+    assert greps == ["needle"]  # not ready: git grep answered, and a build started
+    store.indexes.wait(repo.git_dir)
+    assert pinned._search_index() is not None
+    assert search_repository(pinned, SearchArguments(query="needle", limit=100)) == first
+    assert greps == ["needle"]
+
+
+def test_another_process_reads_the_index_without_building_it(
+    cache: Path, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(30)})
+    with indexed_store(cache) as first:
+        expected = search_repository(
+            pin(first, repo.git_dir, head, head), SearchArguments(query="needle 2", limit=100)
+        )
+        assert expected["matches"]
+    streamed: list[int] = []
+    real_stream = blobs.stream_blobs
+
+    def counting(git_dir: Path, oids: list[str]) -> Iterator[tuple[str, bytes]]:
+        streamed.append(len(oids))
+        yield from real_stream(git_dir, oids)
+
+    monkeypatch.setattr(search_index, "stream_blobs", counting)
+    with indexed_store(cache) as second:
+        pinned = pin(second, repo.git_dir, head, head)
+        assert pinned._search_index() is not None
+        assert search_repository(pinned, SearchArguments(query="needle 2", limit=100)) == expected
+    assert streamed == []
+    # A real second process too: the file is all it needs.
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from pr_review_api.git.store import RepositoryStore
+        from pr_review_api.tools import SearchArguments, search_repository
+        with RepositoryStore(cache_dir=Path({str(cache)!r})) as store:
+            store.indexes.min_bytes = 0
+            pinned = store.open(Path({str(repo.git_dir)!r}), {head!r}, {head!r})
+            assert pinned._search_index() is not None
+            assert not store.indexes._builds
+            print(len(search_repository(pinned, SearchArguments(query="needle 2"))["matches"]))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(len(expected["matches"]))
+
+
+def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
+    cache: Path, repo: GitRepo
+) -> None:
+    files = {f"f{n:03}.txt": f"needle {n}\n" * 50 for n in range(200)}
+    head = repo.commit_files(files)
+    ready = cache / "first-batch-committed"
+    script = textwrap.dedent(
+        f"""
+        import time
+        from pathlib import Path
+        from pr_review_api.git import search_index
+        from pr_review_api.git.store import RepositoryStore
+        search_index.BATCH_BLOBS = 10
+        real_write = search_index.write_blobs
+        def slow_write(connection, blobs):
+            real_write(connection, blobs)
+            Path({str(ready)!r}).touch()
+            time.sleep(0.2)
+        search_index.write_blobs = slow_write
+        store = RepositoryStore(cache_dir=Path({str(cache)!r}))
+        store.indexes.min_bytes = 0
+        store.indexes.inline_bytes = 0
+        pinned = store.open(Path({str(repo.git_dir)!r}), {head!r}, {head!r})
+        assert pinned._search_index() is None
+        time.sleep(60)
+        """
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    assert ready.exists()
+    time.sleep(0.3)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    with indexed_store(cache) as store:
+        path = index_path(store, repo.git_dir)
+        with sqlite3.connect(path) as connection:
+            assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            rows = connection.execute("SELECT oid, body FROM blobs").fetchall()
+        assert 0 < len(rows) < len(files)  # some batches, not all
+        contents = {
+            git(repo.path, "hash-object", "--stdin", input_bytes=body): body for _, body in rows
+        }
+        assert {oid for oid, _ in rows} == set(contents)  # every stored blob is whole
+        pinned = pin(store, repo.git_dir, head, head)
+        store.indexes.inline_bytes = 0
+        assert pinned._search_index() is None  # incomplete: not used, completed in the background
+        store.indexes.wait(repo.git_dir)
+        assert pinned._search_index() is not None
+        hits = search_repository(pinned, SearchArguments(query="needle 199", limit=100))
+        assert hits["matches"][0]["path"] == "f199.txt"
+
+
+def test_a_corrupt_index_is_never_used_and_is_remade(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(10)})
+    path = index_path(store, repo.git_dir)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"this is not a database" * 100)
+    monkeypatch.setattr(store.indexes, "inline_bytes", 0)
+    pinned = pin(store, repo.git_dir, head, head)
+    found = search_repository(pinned, SearchArguments(query="needle", limit=100))
+    assert len(found["matches"]) == 10  # git grep answered
+    store.indexes.wait(repo.git_dir)
+    assert pinned._search_index() is not None
+    assert search_repository(pinned, SearchArguments(query="needle", limit=100)) == found
+
+
+def test_an_index_of_another_version_is_remade(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(10)})
+    path = index_path(store, repo.git_dir)
+    path.parent.mkdir(parents=True)
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE blobs(id INTEGER PRIMARY KEY, oid TEXT, body BLOB)")
+        connection.execute("PRAGMA user_version = 99")
+    monkeypatch.setattr(store.indexes, "inline_bytes", 0)
+    pinned = pin(store, repo.git_dir, head, head)
+    assert pinned._search_index() is None
+    store.indexes.wait(repo.git_dir)
+    assert pinned._search_index() is not None
+
+
+def test_one_builder_at_a_time_over_processes(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(10)})
+    monkeypatch.setattr(store.indexes, "inline_bytes", 0)
+    path = index_path(store, repo.git_dir)
+    pinned = pin(store, repo.git_dir, head, head)
+    with build_lock(path.parent) as mine:  # as another process's build would hold it
+        assert mine
+        assert pinned._search_index() is None
+        store.indexes.wait(repo.git_dir)
+        assert not path.exists()  # this process's build saw the lock and left
+    assert pinned._search_index() is None
+    store.indexes.wait(repo.git_dir)
+    assert pinned._search_index() is not None
+
+
+def test_an_index_grown_stale_by_old_heads_is_rebuilt_for_the_new_one(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = repo.commit_files({f"old{n}.txt": f"old {n}\n" * 2000 for n in range(20)})
+    assert pin(store, repo.git_dir, old, old)._search_index() is not None
+    new = repo.commit_files({"a.txt": "new\n"}, delete=tuple(f"old{n}.txt" for n in range(20)))
+    monkeypatch.setattr(search_index, "STALE_FACTOR", 1)
+    monkeypatch.setattr(search_index, "STALE_SLACK_BYTES", 0)
+    pinned = pin(store, repo.git_dir, new, new)
+    assert pinned._search_index() is None  # stale: rebuilt in the background
+    store.indexes.wait(repo.git_dir)
+    index = pinned._search_index()
+    assert index is not None
+    assert len(index.stored()) == 1
+
+
+def test_reads_fall_back_to_git_grep_when_the_index_vanishes(
+    store: RepositoryStore, repo: GitRepo
+) -> None:
+    head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(10)})
+    pinned = pin(store, repo.git_dir, head, head)
+    index = pinned._search_index()
+    assert index is not None
+    index.close()  # as if the file had become unreadable: every read raises IndexUnavailable
+    found = search_repository(pinned, SearchArguments(query="needle", limit=100))
+    assert len(found["matches"]) == 10
+
+
+def test_the_index_lives_inside_the_cache_it_is_counted_in(cache: Path, tmp_path: Path) -> None:
+    with RepositoryStore(cache_dir=cache) as store:
+        cached = cache / "repositories" / ("a" * 32) / "git"
+        cached.mkdir(parents=True)
+        assert store.index_dir(cached) == cache / "repositories" / ("a" * 32) / "index"
+        local = tmp_path / "work" / ".git"
+        local.mkdir(parents=True)
+        folder = store.index_dir(local)
+        assert folder is not None
+        assert folder.parent.parent == cache / "repositories"
+        assert len(folder.parent.name) == 32
+        assert os.fsencode(str(local)) not in os.fsencode(str(folder))
+
+
+def test_concurrent_searches_of_one_index_agree(store: RepositoryStore, repo: GitRepo) -> None:
+    head = repo.commit_files({f"d{n % 5}/f{n}.txt": f"needle {n}\n" for n in range(60)})
+    pinned = pin(store, repo.git_dir, head, head)
+    assert pinned._search_index() is not None
+    expected = search_repository(pinned, SearchArguments(query="needle", limit=100))
+    results: list[dict[str, Any]] = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(
+                search_repository(pinned, SearchArguments(query="needle", limit=100))
+            )
+        )
+        for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [expected] * 8
