@@ -5,9 +5,10 @@ A `RepositoryStore` holds the snapshot cache (recently indexed heads), the merge
 changed files of pinned pairs, the `cat-file` readers (blobs.BlobReaders), the search indexes
 on disk and their builds (search_index.SearchIndexes), the budgets of preparing a head
 (limits.PrepareLimits) and a thread pool of its own for blocking git work, sized from the
-review concurrency, so one review's slow work cannot take the threads another's tools need. Nothing of it is
-process-global: create one per worker process (the HTTP service in its lifespan, the CLI per
-run), hand its `PinnedRepository` views to tools and checks, and `close()` it at the end.
+review concurrency, so one review's slow work cannot take the threads another's tools need.
+Nothing of it is process-global: create one per worker process (the HTTP service in its
+lifespan, the CLI per run), hand its `PinnedRepository` views to tools and checks, and
+`close()` it at the end.
 """
 
 from __future__ import annotations
