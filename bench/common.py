@@ -600,10 +600,16 @@ def _mb(megabytes: float) -> str:
 
 
 def _spread(samples: Sequence[float], unit: Callable[[float], str]) -> str:
-    """`median (lowest-highest)`, or the one value."""
+    """`median (lowest-highest)`, the range without its unit when it is the median's; or the
+    one value."""
+    middle = unit(statistics.median(samples))
     if len(samples) == 1:
-        return unit(samples[0])
-    return f"{unit(statistics.median(samples))} ({unit(min(samples))}-{unit(max(samples))})"
+        return middle
+    low, high = unit(min(samples)), unit(max(samples))
+    suffix = " " + middle.split()[-1]
+    if low.endswith(suffix) and high.endswith(suffix):
+        low, high = low.removesuffix(suffix), high.removesuffix(suffix)
+    return f"{middle} ({low}-{high})"
 
 
 def parser(description: str) -> argparse.ArgumentParser:

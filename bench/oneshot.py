@@ -1,0 +1,225 @@
+"""One-shot processes: a fresh `pr-review review --repo` with one whole-tree search.
+
+What the CLI and a GitHub Action pay: each measurement starts a new `pr-review` process (the
+console script beside this Python, the project's real entry point; else
+`python -m pr_review_api.cli`) on `--repo <repo> --base <base> --head <head> --format json`,
+against a scripted provider on loopback whose script makes exactly one `search_repository`
+call, for the rare literal over the whole tree, then a final review. Timed from the start of
+the process to its exit.
+
+- first ever: the process gets a fresh, empty cache directory (PR_REVIEW_CACHE_DIR);
+- seen before: a second fresh process on the same repository with that same cache directory,
+  where whatever the first left on disk may be used.
+
+The search round is also shown on its own: from the provider's first request (the process is
+up and the review prepared) to its second (the search has run and its result is sent back).
+
+References, measured in the same run, interleaved with the processes: `git grep -F -n -I -e
+<literal>` in a checkout of the head (on your own repository a temporary clone; with
+`--no-checkout` that reference is skipped), `git grep <sha>` over the tree object, and the
+process floor, `pr-review --version`. One untimed process and one untimed `git grep` run
+first (each with a throwaway cache directory), so every timed one finds the operating
+system's page cache warm: the one thing that differs between "first ever" and "seen before"
+is pr-review's own cache directory.
+
+    uv run python -m bench.oneshot [--quick] [--repo auto|kernel|synthetic|PATH] [--runs N]
+        [--base REV] [--head REV] [--no-checkout]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from tests.fakes.provider_server import ScriptedProvider
+
+from bench.common import (
+    BenchRepo,
+    Report,
+    bench_env,
+    head_checkout,
+    log,
+    parser,
+    repository_for,
+    runs_for,
+    skipped_checkout,
+)
+from bench.harness import Script, scripted_provider
+from bench.search import git_grep
+
+
+def cli_command() -> list[str]:
+    """The `pr-review` console script of this environment, else its module."""
+    script = Path(sys.executable).parent / "pr-review"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "pr_review_api.cli"]
+
+
+def child_env(base_url: str, cache_dir: Path, home: Path) -> dict[str, str]:
+    """The process's whole environment: the bench provider, an explicit cache directory, a
+    home of its own and no git configuration of the user's."""
+    return bench_env(
+        {
+            "HOME": str(home),
+            "OPENCODE_API_KEY": "bench-key",
+            "OPENCODE_BASE_URL": base_url,
+            "PR_REVIEW_CACHE_DIR": str(cache_dir),
+            "REVIEW_TIMEOUT_SECONDS": "3600",
+        }
+    )
+
+
+class OneShot:
+    """Runs `pr-review review` processes against one scripted provider and checks each."""
+
+    def __init__(
+        self, repo: BenchRepo, provider: ScriptedProvider, script: Script, scratch: Path
+    ) -> None:
+        self.repo = repo
+        self.provider = provider
+        self.base_url = provider.base_url
+        self.script = script
+        self.scratch = scratch  # the processes' working directory (no .env) and home
+        self.argv = [
+            *cli_command(),
+            "review",
+            "--repo",
+            str(repo.path),
+            "--base",
+            repo.base_sha,
+            "--head",
+            repo.head_sha,
+            "--format",
+            "json",
+        ]
+
+    def run(self, cache_dir: Path) -> tuple[float, float]:
+        """Seconds of the whole process, and of its search round."""
+        seen = len(self.script.arrivals)
+        started = time.perf_counter()
+        done = subprocess.run(
+            self.argv,
+            cwd=self.scratch,
+            env=child_env(self.base_url, cache_dir, self.scratch),
+            capture_output=True,
+            check=False,
+        )
+        wall = time.perf_counter() - started
+        if done.returncode != 0:
+            tail = done.stderr.decode(errors="replace")[-2000:] or done.stdout.decode()[-2000:]
+            raise SystemExit(f"pr-review review exited {done.returncode}:\n{tail}")
+        arrivals = self.script.arrivals[seen:]
+        if len(arrivals) != 2:
+            raise SystemExit(f"expected 2 provider requests, got {len(arrivals)}")
+        check_search(self.repo, self.provider.requests[-1].body)
+        return wall, arrivals[1] - arrivals[0]
+
+    def floor(self) -> float:
+        """Seconds of `pr-review --version`: start-up and imports, no review."""
+        started = time.perf_counter()
+        subprocess.run(
+            [*cli_command(), "--version"],
+            cwd=self.scratch,
+            env=child_env(self.base_url, self.scratch / "unused-cache", self.scratch),
+            stdout=subprocess.DEVNULL,
+            check=True,
+        )
+        return time.perf_counter() - started
+
+
+def check_search(repo: BenchRepo, body: bytes) -> None:
+    """A review's second request carries the search's result: the literal's hits on a built
+    repository, none on the user's own (the literal is absent), and never truncated."""
+    messages = json.loads(body)["messages"]
+    results = [json.loads(m["content"]) for m in messages if m.get("role") == "tool"]
+    if len(results) != 1:
+        raise SystemExit(f"expected one tool result, got {len(results)}")
+    result = results[0]
+    matches = result.get("matches", [])
+    if result.get("truncated") or (len(matches) >= 3) != repo.planted:
+        raise SystemExit(f"unexpected search result: {json.dumps(result)[:500]}")
+
+
+def timed(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    args = parser(__doc__ or "").parse_args()
+    repo = repository_for(args)
+    runs = runs_for(args, full=5, quick=3)
+    checkout = head_checkout(repo)
+    literal = repo.rare_literal
+    in_checkout: Callable[[], object] | None = None
+    if checkout is not None:
+        in_checkout = partial(git_grep, checkout, literal, None)
+    over_tree = partial(git_grep, repo.git_dir, literal, repo.head_sha)
+    script = Script(plan=[[("search_repository", {"query": literal})]])
+    scratch = Path(tempfile.mkdtemp(prefix="pr-review-bench-oneshot-"))
+    samples: dict[str, list[float]] = {}
+
+    def note(name: str, seconds: float) -> None:
+        samples.setdefault(name, []).append(seconds)
+
+    try:
+        with scripted_provider(script) as provider:
+            shot = OneShot(repo, provider, script, scratch)
+            log(f"each process: {' '.join(cli_command())} review --repo ... ({runs} runs)")
+            shot.run(scratch / "warm-up-cache")  # untimed: the page cache, the bytecode
+            if in_checkout is not None:
+                in_checkout()
+            for number in range(runs):
+                cache_dir = scratch / f"cache-{number}"  # fresh and empty
+                first, first_search = shot.run(cache_dir)
+                again, again_search = shot.run(cache_dir)
+                note("first", first)
+                note("first search", first_search)
+                note("again", again)
+                note("again search", again_search)
+                note("floor", shot.floor())
+                note("tree", timed(over_tree))
+                if in_checkout is not None:
+                    note("checkout", timed(in_checkout))
+                log(
+                    f"run {number + 1}: first ever {first:.2f} s (search {first_search:.2f} s), "
+                    f"seen before {again:.2f} s (search {again_search:.2f} s)"
+                )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    report = Report(
+        f"one-shot `pr-review review --repo`, one whole-tree search ({repo.describe()})", []
+    )
+    references = [("git grep <sha>", samples["tree"])]
+    if "checkout" in samples:
+        references.insert(0, ("git grep in a checkout", samples["checkout"]))
+    else:
+        skipped_checkout(report, "every figure: vs git grep in a checkout")
+    rows = [
+        ("first ever (empty cache dir): whole process", "first"),
+        ("seen before (same cache dir, new process): whole process", "again"),
+        ("first ever: the search round inside it", "first search"),
+        ("seen before: the search round inside it", "again search"),
+        ("process floor: pr-review --version", "floor"),
+    ]
+    for label, key in rows:
+        for name, reference in references:
+            report.add_samples(label, samples[key], name, reference)
+    saved = statistics.median(samples["first"]) - statistics.median(samples["again"])
+    report.note("seen before saves (medians)", f"{saved * 1000:,.0f} ms")
+    report.print()
+
+
+if __name__ == "__main__":
+    main()
