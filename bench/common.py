@@ -480,18 +480,36 @@ def _line(rng: random.Random) -> str:
 
 
 _STORES: list[Any] = []
+CACHE_ENV = "PR_REVIEW_BENCH_CACHE_DIR"  # the run's cache directory, inherited by its children
+
+
+def bench_cache_dir() -> Path:
+    """The cache directory of this bench run's store, where the on-disk search indexes live:
+    `--cache-dir`, else a fresh temporary folder for the run (removed when it ends). Child
+    processes of the run (cold preparations, concurrency's measurements) inherit it."""
+    value = os.environ.get(CACHE_ENV)
+    if value:
+        return Path(value)
+    folder = _temporary_folder("pr-review-bench-cache-")
+    os.environ[CACHE_ENV] = str(folder)
+    return folder
 
 
 def bench_store() -> Any:
-    """The one repository store of this bench process (git/store.py), or None on a source
-    from before the store existed. Looked up by name (docs/performance.md)."""
+    """The one repository store of this bench process (git/store.py), with the run's cache
+    directory, or None on a source from before the store existed. Looked up by name
+    (docs/performance.md)."""
     if not _STORES:
         try:
             store_module = importlib.import_module("pr_review_api.git.store")
         except ImportError:
             _STORES.append(None)
         else:
-            _STORES.append(store_module.RepositoryStore())
+            try:
+                store = store_module.RepositoryStore(cache_dir=bench_cache_dir())
+            except TypeError:  # a source from before the on-disk search index
+                store = store_module.RepositoryStore()
+            _STORES.append(store)
     return _STORES[0]
 
 
@@ -504,14 +522,16 @@ def open_pinned(git_dir: Path, base_sha: str, head_sha: str) -> Any:
     return store.open(git_dir, base_sha, head_sha)
 
 
-def wait_for_search_index(git_dir: Path) -> None:
-    """Let a background build of a repository's search text finish. Looked up by name: the
-    benches also measure the source as it was before that existed (docs/performance.md)."""
-    store = bench_store()
-    texts = getattr(store, "texts", None)
-    if texts is not None:
-        texts.wait(git_dir)
-        return
+def wait_for_search_index(git_dir: Path, store: Any = None) -> None:
+    """Let a background build of a repository's search index (on disk) or search text (in
+    memory, before that) finish. Looked up by name: the benches also measure sources from
+    before either existed (docs/performance.md)."""
+    store = bench_store() if store is None else store
+    for name in ("indexes", "texts"):
+        builds = getattr(store, name, None)
+        if builds is not None:
+            builds.wait(git_dir)
+            return
     if store is not None:
         return
     try:
@@ -635,6 +655,12 @@ def parser(description: str) -> argparse.ArgumentParser:
         action="store_true",
         help="with --repo PATH: skip the references that need a temporary checkout of the head",
     )
+    result.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="the cache directory of the bench's own store (its search indexes on disk); "
+        "default: a fresh temporary one for the run",
+    )
     result.add_argument("--runs", type=int, default=0, help="timed runs per figure (median)")
     return result
 
@@ -649,6 +675,9 @@ def repository_for(args: argparse.Namespace) -> BenchRepo:
         repo = ensure_repository(args.repo)
     else:
         repo = user_repository(args.repo, args.base, args.head, checkouts=not args.no_checkout)
+    if args.cache_dir:
+        os.environ[CACHE_ENV] = str(Path(args.cache_dir).expanduser().resolve())
+    log(f"cache directory of the bench's store: {bench_cache_dir()}")
     log(repo.describe())
     log_load("start")
     atexit.register(log_load, "end")

@@ -1,18 +1,19 @@
 """N worker processes reviewing at once: each one's peak RSS, and their total PSS.
 
 A worker here is a new Python process that does what a jobs worker does: it keeps one
-repository store for its life and reviews the heads it is given one after the other
-(`run_review`, `--reviews` each, a distinct head per review, never reviewed before), against
-a scripted provider on loopback (in a process of its own) whose script makes one
-`search_repository` call, for the rare literal over the whole tree, then a final review.
-The N workers start together. Those of one N share a cache directory (PR_REVIEW_CACHE_DIR),
-as a service's workers do, fresh for that N; by default one untimed worker reviews the
-bench's head in it first, so the repository has been seen before (`--first-ever`: not).
+repository store for its life (made from its settings, as jobs/runner.py makes it) and
+reviews the heads it is given one after the other (`run_review`, `--reviews` each, a
+distinct head per review, never reviewed before), against a scripted provider on loopback
+(in a process of its own) whose script makes one `search_repository` call, for the rare
+literal over the whole tree, then a final review. The N workers start together. Those of
+one N share a cache directory (PR_REVIEW_CACHE_DIR), as a service's workers do, fresh for
+that N; by default one untimed worker reviews the bench's head in it first and waits for
+its background index build, so the repository has been seen before (`--first-ever`: not).
 
 Memory, for each N (`--workers 1,2,4`):
 - peak RSS of each worker: its VmHWM (/proc/self/status), which the worker reads itself after
-  its reviews and after any background build of its search text has finished, just before it
-  exits; the target is 300 MB;
+  its reviews and after any background build of its search index has finished, just before
+  it exits; the target is 300 MB;
 - total PSS: the sum of Pss (/proc/PID/smaps_rollup) over the N workers, sampled every
   `--interval` seconds while they run, at its largest; and the same with their git child
   processes. PSS splits each shared page among the processes that map it, so pages of a file
@@ -42,7 +43,6 @@ from typing import Any
 from bench.common import (
     BenchRepo,
     Report,
-    bench_store,
     log,
     make_head,
     parser,
@@ -51,8 +51,10 @@ from bench.common import (
     wait_for_search_index,
     writable_repository,
 )
-from bench.harness import Call, bench_settings, provider_process, shared_store
+from bench.harness import Call, bench_settings, provider_process
+from pr_review_api.git.store import RepositoryStore
 from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MB = 300.0  # MB here are 10^6 bytes; /proc reports kB of 1024 bytes
@@ -70,30 +72,32 @@ def status_kb(pid: int | str, field_name: str) -> int:
     return 0
 
 
-async def review_heads(job: dict[str, Any]) -> float:
-    settings = bench_settings(job["base_url"], pr_review_cache_dir=job["cache_dir"])
+async def review_heads(job: dict[str, Any], store: RepositoryStore, settings: Settings) -> float:
     started = time.perf_counter()
     for head in job["heads"]:
         target = LocalTarget(Path(job["path"]), job["base"], head)
-        result = await run_review(target, settings, **shared_store())
+        result = await run_review(target, settings, store=store)
         if result.termination_reason != "final_review":
             raise SystemExit(f"a review ended with {result.termination_reason}")
     return time.perf_counter() - started
 
 
 def worker() -> None:
-    """One worker: read its job, say ready, wait for go, review, report its own VmHWM."""
+    """One worker: read its job, say ready, wait for go, review, report its own VmHWM.
+
+    Its store is made from its settings, as the jobs worker makes its own (jobs/runner.py):
+    the job's cache directory, the service's budgets."""
     job = json.loads(sys.stdin.readline())
+    settings = bench_settings(job["base_url"], pr_review_cache_dir=job["cache_dir"])
+    store = RepositoryStore(settings)
     print("ready", flush=True)
     sys.stdin.readline()  # go
-    reviews = asyncio.run(review_heads(job))
+    reviews = asyncio.run(review_heads(job, store, settings))
     started = time.perf_counter()
-    wait_for_search_index(Path(job["git_dir"]))
+    wait_for_search_index(Path(job["git_dir"]), store)
     waited = time.perf_counter() - started
     peak = status_kb("self", "VmHWM")
-    store = bench_store()
-    if store is not None:
-        store.close()
+    store.close()
     print(json.dumps({"reviews": reviews, "waited": waited, "peak_kb": peak}), flush=True)
 
 
