@@ -149,6 +149,13 @@ def check_search(repo: BenchRepo, body: bytes) -> None:
         raise SystemExit(f"unexpected search result: {json.dumps(result)[:500]}")
 
 
+def folder_mb(folder: Path) -> float:
+    """The bytes of the files under `folder`, in MB: what the process left on disk."""
+    if not folder.is_dir():
+        return 0.0
+    return sum(path.lstat().st_size for path in folder.rglob("*") if path.is_file()) / 1e6
+
+
 def timed(action: Callable[[], object]) -> float:
     started = time.perf_counter()
     action()
@@ -182,6 +189,7 @@ def main() -> None:
             for number in range(runs):
                 cache_dir = scratch / f"cache-{number}"  # fresh and empty
                 first, first_search = shot.run(cache_dir)
+                log(f"cache directory after the first process: {folder_mb(cache_dir):,.1f} MB")
                 again, again_search = shot.run(cache_dir)
                 note("first", first)
                 note("first search", first_search)
