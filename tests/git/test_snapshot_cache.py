@@ -50,6 +50,19 @@ def same(left: Snapshot, right: Snapshot) -> None:
     assert left.link_deps() == right.link_deps()
 
 
+def count_full_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The heads the snapshot cache loads in full from now on (not derived)."""
+    loads: list[str] = []
+    real_load = tree.load_snapshot
+
+    def counting(git_dir: Path, sha: str, **kwargs: Any) -> Snapshot:
+        loads.append(sha)
+        return real_load(git_dir, sha, **kwargs)
+
+    monkeypatch.setattr(snapshots_module, "load_snapshot", counting)
+    return loads
+
+
 def test_derived_snapshots_equal_fresh_loads_both_ways(world: HostileWorld) -> None:
     git_dir = world.repo.git_dir
     base, head = load_snapshot(git_dir, world.base), load_snapshot(git_dir, world.head)
@@ -160,14 +173,7 @@ def test_a_new_head_of_a_cached_repository_is_derived(
     base = repo.commit_files({"a.txt": "a\n", "b.txt": "b\n"})
     head = repo.commit_files({"c.txt": "c\n"})
     store.open(repo.git_dir, base, base)
-    loads: list[str] = []
-    real_load = tree.load_snapshot
-
-    def counting(git_dir: Path, sha: str, **kwargs: Any) -> Snapshot:
-        loads.append(sha)
-        return real_load(git_dir, sha, **kwargs)
-
-    monkeypatch.setattr(snapshots_module, "load_snapshot", counting)
+    loads = count_full_loads(monkeypatch)
     pinned = store.open(repo.git_dir, base, head)
     assert loads == []
     assert pinned.snapshot.files == ["a.txt", "b.txt", "c.txt"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Literal, NamedTuple, TypeVar, overload
 
 EntryKind = Literal["file", "link", "submodule"]
@@ -89,3 +91,22 @@ class Entries(Mapping[str, TreeEntry]):
 
     def __len__(self) -> int:
         return self._length
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while an index is built.
+
+    Building one makes tens of thousands of tuples, and each few hundred allocations start a
+    collection; the later, full ones walk the whole heap (every snapshot a process keeps)
+    and cannot free any of it, since an index holds no cycles. On the kernel tree they cost
+    as much as building the index itself. (Another thread pausing at the same time is
+    harmless: the collector comes back when the first pauser is done.)
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

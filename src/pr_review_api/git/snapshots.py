@@ -3,17 +3,33 @@
 A head of a repository with a cached snapshot is derived from it (tree.derive_snapshot);
 concurrent requests for one head wait for a single load, and while a repository's first full
 load runs, its other new heads wait for it rather than each loading in full.
+
+With an index folder per repository (`index_dir`), the first head a process needs of a
+repository seen before is derived from the snapshot a process saved there
+(snapshot_file.py); each new snapshot is saved in turn, on a thread of its own once the
+review has it, at most once per `save_interval` seconds per repository unless it was a
+full load.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+from pr_review_api.git import snapshot_file
 from pr_review_api.git.limits import Work
 from pr_review_api.git.tree import BlobSource, Snapshot, derive_snapshot, load_snapshot
+
+# Saving the kernel tree's snapshot costs about 0.1 s of CPU: a busy service does it for a
+# repository at most this often (a full load is always saved: it is what a save spares).
+SAVE_INTERVAL_SECONDS = 60.0
+# A save waits this long first, so its CPU goes to a review that awaits its model, not to
+# the steps between the snapshot and the first model request.
+SAVE_DELAY_SECONDS = 1.0
 
 
 def _wait(event: threading.Event, work: Work) -> None:
@@ -26,9 +42,22 @@ def _wait(event: threading.Event, work: Work) -> None:
 class SnapshotCache:
     """Recently used snapshots, so a head reviewed again needs no new index."""
 
-    def __init__(self, size: int, blobs: Callable[[Path], BlobSource]) -> None:
+    def __init__(
+        self,
+        size: int,
+        blobs: Callable[[Path], BlobSource],
+        index_dir: Callable[[Path], Path | None] | None = None,
+        save_interval: float = SAVE_INTERVAL_SECONDS,
+        save_delay: float = SAVE_DELAY_SECONDS,
+    ) -> None:
         self._size = size
         self._blobs = blobs
+        self._index_dir = index_dir
+        self._save_interval = save_interval
+        self._save_delay = save_delay
+        self._saved_at: dict[str, float] = {}
+        self._pending: dict[str, tuple[Path, str, Snapshot]] = {}
+        self._savers: dict[str, threading.Thread] = {}
         self._items: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
         self._loading: dict[tuple[str, str], threading.Event] = {}
         self._full_loads: dict[str, threading.Event] = {}
@@ -74,18 +103,88 @@ class SnapshotCache:
             derived = derive_snapshot(
                 git_dir, related[1], related[0], head_sha, blobs=blobs, work=work
             )
-            return (
-                derived
-                if derived is not None
-                else load_snapshot(git_dir, head_sha, blobs=blobs, work=work)
-            )
+            if derived is not None:
+                self._save_later(git_dir, head_sha, derived, full=False)
+                return derived
+            return self._full_load(git_dir, head_sha, blobs, work)
         if running is not None:  # that full load failed: this one goes on its own
-            return load_snapshot(git_dir, head_sha, blobs=blobs, work=work)
+            return self._full_load(git_dir, head_sha, blobs, work)
         try:
-            return load_snapshot(git_dir, head_sha, blobs=blobs, work=work)
+            saved = self._from_saved(git_dir, head_sha, blobs, work)
+            return saved if saved is not None else self._full_load(git_dir, head_sha, blobs, work)
         finally:
             with self._lock:
                 self._full_loads.pop(repository).set()
+
+    def _full_load(self, git_dir: Path, head_sha: str, blobs: BlobSource, work: Work) -> Snapshot:
+        snapshot = load_snapshot(git_dir, head_sha, blobs=blobs, work=work)
+        self._save_later(git_dir, head_sha, snapshot, full=True)
+        return snapshot
+
+    def _from_saved(
+        self, git_dir: Path, head_sha: str, blobs: BlobSource, work: Work
+    ) -> Snapshot | None:
+        """The head made from the snapshot saved for this repository, or None."""
+        directory = self._index_dir(git_dir) if self._index_dir is not None else None
+        saved = snapshot_file.load(directory, work.limits.max_index_bytes) if directory else None
+        if saved is None:
+            return None
+        saved_sha, snapshot = saved
+        if saved_sha == head_sha:
+            work.add_entries(len(snapshot.entries) + len(snapshot.directories), 0)
+            return snapshot
+        derived = derive_snapshot(git_dir, snapshot, saved_sha, head_sha, blobs=blobs, work=work)
+        if derived is not None:
+            self._save_later(git_dir, head_sha, derived, full=False)
+        return derived
+
+    def _save_later(self, git_dir: Path, head_sha: str, snapshot: Snapshot, *, full: bool) -> None:
+        """Save a new snapshot as the repository's latest, on a thread of the repository's
+        own that writes the newest one asked for (and that the interpreter waits for at exit,
+        so a one-shot process leaves its file whole)."""
+        directory = self._index_dir(git_dir) if self._index_dir is not None else None
+        if directory is None:
+            return
+        repository = str(git_dir)
+        now = time.monotonic()
+        with self._lock:
+            last = self._saved_at.get(repository)
+            if not full and last is not None and now - last < self._save_interval:
+                return
+            self._saved_at[repository] = now
+            self._pending[repository] = (directory, head_sha, snapshot)
+            if repository in self._savers:
+                return  # the running saver writes this one next
+            saver = threading.Thread(
+                target=self._saver, args=(repository,), name="pr-review-snapshot-save"
+            )
+            self._savers[repository] = saver
+        saver.start()
+
+    def _saver(self, repository: str) -> None:
+        try:
+            while True:
+                time.sleep(self._save_delay)
+                with self._lock:
+                    pending = self._pending.pop(repository, None)
+                    if pending is None:  # under the lock: a new ask starts a new saver
+                        del self._savers[repository]
+                        return
+                # A cache: a full disk or a folder gone away (a test's, an evicted
+                # repository's) costs the next process a full load, nothing more.
+                with contextlib.suppress(OSError):
+                    snapshot_file.save(*pending)
+        except BaseException:
+            with self._lock:
+                self._savers.pop(repository, None)
+            raise
+
+    def wait_for_saves(self, timeout: float | None = None) -> None:
+        """Let the saves asked for so far finish (tests, and a caller about to exit)."""
+        with self._lock:
+            savers = list(self._savers.values())
+        for saver in savers:
+            saver.join(timeout)
 
     def _latest(self, repository: str) -> tuple[str, Snapshot] | None:
         for (directory, sha), snapshot in reversed(self._items.items()):

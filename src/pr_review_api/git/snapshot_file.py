@@ -1,0 +1,203 @@
+"""A repository's latest snapshot on disk, so a new process need not index a head in full.
+
+A process that indexed a head writes it, off the critical path, to one file per repository
+(in `RepositoryStore.index_dir`); the next process reviewing a head of that repository reads
+the file (tens of milliseconds on the kernel tree, against a few hundred for a full
+`ls-tree`) and derives the head from it with `tree.derive_snapshot`, whose result equals a
+fresh load.
+
+Only this program writes the file, but it is read as if anything could have: it must be a
+regular file of this user that nobody else may write (not followed through a link), no larger
+than the index budget, with a header whose length and SHA-256 match the payload, and the
+payload must have the expected shape. Anything else, a truncated or corrupt file included,
+is ignored (the head is then loaded in full). `marshal` holds plain lists, tuples and strings
+only, and decodes in C; it runs no code on load. A write goes to a temporary file in the same
+folder, is synced and then renamed over the old one, so a killed writer leaves either the old
+file or the new one, and at worst a stray temporary file, which a later write removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import marshal
+import os
+import stat
+import struct
+import tempfile
+import time
+from functools import partial
+from itertools import compress
+from pathlib import Path
+from typing import Any, cast
+
+from pr_review_api.git.entries import Entries, TreeEntry, collection_paused
+from pr_review_api.git.runner import is_sha
+from pr_review_api.git.tree import Snapshot
+
+FILE_NAME = "head-snapshot"
+_TEMPORARY_PREFIX = ".head-snapshot-"
+_TEMPORARY_SUFFIX = ".tmp"
+# A temporary file this old belongs to a writer that was killed.
+STALE_TEMPORARY_SECONDS = 3600.0
+# The payload's layout; bump on any change, so an old file is ignored rather than misread.
+FORMAT = 1
+_MAGIC = b"PRSNAP\0\1"
+_HEADER = struct.Struct("<8sQ32s")  # magic, payload length, SHA-256 of the payload
+_KIND_LETTERS = {"file": "f", "link": "l", "submodule": "s"}
+_KIND_NAMES = {letter: kind for kind, letter in _KIND_LETTERS.items()}
+_entry = cast("Any", partial(tuple.__new__, TreeEntry))  # a TreeEntry made in C, no __new__
+
+
+def save(directory: Path, head_sha: str, snapshot: Snapshot) -> None:
+    """Write `snapshot` (the index of `head_sha`) as the repository's latest, atomically."""
+    payload = marshal.dumps(_fields(head_sha, snapshot))
+    header = _HEADER.pack(_MAGIC, len(payload), hashlib.sha256(payload).digest())
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(
+        prefix=_TEMPORARY_PREFIX, suffix=_TEMPORARY_SUFFIX, dir=directory
+    )
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(header)
+            out.write(payload)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, directory / FILE_NAME)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _sync_directory(directory)
+    _remove_stale_temporaries(directory)
+
+
+def load(directory: Path, max_bytes: int) -> tuple[str, Snapshot] | None:
+    """The repository's latest saved head and its snapshot, or None when there is no usable
+    file (missing, foreign, larger than `max_bytes`, truncated, corrupt, or of another
+    format)."""
+    data = _read_own_file(directory / FILE_NAME, max_bytes)
+    if data is None or len(data) < _HEADER.size:
+        return None
+    magic, length, digest = _HEADER.unpack_from(data)
+    payload = memoryview(data)[_HEADER.size :]
+    if magic != _MAGIC or length != len(payload) or hashlib.sha256(payload).digest() != digest:
+        return None
+    with collection_paused():
+        try:
+            fields = marshal.loads(payload)  # noqa: S302 - our own file, checked above and below
+        except (ValueError, EOFError, TypeError, OverflowError):
+            return None
+        return _snapshot(fields)
+
+
+def _fields(head_sha: str, snapshot: Snapshot) -> tuple[Any, ...]:
+    # Columns, not a tuple per entry: marshal decodes them faster, and each checks in C.
+    paths = sorted(snapshot.entries)
+    entries = snapshot.entries.many(paths)
+    listable = set(snapshot.files)
+    return (
+        FORMAT,
+        head_sha,
+        paths,
+        "".join(_KIND_LETTERS[entry.kind] for entry in entries),
+        [entry.oid for entry in entries],
+        [entry.size for entry in entries],
+        bytes(path in listable for path in paths),
+        sorted(snapshot.directories),
+        dict(snapshot.link_targets),
+        sorted(snapshot.link_paths()),
+        dict(snapshot.link_deps()),
+    )
+
+
+def _snapshot(fields: object) -> tuple[str, Snapshot] | None:
+    """The snapshot a payload holds, or None when it has not the shape `_fields` writes."""
+    if type(fields) is not tuple or len(fields) != 11 or fields[0] != FORMAT:
+        return None
+    _, head_sha, paths, kinds, oids, sizes, listable, directories, targets, links, deps = fields
+    count = len(paths) if isinstance(paths, list) else -1
+    if not (
+        is_sha(head_sha)
+        and _all_of(paths, str)
+        and isinstance(kinds, str)
+        and len(kinds) == count
+        and set(kinds) <= _KIND_NAMES.keys()
+        and _all_of(oids, str)
+        and len(oids) == count
+        and set(map(len, oids)) <= {len(head_sha)}
+        and _all_of(sizes, int)
+        and len(sizes) == count
+        and isinstance(listable, bytes)
+        and len(listable) == count
+        and _all_of(directories, str)
+        and _all_of(links, str)
+        and _mapping(targets, bytes)
+        and _mapping(deps, frozenset)
+        and all(_all_of(looked_at, str) for looked_at in deps.values())
+    ):
+        return None
+    values = map(_entry, zip(map(_KIND_NAMES.__getitem__, kinds), oids, sizes, strict=True))
+    snapshot = Snapshot(
+        Entries(dict(zip(paths, values, strict=True))),
+        set(directories),
+        targets,
+        list(compress(paths, listable)),
+    )
+    snapshot._links = set(links)
+    snapshot._link_deps = deps
+    return head_sha, snapshot
+
+
+def _all_of(values: object, kind: type) -> bool:
+    """Whether `values` is a list or frozenset of exactly `kind` (marshal makes exact types)."""
+    return isinstance(values, list | frozenset) and set(map(type, values)) <= {kind}
+
+
+def _mapping(value: object, kind: type) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(map(type, value)) <= {str}
+        and set(map(type, value.values())) <= {kind}
+    )
+
+
+def _read_own_file(path: Path, max_bytes: int) -> bytes | None:
+    """The bytes of a regular file this user owns and only this user may write, or None."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        status = os.fstat(descriptor)
+        if (
+            not stat.S_ISREG(status.st_mode)
+            or status.st_uid != os.geteuid()
+            or status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+            or status.st_size > max_bytes
+        ):
+            return None
+        with os.fdopen(descriptor, "rb", closefd=False) as file:
+            return file.read(status.st_size + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make the rename durable (a crash after it must not bring the old name back empty)."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+def _remove_stale_temporaries(directory: Path) -> None:
+    cutoff = time.time() - STALE_TEMPORARY_SECONDS
+    for leftover in directory.glob(f"{_TEMPORARY_PREFIX}*{_TEMPORARY_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            if leftover.lstat().st_mtime < cutoff:
+                leftover.unlink()
