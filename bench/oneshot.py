@@ -12,7 +12,9 @@ the process to its exit.
   where whatever the first left on disk may be used.
 
 The search round is also shown on its own: from the provider's first request (the process is
-up and the review prepared) to its second (the search has run and its result is sent back).
+up and the review prepared) to its second (the search has run and its result is sent back);
+a line on stderr per process splits its time into start-up and preparation (to the first
+request), the search round, and the final review and exit (last request to exit).
 
 References, measured in the same run, interleaved with the processes: `git grep -F -n -I -e
 <literal>` in a checkout of the head (on your own repository a temporary clone; with
@@ -121,6 +123,11 @@ class OneShot:
         if len(arrivals) != 2:
             raise SystemExit(f"expected 2 provider requests, got {len(arrivals)}")
         check_search(self.repo, self.provider.requests[-1].body)
+        ended = started + wall
+        log(
+            f"  to the first request {arrivals[0] - started:.2f} s, search round "
+            f"{arrivals[1] - arrivals[0]:.2f} s, last request to exit {ended - arrivals[1]:.2f} s"
+        )
         return wall, arrivals[1] - arrivals[0]
 
     def floor(self) -> float:
