@@ -159,7 +159,7 @@ class SnapshotCache:
                 target=self._saver, args=(repository,), name="pr-review-snapshot-save"
             )
             self._savers[repository] = saver
-        saver.start()
+            saver.start()  # under the lock: wait_for_saves never meets an unstarted saver
 
     def _saver(self, repository: str) -> None:
         try:

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Protocol
 
 from pr_review_api.errors import ToolError
 from pr_review_api.git.blobs import ask_once
-from pr_review_api.git.entries import Entries, TreeEntry
+from pr_review_api.git.entries import Entries, TreeEntry, collection_paused
 from pr_review_api.git.limits import Work
 from pr_review_api.git.paths import reachable
 from pr_review_api.git.runner import GitConfig, GitError, run_git, stream_git
@@ -118,10 +117,6 @@ class Snapshot:
         return self._search_bytes
 
 
-# One `ls-tree -l -z` record: mode, type, id, size ("-" for trees, "BAD" when missing), path.
-_LS_TREE_RECORD = re.compile(rb"([0-7]+) ([a-z]+) ([0-9a-f]+) +([^\t ]+)\t([^\0]*)\0")
-
-
 def _parse_ls_tree(chunks: Iterable[bytes], work: Work) -> tuple[dict[str, TreeEntry], set[str]]:
     """Index a stream of `ls-tree -r -t -l -z` output, charging `work` as it goes."""
     entries: dict[str, TreeEntry] = {}
@@ -143,29 +138,30 @@ def _parse_ls_tree(chunks: Iterable[bytes], work: Work) -> tuple[dict[str, TreeE
 
 
 def _parse_records(output: bytes, entries: dict[str, TreeEntry], directories: set[str]) -> None:
-    position = 0
-    for record in _LS_TREE_RECORD.finditer(output):
-        if record.start() != position:  # never from git; a path cannot open a record
+    """Index whole `ls-tree -l -z` records: mode, type, id, size ("-" for trees, "BAD" when
+    missing), a tab, the path (any bytes but NUL), each ending in a NUL."""
+    records = output.split(b"\0")
+    if records.pop():
+        raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
+    for record in records:
+        meta, tab, raw_path = record.partition(b"\t")  # no tab in the fields before the path
+        fields = meta.split()
+        if not tab or len(fields) != 4:  # never from git
             raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
-        position = record.end()
-        mode, kind, raw_oid, size, raw_path = record.groups()
+        mode, kind, raw_oid, size = fields
         try:
             path = raw_path.decode("utf-8")
         except UnicodeDecodeError:
             continue  # a name no JSON request can spell is simply absent
-        oid = raw_oid.decode()
         if kind == b"tree":
             directories.add(path)
         elif kind == b"commit":
-            entries[path] = TreeEntry("submodule", oid, -1)
+            entries[path] = TreeEntry("submodule", raw_oid.decode(), -1)
         elif not size.isdigit():
             continue  # "BAD": the blob is missing from the object store, so unavailable
-        elif mode == b"120000":
-            entries[path] = TreeEntry("link", oid, int(size))
         else:
-            entries[path] = TreeEntry("file", oid, int(size))
-    if position != len(output):
-        raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
+            link = mode == b"120000"
+            entries[path] = TreeEntry("link" if link else "file", raw_oid.decode(), int(size))
 
 
 def _ls_tree(git_dir: Path, head_sha: str, work: Work) -> tuple[dict[str, TreeEntry], set[str]]:
@@ -185,7 +181,8 @@ def load_snapshot(
     """Index the head tree: entries, directories, symlink targets and the listable files."""
     work = work if work is not None else Work()
     source = blobs if blobs is not None else OneShotBlobs(git_dir)
-    entries, directories = _ls_tree(git_dir, head_sha, work)
+    with collection_paused():
+        entries, directories = _ls_tree(git_dir, head_sha, work)
     # A link target longer than PATH_MAX is never loaded: it cannot be valid (see
     # symlinks.link_parts), and a hostile multi-megabyte target would otherwise sit in memory.
     links = {
@@ -199,7 +196,8 @@ def load_snapshot(
     snapshot = Snapshot(
         Entries(entries), directories, {path: targets.get(oid, b"") for path, oid in links.items()}
     )
-    snapshot.files = sorted(_listable(snapshot, work))
+    with collection_paused():
+        snapshot.files = sorted(_listable(snapshot, entries, work))
     return snapshot
 
 
@@ -341,12 +339,17 @@ def _derived_files(known: Snapshot, snapshot: Snapshot, touched: set[str], work:
     return files
 
 
-def _listable(snapshot: Snapshot, work: Work) -> Iterator[str]:
+def _listable(snapshot: Snapshot, entries: dict[str, TreeEntry], work: Work) -> Iterator[str]:
+    """The listable paths of a freshly loaded snapshot, whose entries are the dict `entries`
+    (read directly: the Entries mapping costs a call per lookup)."""
     deps: dict[str, frozenset[str]] = {}
-    for count, (path, entry) in enumerate(snapshot.entries.items()):
+    for count, (path, entry) in enumerate(entries.items()):
         if count % 4096 == 0:
             work.check()
-        if is_listable(snapshot, path, entry, deps, work):
+        if entry.kind == "file":
+            if reachable(path):
+                yield path
+        elif is_listable(snapshot, path, entry, deps, work):
             yield path
     snapshot._link_deps = deps
 
