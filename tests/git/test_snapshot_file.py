@@ -120,11 +120,12 @@ def rewrite(path: Path, data: bytes) -> None:
     path.chmod(0o600)
 
 
-def with_header(payload: bytes) -> bytes:
-    magic = snapshot_file._MAGIC
-    return snapshot_file._HEADER.pack(magic, len(payload), hashlib.sha256(payload).digest()) + (
-        payload
-    )
+def with_header(payload: bytes, head: str | None = None) -> bytes:
+    """A header that fits `payload` (naming the head the payload names, or `head`)."""
+    named = head if head is not None else marshal.loads(payload)[1]
+    digest = hashlib.sha256(payload).digest()
+    header = snapshot_file._HEADER.pack(snapshot_file._MAGIC, named.encode(), len(payload), digest)
+    return header + payload
 
 
 def replaced(data: bytes, field: int, change: Callable[[Any], Any]) -> bytes:
@@ -142,12 +143,13 @@ CORRUPTIONS: dict[str, Callable[[bytes], bytes]] = {
     "a longer length in the header": lambda data: data + b"\0",
     "empty": lambda data: b"",
     "another shape": lambda data: with_header(marshal.dumps((1, "0" * 40, ["a"]))),
+    "a header naming another head": lambda data: with_header(data[88:], "0" * 40),
     "another format": lambda data: replaced(data, 0, lambda number: number + 1),
     "entries of an unknown kind": lambda data: replaced(data, 3, lambda kinds: "x" * len(kinds)),
     "a short blob id": lambda data: replaced(data, 4, lambda oids: [oid[:-1] for oid in oids]),
     "a size that is not a number": lambda data: replaced(data, 5, lambda sizes: [*sizes[1:], "1"]),
     "one listable flag too few": lambda data: replaced(data, 6, lambda flags: flags[1:]),
-    "not marshal at all": lambda data: with_header(b"\xff" * 64),
+    "not marshal at all": lambda data: with_header(b"\xff" * 64, "0" * 40),
 }
 
 

@@ -41,9 +41,11 @@ _TEMPORARY_SUFFIX = ".tmp"
 # A temporary file this old belongs to a writer that was killed.
 STALE_TEMPORARY_SECONDS = 3600.0
 # The payload's layout; bump on any change, so an old file is ignored rather than misread.
-FORMAT = 1
-_MAGIC = b"PRSNAP\0\1"
-_HEADER = struct.Struct("<8sQ32s")  # magic, payload length, SHA-256 of the payload
+FORMAT = 2
+_MAGIC = b"PRSNAP\0\2"
+# Magic, the saved head (readable before the payload, so git can compare trees meanwhile),
+# the payload's length and SHA-256.
+_HEADER = struct.Struct("<8s40sQ32s")
 _KIND_LETTERS = {"file": "f", "link": "l", "submodule": "s"}
 _KIND_NAMES = {letter: kind for kind, letter in _KIND_LETTERS.items()}
 _entry = cast("Any", partial(tuple.__new__, TreeEntry))  # a TreeEntry made in C, no __new__
@@ -52,7 +54,8 @@ _entry = cast("Any", partial(tuple.__new__, TreeEntry))  # a TreeEntry made in C
 def save(directory: Path, head_sha: str, snapshot: Snapshot) -> None:
     """Write `snapshot` (the index of `head_sha`) as the repository's latest, atomically."""
     payload = marshal.dumps(_fields(head_sha, snapshot))
-    header = _HEADER.pack(_MAGIC, len(payload), hashlib.sha256(payload).digest())
+    digest = hashlib.sha256(payload).digest()
+    header = _HEADER.pack(_MAGIC, head_sha.encode(), len(payload), digest)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(
         prefix=_TEMPORARY_PREFIX, suffix=_TEMPORARY_SUFFIX, dir=directory
@@ -79,7 +82,7 @@ def load(directory: Path, max_bytes: int) -> tuple[str, Snapshot] | None:
     data = _read_own_file(directory / FILE_NAME, max_bytes)
     if data is None or len(data) < _HEADER.size:
         return None
-    magic, length, digest = _HEADER.unpack_from(data)
+    magic, head, length, digest = _HEADER.unpack_from(data)
     payload = memoryview(data)[_HEADER.size :]
     if magic != _MAGIC or length != len(payload) or hashlib.sha256(payload).digest() != digest:
         return None
@@ -88,7 +91,18 @@ def load(directory: Path, max_bytes: int) -> tuple[str, Snapshot] | None:
             fields = marshal.loads(payload)  # noqa: S302 - our own file, checked above and below
         except (ValueError, EOFError, TypeError, OverflowError):
             return None
-        return _snapshot(fields)
+        return _snapshot(fields, head.decode("ascii", errors="replace"))
+
+
+def saved_head(directory: Path) -> str | None:
+    """The head the saved file names, from its header alone (the payload unchecked: `load`
+    says whether the file is usable), or None."""
+    data = _read_own_file(directory / FILE_NAME, _HEADER.size, whole=False)
+    if data is None or len(data) < _HEADER.size:
+        return None
+    magic, head, _, _ = _HEADER.unpack_from(data)
+    sha = head.decode("ascii", errors="replace")
+    return sha if magic == _MAGIC and is_sha(sha) else None
 
 
 def _fields(head_sha: str, snapshot: Snapshot) -> tuple[Any, ...]:
@@ -111,14 +125,16 @@ def _fields(head_sha: str, snapshot: Snapshot) -> tuple[Any, ...]:
     )
 
 
-def _snapshot(fields: object) -> tuple[str, Snapshot] | None:
-    """The snapshot a payload holds, or None when it has not the shape `_fields` writes."""
+def _snapshot(fields: object, header_head: str) -> tuple[str, Snapshot] | None:
+    """The snapshot a payload holds, or None when it has not the shape `_fields` writes or
+    names another head than its header."""
     if type(fields) is not tuple or len(fields) != 11 or fields[0] != FORMAT:
         return None
     _, head_sha, paths, kinds, oids, sizes, listable, directories, targets, links, deps = fields
     count = len(paths) if isinstance(paths, list) else -1
     if not (
         is_sha(head_sha)
+        and head_sha == header_head
         and _all_of(paths, str)
         and isinstance(kinds, str)
         and len(kinds) == count
@@ -162,8 +178,9 @@ def _mapping(value: object, kind: type) -> bool:
     )
 
 
-def _read_own_file(path: Path, max_bytes: int) -> bytes | None:
-    """The bytes of a regular file this user owns and only this user may write, or None."""
+def _read_own_file(path: Path, max_bytes: int, *, whole: bool = True) -> bytes | None:
+    """The bytes of a regular file this user owns and only this user may write (the first
+    `max_bytes` of it when not `whole`), or None."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -174,11 +191,11 @@ def _read_own_file(path: Path, max_bytes: int) -> bytes | None:
             not stat.S_ISREG(status.st_mode)
             or status.st_uid != os.geteuid()
             or status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-            or status.st_size > max_bytes
+            or (whole and status.st_size > max_bytes)
         ):
             return None
         with os.fdopen(descriptor, "rb", closefd=False) as file:
-            return file.read(status.st_size + 1)
+            return file.read(min(status.st_size, max_bytes) + 1 if whole else max_bytes)
     except OSError:
         return None
     finally:

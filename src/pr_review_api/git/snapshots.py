@@ -14,15 +14,23 @@ full load.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Generic, TypeVar, cast
 
 from pr_review_api.git import snapshot_file
 from pr_review_api.git.limits import Work
-from pr_review_api.git.tree import BlobSource, Snapshot, derive_snapshot, load_snapshot
+from pr_review_api.git.tree import (
+    BlobSource,
+    Snapshot,
+    derive_snapshot,
+    load_snapshot,
+    tree_changes,
+)
 
 # Saving the kernel tree's snapshot costs about 0.1 s of CPU: a busy service does it for a
 # repository at most this often (a full load is always saved: it is what a save spares).
@@ -30,6 +38,35 @@ SAVE_INTERVAL_SECONDS = 60.0
 # A save waits this long first, so its CPU goes to a review that awaits its model, not to
 # the steps between the snapshot and the first model request.
 SAVE_DELAY_SECONDS = 1.0
+
+
+_T = TypeVar("_T")
+
+
+class _Background(Generic[_T]):
+    """A call run on a daemon thread of its own; `result()` waits for it (within a
+    preparation's deadline) and raises what it raised."""
+
+    def __init__(self, function: Callable[..., _T], *args: object) -> None:
+        self._done = threading.Event()
+        self._value: _T | None = None
+        self._error: BaseException | None = None
+        self._call = functools.partial(function, *args)
+        threading.Thread(target=self._run, daemon=True, name="pr-review-snapshot").start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as error:  # handed to whoever waits for the result
+            self._error = error
+        finally:
+            self._done.set()
+
+    def result(self, work: Work) -> _T:
+        _wait(self._done, work)
+        if self._error is not None:
+            raise self._error
+        return cast("_T", self._value)
 
 
 def _wait(event: threading.Event, work: Work) -> None:
@@ -126,14 +163,29 @@ class SnapshotCache:
     ) -> Snapshot | None:
         """The head made from the snapshot saved for this repository, or None."""
         directory = self._index_dir(git_dir) if self._index_dir is not None else None
-        saved = snapshot_file.load(directory, work.limits.max_index_bytes) if directory else None
-        if saved is None:
+        saved_sha = snapshot_file.saved_head(directory) if directory is not None else None
+        if directory is None or saved_sha is None:
             return None
-        saved_sha, snapshot = saved
+        # While the file is read, git compares the two trees and the size reader starts (on a
+        # cold page cache each costs tens of milliseconds, mostly waiting for the disk).
+        changes = _Background(tree_changes, git_dir, saved_sha, head_sha)
+        _Background(blobs.describe, [head_sha])
+        saved = snapshot_file.load(directory, work.limits.max_index_bytes)
+        if saved is None or saved[0] != saved_sha:
+            return None
+        snapshot = saved[1]
         if saved_sha == head_sha:
             work.add_entries(len(snapshot.entries) + len(snapshot.directories), 0)
             return snapshot
-        derived = derive_snapshot(git_dir, snapshot, saved_sha, head_sha, blobs=blobs, work=work)
+        derived = derive_snapshot(
+            git_dir,
+            snapshot,
+            saved_sha,
+            head_sha,
+            blobs=blobs,
+            work=work,
+            changes=changes.result(work),
+        )
         if derived is not None:
             self._save_later(git_dir, head_sha, derived, full=False)
         return derived

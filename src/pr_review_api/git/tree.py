@@ -11,7 +11,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pr_review_api.errors import ToolError
 from pr_review_api.git.blobs import ask_once
@@ -37,6 +37,8 @@ DIFF_CONFIG = GitConfig(
 )
 # A head whose tree differs from a cached one's by more entries than this is indexed afresh.
 MAX_DERIVED_CHANGES = 20_000
+# What differs between two trees: (path, old mode, new mode, new blob id) per entry.
+Changes = list[tuple[str, bytes, bytes, str]]
 _LS_TREE_CHUNK = 1 << 20
 
 
@@ -209,16 +211,19 @@ def derive_snapshot(
     *,
     blobs: BlobSource | None = None,
     work: Work | None = None,
+    changes: Changes | Literal["compare"] | None = "compare",
 ) -> Snapshot | None:
     """The head's index made from the index of another commit and the difference of the two
     trees, which costs milliseconds where a full load costs seconds on a large tree.
 
     The result equals `load_snapshot(git_dir, head_sha)`; None when the trees differ by too
-    much for this to pay, or git cannot compare them.
+    much for this to pay, or git cannot compare them. `changes`, when given, is what
+    `tree_changes(git_dir, known_sha, head_sha)` answered.
     """
     work = work if work is not None else Work()
     source = blobs if blobs is not None else OneShotBlobs(git_dir)
-    changes = _tree_changes(git_dir, known_sha, head_sha)
+    if changes == "compare":
+        changes = tree_changes(git_dir, known_sha, head_sha)
     if changes is None:
         return None
     work.check()
@@ -265,9 +270,7 @@ def _shape(snapshot: Snapshot, path: str) -> tuple[bool, str | None, str | None]
     return path in snapshot.directories, entry.kind, entry.oid if entry.kind == "link" else None
 
 
-def _tree_changes(
-    git_dir: Path, known_sha: str, head_sha: str
-) -> list[tuple[str, bytes, bytes, str]] | None:
+def tree_changes(git_dir: Path, known_sha: str, head_sha: str) -> Changes | None:
     """(path, old mode, new mode, new blob id) of each entry, directories included, that
     differs between two commits' trees; None when there are too many or git fails."""
     found = run_git(
