@@ -8,6 +8,7 @@ corrupt or grown stale, and lives where the cache's bound and eviction cover it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -63,7 +64,11 @@ def store(cache: Path) -> Iterator[RepositoryStore]:
 
 
 def pin(store: RepositoryStore, git_dir: Path, base: str, head: str) -> PinnedRepository:
-    return store.open(git_dir, base, head)
+    """Open a head, and let the store's own preparation of its index (started by opening it)
+    finish first, so that what a test does next does not race it."""
+    pinned = store.open(git_dir, base, head)
+    store.indexes.wait(git_dir, builds=False)
+    return pinned
 
 
 def index_path(store: RepositoryStore, git_dir: Path) -> Path:
@@ -283,8 +288,8 @@ def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
         from pr_review_api.git.store import RepositoryStore
         search_index.BATCH_BLOBS = 10
         real_write = search_index.write_blobs
-        def slow_write(connection, blobs):
-            real_write(connection, blobs)
+        def slow_write(connection, blobs, stop=None):
+            real_write(connection, blobs, stop)
             Path({str(ready)!r}).touch()
             time.sleep(0.2)
         search_index.write_blobs = slow_write
@@ -314,8 +319,8 @@ def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
             git(repo.path, "hash-object", "--stdin", input_bytes=body): body for _, body in rows
         }
         assert {oid for oid, _ in rows} == set(contents)  # every stored blob is whole
-        pinned = pin(store, repo.git_dir, head, head)
         store.indexes.inline_bytes = 0
+        pinned = pin(store, repo.git_dir, head, head)
         assert pinned._search_index() is None  # incomplete: not used, completed in the background
         store.indexes.wait(repo.git_dir)
         assert pinned._search_index() is not None
@@ -361,9 +366,9 @@ def test_one_builder_at_a_time_over_processes(
     head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(10)})
     monkeypatch.setattr(store.indexes, "inline_bytes", 0)
     path = index_path(store, repo.git_dir)
-    pinned = pin(store, repo.git_dir, head, head)
     with build_lock(path.parent) as mine:  # as another process's build would hold it
         assert mine
+        pinned = pin(store, repo.git_dir, head, head)
         assert pinned._search_index() is None
         store.indexes.wait(repo.git_dir)
         assert not path.exists()  # this process's build saw the lock and left
@@ -433,3 +438,78 @@ def test_concurrent_searches_of_one_index_agree(store: RepositoryStore, repo: Gi
     for thread in threads:
         thread.join()
     assert results == [expected] * 8
+
+
+def test_a_complete_head_is_noted_so_a_new_process_need_not_check_its_blobs(
+    cache: Path, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(30)})
+    with indexed_store(cache) as first:
+        assert pin(first, repo.git_dir, head, head)._search_index() is not None
+    checked: list[int] = []
+    real_missing = search_index.SearchIndex.missing
+
+    def counting(self: search_index.SearchIndex, blobs: Any) -> list[tuple[str, int]]:
+        checked.append(1)
+        return real_missing(self, blobs)
+
+    monkeypatch.setattr(search_index.SearchIndex, "missing", counting)
+    with indexed_store(cache) as second:
+        assert pin(second, repo.git_dir, head, head)._search_index() is not None
+    assert checked == []
+    other = repo.commit_files({"f1.txt": "needle changed\n"})
+    with indexed_store(cache) as third:  # a head never noted is checked blob by blob
+        assert pin(third, repo.git_dir, other, other)._search_index() is not None
+    assert checked
+
+
+def test_opening_a_head_builds_its_index_without_any_search(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store.indexes, "inline_bytes", 0)
+    head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(20)})
+    pin(store, repo.git_dir, head, head)
+    deadline = time.monotonic() + 30
+    path = index_path(store, repo.git_dir)
+    while time.monotonic() < deadline:
+        store.indexes.wait(repo.git_dir)
+        if path.exists():
+            with (
+                contextlib.closing(sqlite3.connect(path)) as connection,
+                contextlib.suppress(sqlite3.OperationalError),  # no tables yet
+            ):
+                if connection.execute("SELECT count(*) FROM heads").fetchone() == (1,):
+                    break
+        time.sleep(0.05)
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT sha FROM heads").fetchall() == [(head,)]
+        assert connection.execute("SELECT count(*) FROM blobs").fetchone() == (20,)
+
+
+def test_closing_the_store_stops_a_build_inside_its_transaction(
+    cache: Path, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = repo.commit_files({f"f{n:03}.txt": f"needle {n}\n" for n in range(300)})
+    store = indexed_store(cache)
+    monkeypatch.setattr(store.indexes, "inline_bytes", 0)
+    started = threading.Event()
+    real_write = search_index.write_blobs
+
+    def slow(connection: sqlite3.Connection, blobs: Any, stop: Any = None) -> None:
+        def trickle() -> Iterator[tuple[str, bytes]]:
+            for blob in blobs:
+                started.set()
+                time.sleep(0.05)  # 300 blobs: 15 s for one transaction
+                yield blob
+
+        real_write(connection, trickle(), stop)
+
+    monkeypatch.setattr(search_index, "write_blobs", slow)
+    pinned = pin(store, repo.git_dir, head, head)
+    assert pinned._search_index() is None
+    assert started.wait(10)
+    began = time.monotonic()
+    store.close()
+    assert time.monotonic() - began < 2
+    with sqlite3.connect(index_path(store, repo.git_dir)) as connection:
+        assert connection.execute("SELECT count(*) FROM blobs").fetchone() == (0,)  # rolled back

@@ -211,7 +211,7 @@ class PinnedRepository:
 
     def _search_index(self) -> SearchIndex | None:
         """The repository's search index if it covers this head (completing it if it can)."""
-        return self._store.indexes.ready(self.git_dir, self.snapshot)
+        return self._store.indexes.ready(self.git_dir, self.snapshot, self.revisions.head_sha)
 
     def diff(self, paths: list[str], max_bytes: int, *, check: bool = False) -> tuple[bytes, bool]:
         """At most `max_bytes` of the merge-base-to-head diff and whether there was more.

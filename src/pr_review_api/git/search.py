@@ -42,7 +42,7 @@ def grep(
     search may report (regular, reachable, at most 1 MiB, no NUL byte; attributes do not hide
     a text file). Otherwise `git grep` runs, and the index is completed for next time.
     """
-    index = indexes.ready(git_dir, snapshot)
+    index = indexes.ready(git_dir, snapshot, head_sha)
     if index is not None:
         hits = grep_index(index, snapshot, query, pathspec)
         try:

@@ -7,11 +7,15 @@ fill. A `SearchIndex` is one SQLite file per repository, in its index folder
 
     blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE, body BLOB)   body NULL: holds a NUL byte
     grams   FTS5, trigram tokenizer, case-sensitive, contentless, by blobs.id
+    heads(sha TEXT PRIMARY KEY)   commits whose every searchable blob is stored
+    about(token)                  a random name of this file: a remade file has another
 
 Each blob is stored once, by id, so every head of the repository shares the file and a new
-head adds only its new blobs. A search asks `grams` for the blobs holding every trigram of the
-literal (a few, for a rare literal, in milliseconds), then finds the literal in those bodies
-itself: the index only narrows, the exact match and every rule of `git grep -F -n -I` decide.
+head adds only its new blobs. A head found complete is noted in `heads`, so a new process
+knows it in one look-up instead of checking each of the head's blobs. A search asks `grams`
+for the blobs holding every trigram of the literal (a few, for a rare literal, in
+milliseconds), then finds the literal in those bodies itself: the index only narrows, the
+exact match and every rule of `git grep -F -n -I` decide.
 Bodies are indexed as Latin-1 text, one character per byte, so a byte string and its trigrams
 map one to one whatever the file's encoding.
 
@@ -26,10 +30,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import secrets
 import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,7 +46,7 @@ if TYPE_CHECKING:
     from pr_review_api.git.tree import Snapshot
 
 INDEX_FILE = "search.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Smaller repositories are searched with `git grep` alone: it answers them in milliseconds.
 INDEX_MIN_BYTES = 32 * 1024**2
 # A new head whose missing blobs are at most this large is completed at once, in the call.
@@ -59,6 +65,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, body BLOB)",
     "CREATE VIRTUAL TABLE IF NOT EXISTS grams USING fts5("
     "body, tokenize='trigram case_sensitive 1', detail='none', content='')",
+    "CREATE TABLE IF NOT EXISTS heads(sha TEXT PRIMARY KEY)",
+    "CREATE TABLE IF NOT EXISTS about(token TEXT NOT NULL)",
 )
 
 
@@ -95,6 +103,16 @@ def matching_lines(data: bytes, query: bytes) -> Iterator[tuple[int, bytes]]:
         position = data.find(query, end + 1)
 
 
+class _Reader:
+    """A thread's read-only connection, and the lock that `close` takes so it never closes a
+    connection in the middle of a query (closing one in use from another thread crashes)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+        self.lock = threading.Lock()
+        self.closed = False
+
+
 class SearchIndex:
     """One repository's index file. Safe to share across threads: each thread reads through a
     connection of its own."""
@@ -102,53 +120,67 @@ class SearchIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._readers: list[_Reader] = []
         self._ids: dict[str, int] = {}  # stored blobs (text or binary), by blob id
         self._last_id = 0
         self._covered: dict[int, weakref.ref[Snapshot]] = {}
         self._lock = threading.Lock()
+        self.token: str | None = None  # of the file this object reads (about.token)
         self.closed = False
 
     # --- reading ---
 
-    def _connection(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
-        if connection is not None:
-            return connection
-        if self.closed:
-            raise IndexUnavailable()
-        if not self.path.is_file():
+    def _reader(self) -> _Reader:
+        reader: _Reader | None = getattr(self._local, "reader", None)
+        if reader is not None:
+            return reader
+        if self.closed or not self.path.is_file():
             raise IndexUnavailable()  # never created by a reader: sqlite would make an empty one
         try:
             connection = sqlite3.connect(
                 self.path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False
             )
-            connection.execute("PRAGMA query_only = 1")
-            version = connection.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.Error:
             raise IndexUnavailable() from None
-        if version != SCHEMA_VERSION:
-            connection.close()
-            raise IndexUnavailable()
-        self._local.connection = connection
+        try:
+            connection.execute("PRAGMA query_only = 1")
+            token = _token(connection)
+        except (sqlite3.Error, IndexUnavailable):
+            token = None
+        reader = _Reader(connection)
         with self._lock:
-            self._connections.append(connection)
-        return connection
+            if self.token is None:
+                self.token = token
+            if token is None or token != self.token or self.closed:
+                # Remade since this object first read it: what it remembers is of the old file.
+                self.closed = True
+                connection.close()
+                raise IndexUnavailable()
+            self._readers.append(reader)
+        self._local.reader = reader
+        return reader
+
+    def _query(self, sql: str, parameters: tuple[object, ...]) -> list[tuple[object, ...]]:
+        """All rows of a read; any failure is IndexUnavailable."""
+        reader = self._reader()
+        with reader.lock:
+            if reader.closed:
+                raise IndexUnavailable()
+            try:
+                rows: list[tuple[object, ...]] = reader.connection.execute(
+                    sql, parameters
+                ).fetchall()
+            except sqlite3.Error:
+                raise IndexUnavailable() from None
+        return rows
 
     def stored(self) -> dict[str, int]:
         """The row id of every stored blob, read incrementally (the file only grows)."""
-        try:
-            rows = (
-                self._connection()
-                .execute("SELECT id, oid FROM blobs WHERE id > ? ORDER BY id", (self._last_id,))
-                .fetchall()
-            )
-        except sqlite3.Error:
-            raise IndexUnavailable() from None
+        rows = self._query("SELECT id, oid FROM blobs WHERE id > ? ORDER BY id", (self._last_id,))
         with self._lock:
             for row_id, oid in rows:
-                self._ids[oid] = row_id
-                self._last_id = max(self._last_id, row_id)
+                self._ids[str(oid)] = int(str(row_id))
+                self._last_id = max(self._last_id, int(str(row_id)))
             return self._ids
 
     def missing(self, blobs: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
@@ -156,61 +188,56 @@ class SearchIndex:
         ids = self.stored()
         return list(dict.fromkeys(blob for blob in blobs if blob[0] not in ids))
 
-    def covers(self, snapshot: Snapshot) -> bool:
-        """Whether every blob a search of `snapshot` reads is stored (remembered per head)."""
+    def covers(self, snapshot: Snapshot, head_sha: str) -> bool:
+        """Whether every blob a search of `snapshot` (the tree of `head_sha`) reads is stored:
+        remembered per snapshot, and in the file per head."""
         known = self._covered.get(id(snapshot))
         if known is not None and known() is snapshot:
             return True
-        if self.missing(snapshot.search_blobs()):
-            return False
+        if not self._query("SELECT 1 FROM heads WHERE sha = ?", (head_sha,)):
+            if self.missing(snapshot.search_blobs()):
+                return False
+            with (
+                contextlib.suppress(sqlite3.Error, OSError, IndexUnavailable),
+                self.writer() as connection,
+            ):
+                if connection is not None:  # else busy: noted another time
+                    note_head(connection, head_sha)
         with self._lock:
             self._covered = {k: ref for k, ref in self._covered.items() if ref() is not None}
             self._covered[id(snapshot)] = weakref.ref(snapshot)
         return True
 
-    def candidates(self, query: bytes) -> set[int] | None:
-        """The ids of the text bodies that may hold `query`; None when any may (a literal
+    def candidates(self, query: bytes) -> set[str] | None:
+        """The blob ids of the text bodies that may hold `query`; None when any may (a literal
         shorter than a trigram)."""
         expression = trigram_query(query)
         if expression is None:
             return None
-        try:
-            rows = (
-                self._connection()
-                .execute("SELECT rowid FROM grams WHERE grams MATCH ?", (expression,))
-                .fetchall()
-            )
-        except sqlite3.Error:
-            raise IndexUnavailable() from None
-        return {row[0] for row in rows}
+        rows = self._query(
+            "SELECT oid FROM blobs WHERE id IN (SELECT rowid FROM grams WHERE grams MATCH ?)",
+            (expression,),
+        )
+        return {str(row[0]) for row in rows}
 
-    def body(self, row_id: int) -> bytes | None:
+    def body(self, oid: str) -> bytes | None:
         """A stored text body; None for a blob holding a NUL byte."""
-        try:
-            row = (
-                self._connection()
-                .execute("SELECT body FROM blobs WHERE id = ?", (row_id,))
-                .fetchone()
-            )
-        except sqlite3.Error:
-            raise IndexUnavailable() from None
-        if row is None:
+        rows = self._query("SELECT body FROM blobs WHERE oid = ?", (oid,))
+        if not rows:
             raise IndexUnavailable()
-        body: bytes | None = row[0]
-        return body
+        body = rows[0][0]
+        return body if isinstance(body, bytes) else None
 
     def search(
         self, files: Iterable[tuple[str, str | None]], query: bytes
     ) -> Iterator[tuple[str, int, bytes]]:
         """(path, line number, line) of each line holding `query`, as `git grep -F -n` finds
         them, in the order of `files` (path, blob id or None to skip)."""
-        ids = self.stored()
         candidates = self.candidates(query)
         for path, oid in files:
-            row_id = ids.get(oid) if oid is not None else None
-            if row_id is None or (candidates is not None and row_id not in candidates):
+            if oid is None or (candidates is not None and oid not in candidates):
                 continue
-            data = self.body(row_id)
+            data = self.body(oid)
             if data is None:
                 continue
             for line, text in matching_lines(data, query):
@@ -224,13 +251,37 @@ class SearchIndex:
                 total += os.stat(f"{self.path}{suffix}").st_size
         return total
 
+    @contextlib.contextmanager
+    def writer(self, *, create: bool = False) -> Iterator[sqlite3.Connection | None]:
+        """A connection to write the file this object reads, holding the build lock; None when
+        another writer holds it. Never one to a remade file (its token differs), and (unless
+        `create`) never one that makes the file."""
+        with build_lock(self.path.parent) as mine:
+            if not mine:
+                yield None
+                return
+            if not create and not self.path.is_file():
+                raise IndexUnavailable()
+            connection = _writer(self.path)
+            try:
+                token = _token(connection)
+                with self._lock:
+                    if self.token is None:
+                        self.token = token
+                    elif token != self.token:
+                        raise IndexUnavailable()
+                yield connection
+            finally:
+                connection.close()
+
     def close(self) -> None:
         with self._lock:
             self.closed = True
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            with contextlib.suppress(sqlite3.Error):
-                connection.close()
+            readers, self._readers = self._readers, []
+        for reader in readers:
+            with reader.lock, contextlib.suppress(sqlite3.Error):
+                reader.closed = True
+                reader.connection.close()
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -249,6 +300,7 @@ def _writer(path: Path) -> sqlite3.Connection:
             connection.execute("BEGIN IMMEDIATE")
             for statement in _SCHEMA:
                 connection.execute(statement)
+            connection.execute("INSERT INTO about(token) VALUES (?)", (secrets.token_hex(16),))
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             connection.execute("COMMIT")
     except BaseException:
@@ -257,11 +309,32 @@ def _writer(path: Path) -> sqlite3.Connection:
     return connection
 
 
-def write_blobs(connection: sqlite3.Connection, blobs: Iterable[tuple[str, bytes]]) -> None:
-    """Store blobs in one transaction: all of them or, if anything fails, none."""
+def _token(connection: sqlite3.Connection) -> str:
+    """The file's random name; IndexUnavailable for a file of another version."""
+    if connection.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        raise IndexUnavailable()
+    row = connection.execute("SELECT token FROM about").fetchone()
+    if row is None:
+        raise IndexUnavailable()
+    return str(row[0])
+
+
+class _Stopped(Exception):
+    """A build was asked to stop in the middle of a transaction (rolled back)."""
+
+
+def write_blobs(
+    connection: sqlite3.Connection,
+    blobs: Iterable[tuple[str, bytes]],
+    stop: threading.Event | None = None,
+) -> None:
+    """Store blobs in one transaction: all of them or, if anything fails or `stop` is set,
+    none (`_Stopped`)."""
     connection.execute("BEGIN IMMEDIATE")
     try:
         for oid, data in blobs:
+            if stop is not None and stop.is_set():
+                raise _Stopped()
             body = None if b"\0" in data else data
             cursor = connection.execute(
                 "INSERT OR IGNORE INTO blobs(oid, body) VALUES (?, ?)", (oid, body)
@@ -276,6 +349,11 @@ def write_blobs(connection: sqlite3.Connection, blobs: Iterable[tuple[str, bytes
         with contextlib.suppress(sqlite3.Error):
             connection.execute("ROLLBACK")
         raise
+
+
+def note_head(connection: sqlite3.Connection, head_sha: str) -> None:
+    """Note that every searchable blob of `head_sha` is stored."""
+    connection.execute("INSERT OR IGNORE INTO heads(sha) VALUES (?)", (head_sha,))
 
 
 def remove_index(path: Path) -> None:
@@ -345,10 +423,15 @@ class SearchIndexes:
         self._builds: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        self._preparing: dict[str, int] = {}  # prepare() calls queued or running, by repository
+        self._prepared = threading.Condition(self._lock)
         self._pid = os.getpid()
 
-    def ready(self, git_dir: Path, snapshot: Snapshot, *, build: bool = True) -> SearchIndex | None:
-        """The repository's index when it holds every blob a search of `snapshot` reads;
+    def ready(
+        self, git_dir: Path, snapshot: Snapshot, head_sha: str, *, build: bool = True
+    ) -> SearchIndex | None:
+        """The repository's index when it holds every blob a search of `snapshot` (the tree of
+        `head_sha`) reads;
         otherwise None, and (with `build`) the missing blobs are added: at once when they are
         few, else in the background."""
         self._after_fork()
@@ -359,7 +442,7 @@ class SearchIndexes:
         if index is None:
             return None
         try:
-            if index.covers(snapshot):
+            if index.covers(snapshot, head_sha):
                 return index
             if not build:
                 return None
@@ -371,9 +454,9 @@ class SearchIndexes:
         few = sum(size for _, size in wanted) <= self.inline_bytes
         if few and not stale and self._add_inline(git_dir, index, wanted):
             with contextlib.suppress(IndexUnavailable):
-                return index if index.covers(snapshot) else None
+                return index if index.covers(snapshot, head_sha) else None
             return None
-        self._start_build(git_dir, index, snapshot, fresh=stale)
+        self._start_build(git_dir, index, snapshot, head_sha, fresh=stale)
         return None
 
     def _index(self, git_dir: Path) -> SearchIndex | None:
@@ -392,17 +475,22 @@ class SearchIndexes:
     ) -> bool:
         try:
             blobs = self._readers.reader(git_dir).read(oid for oid, _ in missing)
-            connection = _writer(index.path)
-            try:
+            with index.writer(create=True) as connection:
+                if connection is None:
+                    return False  # a build holds the file: it will add them
                 write_blobs(connection, blobs.items())
-            finally:
-                connection.close()
         except (sqlite3.Error, OSError, GitError, IndexUnavailable):
             return False
         return True
 
     def _start_build(
-        self, git_dir: Path, index: SearchIndex, snapshot: Snapshot, *, fresh: bool
+        self,
+        git_dir: Path,
+        index: SearchIndex,
+        snapshot: Snapshot,
+        head_sha: str,
+        *,
+        fresh: bool,
     ) -> None:
         key = str(git_dir)
         blobs = dict(snapshot.search_blobs())  # taken now: the build must not hold the head
@@ -412,14 +500,16 @@ class SearchIndexes:
                 return
             thread = threading.Thread(
                 target=self._build,
-                args=(git_dir, index, blobs, fresh),
+                args=(git_dir, index, blobs, head_sha, fresh),
                 name="search-index",
                 daemon=True,
             )
             self._builds[key] = thread
-        thread.start()
+            thread.start()  # under the lock: a thread not yet started is not yet alive
 
-    def _build(self, git_dir: Path, index: SearchIndex, blobs: dict[str, int], fresh: bool) -> None:
+    def _build(
+        self, git_dir: Path, index: SearchIndex, blobs: dict[str, int], head_sha: str, fresh: bool
+    ) -> None:
         lower_priority(threading.get_native_id())
         folder = index.path.parent
         try:
@@ -443,11 +533,12 @@ class SearchIndexes:
                     for batch in _batches(stream_blobs(git_dir, wanted)):
                         if self._closing.is_set() or not folder.is_dir():
                             return  # closing, or the repository was evicted
-                        write_blobs(connection, batch)
+                        write_blobs(connection, batch, self._closing)
+                    note_head(connection, head_sha)
                 finally:
                     connection.close()
-        except (sqlite3.Error, OSError, GitError, ValueError, IndexUnavailable):
-            pass  # the index stays as it was: searches keep using git grep
+        except (sqlite3.Error, OSError, GitError, ValueError, IndexUnavailable, _Stopped):
+            pass  # the index keeps what was committed: searches keep using git grep
 
     def _forget(self, git_dir: Path, index: SearchIndex) -> None:
         with self._lock:
@@ -455,10 +546,34 @@ class SearchIndexes:
                 del self._indexes[str(git_dir)]
         index.close()
 
-    def wait(self, git_dir: Path, timeout: float | None = None) -> None:
-        """Wait for this process's build of the repository's index, if one runs."""
+    def prepare(self, executor: Executor, git_dir: Path, snapshot: Snapshot, head_sha: str) -> None:
+        """Make the head's index ready on `executor`, without waiting for it."""
+        key = str(git_dir)
+
+        def run() -> None:
+            try:
+                self.ready(git_dir, snapshot, head_sha)
+            finally:
+                with self._prepared:
+                    self._preparing[key] -= 1
+                    self._prepared.notify_all()
+
         with self._lock:
-            thread = self._builds.get(str(git_dir))
+            self._preparing[key] = self._preparing.get(key, 0) + 1
+        try:
+            executor.submit(run)
+        except RuntimeError:  # the executor is shut down: nothing to prepare
+            with self._prepared:
+                self._preparing[key] -= 1
+                self._prepared.notify_all()
+
+    def wait(self, git_dir: Path, timeout: float | None = None, *, builds: bool = True) -> None:
+        """Wait for this process's preparations of the repository's index and (with `builds`)
+        for its build."""
+        key = str(git_dir)
+        with self._prepared:
+            self._prepared.wait_for(lambda: not self._preparing.get(key), timeout)
+            thread = self._builds.get(key) if builds else None
         if thread is not None:
             thread.join(timeout)
 
@@ -466,7 +581,8 @@ class SearchIndexes:
         """A forked child must not use its parent's connections or wait for its threads."""
         if os.getpid() != self._pid:
             self._lock, self._pid = threading.Lock(), os.getpid()
-            self._indexes, self._builds = {}, {}
+            self._prepared = threading.Condition(self._lock)
+            self._indexes, self._builds, self._preparing = {}, {}, {}
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the builds (they stop between transactions) and close every index."""

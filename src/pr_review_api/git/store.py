@@ -142,8 +142,12 @@ class RepositoryStore:
         return PinnedRepository(git_dir, revisions, store=self, work=work)
 
     def snapshot(self, git_dir: Path, head_sha: str, work: Work | None = None) -> Snapshot:
-        """The index of a head, from the cache or made within `work`'s budgets."""
-        return self.snapshots.get(git_dir, head_sha, work if work is not None else self.work())
+        """The index of a head, from the cache or made within `work`'s budgets. The head's
+        search index is made ready in the background, off the review's critical path."""
+        snapshot = self.snapshots.get(git_dir, head_sha, work if work is not None else self.work())
+        if not self.closed:
+            self.indexes.prepare(self.executor, git_dir, snapshot, head_sha)
+        return snapshot
 
     def merge_base(self, git_dir: Path, base_sha: str, head_sha: str) -> str:
         """The merge base of two commits, or `base_sha` when they have none."""
