@@ -58,6 +58,8 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in list(os.environ):
         if name.startswith(_OUR_VARIABLES):
             monkeypatch.delenv(name)
+    # Indexes and saved snapshots go to the cache: never the developer's own.
+    monkeypatch.setenv("PR_REVIEW_CACHE_DIR", str(tmp_path / "pr-review-cache"))
     monkeypatch.chdir(tmp_path)
 
 

@@ -30,6 +30,7 @@ from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.search_index import (
     INDEX_FILE,
     MAX_QUERY_GRAMS,
+    SearchIndex,
     build_lock,
     matching_lines,
     trigram_query,
@@ -54,6 +55,7 @@ def indexed_store(cache: Path) -> RepositoryStore:
     """A store over `cache` that indexes every repository, however small."""
     store = RepositoryStore(cache_dir=cache)
     store.indexes.min_bytes = 0
+    store.indexes.prepare_delay = 0
     return store
 
 
@@ -75,6 +77,17 @@ def index_path(store: RepositoryStore, git_dir: Path) -> Path:
     folder = store.index_dir(git_dir)
     assert folder is not None
     return folder / INDEX_FILE
+
+
+def eventually_ready(store: RepositoryStore, pinned: PinnedRepository) -> SearchIndex:
+    """The head's index once the builds under way have made it (a search meanwhile may see
+    none, and answers with git grep)."""
+    deadline = time.monotonic() + 20
+    while (index := pinned._search_index()) is None and time.monotonic() < deadline:
+        store.indexes.wait(pinned.git_dir)
+        time.sleep(0.05)
+    assert index is not None
+    return index
 
 
 def both_ways(
@@ -380,16 +393,14 @@ def test_one_builder_at_a_time_over_processes(
 def test_an_index_grown_stale_by_old_heads_is_rebuilt_for_the_new_one(
     store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    old = repo.commit_files({f"old{n}.txt": f"old {n}\n" * 2000 for n in range(20)})
+    old = repo.commit_files({f"old{n}.txt": f"old {n}\n" * 6000 for n in range(20)})  # 840 kB
     assert pin(store, repo.git_dir, old, old)._search_index() is not None
     new = repo.commit_files({"a.txt": "new\n"}, delete=tuple(f"old{n}.txt" for n in range(20)))
     monkeypatch.setattr(search_index, "STALE_FACTOR", 1)
-    monkeypatch.setattr(search_index, "STALE_SLACK_BYTES", 0)
+    monkeypatch.setattr(search_index, "STALE_SLACK_BYTES", 256 * 1024)  # past the old head's
     pinned = pin(store, repo.git_dir, new, new)
     assert pinned._search_index() is None  # stale: rebuilt in the background
-    store.indexes.wait(repo.git_dir)
-    index = pinned._search_index()
-    assert index is not None
+    index = eventually_ready(store, pinned)
     assert len(index.stored()) == 1
 
 

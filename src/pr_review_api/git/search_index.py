@@ -60,6 +60,8 @@ STALE_SLACK_BYTES = 64 * 1024**2
 # A literal gives at most this many trigrams to the index: more would narrow little more.
 MAX_QUERY_GRAMS = 16
 BUSY_SECONDS = 5.0
+# How long after a head is opened its index is prepared in the background.
+PREPARE_DELAY_SECONDS = 0.5
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, body BLOB)",
@@ -419,6 +421,7 @@ class SearchIndexes:
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         self.inline_bytes = inline_bytes
+        self.prepare_delay = PREPARE_DELAY_SECONDS
         self._indexes: dict[str, SearchIndex] = {}
         self._builds: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
@@ -547,7 +550,9 @@ class SearchIndexes:
         index.close()
 
     def prepare(self, executor: Executor, git_dir: Path, snapshot: Snapshot, head_sha: str) -> None:
-        """Make the head's index ready on `executor`, without waiting for it."""
+        """Make the head's index ready on `executor`, without waiting for it, after
+        `prepare_delay`: the steps up to a review's first model request come first (a search
+        before then makes the index ready itself)."""
         key = str(git_dir)
 
         def run() -> None:
@@ -558,14 +563,24 @@ class SearchIndexes:
                     self._preparing[key] -= 1
                     self._prepared.notify_all()
 
+        def submit() -> None:
+            try:
+                if self._closing.is_set():
+                    raise RuntimeError()
+                executor.submit(run)
+            except RuntimeError:  # closing, or the executor is shut down: nothing to prepare
+                with self._prepared:
+                    self._preparing[key] -= 1
+                    self._prepared.notify_all()
+
         with self._lock:
             self._preparing[key] = self._preparing.get(key, 0) + 1
-        try:
-            executor.submit(run)
-        except RuntimeError:  # the executor is shut down: nothing to prepare
-            with self._prepared:
-                self._preparing[key] -= 1
-                self._prepared.notify_all()
+        if self.prepare_delay <= 0:
+            submit()
+            return
+        timer = threading.Timer(self.prepare_delay, submit)
+        timer.daemon = True
+        timer.start()
 
     def wait(self, git_dir: Path, timeout: float | None = None, *, builds: bool = True) -> None:
         """Wait for this process's preparations of the repository's index and (with `builds`)

@@ -99,6 +99,7 @@ class SnapshotCache:
         self._loading: dict[tuple[str, str], threading.Event] = {}
         self._full_loads: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
+        self._flush = threading.Event()
 
     def get(self, git_dir: Path, head_sha: str, work: Work | None = None) -> Snapshot:
         work = work if work is not None else Work()
@@ -216,7 +217,7 @@ class SnapshotCache:
     def _saver(self, repository: str) -> None:
         try:
             while True:
-                time.sleep(self._save_delay)
+                self._flush.wait(self._save_delay)  # set by close(): save now, then stop
                 with self._lock:
                     pending = self._pending.pop(repository, None)
                     if pending is None:  # under the lock: a new ask starts a new saver
@@ -243,6 +244,11 @@ class SnapshotCache:
             if directory == repository:
                 return sha, snapshot
         return None
+
+    def flush(self) -> None:
+        """Write the pending saves now rather than after their delay (the store is closing,
+        and a one-shot process should not wait out the delay at exit)."""
+        self._flush.set()
 
     def clear(self) -> None:
         with self._lock:

@@ -175,6 +175,7 @@ class RepositoryStore:
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.indexes.close()
         self.readers.close()
+        self.snapshots.flush()
         self.snapshots.clear()
         self.merge_bases.clear()
         self.changes.clear()
