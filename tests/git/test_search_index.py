@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 from pr_review_api.git import blobs, search, search_index
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.search_index import (
-    INDEX_FILE,
     MAX_QUERY_GRAMS,
     SearchIndex,
     build_lock,
@@ -76,7 +75,7 @@ def pin(store: RepositoryStore, git_dir: Path, base: str, head: str) -> PinnedRe
 def index_path(store: RepositoryStore, git_dir: Path) -> Path:
     folder = store.index_dir(git_dir)
     assert folder is not None
-    return folder / INDEX_FILE
+    return search_index.current_index(folder)
 
 
 def eventually_ready(store: RepositoryStore, pinned: PinnedRepository) -> SearchIndex:
@@ -355,6 +354,10 @@ def test_a_corrupt_index_is_never_used_and_is_remade(
     store.indexes.wait(repo.git_dir)
     assert pinned._search_index() is not None
     assert search_repository(pinned, SearchArguments(query="needle", limit=100)) == found
+    # Remade under a new name (a late close of the old file deletes its log by name), and
+    # the old generation is gone.
+    names = [older.name for _, older in search_index.generations(path.parent)]
+    assert names == ["search-2.sqlite"]
 
 
 def test_an_index_of_another_version_is_remade(

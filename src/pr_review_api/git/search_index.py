@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets
 import sqlite3
 import threading
@@ -45,7 +46,8 @@ from pr_review_api.git.runner import GitError
 if TYPE_CHECKING:
     from pr_review_api.git.tree import Snapshot
 
-INDEX_FILE = "search.sqlite"
+# An index file is `search-<generation>.sqlite`; the highest generation is the current one.
+_GENERATION = re.compile(r"search-([1-9][0-9]{0,8})\.sqlite")
 SCHEMA_VERSION = 2
 # Smaller repositories are searched with `git grep` alone: it answers them in milliseconds.
 INDEX_MIN_BYTES = 32 * 1024**2
@@ -262,8 +264,10 @@ class SearchIndex:
             if not mine:
                 yield None
                 return
-            if not create and not self.path.is_file():
-                raise IndexUnavailable()
+            if (not create and not self.path.is_file()) or current_index(
+                self.path.parent
+            ) != self.path:
+                raise IndexUnavailable()  # gone, or a newer generation took over
             connection = _writer(self.path)
             try:
                 token = _token(connection)
@@ -358,10 +362,39 @@ def note_head(connection: sqlite3.Connection, head_sha: str) -> None:
     connection.execute("INSERT OR IGNORE INTO heads(sha) VALUES (?)", (head_sha,))
 
 
-def remove_index(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{path}{suffix}")
+def generations(folder: Path) -> list[tuple[int, Path]]:
+    """The index files of a folder, oldest first."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    found = [
+        (int(match[1]), folder / name) for name in names if (match := _GENERATION.fullmatch(name))
+    ]
+    return sorted(found)
+
+
+def current_index(folder: Path) -> Path:
+    """The file searches read: the newest generation (the first, if there is none yet)."""
+    found = generations(folder)
+    return found[-1][1] if found else folder / "search-1.sqlite"
+
+
+def next_index(folder: Path) -> Path:
+    """A new generation's file. A remade index never reuses a name: a connection to the old
+    file that closes late deletes its write-ahead log by name, which would be the new one's."""
+    found = generations(folder)
+    return folder / f"search-{(found[-1][0] if found else 0) + 1}.sqlite"
+
+
+def remove_older(path: Path) -> None:
+    """Delete the generations older than `path` (readers keep what they have open)."""
+    for _, older in generations(path.parent):
+        if older == path:
+            return
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{older}{suffix}")
 
 
 @contextlib.contextmanager
@@ -467,10 +500,13 @@ class SearchIndexes:
         if folder is None:
             return None
         key = str(git_dir)
+        path = current_index(folder)
         with self._lock:
             index = self._indexes.get(key)
-            if index is None or index.closed:
-                index = self._indexes[key] = SearchIndex(folder / INDEX_FILE)
+            if index is None or index.closed or index.path != path:
+                if index is not None:
+                    index.close()  # a newer generation: the old one is left to its readers
+                index = self._indexes[key] = SearchIndex(path)
             return index
 
     def _add_inline(
@@ -519,17 +555,15 @@ class SearchIndexes:
             with build_lock(folder) as mine:
                 if not mine:
                     return  # another process builds it; later searches see its progress
-                if fresh:  # grown by old heads past the bound: start afresh with this one
-                    self._forget(git_dir, index)
-                    remove_index(index.path)
+                # Grown by old heads past the bound: a new generation, for this head only.
+                path = next_index(folder) if fresh else current_index(folder)
                 try:
-                    connection = _writer(index.path)
+                    connection = _writer(path)
                 except sqlite3.OperationalError:
                     raise  # busy or unwritable: not a reason to throw the index away
                 except (sqlite3.DatabaseError, IndexUnavailable):
-                    self._forget(git_dir, index)  # corrupt or of another version: remade
-                    remove_index(index.path)
-                    connection = _writer(index.path)
+                    path = next_index(folder)  # corrupt or of another version: remade
+                    connection = _writer(path)
                 try:
                     present = {row[0] for row in connection.execute("SELECT oid FROM blobs")}
                     wanted = [oid for oid in blobs if oid not in present]
@@ -540,14 +574,9 @@ class SearchIndexes:
                     note_head(connection, head_sha)
                 finally:
                     connection.close()
+                remove_older(path)
         except (sqlite3.Error, OSError, GitError, ValueError, IndexUnavailable, _Stopped):
             pass  # the index keeps what was committed: searches keep using git grep
-
-    def _forget(self, git_dir: Path, index: SearchIndex) -> None:
-        with self._lock:
-            if self._indexes.get(str(git_dir)) is index:
-                del self._indexes[str(git_dir)]
-        index.close()
 
     def prepare(self, executor: Executor, git_dir: Path, snapshot: Snapshot, head_sha: str) -> None:
         """Make the head's index ready on `executor`, without waiting for it, after
