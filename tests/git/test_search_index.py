@@ -527,3 +527,22 @@ def test_closing_the_store_stops_a_build_inside_its_transaction(
     assert time.monotonic() - began < 2
     with sqlite3.connect(index_path(store, repo.git_dir)) as connection:
         assert connection.execute("SELECT count(*) FROM blobs").fetchone() == (0,)  # rolled back
+
+
+def test_an_index_others_may_write_is_never_read(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(10)})
+    pinned = pin(store, repo.git_dir, head, head)
+    index = pinned._search_index()
+    assert index is not None
+    assert index.path.stat().st_mode & 0o777 == 0o600
+    index.path.chmod(0o666)  # as if another user could have written it
+    other = repo.commit_files({"f1.txt": "changed\n"})
+    monkeypatch.setattr(store.indexes, "inline_bytes", 0)
+    fresh = store.open(repo.git_dir, other, other)
+    found = search_repository(fresh, SearchArguments(query="needle", limit=100))
+    assert len(found["matches"]) == 9  # git grep answered
+    remade = eventually_ready(store, fresh)
+    assert remade.path != index.path  # a new generation, private again
+    assert remade.path.stat().st_mode & 0o777 == 0o600

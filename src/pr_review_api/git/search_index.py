@@ -33,6 +33,7 @@ import os
 import re
 import secrets
 import sqlite3
+import stat
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -138,7 +139,7 @@ class SearchIndex:
         reader: _Reader | None = getattr(self._local, "reader", None)
         if reader is not None:
             return reader
-        if self.closed or not self.path.is_file():
+        if self.closed or not _own_file(self.path):
             raise IndexUnavailable()  # never created by a reader: sqlite would make an empty one
         try:
             connection = sqlite3.connect(
@@ -293,8 +294,28 @@ class SearchIndex:
 # --- writing -------------------------------------------------------------------------------
 
 
+def _own_file(path: Path) -> bool:
+    """Whether `path` is a regular file this user owns and only this user may write: an index
+    another user could have written is never read."""
+    try:
+        status = os.lstat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISREG(status.st_mode)
+        and status.st_uid == os.geteuid()
+        and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
 def _writer(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(
+        FileExistsError
+    ):  # private before SQLite opens it (its logs copy the mode)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    if not _own_file(path):
+        raise IndexUnavailable()
     connection = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
     try:
         connection.execute("PRAGMA journal_mode = WAL")
