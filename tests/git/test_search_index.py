@@ -125,11 +125,19 @@ QUERIES = [
 PATHS = ["", "src", "src/app.py", "text", "links/to_src", "links/to_app", "many", "big", "bin"]
 
 
+@pytest.mark.parametrize("probe", [0, 5, search_index.PROBE_FILES])  # index at once, later
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("query", QUERIES)
 def test_index_search_equals_git_grep_search(
-    store: RepositoryStore, world: HostileWorld, query: str, path: str
+    store: RepositoryStore,
+    world: HostileWorld,
+    *,
+    query: str,
+    path: str,
+    probe: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(search_index, "PROBE_FILES", probe)
     arguments = SearchArguments(query=query, path=path, limit=100)
     pinned = pin(store, world.repo.git_dir, world.base, world.head)
     from_index, from_git = both_ways(store, pinned, arguments)
@@ -325,7 +333,9 @@ def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
         path = index_path(store, repo.git_dir)
         with sqlite3.connect(path) as connection:
             assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-            rows = connection.execute("SELECT oid, body FROM blobs").fetchall()
+            rows = connection.execute(
+                "SELECT oid, body FROM blobs JOIN bodies USING (id)"
+            ).fetchall()
         assert 0 < len(rows) < len(files)  # some batches, not all
         contents = {
             git(repo.path, "hash-object", "--stdin", input_bytes=body): body for _, body in rows

@@ -5,7 +5,8 @@ kernel-sized repository, and a text store in memory costs each process its own g
 fill. A `SearchIndex` is one SQLite file per repository, in its index folder
 (`RepositoryStore.index_dir`, inside the cache, so the cache's bound and eviction cover it):
 
-    blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE, body BLOB)   body NULL: holds a NUL byte
+    blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE)   every stored blob, small rows
+    bodies(id INTEGER PRIMARY KEY, body BLOB)        the text of each (none: holds a NUL byte)
     grams   FTS5, trigram tokenizer, case-sensitive, contentless, by blobs.id
     heads(sha TEXT PRIMARY KEY)   commits whose every searchable blob is stored
     about(token)                  a random name of this file: a remade file has another
@@ -39,7 +40,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pr_review_api.git.blobs import BlobReaders, lower_priority, stream_blobs
 from pr_review_api.git.runner import GitError
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 # An index file is `search-<generation>.sqlite`; the highest generation is the current one.
 _GENERATION = re.compile(r"search-([1-9][0-9]{0,8})\.sqlite")
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Smaller repositories are searched with `git grep` alone: it answers them in milliseconds.
 INDEX_MIN_BYTES = 32 * 1024**2
 # A new head whose missing blobs are at most this large is completed at once, in the call.
@@ -60,6 +61,8 @@ BATCH_BLOBS = 4000
 # An index holding this much more than its latest head needs (old heads' blobs) is rebuilt.
 STALE_FACTOR = 2
 STALE_SLACK_BYTES = 64 * 1024**2
+# Files a search reads before it asks the trigram index (see SearchIndex.search).
+PROBE_FILES = 128
 # A literal gives at most this many trigrams to the index: more would narrow little more.
 MAX_QUERY_GRAMS = 16
 BUSY_SECONDS = 5.0
@@ -67,7 +70,8 @@ BUSY_SECONDS = 5.0
 PREPARE_DELAY_SECONDS = 0.5
 
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, body BLOB)",
+    "CREATE TABLE IF NOT EXISTS blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS bodies(id INTEGER PRIMARY KEY, body BLOB NOT NULL)",
     "CREATE VIRTUAL TABLE IF NOT EXISTS grams USING fts5("
     "body, tokenize='trigram case_sensitive 1', detail='none', content='')",
     "CREATE TABLE IF NOT EXISTS heads(sha TEXT PRIMARY KEY)",
@@ -165,16 +169,14 @@ class SearchIndex:
         self._local.reader = reader
         return reader
 
-    def _query(self, sql: str, parameters: tuple[object, ...]) -> list[tuple[object, ...]]:
+    def _query(self, sql: str, parameters: tuple[object, ...]) -> list[tuple[Any, ...]]:
         """All rows of a read; any failure is IndexUnavailable."""
         reader = self._reader()
         with reader.lock:
             if reader.closed:
                 raise IndexUnavailable()
             try:
-                rows: list[tuple[object, ...]] = reader.connection.execute(
-                    sql, parameters
-                ).fetchall()
+                rows: list[tuple[Any, ...]] = reader.connection.execute(sql, parameters).fetchall()
             except sqlite3.Error:
                 raise IndexUnavailable() from None
         return rows
@@ -184,8 +186,8 @@ class SearchIndex:
         rows = self._query("SELECT id, oid FROM blobs WHERE id > ? ORDER BY id", (self._last_id,))
         with self._lock:
             for row_id, oid in rows:
-                self._ids[str(oid)] = int(str(row_id))
-                self._last_id = max(self._last_id, int(str(row_id)))
+                self._ids[oid] = row_id
+                self._last_id = max(self._last_id, row_id)
             return self._ids
 
     def missing(self, blobs: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
@@ -223,23 +225,32 @@ class SearchIndex:
             "SELECT oid FROM blobs WHERE id IN (SELECT rowid FROM grams WHERE grams MATCH ?)",
             (expression,),
         )
-        return {str(row[0]) for row in rows}
+        return {row[0] for row in rows}
 
     def body(self, oid: str) -> bytes | None:
         """A stored text body; None for a blob holding a NUL byte."""
-        rows = self._query("SELECT body FROM blobs WHERE oid = ?", (oid,))
+        rows = self._query(
+            "SELECT bodies.body FROM blobs LEFT JOIN bodies ON bodies.id = blobs.id "
+            "WHERE blobs.oid = ?",
+            (oid,),
+        )
         if not rows:
             raise IndexUnavailable()
-        body = rows[0][0]
-        return body if isinstance(body, bytes) else None
+        body: bytes | None = rows[0][0]
+        return body
 
     def search(
         self, files: Iterable[tuple[str, str | None]], query: bytes
     ) -> Iterator[tuple[str, int, bytes]]:
         """(path, line number, line) of each line holding `query`, as `git grep -F -n` finds
-        them, in the order of `files` (path, blob id or None to skip)."""
-        candidates = self.candidates(query)
-        for path, oid in files:
+        them, in the order of `files` (path, blob id or None to skip).
+
+        The first PROBE_FILES files are read without asking the trigram index: a common
+        literal fills a search's cap there, where its candidates would be most of the tree."""
+        candidates: set[str] | None = None
+        for count, (path, oid) in enumerate(files):
+            if count == PROBE_FILES:
+                candidates = self.candidates(query)
             if oid is None or (candidates is not None and oid not in candidates):
                 continue
             data = self.body(oid)
@@ -363,10 +374,11 @@ def write_blobs(
             if stop is not None and stop.is_set():
                 raise _Stopped()
             body = None if b"\0" in data else data
-            cursor = connection.execute(
-                "INSERT OR IGNORE INTO blobs(oid, body) VALUES (?, ?)", (oid, body)
-            )
+            cursor = connection.execute("INSERT OR IGNORE INTO blobs(oid) VALUES (?)", (oid,))
             if cursor.rowcount == 1 and body is not None:
+                connection.execute(
+                    "INSERT INTO bodies(id, body) VALUES (?, ?)", (cursor.lastrowid, body)
+                )
                 connection.execute(
                     "INSERT INTO grams(rowid, body) VALUES (?, ?)",
                     (cursor.lastrowid, body.decode("latin-1")),
@@ -484,13 +496,10 @@ class SearchIndexes:
         self._prepared = threading.Condition(self._lock)
         self._pid = os.getpid()
 
-    def ready(
-        self, git_dir: Path, snapshot: Snapshot, head_sha: str, *, build: bool = True
-    ) -> SearchIndex | None:
+    def ready(self, git_dir: Path, snapshot: Snapshot, head_sha: str) -> SearchIndex | None:
         """The repository's index when it holds every blob a search of `snapshot` (the tree of
-        `head_sha`) reads;
-        otherwise None, and (with `build`) the missing blobs are added: at once when they are
-        few, else in the background."""
+        `head_sha`) reads; otherwise None, and the missing blobs are added: at once when they
+        are few, else in the background."""
         self._after_fork()
         total = snapshot.search_bytes()
         if not self.min_bytes <= total <= self.max_bytes or self._closing.is_set():
@@ -501,8 +510,6 @@ class SearchIndexes:
         try:
             if index.covers(snapshot, head_sha):
                 return index
-            if not build:
-                return None
             missing: list[tuple[str, int]] | None = index.missing(snapshot.search_blobs())
         except IndexUnavailable:
             missing = None  # not made yet, or unreadable: a build makes (or remakes) it
