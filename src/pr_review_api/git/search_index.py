@@ -36,6 +36,7 @@ import secrets
 import sqlite3
 import stat
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
@@ -55,8 +56,11 @@ SCHEMA_VERSION = 3
 INDEX_MIN_BYTES = 32 * 1024**2
 # A new head whose missing blobs are at most this large is completed at once, in the call.
 INDEX_INLINE_BYTES = 16 * 1024**2
-# One transaction of a build: a killed build loses at most this much work.
-BATCH_BYTES = 16 * 1024**2
+# How long adding a new head's few blobs waits for another writer (another head's few blobs,
+# or a build between two transactions) before the search goes on with `git grep`.
+INLINE_LOCK_WAIT_SECONDS = 2.0
+# One transaction of a build: a killed build, or a process that exits, loses at most this.
+BATCH_BYTES = 4 * 1024**2
 BATCH_BLOBS = 4000
 # An index holding this much more than its latest head needs (old heads' blobs) is rebuilt.
 STALE_FACTOR = 2
@@ -268,11 +272,13 @@ class SearchIndex:
         return total
 
     @contextlib.contextmanager
-    def writer(self, *, create: bool = False) -> Iterator[sqlite3.Connection | None]:
+    def writer(
+        self, *, create: bool = False, wait: float = 0.0
+    ) -> Iterator[sqlite3.Connection | None]:
         """A connection to write the file this object reads, holding the build lock; None when
         another writer holds it. Never one to a remade file (its token differs), and (unless
         `create`) never one that makes the file."""
-        with build_lock(self.path.parent) as mine:
+        with write_lock(self.path.parent, wait) as mine:
             if not mine:
                 yield None
                 return
@@ -430,19 +436,35 @@ def remove_older(path: Path) -> None:
                 os.unlink(f"{older}{suffix}")
 
 
+def build_lock(folder: Path) -> contextlib.AbstractContextManager[bool]:
+    """Whether this process may build the folder's index now: one build at a time, over every
+    process. A build writes its transactions under `write_lock`, between which others write."""
+    return _flock(folder, "build.lock", 0.0)
+
+
+def write_lock(folder: Path, wait: float) -> contextlib.AbstractContextManager[bool]:
+    """Whether this process may write the folder's index now, waiting up to `wait` seconds:
+    one writer at a time, and no generation removed while one writes."""
+    return _flock(folder, "write.lock", wait)
+
+
 @contextlib.contextmanager
-def build_lock(folder: Path) -> Iterator[bool]:
-    """Whether this process may build the folder's index now: one builder at a time, over
-    every process (a flock that dies with its holder)."""
+def _flock(folder: Path, name: str, wait: float) -> Iterator[bool]:
+    """An exclusive flock (it dies with its holder) on a lock file of `folder`."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-    fd = os.open(folder / "build.lock", flags, 0o600)
+    fd = os.open(folder / name, flags, 0o600)
+    deadline = time.monotonic() + wait
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(0.01)
         yield True
     finally:
         os.close(fd)
@@ -542,7 +564,7 @@ class SearchIndexes:
     ) -> bool:
         try:
             blobs = self._readers.reader(git_dir).read(oid for oid, _ in missing)
-            with index.writer(create=True) as connection:
+            with index.writer(create=True, wait=INLINE_LOCK_WAIT_SECONDS) as connection:
                 if connection is None:
                     return False  # a build holds the file: it will add them
                 write_blobs(connection, blobs.items())
@@ -583,26 +605,26 @@ class SearchIndexes:
             with build_lock(folder) as mine:
                 if not mine:
                     return  # another process builds it; later searches see its progress
-                # Grown by old heads past the bound: a new generation, for this head only.
-                path = next_index(folder) if fresh else current_index(folder)
-                try:
-                    connection = _writer(path)
-                except sqlite3.OperationalError:
-                    raise  # busy or unwritable: not a reason to throw the index away
-                except (sqlite3.DatabaseError, IndexUnavailable):
-                    path = next_index(folder)  # corrupt or of another version: remade
-                    connection = _writer(path)
+                with write_lock(folder, BUSY_SECONDS) as writing:
+                    if not writing:
+                        return
+                    path, connection = self._build_connection(folder, fresh=fresh)
                 try:
                     present = {row[0] for row in connection.execute("SELECT oid FROM blobs")}
                     wanted = [oid for oid in blobs if oid not in present]
                     for batch in _batches(stream_blobs(git_dir, wanted)):
                         if self._closing.is_set() or not folder.is_dir():
                             return  # closing, or the repository was evicted
-                        write_blobs(connection, batch, self._closing)
-                    note_head(connection, head_sha)
+                        with write_lock(folder, BUSY_SECONDS) as writing:
+                            if not writing:
+                                return
+                            write_blobs(connection, batch, self._closing)
+                    with write_lock(folder, BUSY_SECONDS) as writing:
+                        if writing:
+                            note_head(connection, head_sha)
+                            remove_older(path)
                 finally:
                     connection.close()
-                remove_older(path)
         except (sqlite3.Error, OSError, GitError, ValueError, IndexUnavailable, _Stopped):
             pass  # the index keeps what was committed: searches keep using git grep
 
@@ -638,6 +660,19 @@ class SearchIndexes:
         timer = threading.Timer(self.prepare_delay, submit)
         timer.daemon = True
         timer.start()
+
+    @staticmethod
+    def _build_connection(folder: Path, *, fresh: bool) -> tuple[Path, sqlite3.Connection]:
+        """The file a build writes: the current generation, or a new one when the current is
+        stale (`fresh`: grown by old heads past the bound), corrupt or of another version."""
+        path = next_index(folder) if fresh else current_index(folder)
+        try:
+            return path, _writer(path)
+        except sqlite3.OperationalError:
+            raise  # busy or unwritable: not a reason to throw the index away
+        except (sqlite3.DatabaseError, IndexUnavailable):
+            path = next_index(folder)
+            return path, _writer(path)
 
     def wait(self, git_dir: Path, timeout: float | None = None, *, builds: bool = True) -> None:
         """Wait for this process's preparations of the repository's index and (with `builds`)
