@@ -58,7 +58,7 @@ INDEX_MIN_BYTES = 32 * 1024**2
 INDEX_INLINE_BYTES = 16 * 1024**2
 # How long adding a new head's few blobs waits for another writer (another head's few blobs,
 # or a build between two transactions) before the search goes on with `git grep`.
-INLINE_LOCK_WAIT_SECONDS = 2.0
+INLINE_LOCK_WAIT_SECONDS = 10.0
 # One transaction of a build: a killed build, or a process that exits, loses at most this.
 BATCH_BYTES = 4 * 1024**2
 BATCH_BLOBS = 4000
@@ -538,7 +538,7 @@ class SearchIndexes:
         stale = index.size() > STALE_FACTOR * total + STALE_SLACK_BYTES
         wanted = missing if missing is not None else list(dict(snapshot.search_blobs()).items())
         few = sum(size for _, size in wanted) <= self.inline_bytes
-        if few and not stale and self._add_inline(git_dir, index, wanted):
+        if few and not stale and self._add_inline(git_dir, index, wanted, head_sha):
             with contextlib.suppress(IndexUnavailable):
                 return index if index.covers(snapshot, head_sha) else None
             return None
@@ -560,14 +560,16 @@ class SearchIndexes:
             return index
 
     def _add_inline(
-        self, git_dir: Path, index: SearchIndex, missing: list[tuple[str, int]]
+        self, git_dir: Path, index: SearchIndex, missing: list[tuple[str, int]], head_sha: str
     ) -> bool:
+        """Add a head's missing blobs (`missing`, from this file) and note the head complete."""
         try:
             blobs = self._readers.reader(git_dir).read(oid for oid, _ in missing)
             with index.writer(create=True, wait=INLINE_LOCK_WAIT_SECONDS) as connection:
                 if connection is None:
-                    return False  # a build holds the file: it will add them
+                    return False  # writers queue past the wait: git grep answers this once
                 write_blobs(connection, blobs.items())
+                note_head(connection, head_sha)
         except (sqlite3.Error, OSError, GitError, IndexUnavailable):
             return False
         return True
