@@ -522,6 +522,22 @@ def open_pinned(git_dir: Path, base_sha: str, head_sha: str) -> Any:
     return store.open(git_dir, base_sha, head_sha)
 
 
+def _wait_for_other_builders(store: Any, git_dir: Path, timeout: float = 1800) -> None:
+    """Wait while another process (the bench's parent, a worker) builds the index on disk."""
+    index_dir = getattr(store, "index_dir", None)
+    folder = index_dir(git_dir) if index_dir is not None else None
+    try:
+        search_index = importlib.import_module("pr_review_api.git.search_index")
+    except ImportError:
+        return
+    deadline = time.monotonic() + timeout
+    while folder is not None and time.monotonic() < deadline:
+        with search_index.build_lock(folder) as free:
+            if free:
+                return
+        time.sleep(0.2)
+
+
 def wait_for_search_index(git_dir: Path, store: Any = None) -> None:
     """Let a background build of a repository's search index (on disk) or search text (in
     memory, before that) finish. Looked up by name: the benches also measure sources from
@@ -531,6 +547,7 @@ def wait_for_search_index(git_dir: Path, store: Any = None) -> None:
         builds = getattr(store, name, None)
         if builds is not None:
             builds.wait(git_dir)
+            _wait_for_other_builders(store, git_dir)
             return
     if store is not None:
         return
