@@ -89,6 +89,21 @@ def eventually_ready(store: RepositoryStore, pinned: PinnedRepository) -> Search
     return index
 
 
+@pytest.fixture
+def held_builds(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Background builds wait for this event before they read a blob, so a test can see the
+    state before a build has done anything, however fast the machine."""
+    release = threading.Event()
+    real_stream = blobs.stream_blobs
+
+    def held(git_dir: Path, oids: list[str]) -> Iterator[tuple[str, bytes]]:
+        release.wait(30)
+        yield from real_stream(git_dir, oids)
+
+    monkeypatch.setattr(search_index, "stream_blobs", held)
+    return release
+
+
 def both_ways(
     store: RepositoryStore, pinned: PinnedRepository, arguments: SearchArguments
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -230,7 +245,10 @@ def test_small_repositories_keep_git_grep(cache: Path, repo: GitRepo) -> None:
 
 
 def test_a_large_index_is_built_in_the_background(
-    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+    store: RepositoryStore,
+    repo: GitRepo,
+    monkeypatch: pytest.MonkeyPatch,
+    held_builds: threading.Event,
 ) -> None:
     monkeypatch.setattr(store.indexes, "inline_bytes", 0)
     head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(20)})
@@ -245,6 +263,7 @@ def test_a_large_index_is_built_in_the_background(
     monkeypatch.setattr(search, "git_grep", counted)
     first = search_repository(pinned, SearchArguments(query="needle", limit=100))
     assert greps == ["needle"]  # not ready: git grep answered, and a build started
+    held_builds.set()
     store.indexes.wait(repo.git_dir)
     assert pinned._search_index() is not None
     assert search_repository(pinned, SearchArguments(query="needle", limit=100)) == first
@@ -295,7 +314,7 @@ def test_another_process_reads_the_index_without_building_it(
 
 
 def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
-    cache: Path, repo: GitRepo
+    cache: Path, repo: GitRepo, held_builds: threading.Event
 ) -> None:
     files = {f"f{n:03}.txt": f"needle {n}\n" * 50 for n in range(200)}
     head = repo.commit_files(files)
@@ -344,6 +363,7 @@ def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
         store.indexes.inline_bytes = 0
         pinned = pin(store, repo.git_dir, head, head)
         assert pinned._search_index() is None  # incomplete: not used, completed in the background
+        held_builds.set()
         store.indexes.wait(repo.git_dir)
         assert pinned._search_index() is not None
         hits = search_repository(pinned, SearchArguments(query="needle 199", limit=100))
@@ -371,7 +391,10 @@ def test_a_corrupt_index_is_never_used_and_is_remade(
 
 
 def test_an_index_of_another_version_is_remade(
-    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+    store: RepositoryStore,
+    repo: GitRepo,
+    monkeypatch: pytest.MonkeyPatch,
+    held_builds: threading.Event,
 ) -> None:
     head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(10)})
     path = index_path(store, repo.git_dir)
@@ -382,6 +405,7 @@ def test_an_index_of_another_version_is_remade(
     monkeypatch.setattr(store.indexes, "inline_bytes", 0)
     pinned = pin(store, repo.git_dir, head, head)
     assert pinned._search_index() is None
+    held_builds.set()
     store.indexes.wait(repo.git_dir)
     assert pinned._search_index() is not None
 
@@ -412,9 +436,12 @@ def test_an_index_grown_stale_by_old_heads_is_rebuilt_for_the_new_one(
     monkeypatch.setattr(search_index, "STALE_FACTOR", 1)
     monkeypatch.setattr(search_index, "STALE_SLACK_BYTES", 256 * 1024)  # past the old head's
     pinned = pin(store, repo.git_dir, new, new)
-    assert pinned._search_index() is None  # stale: rebuilt in the background
-    index = eventually_ready(store, pinned)
+    index = eventually_ready(store, pinned)  # stale: rebuilt, in the background
+    assert index.path.name == "search-2.sqlite"  # a new generation, for the new head only
     assert len(index.stored()) == 1
+    assert [older.name for _, older in search_index.generations(index.path.parent)] == [
+        "search-2.sqlite"
+    ]
 
 
 def test_reads_fall_back_to_git_grep_when_the_index_vanishes(
