@@ -3,7 +3,8 @@
 `git grep <tree>` inflates every blob of the tree on every search, seconds of CPU on a
 kernel-sized repository, and a text store in memory costs each process its own gigabyte and a
 fill. A `SearchIndex` is one SQLite file per repository, in its index folder
-(`RepositoryStore.index_dir`, inside the cache, so the cache's bound and eviction cover it):
+(`RepositoryStore.index_dir`, inside the cache, so the cache's bound and eviction cover it),
+named `search-<generation>.sqlite`: a remade index is a new generation, never the old name.
 
     blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE)   every stored blob, small rows
     bodies(id INTEGER PRIMARY KEY, body BLOB)        the text of each (none: holds a NUL byte)
@@ -542,7 +543,7 @@ class SearchIndexes:
             with contextlib.suppress(IndexUnavailable):
                 return index if index.covers(snapshot, head_sha) else None
             return None
-        self._start_build(git_dir, index, snapshot, head_sha, fresh=stale)
+        self._start_build(git_dir, index.path.parent, snapshot, head_sha, fresh=stale)
         return None
 
     def _index(self, git_dir: Path) -> SearchIndex | None:
@@ -577,7 +578,7 @@ class SearchIndexes:
     def _start_build(
         self,
         git_dir: Path,
-        index: SearchIndex,
+        folder: Path,
         snapshot: Snapshot,
         head_sha: str,
         *,
@@ -591,7 +592,7 @@ class SearchIndexes:
                 return
             thread = threading.Thread(
                 target=self._build,
-                args=(git_dir, index, blobs, head_sha, fresh),
+                args=(git_dir, folder, blobs, head_sha, fresh),
                 name="search-index",
                 daemon=True,
             )
@@ -599,10 +600,9 @@ class SearchIndexes:
             thread.start()  # under the lock: a thread not yet started is not yet alive
 
     def _build(
-        self, git_dir: Path, index: SearchIndex, blobs: dict[str, int], head_sha: str, fresh: bool
+        self, git_dir: Path, folder: Path, blobs: dict[str, int], head_sha: str, fresh: bool
     ) -> None:
         lower_priority(threading.get_native_id())
-        folder = index.path.parent
         try:
             with build_lock(folder) as mine:
                 if not mine:
@@ -636,13 +636,16 @@ class SearchIndexes:
         before then makes the index ready itself)."""
         key = str(git_dir)
 
+        def done() -> None:
+            with self._prepared:
+                self._preparing[key] -= 1
+                self._prepared.notify_all()
+
         def run() -> None:
             try:
                 self.ready(git_dir, snapshot, head_sha)
             finally:
-                with self._prepared:
-                    self._preparing[key] -= 1
-                    self._prepared.notify_all()
+                done()
 
         def submit() -> None:
             try:
@@ -650,9 +653,7 @@ class SearchIndexes:
                     raise RuntimeError()
                 executor.submit(run)
             except RuntimeError:  # closing, or the executor is shut down: nothing to prepare
-                with self._prepared:
-                    self._preparing[key] -= 1
-                    self._prepared.notify_all()
+                done()
 
         with self._lock:
             self._preparing[key] = self._preparing.get(key, 0) + 1
