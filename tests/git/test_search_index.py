@@ -35,6 +35,7 @@ from pr_review_api.git.search_index import (
     trigram_query,
 )
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.git.tree import Snapshot, load_snapshot
 from pr_review_api.tools import SearchArguments, execute_tool, search_repository
 from tests.gitrepo import FILE, GitRepo, git
 from tests.hostile.world import REGULAR_FILES, HostileWorld, build_hostile_world
@@ -232,6 +233,58 @@ def test_a_new_head_only_adds_its_new_blobs(store: RepositoryStore, repo: GitRep
     assert {"path": "f1.txt", "line": 1, "excerpt": "needle changed"} in hits
     assert {"path": "new.txt", "line": 1, "excerpt": "needle new"} in hits
     assert {"path": "f1.txt", "line": 1, "excerpt": "needle 1"} not in hits
+
+
+def test_a_derived_head_is_checked_by_its_changes_alone(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = repo.commit_files({f"d/f{n}.txt": f"needle {n}\n" for n in range(40)})
+    head = repo.commit_files({"d/f3.txt": "needle three\n", "e/new.txt": "needle new\n"})
+    assert pin(store, repo.git_dir, base, base)._search_index() is not None
+    walked: list[int] = []
+    real_walk = Snapshot.search_blobs
+
+    def counting(self: Snapshot) -> Iterator[tuple[str, int]]:
+        walked.append(1)
+        return real_walk(self)
+
+    monkeypatch.setattr(Snapshot, "search_blobs", counting)
+    derived = pin(store, repo.git_dir, base, head)
+    assert derived.snapshot.origin is not None
+    assert derived.snapshot.origin[0] == base
+    assert len(derived.snapshot.origin[1]) == 2  # the two new blobs, nothing else
+    assert derived._search_index() is not None
+    assert walked == []  # neither the preparation nor the search walked the tree
+    hits = search_repository(derived, SearchArguments(query="needle", limit=100))["matches"]
+    assert {"path": "d/f3.txt", "line": 1, "excerpt": "needle three"} in hits
+    assert {"path": "e/new.txt", "line": 1, "excerpt": "needle new"} in hits
+    assert len(hits) == 41
+
+
+@pytest.mark.parametrize("probe", [0, 2, search_index.PROBE_FILES])
+def test_a_derived_heads_search_equals_git_grep(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch, probe: int
+) -> None:
+    monkeypatch.setattr(search_index, "PROBE_FILES", probe)
+    same = "needle shared\n"
+    base = repo.commit_files({f"a/f{n}.txt": f"needle {n}\n" for n in range(12)} | {"z.txt": same})
+    head = repo.commit_files(
+        {"a/f2.txt": "no match\n", "b/copy.txt": same, "a/f5.txt": "needle\nneedle again\n"},
+        delete=("a/f7.txt",),
+    )
+    assert pin(store, repo.git_dir, base, base)._search_index() is not None
+    derived = pin(store, repo.git_dir, base, head)
+    full = load_snapshot(repo.git_dir, head)
+    # Counted from the base's and the changes: the copy of a blob z.txt holds counts twice.
+    assert derived.snapshot.search_bytes() == full.search_bytes() + len(same)
+    for arguments in (
+        SearchArguments(query="needle", limit=100),
+        SearchArguments(query="needle", path="a", limit=100),
+        SearchArguments(query="shared", limit=100),
+        SearchArguments(query="ne", limit=100),
+    ):
+        from_index, from_git = both_ways(store, derived, arguments)
+        assert from_index == from_git
 
 
 def test_small_repositories_keep_git_grep(cache: Path, repo: GitRepo) -> None:

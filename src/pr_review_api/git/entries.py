@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Literal, NamedTuple, TypeVar, overload
 
@@ -22,18 +22,50 @@ class TreeEntry(NamedTuple):
     size: int
 
 
+class _PathsByBlob:
+    """The paths of a base dict's entries by blob id, made on first use and shared by every
+    Entries over that base: a search then finds the few paths of its candidate blobs without
+    walking the tree. A blob at one path maps to the path, at several to a tuple of them."""
+
+    __slots__ = ("_base", "_paths")
+
+    def __init__(self, base: dict[str, TreeEntry]) -> None:
+        self._base = base
+        self._paths: dict[str, str | tuple[str, ...]] | None = None
+
+    def get(self) -> dict[str, str | tuple[str, ...]]:
+        paths = self._paths
+        if paths is None:  # two threads may both build it: the same answer, once wasted
+            paths = {}
+            with collection_paused():
+                for path, entry in self._base.items():
+                    known = paths.get(entry.oid)
+                    if known is None:
+                        paths[entry.oid] = path
+                    elif isinstance(known, tuple):
+                        paths[entry.oid] = (*known, path)
+                    else:
+                        paths[entry.oid] = (known, path)
+            self._paths = paths
+        return paths
+
+
 class Entries(Mapping[str, TreeEntry]):
     """A tree's entries by path: a dict shared with related trees plus this tree's own edits
     (None: removed), so a head derived from another costs its changes, not a copy of 80,000
     entries (nor the garbage collector's walks over one)."""
 
-    __slots__ = ("_base", "_edits", "_length")
+    __slots__ = ("_base", "_by_blob", "_edits", "_length")
 
     def __init__(
-        self, base: dict[str, TreeEntry], edits: dict[str, TreeEntry | None] | None = None
+        self,
+        base: dict[str, TreeEntry],
+        edits: dict[str, TreeEntry | None] | None = None,
+        by_blob: _PathsByBlob | None = None,
     ) -> None:
         self._base = base
         self._edits = edits or {}
+        self._by_blob = by_blob if by_blob is not None else _PathsByBlob(base)
         self._length = len(base) + sum(
             (value is not None) - (path in base) for path, value in self._edits.items()
         )
@@ -42,7 +74,7 @@ class Entries(Mapping[str, TreeEntry]):
         """These entries with `edits` applied; the base is rebuilt once edits pile up."""
         merged = {**self._edits, **edits}
         if len(merged) <= MAX_ENTRY_EDITS:
-            return Entries(self._base, merged)
+            return Entries(self._base, merged, self._by_blob)
         base = dict(self._base)
         for path, entry in merged.items():
             if entry is None:
@@ -62,6 +94,20 @@ class Entries(Mapping[str, TreeEntry]):
             if entry is None:
                 raise KeyError(path)
             found.append(entry)
+        return found
+
+    def paths_of(self, oids: Collection[str]) -> list[str]:
+        """The paths whose entry is one of the blobs (or submodules) `oids`, in no order."""
+        by_blob, edits = self._by_blob.get(), self._edits
+        found: list[str] = []
+        for oid in oids:
+            paths = by_blob.get(oid)
+            if paths is None:
+                continue
+            for path in (paths,) if isinstance(paths, str) else paths:
+                if path not in edits:
+                    found.append(path)
+        found += [path for path, entry in edits.items() if entry is not None and entry.oid in oids]
         return found
 
     @overload

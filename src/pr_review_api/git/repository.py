@@ -21,7 +21,7 @@ from pr_review_api.errors import ToolError
 from pr_review_api.git.blobs import ask_once
 from pr_review_api.git.entries import Entries, EntryKind, TreeEntry
 from pr_review_api.git.limits import Work
-from pr_review_api.git.paths import is_dot_git, reachable, split_path
+from pr_review_api.git.paths import is_dot_git, split_path
 from pr_review_api.git.runner import GitError, check_exit, is_sha, run_git, stream_git
 from pr_review_api.git.search import GREP_CONFIG, GrepMatch, grep
 from pr_review_api.git.search import parse_grep as _parse_grep
@@ -34,6 +34,7 @@ from pr_review_api.git.tree import (
     Snapshot,
     derive_snapshot,
     files_under,
+    is_searchable,
     load_snapshot,
 )
 from pr_review_api.settings import MAX_SOURCE_FILE_BYTES
@@ -177,12 +178,7 @@ class PinnedRepository:
     def is_searchable(self, path: str) -> bool:
         """Whether a search may report a hit in `path` (regular, reachable, not oversized)."""
         entry = self.snapshot.entries.get(path)
-        return (
-            entry is not None
-            and entry.kind == "file"
-            and entry.size <= MAX_SOURCE_FILE_BYTES
-            and reachable(path)
-        )
+        return entry is not None and is_searchable(path, entry)
 
     def is_binary(self, path: str) -> bool:
         """Whether a file holds a NUL byte anywhere, as `read_source` judges binary files.

@@ -4,15 +4,19 @@ the parsing of `git grep -z` output."""
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from pr_review_api.git import search_index
 from pr_review_api.git.runner import GitConfig, GitError, check_exit, stream_git
 from pr_review_api.git.search_index import IndexUnavailable, SearchIndex, SearchIndexes
-from pr_review_api.git.tree import Snapshot, files_under
+from pr_review_api.git.tree import Snapshot, files_under, is_searchable
 
+# Up to this many candidate blobs, their paths are looked up by blob id; more (a common
+# literal) are met walking the files in order, which stops as soon as the cap is full.
+MAX_LOOKED_UP_CANDIDATES = 4096
 # grep.column=true in a repository's config inserts a column field into `-z` records.
 GREP_CONFIG = GitConfig(values=(("grep.column", "false"),))
 
@@ -74,17 +78,58 @@ def git_grep(git_dir: Path, head_sha: str, query: str, pathspec: str) -> Iterato
 def grep_index(
     index: SearchIndex, snapshot: Snapshot, query: str, pathspec: str
 ) -> Iterator[GrepMatch]:
-    files, oids = snapshot.files, snapshot.search_oids()
-    scope = zip(files, oids, strict=True)
+    """The index's hits in the listed files of `pathspec`, in path order.
+
+    The first PROBE_FILES files are read without asking the trigram index: a common literal
+    fills a search's cap there, where its candidates would be most of the tree. After them,
+    only the candidate blobs are read; when they are few, their paths are found by blob id
+    (Entries.paths_of) rather than by walking every path of the tree."""
+    files = snapshot.files
+    start, end = files_under(files, pathspec)
     if pathspec:  # a literal pathspec: the path itself, or everything under it
-        start, end = files_under(files, pathspec)
-        exact = bisect_left(files, pathspec)
-        if exact < len(files) and files[exact] == pathspec:
+        exact = _listed_at(files, pathspec)
+        if exact >= 0:
             start, end = exact, exact + 1  # a file has nothing under it
-        scope = zip(files[start:end], oids[start:end], strict=True)
-    for path, line, text in index.search(scope, query.encode("utf-8", "surrogateescape")):
+    needle = query.encode("utf-8", "surrogateescape")
+    for path, line, text in index.lines(_searched(index, snapshot, start, end, needle), needle):
         snapshot.has_nul[snapshot.entries[path].oid] = False
         yield GrepMatch(path, line, text)
+
+
+def _searched(
+    index: SearchIndex, snapshot: Snapshot, start: int, end: int, needle: bytes
+) -> Iterator[tuple[str, str | None]]:
+    """The files a search of `snapshot.files[start:end]` reads, in order (see grep_index)."""
+    files = snapshot.files
+    probed = min(end, start + search_index.PROBE_FILES)
+    yield from _scope(snapshot, files[start:probed])
+    if probed == end:
+        return
+    candidates = index.candidates(needle)
+    if candidates is not None and len(candidates) <= MAX_LOOKED_UP_CANDIDATES:
+        found = snapshot.entries.paths_of(candidates)
+        rest = sorted(path for path in found if probed <= _listed_at(files, path) < end)
+    else:  # a common literal: its cap fills a few files further on, walked in order
+        rest = files[probed:end]
+    yield from _scope(snapshot, rest, candidates)
+
+
+def _scope(
+    snapshot: Snapshot, paths: Iterable[str], candidates: set[str] | None = None
+) -> Iterator[tuple[str, str | None]]:
+    """(path, the blob a search reads or None) of each path, lazily: a search that fills its
+    cap stops early. Only `candidates` (when given) are read."""
+    entries = snapshot.entries
+    for path in paths:
+        entry = entries[path]
+        wanted = is_searchable(path, entry) and (candidates is None or entry.oid in candidates)
+        yield path, entry.oid if wanted else None
+
+
+def _listed_at(files: list[str], path: str) -> int:
+    """The position of `path` in a sorted listing, or -1."""
+    position = bisect_left(files, path)
+    return position if position < len(files) and files[position] == path else -1
 
 
 def parse_grep(stream: IO[bytes], prefix: bytes) -> Iterator[GrepMatch]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
 import re
 import secrets
@@ -39,7 +40,7 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,10 +67,16 @@ BATCH_BLOBS = 4000
 # An index holding this much more than its latest head needs (old heads' blobs) is rebuilt.
 STALE_FACTOR = 2
 STALE_SLACK_BYTES = 64 * 1024**2
-# Files a search reads before it asks the trigram index (see SearchIndex.search).
+# Files a search reads before it asks the trigram index (see search.grep_index).
 PROBE_FILES = 128
 # A literal gives at most this many trigrams to the index: more would narrow little more.
 MAX_QUERY_GRAMS = 16
+# Blob ids bound in one query (SQLite allows 999 or more).
+MAX_QUERY_VARIABLES = 512
+_BODIES = (
+    "SELECT blobs.oid, bodies.body FROM blobs LEFT JOIN bodies ON bodies.id = blobs.id "
+    "WHERE blobs.oid IN ({})"  # one "?" a blob id: the ids themselves are bound
+)
 BUSY_SECONDS = 5.0
 # How long after a head is opened its index is prepared in the background.
 PREPARE_DELAY_SECONDS = 0.5
@@ -200,15 +207,25 @@ class SearchIndex:
         ids = self.stored()
         return list(dict.fromkeys(blob for blob in blobs if blob[0] not in ids))
 
-    def covers(self, snapshot: Snapshot, head_sha: str) -> bool:
-        """Whether every blob a search of `snapshot` (the tree of `head_sha`) reads is stored:
-        remembered per snapshot, and in the file per head."""
+    def unstored(self, snapshot: Snapshot, head_sha: str) -> list[tuple[str, int]]:
+        """The blobs a search of `snapshot` (the tree of `head_sha`) reads that are not stored
+        yet, once each; none when the index covers the head (remembered per snapshot, and
+        noted in the file per head).
+
+        A head derived from one the file notes complete (`Snapshot.origin`) is checked by the
+        blobs its changes added alone: a service's every new head costs its few changes here,
+        not a walk over the tree."""
         known = self._covered.get(id(snapshot))
         if known is not None and known() is snapshot:
-            return True
-        if not self._query("SELECT 1 FROM heads WHERE sha = ?", (head_sha,)):
-            if self.missing(snapshot.search_blobs()):
-                return False
+            return []
+        if not self._has_head(head_sha):
+            origin = snapshot.origin
+            if origin is not None and self._has_head(origin[0]):
+                missing = self.missing(origin[1])
+            else:
+                missing = self.missing(snapshot.search_blobs())
+            if missing:
+                return missing
             with (
                 contextlib.suppress(sqlite3.Error, OSError, IndexUnavailable),
                 self.writer() as connection,
@@ -218,7 +235,14 @@ class SearchIndex:
         with self._lock:
             self._covered = {k: ref for k, ref in self._covered.items() if ref() is not None}
             self._covered[id(snapshot)] = weakref.ref(snapshot)
-        return True
+        return []
+
+    def covers(self, snapshot: Snapshot, head_sha: str) -> bool:
+        """Whether every blob a search of `snapshot` (the tree of `head_sha`) reads is stored."""
+        return not self.unstored(snapshot, head_sha)
+
+    def _has_head(self, sha: str) -> bool:
+        return bool(self._query("SELECT 1 FROM heads WHERE sha = ?", (sha,)))
 
     def candidates(self, query: bytes) -> set[str] | None:
         """The blob ids of the text bodies that may hold `query`; None when any may (a literal
@@ -232,37 +256,36 @@ class SearchIndex:
         )
         return {row[0] for row in rows}
 
-    def body(self, oid: str) -> bytes | None:
-        """A stored text body; None for a blob holding a NUL byte."""
-        rows = self._query(
-            "SELECT bodies.body FROM blobs LEFT JOIN bodies ON bodies.id = blobs.id "
-            "WHERE blobs.oid = ?",
-            (oid,),
-        )
-        if not rows:
+    def bodies(self, oids: Collection[str]) -> dict[str, bytes | None]:
+        """The stored text of each blob, None for one holding a NUL byte; IndexUnavailable
+        when one is not stored (the file was remade, or the caller's head is not covered)."""
+        wanted = list(dict.fromkeys(oids))
+        found: dict[str, bytes | None] = {}
+        for start in range(0, len(wanted), MAX_QUERY_VARIABLES):
+            chunk = wanted[start : start + MAX_QUERY_VARIABLES]
+            rows = self._query(_BODIES.format(",".join("?" * len(chunk))), tuple(chunk))
+            found.update(rows)
+        if len(found) != len(wanted):
             raise IndexUnavailable()
-        body: bytes | None = rows[0][0]
-        return body
+        return found
 
-    def search(
+    def lines(
         self, files: Iterable[tuple[str, str | None]], query: bytes
     ) -> Iterator[tuple[str, int, bytes]]:
         """(path, line number, line) of each line holding `query`, as `git grep -F -n` finds
-        them, in the order of `files` (path, blob id or None to skip).
-
-        The first PROBE_FILES files are read without asking the trigram index: a common
-        literal fills a search's cap there, where its candidates would be most of the tree."""
-        candidates: set[str] | None = None
-        for count, (path, oid) in enumerate(files):
-            if count == PROBE_FILES:
-                candidates = self.candidates(query)
-            if oid is None or (candidates is not None and oid not in candidates):
-                continue
-            data = self.body(oid)
-            if data is None:
-                continue
-            for line, text in matching_lines(data, query):
-                yield path, line, text
+        them, in the order of `files` (path, blob id or None to skip). Bodies are read a few
+        first, then more at a time: a common literal fills a search's cap in its first files."""
+        files, read = iter(files), 0
+        # 8, 8, 16, 32...: a chunk never reaches past the next power of two, where a search
+        # may switch to asking the trigram index (PROBE_FILES).
+        while part := list(itertools.islice(files, min(max(read, 8), MAX_QUERY_VARIABLES))):
+            read += len(part)
+            bodies = self.bodies([oid for _, oid in part if oid is not None])
+            for path, oid in part:
+                data = bodies[oid] if oid is not None else None
+                if data is not None:
+                    for line, text in matching_lines(data, query):
+                        yield path, line, text
 
     def size(self) -> int:
         """Bytes on disk, the write-ahead log included."""
@@ -531,9 +554,9 @@ class SearchIndexes:
         if index is None:
             return None
         try:
-            if index.covers(snapshot, head_sha):
+            missing: list[tuple[str, int]] | None = index.unstored(snapshot, head_sha)
+            if not missing:
                 return index
-            missing: list[tuple[str, int]] | None = index.missing(snapshot.search_blobs())
         except IndexUnavailable:
             missing = None  # not made yet, or unreadable: a build makes (or remakes) it
         stale = index.size() > STALE_FACTOR * total + STALE_SLACK_BYTES

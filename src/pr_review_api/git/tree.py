@@ -75,8 +75,11 @@ class Snapshot:
     link_targets: dict[str, bytes] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # listable, sorted
     has_nul: dict[str, bool] = field(default_factory=dict)  # by blob oid, filled by searches
+    # A derived head's origin: the commit it was derived from, and the blobs a search reads
+    # that its changes added, so a search index that covers the origin checks only those.
+    origin: tuple[str, list[tuple[str, int]]] | None = field(default=None, compare=False)
     _search_oids: list[str | None] | None = field(default=None, repr=False)
-    _search_bytes: int | None = field(default=None, repr=False)
+    _search_bytes: int | None = field(default=None, repr=False, compare=False)
     _links: set[str] | None = field(default=None, repr=False)
     _link_deps: dict[str, frozenset[str]] | None = field(default=None, repr=False)
 
@@ -113,7 +116,9 @@ class Snapshot:
                 yield oid, entry.size
 
     def search_bytes(self) -> int:
-        """The size of the distinct blobs a search of the whole tree reads."""
+        """The size of the distinct blobs a search of the whole tree reads (for a derived
+        head, counted from its origin's and its changes, where a blob added at one path while
+        another path holds it counts twice)."""
         if self._search_bytes is None:
             self._search_bytes = sum(dict(self.search_blobs()).values())
         return self._search_bytes
@@ -256,6 +261,23 @@ def derive_snapshot(
     link_targets.update({path: targets.get(oid, b"") for path, oid in fresh.items()})
     snapshot = Snapshot(entries, directories, link_targets, has_nul=known.has_nul)
     snapshot._links = links | (known.link_paths() - touched)
+    added_blobs = {
+        entry.oid: entry.size
+        for path, entry in edits.items()
+        if entry is not None and is_searchable(path, entry)
+    }
+    snapshot.origin = (known_sha, list(added_blobs.items()))
+    if known._search_bytes is not None:  # a whole-tree walk spared, for each derived head
+        removed = (known.entries.get(path) for path in edits)
+        snapshot._search_bytes = (
+            known._search_bytes
+            + sum(added_blobs.values())
+            - sum(
+                entry.size
+                for path, entry in zip(edits, removed, strict=True)
+                if entry is not None and is_searchable(path, entry)
+            )
+        )
     # What a resolution or a listing sees of a path is whether it is a directory, the kind of
     # its entry and, for a link, its target: a file whose content changed is the same to both.
     reshaped = {path for path in touched if _shape(known, path) != _shape(snapshot, path)}
@@ -377,6 +399,12 @@ def is_listable(
     finally:
         deps[path] = frozenset(visited)
     return resolved.entry is not None and resolved.entry.kind == "file"
+
+
+def is_searchable(path: str, entry: TreeEntry) -> bool:
+    """Whether a search reads the entry at `path`: a reachable regular file of at most 1 MiB
+    (a link is searched at the path it resolves to)."""
+    return entry.kind == "file" and entry.size <= MAX_SOURCE_FILE_BYTES and reachable(path)
 
 
 def files_under(files: list[str], directory: str) -> tuple[int, int]:
