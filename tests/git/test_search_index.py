@@ -287,6 +287,30 @@ def test_a_derived_heads_search_equals_git_grep(
         assert from_index == from_git
 
 
+def test_a_dense_literal_is_read_in_order_and_a_sparse_one_asks_the_index(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_index, "PROBE_FILES", 4)
+    files = {f"f{n:02}.txt": f"common {n}\n" for n in range(60)}
+    files |= {"f33.txt": "common rare\n", "f51.txt": "rare\n"}
+    head = repo.commit_files(files)
+    pinned = pin(store, repo.git_dir, head, head)
+    asked: list[bytes] = []
+    real_candidates = SearchIndex.candidates
+
+    def counting(self: SearchIndex, query: bytes) -> set[str] | None:
+        asked.append(query)
+        return real_candidates(self, query)
+
+    monkeypatch.setattr(SearchIndex, "candidates", counting)
+    for query, expected in (("common", []), ("rare", [b"rare"])):
+        asked.clear()
+        from_index, from_git = both_ways(store, pinned, SearchArguments(query=query, limit=100))
+        assert from_index == from_git
+        assert asked == expected
+    assert [m["path"] for m in from_index["matches"]] == ["f33.txt", "f51.txt"]
+
+
 def test_small_repositories_keep_git_grep(cache: Path, repo: GitRepo) -> None:
     head = repo.commit_files({"a.txt": "needle\n"})
     with RepositoryStore(cache_dir=cache) as store:

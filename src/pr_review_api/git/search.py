@@ -16,7 +16,10 @@ from pr_review_api.git.tree import Snapshot, files_under, is_searchable
 
 # Up to this many candidate blobs, their paths are looked up by blob id; more (a common
 # literal) are met walking the files in order, which stops as soon as the cap is full.
-MAX_LOOKED_UP_CANDIDATES = 4096
+MAX_LOOKED_UP_CANDIDATES = 16384
+# While at least one file in this many holds the literal, a search reads on in path order
+# rather than asking the trigram index (see grep_index).
+DENSE_FILES = 16
 # grep.column=true in a repository's config inserts a column field into `-z` records.
 GREP_CONFIG = GitConfig(values=(("grep.column", "false"),))
 
@@ -80,10 +83,11 @@ def grep_index(
 ) -> Iterator[GrepMatch]:
     """The index's hits in the listed files of `pathspec`, in path order.
 
-    The first PROBE_FILES files are read without asking the trigram index: a common literal
-    fills a search's cap there, where its candidates would be most of the tree. After them,
-    only the candidate blobs are read; when they are few, their paths are found by blob id
-    (Entries.paths_of) rather than by walking every path of the tree."""
+    The first PROBE_FILES files are read without asking the trigram index, and the next
+    ones too (in windows that double) while at least one file in DENSE_FILES holds the
+    literal: a common literal fills a search's cap there, where its candidates would be most
+    of the tree. After them, only the candidate blobs are read; when they are few, their
+    paths are found by blob id (Entries.paths_of) rather than by walking the tree."""
     files = snapshot.files
     start, end = files_under(files, pathspec)
     if pathspec:  # a literal pathspec: the path itself, or everything under it
@@ -91,26 +95,49 @@ def grep_index(
         if exact >= 0:
             start, end = exact, exact + 1  # a file has nothing under it
     needle = query.encode("utf-8", "surrogateescape")
-    for path, line, text in index.lines(_searched(index, snapshot, start, end, needle), needle):
+    hit_files = [0]  # files that held the literal so far: how dense it is
+    searched = _searched(index, snapshot, start, end, needle, hit_files=hit_files)
+    last = None
+    for path, line, text in index.lines(searched, needle):
+        if path != last:
+            hit_files[0] += 1
+            last = path
         snapshot.has_nul[snapshot.entries[path].oid] = False
         yield GrepMatch(path, line, text)
 
 
 def _searched(
-    index: SearchIndex, snapshot: Snapshot, start: int, end: int, needle: bytes
+    index: SearchIndex,
+    snapshot: Snapshot,
+    start: int,
+    end: int,
+    needle: bytes,
+    *,
+    hit_files: list[int],
 ) -> Iterator[tuple[str, str | None]]:
-    """The files a search of `snapshot.files[start:end]` reads, in order (see grep_index)."""
+    """The files a search of `snapshot.files[start:end]` reads, in order (see grep_index).
+
+    `hit_files` counts the files that held the literal among those read. It is up to date
+    whenever a window ends: `SearchIndex.lines` reads in chunks that end at powers of two
+    (then at multiples of 512), and so do the windows, from `start`."""
     files = snapshot.files
-    probed = min(end, start + search_index.PROBE_FILES)
-    yield from _scope(snapshot, files[start:probed])
-    if probed == end:
+    position, window = start, search_index.PROBE_FILES
+    while window and position < end:  # PROBE_FILES 0: the index at once
+        stop = min(end, start + window)
+        before = hit_files[0]
+        yield from _scope(snapshot, files[position:stop])
+        if (hit_files[0] - before) * DENSE_FILES < stop - position:
+            position = stop
+            break  # sparse here: the index narrows the rest
+        position, window = stop, window * 2
+    if position >= end:
         return
     candidates = index.candidates(needle)
     if candidates is not None and len(candidates) <= MAX_LOOKED_UP_CANDIDATES:
         found = snapshot.entries.paths_of(candidates)
-        rest = sorted(path for path in found if probed <= _listed_at(files, path) < end)
-    else:  # a common literal: its cap fills a few files further on, walked in order
-        rest = files[probed:end]
+        rest = sorted(path for path in found if position <= _listed_at(files, path) < end)
+    else:  # too short for a trigram, or common: walked in order until the cap is full
+        rest = files[position:end]
     yield from _scope(snapshot, rest, candidates)
 
 

@@ -273,12 +273,12 @@ class SearchIndex:
         self, files: Iterable[tuple[str, str | None]], query: bytes
     ) -> Iterator[tuple[str, int, bytes]]:
         """(path, line number, line) of each line holding `query`, as `git grep -F -n` finds
-        them, in the order of `files` (path, blob id or None to skip). Bodies are read a few
+        them, in the order of `files` (path, blob id or None to skip). Bodies are read one
         first, then more at a time: a common literal fills a search's cap in its first files."""
         files, read = iter(files), 0
-        # 8, 8, 16, 32...: a chunk never reaches past the next power of two, where a search
-        # may switch to asking the trigram index (PROBE_FILES).
-        while part := list(itertools.islice(files, min(max(read, 8), MAX_QUERY_VARIABLES))):
+        # 1, 1, 2, 4, 8...: a chunk never reaches past the next power of two, where a search
+        # may switch to asking the trigram index (search.grep_index).
+        while part := list(itertools.islice(files, min(max(read, 1), MAX_QUERY_VARIABLES))):
             read += len(part)
             bodies = self.bodies([oid for _, oid in part if oid is not None])
             for path, oid in part:
