@@ -36,6 +36,7 @@ from pr_review_api.git.search_index import (
 )
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.tree import Snapshot, load_snapshot
+from pr_review_api.settings import Settings
 from pr_review_api.tools import SearchArguments, execute_tool, search_repository
 from tests.gitrepo import FILE, GitRepo, git
 from tests.hostile.world import REGULAR_FILES, HostileWorld, build_hostile_world
@@ -545,6 +546,25 @@ def test_the_index_lives_inside_the_cache_it_is_counted_in(cache: Path, tmp_path
         assert folder.parent.parent == cache / "repositories"
         assert len(folder.parent.name) == 32
         assert os.fsencode(str(local)) not in os.fsencode(str(folder))
+
+
+def test_a_build_trims_the_cache_it_grows(tmp_path: Path, repo: GitRepo) -> None:
+    """A local repository's index grows the cache without any fetch: the build trims it."""
+    cache = tmp_path / "cache"
+    old = cache / "repositories" / ("b" * 32)
+    (old / "git").mkdir(parents=True)
+    with (old / "git" / "pack").open("wb") as pack:  # sparse: counted, not written
+        pack.truncate(100 * 1024**2)
+    os.utime(old, (1, 1))  # used long ago
+    settings = Settings(pr_review_cache_dir=cache, pr_review_cache_max_bytes=64 * 1024**2)
+    head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(20)})
+    with RepositoryStore(settings) as store:
+        store.indexes.min_bytes, store.indexes.inline_bytes = 0, 0
+        pinned = store.open(repo.git_dir, head, head)
+        index = eventually_ready(store, pinned)
+        assert not old.exists()
+        assert index.path.is_file()
+        assert (index.path.parent.parent / "last-used").is_file()
 
 
 def test_concurrent_searches_of_one_index_agree(store: RepositoryStore, repo: GitRepo) -> None:

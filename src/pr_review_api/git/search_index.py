@@ -516,7 +516,8 @@ class SearchIndexes:
     `index_dir` names a repository's index folder (None: this store keeps no indexes, and
     every search runs `git grep`). A head whose blobs are not all stored is searched with
     `git grep` while a background thread (one per repository, lowered in priority, one at a
-    time over every process) adds the missing blobs, in transactions of BATCH_BYTES.
+    time over every process) adds the missing blobs, in transactions of BATCH_BYTES, after
+    `before_build(folder)` (the store trims the cache it grows).
     """
 
     def __init__(
@@ -527,9 +528,11 @@ class SearchIndexes:
         max_bytes: int,
         min_bytes: int = INDEX_MIN_BYTES,
         inline_bytes: int = INDEX_INLINE_BYTES,
+        before_build: Callable[[Path], None] | None = None,
     ) -> None:
         self._readers = readers
         self._index_dir = index_dir
+        self._before_build = before_build
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         self.inline_bytes = inline_bytes
@@ -630,6 +633,8 @@ class SearchIndexes:
             with build_lock(folder) as mine:
                 if not mine:
                     return  # another process builds it; later searches see its progress
+                if self._before_build is not None:
+                    self._before_build(folder)
                 with write_lock(folder, BUSY_SECONDS) as writing:
                     if not writing:
                         return
