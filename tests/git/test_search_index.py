@@ -252,14 +252,47 @@ def test_a_derived_head_is_checked_by_its_changes_alone(
     monkeypatch.setattr(Snapshot, "search_blobs", counting)
     derived = pin(store, repo.git_dir, base, head)
     assert derived.snapshot.origin is not None
-    assert derived.snapshot.origin[0] == base
-    assert len(derived.snapshot.origin[1]) == 2  # the two new blobs, nothing else
+    assert derived.snapshot.origin.sha == base
+    assert len(derived.snapshot.origin.blobs()) == 2  # the two new blobs, nothing else
     assert derived._search_index() is not None
     assert walked == []  # neither the preparation nor the search walked the tree
     hits = search_repository(derived, SearchArguments(query="needle", limit=100))["matches"]
     assert {"path": "d/f3.txt", "line": 1, "excerpt": "needle three"} in hits
     assert {"path": "e/new.txt", "line": 1, "excerpt": "needle new"} in hits
     assert len(hits) == 41
+
+
+def test_heads_derived_one_from_another_start_from_the_head_the_index_noted(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fifty new heads at once: each is derived from the one before, none noted yet."""
+    base = repo.commit_files({f"d/f{n}.txt": f"needle {n}\n" for n in range(40)})
+    first = repo.commit_files({"d/f1.txt": "needle one\n", "d/gone.txt": "needle gone\n"})
+    git(repo.path, "reset", "-q", "--hard", base)
+    second = repo.commit_files({"d/f2.txt": "needle two\n"})
+    assert pin(store, repo.git_dir, base, base)._search_index() is not None
+    monkeypatch.setattr(store.indexes, "prepare", lambda *_: None)  # nothing noted meanwhile
+    one = store.open(repo.git_dir, base, first)
+    two = store.open(repo.git_dir, base, second)  # derived from `one`, the latest
+    origin = two.snapshot.origin
+    assert origin is not None
+    assert origin.sha == base
+    # f1.txt is back to the base's blob (carried, harmlessly), gone.txt is gone, f2 is new.
+    assert sorted(origin.changed) == ["d/f1.txt", "d/f2.txt"]
+    walked: list[int] = []
+    real_walk = Snapshot.search_blobs
+
+    def counting(self: Snapshot) -> Iterator[tuple[str, int]]:
+        walked.append(1)
+        return real_walk(self)
+
+    monkeypatch.setattr(Snapshot, "search_blobs", counting)
+    assert two._search_index() is not None
+    assert one._search_index() is not None
+    assert walked == []
+    hits = search_repository(two, SearchArguments(query="needle", limit=100))["matches"]
+    assert {"path": "d/f2.txt", "line": 1, "excerpt": "needle two"} in hits
+    assert not any(hit["path"] == "d/gone.txt" for hit in hits)
 
 
 @pytest.mark.parametrize("probe", [0, 2, search_index.PROBE_FILES])

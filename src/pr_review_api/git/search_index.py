@@ -213,15 +213,15 @@ class SearchIndex:
         noted in the file per head).
 
         A head derived from one the file notes complete (`Snapshot.origin`) is checked by the
-        blobs its changes added alone: a service's every new head costs its few changes here,
-        not a walk over the tree."""
+        blobs of the files that differ from it alone: a service's every new head costs its few
+        changes here, not a walk over the tree."""
         known = self._covered.get(id(snapshot))
         if known is not None and known() is snapshot:
             return []
         if not self._has_head(head_sha):
             origin = snapshot.origin
-            if origin is not None and self._has_head(origin[0]):
-                missing = self.missing(origin[1])
+            if origin is not None and self._has_head(origin.sha):
+                missing = self.missing(origin.blobs())
             else:
                 missing = self.missing(snapshot.search_blobs())
             if missing:

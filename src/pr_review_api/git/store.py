@@ -129,6 +129,9 @@ class RepositoryStore:
         self.merge_bases: PairCache[str] = PairCache()
         self.changes: PairCache[list[tuple[str, str]]] = PairCache()
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pr-review-git")
+        # Preparing new heads' search indexes, one at a time: fifty heads opened at once would
+        # otherwise hold fifty of the reviews' threads, each waiting for the index's one writer.
+        self.index_executor = ThreadPoolExecutor(1, thread_name_prefix="pr-review-index")
         self.closed = False
 
     def index_dir(self, git_dir: Path) -> Path | None:
@@ -179,7 +182,7 @@ class RepositoryStore:
         search index is made ready in the background, off the review's critical path."""
         snapshot = self.snapshots.get(git_dir, head_sha, work if work is not None else self.work())
         if not self.closed:
-            self.indexes.prepare(self.executor, git_dir, snapshot, head_sha)
+            self.indexes.prepare(self.index_executor, git_dir, snapshot, head_sha)
         return snapshot
 
     def merge_base(self, git_dir: Path, base_sha: str, head_sha: str) -> str:
@@ -206,6 +209,7 @@ class RepositoryStore:
             return
         self.closed = True
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.index_executor.shutdown(wait=False, cancel_futures=True)
         self.indexes.close()
         self.readers.close()
         self.snapshots.flush()

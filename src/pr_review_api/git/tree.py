@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 
 from pr_review_api.errors import ToolError
 from pr_review_api.git.blobs import ask_once
-from pr_review_api.git.entries import Entries, TreeEntry, collection_paused
+from pr_review_api.git.entries import MAX_ENTRY_EDITS, Entries, TreeEntry, collection_paused
 from pr_review_api.git.limits import Work
 from pr_review_api.git.paths import reachable
 from pr_review_api.git.runner import GitConfig, GitError, run_git, stream_git
@@ -66,6 +66,20 @@ class OneShotBlobs:
         return {oid: (kind, size) for oid, (kind, size, _) in answers.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a derived head's line of derivations starts (`sha`), and each file a search reads
+    that differs from that head's (path: blob id and size): a search index that covers `sha`
+    covers the derived head once it holds these blobs, however many heads lie between."""
+
+    sha: str
+    changed: dict[str, tuple[str, int]]
+
+    def blobs(self) -> list[tuple[str, int]]:
+        """The changed files' blobs, once each."""
+        return list(dict(self.changed.values()).items())
+
+
 @dataclass
 class Snapshot:
     """An index of the head commit's tree."""
@@ -75,9 +89,7 @@ class Snapshot:
     link_targets: dict[str, bytes] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # listable, sorted
     has_nul: dict[str, bool] = field(default_factory=dict)  # by blob oid, filled by searches
-    # A derived head's origin: the commit it was derived from, and the blobs a search reads
-    # that its changes added, so a search index that covers the origin checks only those.
-    origin: tuple[str, list[tuple[str, int]]] | None = field(default=None, compare=False)
+    origin: Origin | None = field(default=None, compare=False)  # a derived head's
     _search_oids: list[str | None] | None = field(default=None, repr=False)
     _search_bytes: int | None = field(default=None, repr=False, compare=False)
     _links: set[str] | None = field(default=None, repr=False)
@@ -261,12 +273,12 @@ def derive_snapshot(
     link_targets.update({path: targets.get(oid, b"") for path, oid in fresh.items()})
     snapshot = Snapshot(entries, directories, link_targets, has_nul=known.has_nul)
     snapshot._links = links | (known.link_paths() - touched)
+    snapshot.origin = _origin_of(known, known_sha, edits)
     added_blobs = {
         entry.oid: entry.size
         for path, entry in edits.items()
         if entry is not None and is_searchable(path, entry)
     }
-    snapshot.origin = (known_sha, list(added_blobs.items()))
     if known._search_bytes is not None:  # a whole-tree walk spared, for each derived head
         removed = (known.entries.get(path) for path in edits)
         snapshot._search_bytes = (
@@ -283,6 +295,23 @@ def derive_snapshot(
     reshaped = {path for path in touched if _shape(known, path) != _shape(snapshot, path)}
     snapshot.files = _derived_files(known, snapshot, reshaped, work)
     return snapshot
+
+
+def _origin_of(known: Snapshot, known_sha: str, edits: dict[str, TreeEntry | None]) -> Origin:
+    """The origin of a head derived from `known` by `edits`: known's own origin, carried on
+    (heads derived one from another, as a busy service's are, all start from one head that
+    the index has noted), or `known` itself once the changes since then pile up."""
+    carried = known.origin
+    if carried is not None and len(carried.changed) + len(edits) <= MAX_ENTRY_EDITS:
+        sha, changed = carried.sha, dict(carried.changed)
+    else:
+        sha, changed = known_sha, {}
+    for path, entry in edits.items():
+        if entry is not None and is_searchable(path, entry):
+            changed[path] = (entry.oid, entry.size)
+        else:
+            changed.pop(path, None)  # removed, or no longer read by a search
+    return Origin(sha, changed)
 
 
 def _shape(snapshot: Snapshot, path: str) -> tuple[bool, str | None, str | None]:
