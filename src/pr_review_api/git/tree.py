@@ -129,8 +129,8 @@ class Snapshot:
 
     def search_bytes(self) -> int:
         """The size of the distinct blobs a search of the whole tree reads (for a derived
-        head, counted from its origin's and its changes, where a blob added at one path while
-        another path holds it counts twice)."""
+        head, counted from the snapshot it was derived from and its changes, so a blob added
+        at one path while another path holds it counts twice)."""
         if self._search_bytes is None:
             self._search_bytes = sum(dict(self.search_blobs()).values())
         return self._search_bytes
@@ -274,27 +274,28 @@ def derive_snapshot(
     snapshot = Snapshot(entries, directories, link_targets, has_nul=known.has_nul)
     snapshot._links = links | (known.link_paths() - touched)
     snapshot.origin = _origin_of(known, known_sha, edits)
-    added_blobs = {
-        entry.oid: entry.size
-        for path, entry in edits.items()
-        if entry is not None and is_searchable(path, entry)
-    }
-    if known._search_bytes is not None:  # a whole-tree walk spared, for each derived head
-        removed = (known.entries.get(path) for path in edits)
-        snapshot._search_bytes = (
-            known._search_bytes
-            + sum(added_blobs.values())
-            - sum(
-                entry.size
-                for path, entry in zip(edits, removed, strict=True)
-                if entry is not None and is_searchable(path, entry)
-            )
-        )
+    snapshot._search_bytes = _search_bytes_after(known, edits)
     # What a resolution or a listing sees of a path is whether it is a directory, the kind of
     # its entry and, for a link, its target: a file whose content changed is the same to both.
     reshaped = {path for path in touched if _shape(known, path) != _shape(snapshot, path)}
     snapshot.files = _derived_files(known, snapshot, reshaped, work)
     return snapshot
+
+
+def _search_bytes_after(known: Snapshot, edits: dict[str, TreeEntry | None]) -> int | None:
+    """What a search of the head derived from `known` by `edits` reads, counted from what one
+    of `known` reads (None while that is not counted yet): a whole-tree walk spared for each
+    derived head."""
+    if known._search_bytes is None:
+        return None
+    total = known._search_bytes
+    for path, entry in edits.items():
+        old = known.entries.get(path)
+        if old is not None and is_searchable(path, old):
+            total -= old.size
+        if entry is not None and is_searchable(path, entry):
+            total += entry.size
+    return total
 
 
 def _origin_of(known: Snapshot, known_sha: str, edits: dict[str, TreeEntry | None]) -> Origin:
