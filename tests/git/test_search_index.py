@@ -236,26 +236,34 @@ def test_a_new_head_only_adds_its_new_blobs(store: RepositoryStore, repo: GitRep
     assert {"path": "f1.txt", "line": 1, "excerpt": "needle 1"} not in hits
 
 
+@pytest.fixture
+def tree_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One item for each walk over a whole tree's searchable blobs (Snapshot.search_blobs)."""
+    walks: list[int] = []
+    real_walk = Snapshot.search_blobs
+
+    def counting(self: Snapshot) -> Iterator[tuple[str, int]]:
+        walks.append(1)
+        return real_walk(self)
+
+    monkeypatch.setattr(Snapshot, "search_blobs", counting)
+    return walks
+
+
 def test_a_derived_head_is_checked_by_its_changes_alone(
-    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+    store: RepositoryStore, repo: GitRepo, tree_walks: list[int]
 ) -> None:
     base = repo.commit_files({f"d/f{n}.txt": f"needle {n}\n" for n in range(40)})
     head = repo.commit_files({"d/f3.txt": "needle three\n", "e/new.txt": "needle new\n"})
     assert pin(store, repo.git_dir, base, base)._search_index() is not None
-    walked: list[int] = []
-    real_walk = Snapshot.search_blobs
-
-    def counting(self: Snapshot) -> Iterator[tuple[str, int]]:
-        walked.append(1)
-        return real_walk(self)
-
-    monkeypatch.setattr(Snapshot, "search_blobs", counting)
+    assert tree_walks  # the base's own check walked its tree: the count counts
+    tree_walks.clear()
     derived = pin(store, repo.git_dir, base, head)
     assert derived.snapshot.origin is not None
     assert derived.snapshot.origin.sha == base
     assert len(derived.snapshot.origin.blobs()) == 2  # the two new blobs, nothing else
     assert derived._search_index() is not None
-    assert walked == []  # neither the preparation nor the search walked the tree
+    assert tree_walks == []  # neither the preparation nor the search walked the tree
     hits = search_repository(derived, SearchArguments(query="needle", limit=100))["matches"]
     assert {"path": "d/f3.txt", "line": 1, "excerpt": "needle three"} in hits
     assert {"path": "e/new.txt", "line": 1, "excerpt": "needle new"} in hits
@@ -263,7 +271,7 @@ def test_a_derived_head_is_checked_by_its_changes_alone(
 
 
 def test_heads_derived_one_from_another_start_from_the_head_the_index_noted(
-    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch, tree_walks: list[int]
 ) -> None:
     """Fifty new heads at once: each is derived from the one before, none noted yet."""
     base = repo.commit_files({f"d/f{n}.txt": f"needle {n}\n" for n in range(40)})
@@ -279,17 +287,11 @@ def test_heads_derived_one_from_another_start_from_the_head_the_index_noted(
     assert origin.sha == base
     # f1.txt is back to the base's blob (carried, harmlessly), gone.txt is gone, f2 is new.
     assert sorted(origin.changed) == ["d/f1.txt", "d/f2.txt"]
-    walked: list[int] = []
-    real_walk = Snapshot.search_blobs
-
-    def counting(self: Snapshot) -> Iterator[tuple[str, int]]:
-        walked.append(1)
-        return real_walk(self)
-
-    monkeypatch.setattr(Snapshot, "search_blobs", counting)
+    assert tree_walks  # the base's own check walked its tree: the count counts
+    tree_walks.clear()
     assert two._search_index() is not None
     assert one._search_index() is not None
-    assert walked == []
+    assert tree_walks == []
     hits = search_repository(two, SearchArguments(query="needle", limit=100))["matches"]
     assert {"path": "d/f2.txt", "line": 1, "excerpt": "needle two"} in hits
     assert not any(hit["path"] == "d/gone.txt" for hit in hits)

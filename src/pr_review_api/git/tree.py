@@ -90,7 +90,6 @@ class Snapshot:
     files: list[str] = field(default_factory=list)  # listable, sorted
     has_nul: dict[str, bool] = field(default_factory=dict)  # by blob oid, filled by searches
     origin: Origin | None = field(default=None, compare=False)  # a derived head's
-    _search_oids: list[str | None] | None = field(default=None, repr=False)
     _search_bytes: int | None = field(default=None, repr=False, compare=False)
     _links: set[str] | None = field(default=None, repr=False)
     _link_deps: dict[str, frozenset[str]] | None = field(default=None, repr=False)
@@ -110,22 +109,12 @@ class Snapshot:
             self._link_deps = deps
         return self._link_deps
 
-    def search_oids(self) -> list[str | None]:
-        """For each of `files`, the blob a search reads, or None: a search reads regular files
-        of at most 1 MiB (a link is found at its real path)."""
-        if self._search_oids is None:
-            self._search_oids = [
-                entry.oid if entry.kind == "file" and entry.size <= MAX_SOURCE_FILE_BYTES else None
-                for entry in self.entries.many(self.files)
-            ]
-        return self._search_oids
-
     def search_blobs(self) -> Iterator[tuple[str, int]]:
-        """(blob id, size) of each file a search of the whole tree reads."""
-        entries = self.entries.many(self.files)
-        for entry, oid in zip(entries, self.search_oids(), strict=True):
-            if oid is not None:
-                yield oid, entry.size
+        """(blob id, size) of each file a search of the whole tree reads: regular files of at
+        most 1 MiB (a link is searched at its real path; every listed path is reachable)."""
+        for entry in self.entries.many(self.files):
+            if entry.kind == "file" and entry.size <= MAX_SOURCE_FILE_BYTES:
+                yield entry.oid, entry.size
 
     def search_bytes(self) -> int:
         """The size of the distinct blobs a search of the whole tree reads (for a derived
