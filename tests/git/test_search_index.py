@@ -552,6 +552,8 @@ def test_an_index_grown_stale_by_old_heads_is_rebuilt_for_the_new_one(
     index = eventually_ready(store, pinned)  # stale: rebuilt, in the background
     assert index.path.name == "search-2.sqlite"  # a new generation, for the new head only
     assert len(index.stored()) == 1
+    # The build notes the head, then removes the older generation: let it finish.
+    store.indexes.wait(repo.git_dir)
     assert [older.name for _, older in search_index.generations(index.path.parent)] == [
         "search-2.sqlite"
     ]
