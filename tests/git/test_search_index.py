@@ -36,6 +36,7 @@ from pr_review_api.git.search_index import (
 )
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.tree import Snapshot, load_snapshot
+from pr_review_api.loop.workspace import repository_store
 from pr_review_api.settings import Settings
 from pr_review_api.tools import SearchArguments, execute_tool, search_repository
 from tests.gitrepo import FILE, GitRepo, git
@@ -595,7 +596,7 @@ def test_a_build_trims_the_cache_it_grows(tmp_path: Path, repo: GitRepo) -> None
     os.utime(old, (1, 1))  # used long ago
     settings = Settings(pr_review_cache_dir=cache, pr_review_cache_max_bytes=64 * 1024**2)
     head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(20)})
-    with RepositoryStore(settings) as store:
+    with repository_store(settings) as store:
         store.indexes.min_bytes, store.indexes.inline_bytes = 0, 0
         pinned = store.open(repo.git_dir, head, head)
         index = eventually_ready(store, pinned)

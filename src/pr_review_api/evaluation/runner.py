@@ -19,6 +19,7 @@ from pr_review_api.evaluation.corpus import BuiltCase, BuiltCorpus
 from pr_review_api.evaluation.scoring import Counts, Located, score_review
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.loop.run import LocalTarget, Progress, run_review
+from pr_review_api.loop.workspace import repository_store
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 
@@ -122,7 +123,7 @@ async def run_corpus(
     total = len(chosen) * runs
     done = 0
     # One store for the whole evaluation: a case reviewed again starts from its cached index.
-    with RepositoryStore(settings) as store:
+    with repository_store(settings) as store:
         for run in range(1, runs + 1):
             for report in reports:
                 outcome = await review_case(folder, report.case, run, settings, store)

@@ -8,7 +8,8 @@ on disk and their builds (search_index.SearchIndexes), the budgets of preparing 
 review concurrency, so one review's slow work cannot take the threads another's tools need.
 Nothing of it is process-global: create one per worker process (the HTTP service in its
 lifespan, the CLI per run), hand its `PinnedRepository` views to tools and checks, and
-`close()` it at the end.
+`close()` it at the end. `before_build(index folder)` runs before a search index is built
+(the process's cache trims itself there: loop.workspace.repository_store).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import logging
 import os
 import threading
 from collections import OrderedDict
@@ -36,8 +36,6 @@ from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
     from pr_review_api.git.repository import PinnedRepository, Revisions
-
-logger = logging.getLogger(__name__)
 
 SNAPSHOT_CACHE_SIZE = 8
 PAIR_CACHE_SIZE = 256
@@ -70,28 +68,6 @@ class PairCache(OrderedDict[tuple[str, str, str], _V]):
             return value
 
 
-def _cache_trimmer(settings: Settings) -> Callable[[Path], None]:
-    """What runs before a search index is built: its repository is marked used and the
-    cache trimmed to PR_REVIEW_CACHE_MAX_BYTES, keeping it. A pull request's fetch trims the
-    cache too, but a local repository's index grows it with no fetch at all."""
-    from pr_review_api.github.checkout import RepositoryCache  # noqa: PLC0415 (above git/)
-
-    cache = RepositoryCache(settings)
-
-    def trim(folder: Path) -> None:
-        repository = folder.parent
-        try:
-            (repository / "last-used").touch(mode=0o600, exist_ok=True)
-            removed = cache.evict(keep=repository.name)
-        except OSError:
-            logger.warning("the repository cache could not be trimmed to its size bound")
-            return
-        if removed:
-            logger.info("evicted %d cached repositories before an index build", len(removed))
-
-    return trim
-
-
 class RepositoryStore:
     """Snapshots, readers, search text, budgets and an executor for one process."""
 
@@ -103,6 +79,7 @@ class RepositoryStore:
         threads: int | None = None,
         snapshot_cache_size: int = SNAPSHOT_CACHE_SIZE,
         cache_dir: Path | None = None,
+        before_build: Callable[[Path], None] | None = None,
     ) -> None:
         if limits is None:
             limits = PrepareLimits.from_settings(settings) if settings is not None else UNLIMITED
@@ -116,14 +93,8 @@ class RepositoryStore:
         self.readers = BlobReaders()
         cache_bytes = settings.pr_review_cache_max_bytes if settings is not None else 20 * 1024**3
         # An index holds about 1.4 bytes a byte of text: a quarter of the cache for its text.
-        # The cache a build grows is trimmed first: only the settings' own (a test's or a
-        # bench's cache directory of its own has no bound to keep).
-        own_cache = settings is not None and cache_dir == settings.pr_review_cache_dir
         self.indexes = SearchIndexes(
-            self.readers,
-            self.index_dir,
-            max_bytes=cache_bytes // 4,
-            before_build=_cache_trimmer(settings) if settings is not None and own_cache else None,
+            self.readers, self.index_dir, max_bytes=cache_bytes // 4, before_build=before_build
         )
         self.snapshots = SnapshotCache(snapshot_cache_size, self.readers.source, self.index_dir)
         self.merge_bases: PairCache[str] = PairCache()

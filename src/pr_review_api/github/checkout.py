@@ -287,6 +287,20 @@ class RepositoryCache:
         finally:
             os.close(fd)
 
+    def trim_for_index(self, index_dir: Path) -> None:
+        """Before a search index is built in `index_dir` (a repository's `index/` folder):
+        mark its repository used and trim the cache, keeping it. A pull request's fetch trims
+        the cache too, but a local repository's index grows it with no fetch at all."""
+        repository = index_dir.parent
+        try:
+            (repository / "last-used").touch(mode=0o600, exist_ok=True)
+            removed = self.evict(keep=repository.name)
+        except OSError:
+            logger.warning("the repository cache could not be trimmed to its size bound")
+            return
+        if removed:
+            logger.info("evicted %d cached repositories before an index build", len(removed))
+
     def _short_of_space(self) -> bool:
         try:
             status = os.statvfs(self.root)

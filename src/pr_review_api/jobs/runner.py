@@ -16,6 +16,7 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.loop.workspace import repository_store
 from pr_review_api.settings import Settings
 
 
@@ -42,7 +43,7 @@ class JobReviewer:
 
     def _shared_store(self, settings: Settings) -> RepositoryStore:
         if self._store is None:
-            self._store = RepositoryStore(settings)
+            self._store = repository_store(settings)
         return self._store
 
     async def __call__(

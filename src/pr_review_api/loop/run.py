@@ -43,6 +43,7 @@ from pr_review_api.loop.workspace import (
     PullRequestTarget,
     ReviewTarget,
     prepare,
+    repository_store,
     with_re_review,
     with_repo_config,
 )
@@ -153,7 +154,7 @@ async def _store(
     if shared is not None:
         yield shared
         return
-    with RepositoryStore(settings) as made:
+    with repository_store(settings) as made:
         yield made
 
 

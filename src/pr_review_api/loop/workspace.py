@@ -20,7 +20,7 @@ from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.runner import run_git
 from pr_review_api.git.store import RepositoryStore
-from pr_review_api.github.checkout import open_pull_request
+from pr_review_api.github.checkout import RepositoryCache, open_pull_request
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.publish import re_review
 from pr_review_api.loop.prompts import ReviewContext
@@ -67,6 +67,12 @@ class Prepared:
         `tools.map_git_errors`, the one mapping both the tools and the final checks use.
         """
         return InvalidRepository if self.pull_request is None else GitHubUnavailable
+
+
+def repository_store(settings: Settings) -> RepositoryStore:
+    """The repository store a process reviews through (the CLI per run, the service and each
+    jobs worker for their life): its search-index builds trim the cache they grow first."""
+    return RepositoryStore(settings, before_build=RepositoryCache(settings).trim_for_index)
 
 
 @asynccontextmanager

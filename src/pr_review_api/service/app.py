@@ -23,9 +23,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from pr_review_api import __version__
-from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.llm.openai_chat import ProviderClient
+from pr_review_api.loop.workspace import repository_store
 from pr_review_api.service.body import MAX_REQUEST_BODY_BYTES
 from pr_review_api.service.dependencies import Reviewer, ReviewSlots, get_reviewer
 from pr_review_api.service.errors import error_response, install_error_handlers
@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         async with ProviderClient(settings) as model:
             app.state.model = model
             # One repository store (indexes, readers, search text, git threads) per process.
-            with RepositoryStore(settings) as store:
+            with repository_store(settings) as store:
                 app.state.store = store
                 async with GitHubClient(settings) as github:
                     app.state.github = github
