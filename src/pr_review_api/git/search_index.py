@@ -197,9 +197,9 @@ class SearchIndex:
         """The row id of every stored blob, read incrementally (the file only grows)."""
         rows = self._query("SELECT id, oid FROM blobs WHERE id > ? ORDER BY id", (self._last_id,))
         with self._lock:
-            for row_id, oid in rows:
-                self._ids[oid] = row_id
-                self._last_id = max(self._last_id, row_id)
+            self._ids.update((oid, row_id) for row_id, oid in rows)
+            if rows:  # in id order: the last is the newest
+                self._last_id = max(self._last_id, rows[-1][0])
             return self._ids
 
     def missing(self, blobs: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
