@@ -147,6 +147,9 @@ class Settings(BaseSettings):
     # Not in the contract's table: the service's own capacity and the cache's bound.
     pr_review_max_concurrent_reviews: int = Field(default=16, ge=1, le=1024)
     pr_review_cache_max_bytes: int = Field(default=20 * 1024**3, ge=64 * 1024**2)
+    # A one-shot review hands the search-index build it leaves unfinished to a detached,
+    # low-priority process (loop/background_index.py), as `git gc --auto` detaches.
+    pr_review_background_index: bool = True
     # Publishing (CONTRACT 10): inline comments in one review; the rest go in its body.
     pr_review_max_inline_comments: int = Field(default=30, ge=0, le=1000)
     # Real models (CONTRACT section 12); the defaults keep the seed's protocol exactly.

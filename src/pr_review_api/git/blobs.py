@@ -334,9 +334,11 @@ class RepositoryBlobs:
 
 
 def lower_priority(thread_id: int) -> None:
-    """Let a background build use only what the reviews leave (Linux: per-thread nice)."""
+    """Let a background build use only what the reviews leave (Linux: per-thread nice; never
+    raised back for a thread already lower, as a background process's are)."""
     with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, thread_id, 10)
+        current = os.getpriority(os.PRIO_PROCESS, thread_id)
+        os.setpriority(os.PRIO_PROCESS, thread_id, max(current, 10))
 
 
 def stream_blobs(git_dir: Path, oids: list[str]) -> Iterator[tuple[str, bytes]]:

@@ -539,6 +539,8 @@ class SearchIndexes:
         self.prepare_delay = PREPARE_DELAY_SECONDS
         self._indexes: dict[str, SearchIndex] = {}
         self._builds: dict[str, threading.Thread] = {}
+        # The head each repository's index was last found short of, until it covers it.
+        self._unfinished: dict[str, tuple[Path, str]] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._preparing: dict[str, int] = {}  # prepare() calls queued or running, by repository
@@ -551,15 +553,17 @@ class SearchIndexes:
         are few, else in the background."""
         self._after_fork()
         total = snapshot.search_bytes()
-        if not self.min_bytes <= total <= self.max_bytes or self._closing.is_set():
+        if self._closing.is_set():
             return None
+        if not self.min_bytes <= total <= self.max_bytes:
+            return self._noted(git_dir, head_sha, None, wanted=False)
         index = self._index(git_dir)
         if index is None:
             return None
         try:
             missing: list[tuple[str, int]] | None = index.unstored(snapshot, head_sha)
             if not missing:
-                return index
+                return self._noted(git_dir, head_sha, index, wanted=False)
         except IndexUnavailable:
             missing = None  # not made yet, or unreadable: a build makes (or remakes) it
         stale = index.size() > STALE_FACTOR * total + STALE_SLACK_BYTES
@@ -567,10 +571,31 @@ class SearchIndexes:
         few = sum(size for _, size in wanted) <= self.inline_bytes
         if few and not stale and self._add_inline(git_dir, index, wanted, head_sha):
             with contextlib.suppress(IndexUnavailable):
-                return index if index.covers(snapshot, head_sha) else None
+                if index.covers(snapshot, head_sha):
+                    return self._noted(git_dir, head_sha, index, wanted=False)
             return None
+        self._noted(git_dir, head_sha, None, wanted=True)
         self._start_build(git_dir, index.path.parent, snapshot, head_sha, fresh=stale)
         return None
+
+    def _noted(
+        self, git_dir: Path, head_sha: str, index: SearchIndex | None, *, wanted: bool
+    ) -> SearchIndex | None:
+        """Note whether the repository's index still falls short of `head_sha` (see
+        `unfinished`); returns `index`."""
+        with self._lock:
+            if wanted:
+                self._unfinished[str(git_dir)] = (git_dir, head_sha)
+            elif self._unfinished.get(str(git_dir), (None, head_sha))[1] == head_sha:
+                self._unfinished.pop(str(git_dir), None)
+        return index
+
+    def unfinished(self) -> list[tuple[Path, str]]:
+        """(git directory, head) of each repository whose index this process last found
+        short of a head and has not seen complete since: what a one-shot process that closes
+        leaves for a background build (loop.background_index)."""
+        with self._lock:
+            return list(self._unfinished.values())
 
     def _index(self, git_dir: Path) -> SearchIndex | None:
         folder = self._index_dir(git_dir)
@@ -653,6 +678,7 @@ class SearchIndexes:
                         if writing:
                             note_head(connection, head_sha)
                             remove_older(path)
+                            self._noted(git_dir, head_sha, None, wanted=False)
                 finally:
                     connection.close()
         except (sqlite3.Error, OSError, GitError, ValueError, IndexUnavailable, _Stopped):
@@ -715,12 +741,19 @@ class SearchIndexes:
         if thread is not None:
             thread.join(timeout)
 
+    def building(self, git_dir: Path) -> bool:
+        """Whether this process runs a build of the repository's index."""
+        with self._lock:
+            thread = self._builds.get(str(git_dir))
+        return thread is not None and thread.is_alive()
+
     def _after_fork(self) -> None:
         """A forked child must not use its parent's connections or wait for its threads."""
         if os.getpid() != self._pid:
             self._lock, self._pid = threading.Lock(), os.getpid()
             self._prepared = threading.Condition(self._lock)
             self._indexes, self._builds, self._preparing = {}, {}, {}
+            self._unfinished = {}
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the builds (they stop between transactions) and close every index."""

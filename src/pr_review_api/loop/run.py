@@ -29,6 +29,7 @@ from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.publish import publish_result
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
+from pr_review_api.loop.background_index import hand_off
 from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.final_review import FinalReviewRejected, parse_final_review
@@ -154,8 +155,14 @@ async def _store(
     if shared is not None:
         yield shared
         return
-    with repository_store(settings) as made:
+    made = repository_store(settings)
+    try:
         yield made
+    finally:
+        made.close()
+        # A store of one review: its process ends now, so an unfinished search-index build
+        # goes on in a process of its own.
+        hand_off(settings, made)
 
 
 @asynccontextmanager
