@@ -64,7 +64,8 @@ def grep(
             except IndexUnavailable:
                 raise GitError(["search index"], -1, b"") from None
             return
-    yield from git_grep(git_dir, head_sha, query, pathspec)
+    with search_index.searching(indexes.folder(git_dir)):
+        yield from git_grep(git_dir, head_sha, query, pathspec)
 
 
 def git_grep(git_dir: Path, head_sha: str, query: str, pathspec: str) -> Iterator[GrepMatch]:

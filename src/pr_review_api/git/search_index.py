@@ -64,6 +64,9 @@ INLINE_LOCK_WAIT_SECONDS = 10.0
 # One transaction of a build: a killed build, or a process that exits, loses at most this.
 BATCH_BYTES = 4 * 1024**2
 BATCH_BLOBS = 4000
+# How long a build pauses before a transaction while a search runs `git grep` (a kernel-sized
+# one takes 2-3 s): searches then have the cores, and a stream of them cannot stop the build.
+YIELD_SECONDS = 2.0
 # An index holding this much more than its latest head needs (old heads' blobs) is rebuilt.
 STALE_FACTOR = 2
 STALE_SLACK_BYTES = 64 * 1024**2
@@ -473,6 +476,48 @@ def write_lock(folder: Path, wait: float) -> contextlib.AbstractContextManager[b
 
 
 @contextlib.contextmanager
+def searching(folder: Path | None) -> Iterator[None]:
+    """Held, shared, while a search of the folder's repository runs `git grep` for want of a
+    complete index: a build pauses between its transactions meanwhile (`yield_to_searches`),
+    so on a small machine the search has the cores and the build does not slow it."""
+    if folder is None or not folder.is_dir():
+        yield  # no index folder: no build to pause
+        return
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(folder / "searching.lock", flags, 0o600)
+    except OSError:
+        yield  # a folder gone (evicted) or unwritable: the search goes on regardless
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_SH)  # a build holds it exclusively only to look
+        yield
+    finally:
+        os.close(fd)
+
+
+def yield_to_searches(folder: Path, stop: threading.Event, most: float) -> None:
+    """Wait, at most `most` seconds, while a search of the repository runs `git grep`."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(folder / "searching.lock", flags, 0o600)
+    deadline = time.monotonic() + most
+    try:
+        while not stop.is_set():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(0.05)
+                continue
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def _flock(folder: Path, name: str, wait: float) -> Iterator[bool]:
     """An exclusive flock (it dies with its holder) on a lock file of `folder`."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -670,6 +715,7 @@ class SearchIndexes:
                     for batch in _batches(stream_blobs(git_dir, wanted)):
                         if self._closing.is_set() or not folder.is_dir():
                             return  # closing, or the repository was evicted
+                        yield_to_searches(folder, self._closing, YIELD_SECONDS)
                         with write_lock(folder, BUSY_SECONDS) as writing:
                             if not writing:
                                 return
@@ -740,6 +786,10 @@ class SearchIndexes:
             thread = self._builds.get(key) if builds else None
         if thread is not None:
             thread.join(timeout)
+
+    def folder(self, git_dir: Path) -> Path | None:
+        """The repository's index folder (None: this store keeps no indexes)."""
+        return self._index_dir(git_dir)
 
     def building(self, git_dir: Path) -> bool:
         """Whether this process runs a build of the repository's index."""

@@ -1,0 +1,117 @@
+"""A search-index build pauses while a search of its repository runs `git grep` (the index is
+not complete yet), so on a small machine the search has the cores: real repositories, a
+real SQLite index, real locks between threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pr_review_api.git import search_index
+from pr_review_api.git.search_index import SearchIndex, current_index, searching
+from pr_review_api.git.store import RepositoryStore
+from tests.gitrepo import GitRepo
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    made = tmp_path / "index"
+    made.mkdir()
+    return made
+
+
+def yielded(folder: Path, most: float, stop: threading.Event | None = None) -> float:
+    started = time.monotonic()
+    search_index.yield_to_searches(folder, stop or threading.Event(), most)
+    return time.monotonic() - started
+
+
+def test_a_build_goes_on_at_once_when_nothing_searches(folder: Path) -> None:
+    assert yielded(folder, 5.0) < 1.0
+
+
+def test_a_build_waits_for_a_search_to_end(folder: Path) -> None:
+    ended = threading.Event()
+
+    def search() -> None:
+        with searching(folder):
+            time.sleep(0.5)
+        ended.set()
+
+    with searching(folder):  # held before the thread starts: the build surely meets a search
+        thread = threading.Thread(target=search)
+        thread.start()
+        time.sleep(0.1)
+    waited = yielded(folder, 10.0)
+    thread.join()
+    assert ended.is_set()
+    assert 0.3 <= waited < 5.0
+
+
+def test_a_stream_of_searches_pauses_a_build_only_so_long(folder: Path) -> None:
+    with searching(folder):
+        assert 0.3 <= yielded(folder, 0.4) < 2.0
+
+
+def test_a_closing_build_does_not_wait(folder: Path) -> None:
+    stop = threading.Event()
+    stop.set()
+    with searching(folder):
+        assert yielded(folder, 10.0, stop) < 1.0
+
+
+def test_searches_share_the_lock(folder: Path) -> None:
+    with searching(folder), searching(folder):
+        assert yielded(folder, 0.2) >= 0.2
+
+
+def test_without_an_index_folder_a_search_takes_no_lock(tmp_path: Path) -> None:
+    with searching(tmp_path / "absent"), searching(None):
+        pass
+    assert not (tmp_path / "absent").exists()
+
+
+def test_a_build_writes_nothing_while_a_search_runs_git_grep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    base = repo.commit_files({f"f{n}.txt": f"text {n}\n" * 50 for n in range(40)}, "base")
+    head = repo.commit_files({"f0.txt": "changed\n"}, "head")
+    monkeypatch.setattr(search_index, "YIELD_SECONDS", 30.0)
+    with RepositoryStore(cache_dir=tmp_path / "cache") as store:
+        store.indexes.min_bytes = store.indexes.inline_bytes = 0
+        store.indexes.prepare_delay = 0  # opening the head starts its build
+        folder = store.indexes.folder(repo.git_dir)
+        assert folder is not None
+        folder.mkdir(parents=True)
+        with searching(folder):
+            pinned = store.open(repo.git_dir, base, head)
+            deadline = time.monotonic() + 10
+            while not store.indexes.building(repo.git_dir) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.5)
+            assert store.indexes.building(repo.git_dir)  # paused, not done
+            index = SearchIndex(current_index(folder))
+            assert index.stored() == {}
+            index.close()
+        store.indexes.wait(repo.git_dir, 30)
+        assert store.indexes.ready(repo.git_dir, pinned.snapshot, head) is not None
+
+
+def test_a_search_by_git_grep_holds_the_lock_while_it_streams(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    base = repo.commit_files({"a.txt": "needle\n" * 3}, "base")
+    head = repo.commit_files({"b.txt": "needle\n"}, "head")
+    with RepositoryStore(cache_dir=tmp_path / "cache") as store:
+        pinned = store.open(repo.git_dir, base, head)
+        folder = store.indexes.folder(repo.git_dir)
+        assert folder is not None
+        folder.mkdir(parents=True, exist_ok=True)
+        hits = pinned.grep("needle", "")
+        assert next(hits).path == "a.txt"  # small: no index, so this is git grep
+        assert yielded(folder, 0.2) >= 0.2
+        del hits  # a search dropped early (its cap is full) is closed with its generator
+        assert yielded(folder, 5.0) < 1.0
