@@ -13,12 +13,14 @@ import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pr_review_api.git.search_index import SearchIndex, build_lock, current_index
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.testing import ScriptedModel, stop_turn, tool_turn
+from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import background_index
 from pr_review_api.loop import run as review_module
 from pr_review_api.loop.run import LocalTarget, run_review
@@ -142,6 +144,47 @@ def test_a_one_shot_review_hands_its_build_off(
         assert result.tool_calls == 1
     probe.close()
     assert wait_for_head(folder, head)
+
+
+class StalledModel(ScriptedModel):
+    """Answers its script, then waits for ever (the user interrupts the review there)."""
+
+    def __init__(self, *items: Turn) -> None:
+        super().__init__(*items)
+        self.waiting = asyncio.Event()
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, deadline: float
+    ) -> Turn:
+        if self._queue:
+            return await super().complete(messages, tools, deadline=deadline)
+        self.waiting.set()
+        await asyncio.sleep(3600)
+        raise AssertionError("never answered")
+
+
+def test_an_interrupted_review_hands_nothing_off(
+    widget: tuple[GitRepo, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, base, head = widget
+    values = settings(tmp_path / "cache")
+    monkeypatch.setattr(review_module, "repository_store", indexed_store)
+    model = StalledModel(tool_turn([("c1", "search_repository", {"query": "needle"})]))
+
+    async def interrupted() -> None:
+        review = asyncio.create_task(
+            run_review(LocalTarget(repo.path, base, head), values, model=model)
+        )
+        await model.waiting.wait()  # the search ran: the review's store left its build short
+        review.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await review
+
+    probe = indexed_store(values)
+    with build_held(probe, repo.git_dir) as folder:
+        asyncio.run(interrupted())
+    probe.close()
+    assert not wait_for_head(folder, head, timeout=3)
 
 
 def test_the_hand_off_can_be_turned_off(widget: tuple[GitRepo, str, str], tmp_path: Path) -> None:

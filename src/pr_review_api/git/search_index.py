@@ -612,13 +612,15 @@ class SearchIndexes:
         except IndexUnavailable:
             missing = None  # not made yet, or unreadable: a build makes (or remakes) it
         stale = index.size() > STALE_FACTOR * total + STALE_SLACK_BYTES
-        wanted = missing if missing is not None else list(dict(snapshot.search_blobs()).items())
-        few = sum(size for _, size in wanted) <= self.inline_bytes
-        if few and not stale and self._add_inline(git_dir, index, wanted, head_sha):
-            with contextlib.suppress(IndexUnavailable):
-                if index.covers(snapshot, head_sha):
-                    return self._noted(git_dir, head_sha, index, wanted=False)
-            return None
+        # With no index yet every blob is missing: their size is the head's, known already.
+        few = (total if missing is None else sum(size for _, size in missing)) <= self.inline_bytes
+        if few and not stale:
+            wanted = missing if missing is not None else list(dict(snapshot.search_blobs()).items())
+            if self._add_inline(git_dir, index, wanted, head_sha):
+                with contextlib.suppress(IndexUnavailable):
+                    if index.covers(snapshot, head_sha):
+                        return self._noted(git_dir, head_sha, index, wanted=False)
+                return None
         self._noted(git_dir, head_sha, None, wanted=True)
         self._start_build(git_dir, index.path.parent, snapshot, head_sha, fresh=stale)
         return None

@@ -156,13 +156,18 @@ async def _store(
         yield shared
         return
     made = repository_store(settings)
+    interrupted = False
     try:
         yield made
+    except asyncio.CancelledError:  # interrupted, or out of time: nothing is left running
+        interrupted = True
+        raise
     finally:
         made.close()
-        # A store of one review: its process ends now, so an unfinished search-index build
-        # goes on in a process of its own.
-        hand_off(settings, made)
+        if not interrupted:
+            # A store of one review, whose process ends now: an unfinished search-index
+            # build goes on in a process of its own.
+            hand_off(settings, made)
 
 
 @asynccontextmanager
