@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.git import search_index
-from pr_review_api.git.search_index import SearchIndex, current_index, searching
+from pr_review_api.git.search_index import SearchIndex, build_lock, current_index, searching
 from pr_review_api.git.store import RepositoryStore
 from tests.gitrepo import GitRepo
 
@@ -106,12 +106,27 @@ def test_a_search_by_git_grep_holds_the_lock_while_it_streams(tmp_path: Path) ->
     base = repo.commit_files({"a.txt": "needle\n" * 3}, "base")
     head = repo.commit_files({"b.txt": "needle\n"}, "head")
     with RepositoryStore(cache_dir=tmp_path / "cache") as store:
+        store.indexes.min_bytes = store.indexes.inline_bytes = 0  # indexed, by a build
         pinned = store.open(repo.git_dir, base, head)
         folder = store.indexes.folder(repo.git_dir)
         assert folder is not None
         folder.mkdir(parents=True, exist_ok=True)
-        hits = pinned.grep("needle", "")
-        assert next(hits).path == "a.txt"  # small: no index, so this is git grep
-        assert yielded(folder, 0.2) >= 0.2
-        del hits  # a search dropped early (its cap is full) is closed with its generator
-        assert yielded(folder, 5.0) < 1.0
+        with build_lock(folder):  # another process builds: this search is git grep
+            hits = pinned.grep("needle", "")
+            assert next(hits).path == "a.txt"
+            assert yielded(folder, 0.2) >= 0.2
+            del hits  # a search dropped early (its cap is full) is closed with its generator
+            assert yielded(folder, 5.0) < 1.0
+
+
+def test_a_repository_too_small_to_index_gets_no_lock_file(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    base = repo.commit_files({"a.txt": "needle\n"}, "base")
+    head = repo.commit_files({"b.txt": "needle\n"}, "head")
+    with RepositoryStore(cache_dir=tmp_path / "cache") as store:
+        pinned = store.open(repo.git_dir, base, head)
+        folder = store.indexes.folder(repo.git_dir)
+        assert folder is not None
+        folder.mkdir(parents=True, exist_ok=True)
+        assert [hit.path for hit in pinned.grep("needle", "")] == ["a.txt", "b.txt"]
+        assert list(folder.glob("*.lock")) == []

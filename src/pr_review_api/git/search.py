@@ -64,7 +64,7 @@ def grep(
             except IndexUnavailable:
                 raise GitError(["search index"], -1, b"") from None
             return
-    with search_index.searching(indexes.folder(git_dir)):
+    with indexes.searching(git_dir, snapshot):
         yield from git_grep(git_dir, head_sha, query, pathspec)
 
 

@@ -793,6 +793,14 @@ class SearchIndexes:
         """The repository's index folder (None: this store keeps no indexes)."""
         return self._index_dir(git_dir)
 
+    def searching(
+        self, git_dir: Path, snapshot: Snapshot
+    ) -> contextlib.AbstractContextManager[None]:
+        """Hold off the repository's index builds while a search of `snapshot` runs
+        `git grep` (see `searching`); a repository too small or too large to index has none."""
+        indexed = self.min_bytes <= snapshot.search_bytes() <= self.max_bytes
+        return searching(self._index_dir(git_dir) if indexed else None)
+
     def building(self, git_dir: Path) -> bool:
         """Whether this process runs a build of the repository's index."""
         with self._lock:
