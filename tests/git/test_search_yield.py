@@ -84,7 +84,7 @@ def test_a_build_writes_nothing_while_a_search_runs_git_grep(
     with RepositoryStore(cache_dir=tmp_path / "cache") as store:
         store.indexes.min_bytes = store.indexes.inline_bytes = 0
         store.indexes.prepare_delay = 0  # opening the head starts its build
-        folder = store.indexes.folder(repo.git_dir)
+        folder = store.index_dir(repo.git_dir)
         assert folder is not None
         folder.mkdir(parents=True)
         with searching(folder):
@@ -108,7 +108,7 @@ def test_a_search_by_git_grep_holds_the_lock_while_it_streams(tmp_path: Path) ->
     with RepositoryStore(cache_dir=tmp_path / "cache") as store:
         store.indexes.min_bytes = store.indexes.inline_bytes = 0  # indexed, by a build
         pinned = store.open(repo.git_dir, base, head)
-        folder = store.indexes.folder(repo.git_dir)
+        folder = store.index_dir(repo.git_dir)
         assert folder is not None
         folder.mkdir(parents=True, exist_ok=True)
         with build_lock(folder):  # another process builds: this search is git grep
@@ -125,7 +125,7 @@ def test_a_repository_too_small_to_index_gets_no_lock_file(tmp_path: Path) -> No
     head = repo.commit_files({"b.txt": "needle\n"}, "head")
     with RepositoryStore(cache_dir=tmp_path / "cache") as store:
         pinned = store.open(repo.git_dir, base, head)
-        folder = store.indexes.folder(repo.git_dir)
+        folder = store.index_dir(repo.git_dir)
         assert folder is not None
         folder.mkdir(parents=True, exist_ok=True)
         assert [hit.path for hit in pinned.grep("needle", "")] == ["a.txt", "b.txt"]

@@ -789,10 +789,6 @@ class SearchIndexes:
         if thread is not None:
             thread.join(timeout)
 
-    def folder(self, git_dir: Path) -> Path | None:
-        """The repository's index folder (None: this store keeps no indexes)."""
-        return self._index_dir(git_dir)
-
     def searching(
         self, git_dir: Path, snapshot: Snapshot
     ) -> contextlib.AbstractContextManager[None]:
