@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from pr_review_api.git import search_index
+from pr_review_api.git import search_index, snapshot_file
+from pr_review_api.git.blobs import BlobReaders
 from pr_review_api.git.search_index import SearchIndex, build_lock, current_index, searching
+from pr_review_api.git.snapshots import SnapshotCache
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.git.tree import Snapshot
 from tests.gitrepo import GitRepo
 
 
@@ -68,10 +71,9 @@ def test_searches_share_the_lock(folder: Path) -> None:
         assert yielded(folder, 0.2) >= 0.2
 
 
-def test_without_an_index_folder_a_search_takes_no_lock(tmp_path: Path) -> None:
-    with searching(tmp_path / "absent"), searching(None):
-        pass
-    assert not (tmp_path / "absent").exists()
+def test_a_search_makes_the_folder_its_new_build_has_not_made_yet(tmp_path: Path) -> None:
+    with searching(tmp_path / "new" / "index"):
+        assert yielded(tmp_path / "new" / "index", 0.2) >= 0.2
 
 
 def test_a_build_writes_nothing_while_a_search_runs_git_grep(
@@ -130,3 +132,59 @@ def test_a_repository_too_small_to_index_gets_no_lock_file(tmp_path: Path) -> No
         folder.mkdir(parents=True, exist_ok=True)
         assert [hit.path for hit in pinned.grep("needle", "")] == ["a.txt", "b.txt"]
         assert list(folder.glob("*.lock")) == []
+
+
+def test_a_snapshot_save_waits_for_a_search_and_a_closing_store_saves_at_once(
+    tmp_path: Path,
+) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    head = repo.commit_files({"a.txt": "a\n"}, "base")
+    folder = tmp_path / "index"
+    cache = SnapshotCache(4, BlobReaders().source, lambda _: folder, save_delay=0)
+    with searching(folder):
+        cache.get(repo.git_dir, head)  # a full load: saved as soon as no search runs
+        time.sleep(0.5)
+        assert snapshot_file.saved_head(folder) is None
+    cache.wait_for_saves(10)
+    assert snapshot_file.saved_head(folder) == head
+    other = repo.commit_files({"b.txt": "b\n"}, "head")
+    closing = SnapshotCache(4, BlobReaders().source, lambda _: folder, save_delay=0)
+    with searching(folder):
+        closing.get(repo.git_dir, other)
+        closing.flush()  # as RepositoryStore.close does: the save no longer waits
+        closing.wait_for_saves(5)
+        assert snapshot_file.saved_head(folder) == other
+
+
+def test_while_a_build_of_the_head_runs_a_search_does_not_check_the_index_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    base = repo.commit_files({f"f{n}.txt": f"text {n}\n" * 50 for n in range(40)}, "base")
+    head = repo.commit_files({"f0.txt": "changed\n"}, "head")
+    monkeypatch.setattr(search_index, "YIELD_SECONDS", 30.0)
+    checks: list[str] = []
+    unstored = SearchIndex.unstored
+
+    def counted(index: SearchIndex, snapshot: Snapshot, sha: str) -> list[tuple[str, int]]:
+        checks.append(sha)
+        return unstored(index, snapshot, sha)
+
+    monkeypatch.setattr(SearchIndex, "unstored", counted)
+    with RepositoryStore(cache_dir=tmp_path / "cache") as store:
+        store.indexes.min_bytes = store.indexes.inline_bytes = 0
+        store.indexes.prepare_delay = 0  # opening the head starts its build
+        folder = store.index_dir(repo.git_dir)
+        assert folder is not None
+        with searching(folder):  # the build starts and pauses
+            pinned = store.open(repo.git_dir, base, head)
+            deadline = time.monotonic() + 10
+            while not store.indexes.building(repo.git_dir) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert checks == [head]
+            for _ in range(3):  # a search's, each
+                assert store.indexes.ready(repo.git_dir, pinned.snapshot, head) is None
+            assert checks == [head]
+        store.indexes.wait(repo.git_dir, 30)
+        assert store.indexes.ready(repo.git_dir, pinned.snapshot, head) is not None
+        assert checks == [head, head]

@@ -480,14 +480,17 @@ def searching(folder: Path | None) -> Iterator[None]:
     """Held, shared, while a search of the folder's repository runs `git grep` for want of a
     complete index: a build pauses between its transactions meanwhile (`yield_to_searches`),
     so on a small machine the search has the cores and the build does not slow it."""
-    if folder is None or not folder.is_dir():
-        yield  # no index folder: no build to pause
+    if folder is None:
+        yield  # a repository without an index: no build to pause
         return
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
+        # Made here if need be: the build this search has just started may not have made it
+        # yet, and would otherwise find no search to wait for.
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(folder / "searching.lock", flags, 0o600)
     except OSError:
-        yield  # a folder gone (evicted) or unwritable: the search goes on regardless
+        yield  # an unwritable folder: the search goes on regardless
         return
     try:
         with contextlib.suppress(OSError):
@@ -498,9 +501,12 @@ def searching(folder: Path | None) -> Iterator[None]:
 
 
 def yield_to_searches(folder: Path, stop: threading.Event, most: float) -> None:
-    """Wait, at most `most` seconds, while a search of the repository runs `git grep`."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-    fd = os.open(folder / "searching.lock", flags, 0o600)
+    """Wait, at most `most` seconds, while a search of the repository runs `git grep` (the
+    background work of a build or a snapshot's save)."""
+    try:
+        fd = os.open(folder / "searching.lock", os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return  # no search has made the lock: none runs (or the folder is gone)
     deadline = time.monotonic() + most
     try:
         while not stop.is_set():
@@ -602,6 +608,10 @@ class SearchIndexes:
             return None
         if not self.min_bytes <= total <= self.max_bytes:
             return self._noted(git_dir, head_sha, None, wanted=False)
+        with self._lock:
+            short = self._unfinished.get(str(git_dir), (git_dir, None))[1] == head_sha
+        if short and self.building(git_dir):
+            return None  # this process is building this very head in: no need to look
         index = self._index(git_dir)
         if index is None:
             return None
@@ -683,6 +693,8 @@ class SearchIndexes:
         fresh: bool,
     ) -> None:
         key = str(git_dir)
+        if self.building(git_dir):
+            return  # a search and the head's preparation both ask: one walk, one build
         blobs = dict(snapshot.search_blobs())  # taken now: the build must not hold the head
         with self._lock:
             running = self._builds.get(key)
@@ -714,6 +726,7 @@ class SearchIndexes:
                 try:
                     present = {row[0] for row in connection.execute("SELECT oid FROM blobs")}
                     wanted = [oid for oid in blobs if oid not in present]
+                    yield_to_searches(folder, self._closing, YIELD_SECONDS)
                     for batch in _batches(stream_blobs(git_dir, wanted)):
                         if self._closing.is_set() or not folder.is_dir():
                             return  # closing, or the repository was evicted

@@ -24,6 +24,7 @@ from typing import Generic, TypeVar, cast
 
 from pr_review_api.git import snapshot_file
 from pr_review_api.git.limits import Work
+from pr_review_api.git.search_index import yield_to_searches
 from pr_review_api.git.tree import (
     BlobSource,
     Snapshot,
@@ -38,6 +39,8 @@ SAVE_INTERVAL_SECONDS = 60.0
 # A save waits this long first, so its CPU goes to a review that awaits its model, not to
 # the steps between the snapshot and the first model request.
 SAVE_DELAY_SECONDS = 1.0
+# And it waits at most this long more while a search of the repository runs `git grep`.
+SAVE_YIELD_SECONDS = 10.0
 
 
 _T = TypeVar("_T")
@@ -226,6 +229,8 @@ class SnapshotCache:
                 # A cache: a full disk or a folder gone away (a test's, an evicted
                 # repository's) costs the next process a full load, nothing more.
                 with contextlib.suppress(OSError):
+                    # A first search runs `git grep` meanwhile, wanting every core.
+                    yield_to_searches(pending[0], self._flush, SAVE_YIELD_SECONDS)
                     snapshot_file.save(*pending)
         except BaseException:
             with self._lock:
