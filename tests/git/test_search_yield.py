@@ -76,12 +76,24 @@ def test_a_search_makes_the_folder_its_new_build_has_not_made_yet(tmp_path: Path
         assert yielded(tmp_path / "new" / "index", 0.2) >= 0.2
 
 
+def forty_files(tmp_path: Path) -> tuple[GitRepo, str, str]:
+    repo = GitRepo(tmp_path / "repo")
+    base = repo.commit_files({f"f{n}.txt": f"text {n}\n" * 50 for n in range(40)}, "base")
+    return repo, base, repo.commit_files({"f0.txt": "changed\n"}, "head")
+
+
+def wait_for_build(store: RepositoryStore, git_dir: Path) -> None:
+    """Until the store's build of the repository's index has started (opening its head
+    starts it on another thread)."""
+    deadline = time.monotonic() + 10
+    while not store.indexes.building(git_dir) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_a_build_writes_nothing_while_a_search_runs_git_grep(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    repo = GitRepo(tmp_path / "repo")
-    base = repo.commit_files({f"f{n}.txt": f"text {n}\n" * 50 for n in range(40)}, "base")
-    head = repo.commit_files({"f0.txt": "changed\n"}, "head")
+    repo, base, head = forty_files(tmp_path)
     monkeypatch.setattr(search_index, "YIELD_SECONDS", 30.0)
     with RepositoryStore(cache_dir=tmp_path / "cache") as store:
         store.indexes.min_bytes = store.indexes.inline_bytes = 0
@@ -91,9 +103,7 @@ def test_a_build_writes_nothing_while_a_search_runs_git_grep(
         folder.mkdir(parents=True)
         with searching(folder):
             pinned = store.open(repo.git_dir, base, head)
-            deadline = time.monotonic() + 10
-            while not store.indexes.building(repo.git_dir) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for_build(store, repo.git_dir)
             time.sleep(0.5)
             assert store.indexes.building(repo.git_dir)  # paused, not done
             index = SearchIndex(current_index(folder))
@@ -159,9 +169,7 @@ def test_a_snapshot_save_waits_for_a_search_and_a_closing_store_saves_at_once(
 def test_while_a_build_of_the_head_runs_a_search_does_not_check_the_index_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    repo = GitRepo(tmp_path / "repo")
-    base = repo.commit_files({f"f{n}.txt": f"text {n}\n" * 50 for n in range(40)}, "base")
-    head = repo.commit_files({"f0.txt": "changed\n"}, "head")
+    repo, base, head = forty_files(tmp_path)
     monkeypatch.setattr(search_index, "YIELD_SECONDS", 30.0)
     checks: list[str] = []
     unstored = SearchIndex.unstored
@@ -178,9 +186,7 @@ def test_while_a_build_of_the_head_runs_a_search_does_not_check_the_index_again(
         assert folder is not None
         with searching(folder):  # the build starts and pauses
             pinned = store.open(repo.git_dir, base, head)
-            deadline = time.monotonic() + 10
-            while not store.indexes.building(repo.git_dir) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for_build(store, repo.git_dir)
             assert checks == [head]
             for _ in range(3):  # a search's, each
                 assert store.indexes.ready(repo.git_dir, pinned.snapshot, head) is None
