@@ -114,7 +114,7 @@ def both_ways(
     assert pinned._search_index() is not None
     from_index = execute_tool(pinned, "search_repository", arguments).result
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store.indexes, "min_bytes", 1 << 62)
+        patch.setattr(store.indexes, "ready", lambda *_: None)  # as for an unindexed head
         assert pinned._search_index() is None
         from_git = execute_tool(pinned, "search_repository", arguments).result
     return from_index, from_git
@@ -249,6 +249,21 @@ def tree_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(Snapshot, "search_blobs", counting)
     return walks
+
+
+def test_a_new_process_uses_a_head_noted_complete_without_weighing_the_head(
+    cache: Path, repo: GitRepo, tree_walks: list[int]
+) -> None:
+    base = repo.commit_files({f"d/f{n}.txt": f"needle {n}\n" for n in range(40)})
+    with indexed_store(cache) as first:
+        assert pin(first, repo.git_dir, base, base)._search_index() is not None
+    assert tree_walks  # the first process weighed the head and checked it: the count counts
+    tree_walks.clear()
+    with indexed_store(cache) as later:  # a new process
+        pinned = pin(later, repo.git_dir, base, base)
+        assert pinned._search_index() is not None
+        assert len(list(pinned.grep("needle", ""))) == 40
+    assert tree_walks == []
 
 
 def test_a_derived_head_is_checked_by_its_changes_alone(

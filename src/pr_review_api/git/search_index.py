@@ -218,27 +218,39 @@ class SearchIndex:
         A head derived from one the file notes complete (`Snapshot.origin`) is checked by the
         blobs of the files that differ from it alone: a service's every new head costs its few
         changes here, not a walk over the tree."""
+        if self.noted(snapshot, head_sha):
+            return []
+        origin = snapshot.origin
+        if origin is not None and self._has_head(origin.sha):
+            missing = self.missing(origin.blobs())
+        else:
+            missing = self.missing(snapshot.search_blobs())
+        if missing:
+            return missing
+        with (
+            contextlib.suppress(sqlite3.Error, OSError, IndexUnavailable),
+            self.writer() as connection,
+        ):
+            if connection is not None:  # else busy: noted another time
+                note_head(connection, head_sha)
+        self._remember(snapshot)
+        return []
+
+    def noted(self, snapshot: Snapshot, head_sha: str) -> bool:
+        """Whether the index is known to cover the head without a look at its blobs: for this
+        snapshot already, or because the file notes the head complete."""
         known = self._covered.get(id(snapshot))
         if known is not None and known() is snapshot:
-            return []
+            return True
         if not self._has_head(head_sha):
-            origin = snapshot.origin
-            if origin is not None and self._has_head(origin.sha):
-                missing = self.missing(origin.blobs())
-            else:
-                missing = self.missing(snapshot.search_blobs())
-            if missing:
-                return missing
-            with (
-                contextlib.suppress(sqlite3.Error, OSError, IndexUnavailable),
-                self.writer() as connection,
-            ):
-                if connection is not None:  # else busy: noted another time
-                    note_head(connection, head_sha)
+            return False
+        self._remember(snapshot)
+        return True
+
+    def _remember(self, snapshot: Snapshot) -> None:
         with self._lock:
             self._covered = {k: ref for k, ref in self._covered.items() if ref() is not None}
             self._covered[id(snapshot)] = weakref.ref(snapshot)
-        return []
 
     def covers(self, snapshot: Snapshot, head_sha: str) -> bool:
         """Whether every blob a search of `snapshot` (the tree of `head_sha`) reads is stored."""
@@ -603,16 +615,21 @@ class SearchIndexes:
         `head_sha`) reads; otherwise None, and the missing blobs are added: at once when they
         are few, else in the background."""
         self._after_fork()
-        total = snapshot.search_bytes()
         if self._closing.is_set():
             return None
+        index = self._index(git_dir)
+        with contextlib.suppress(IndexUnavailable):
+            if index is not None and index.noted(snapshot, head_sha):
+                # Known complete: no need to weigh the head (a walk over a fresh process's
+                # 78,000 entries, the larger part of its first search).
+                return self._noted(git_dir, head_sha, index, wanted=False)
+        total = snapshot.search_bytes()
         if not self.min_bytes <= total <= self.max_bytes:
             return self._noted(git_dir, head_sha, None, wanted=False)
         with self._lock:
             short = self._unfinished.get(str(git_dir), (git_dir, None))[1] == head_sha
         if short and self.building(git_dir):
             return None  # this process is building this very head in: no need to look
-        index = self._index(git_dir)
         if index is None:
             return None
         try:
