@@ -622,20 +622,20 @@ class SearchIndexes:
             if index is not None and index.noted(snapshot, head_sha):
                 # Known complete: no need to weigh the head (a walk over a fresh process's
                 # 78,000 entries, the larger part of its first search).
-                return self._noted(git_dir, head_sha, index, wanted=False)
+                return self._note_short(git_dir, head_sha, index, short=False)
         total = snapshot.search_bytes()
         if not self.min_bytes <= total <= self.max_bytes:
-            return self._noted(git_dir, head_sha, None, wanted=False)
+            return self._note_short(git_dir, head_sha, None, short=False)
         with self._lock:
-            short = self._unfinished.get(str(git_dir), (git_dir, None))[1] == head_sha
-        if short and self.building(git_dir):
+            building_it = self._unfinished.get(str(git_dir), (git_dir, None))[1] == head_sha
+        if building_it and self.building(git_dir):
             return None  # this process is building this very head in: no need to look
         if index is None:
             return None
         try:
             missing: list[tuple[str, int]] | None = index.unstored(snapshot, head_sha)
             if not missing:
-                return self._noted(git_dir, head_sha, index, wanted=False)
+                return self._note_short(git_dir, head_sha, index, short=False)
         except IndexUnavailable:
             missing = None  # not made yet, or unreadable: a build makes (or remakes) it
         stale = index.size() > STALE_FACTOR * total + STALE_SLACK_BYTES
@@ -646,19 +646,19 @@ class SearchIndexes:
             if self._add_inline(git_dir, index, wanted, head_sha):
                 with contextlib.suppress(IndexUnavailable):
                     if index.covers(snapshot, head_sha):
-                        return self._noted(git_dir, head_sha, index, wanted=False)
+                        return self._note_short(git_dir, head_sha, index, short=False)
                 return None
-        self._noted(git_dir, head_sha, None, wanted=True)
+        self._note_short(git_dir, head_sha, None, short=True)
         self._start_build(git_dir, index.path.parent, snapshot, head_sha, fresh=stale)
         return None
 
-    def _noted(
-        self, git_dir: Path, head_sha: str, index: SearchIndex | None, *, wanted: bool
+    def _note_short(
+        self, git_dir: Path, head_sha: str, index: SearchIndex | None, *, short: bool
     ) -> SearchIndex | None:
         """Note whether the repository's index still falls short of `head_sha` (see
         `unfinished`); returns `index`."""
         with self._lock:
-            if wanted:
+            if short:
                 self._unfinished[str(git_dir)] = (git_dir, head_sha)
             elif self._unfinished.get(str(git_dir), (None, head_sha))[1] == head_sha:
                 self._unfinished.pop(str(git_dir), None)
@@ -756,7 +756,7 @@ class SearchIndexes:
                         if writing:
                             note_head(connection, head_sha)
                             remove_older(path)
-                            self._noted(git_dir, head_sha, None, wanted=False)
+                            self._note_short(git_dir, head_sha, None, short=False)
                 finally:
                     connection.close()
         except (sqlite3.Error, OSError, GitError, ValueError, IndexUnavailable, _Stopped):
