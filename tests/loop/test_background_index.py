@@ -128,15 +128,23 @@ def test_the_background_process_completes_the_index(
     assert wait_for_head(folder, head, timeout=1)
 
 
+@pytest.fixture
+def one_shot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The settings of a one-shot review whose own store indexes every repository."""
+    monkeypatch.setattr(review_module, "repository_store", indexed_store)
+    return settings(tmp_path / "cache")
+
+
+def search_turn() -> Turn:
+    return tool_turn([("c1", "search_repository", {"query": "needle"})])
+
+
 def test_a_one_shot_review_hands_its_build_off(
-    widget: tuple[GitRepo, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    widget: tuple[GitRepo, str, str], one_shot: Settings
 ) -> None:
     repo, base, head = widget
-    values = settings(tmp_path / "cache")
-    monkeypatch.setattr(review_module, "repository_store", indexed_store)
-    model = ScriptedModel(
-        tool_turn([("c1", "search_repository", {"query": "needle"})]), stop_turn(FINAL)
-    )
+    values = one_shot
+    model = ScriptedModel(search_turn(), stop_turn(FINAL))
     probe = indexed_store(values)
     with build_held(probe, repo.git_dir) as folder:
         result = asyncio.run(run_review(LocalTarget(repo.path, base, head), values, model=model))
@@ -164,12 +172,11 @@ class StalledModel(ScriptedModel):
 
 
 def test_an_interrupted_review_hands_nothing_off(
-    widget: tuple[GitRepo, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    widget: tuple[GitRepo, str, str], one_shot: Settings
 ) -> None:
     repo, base, head = widget
-    values = settings(tmp_path / "cache")
-    monkeypatch.setattr(review_module, "repository_store", indexed_store)
-    model = StalledModel(tool_turn([("c1", "search_repository", {"query": "needle"})]))
+    values = one_shot
+    model = StalledModel(search_turn())
 
     async def interrupted() -> None:
         review = asyncio.create_task(
