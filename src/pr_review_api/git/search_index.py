@@ -490,8 +490,8 @@ def write_lock(folder: Path, wait: float) -> contextlib.AbstractContextManager[b
 @contextlib.contextmanager
 def searching(folder: Path | None) -> Iterator[None]:
     """Held, shared, while a search of the folder's repository runs `git grep` for want of a
-    complete index: a build pauses between its transactions meanwhile (`yield_to_searches`),
-    so on a small machine the search has the cores and the build does not slow it."""
+    complete index: background work (a build between its transactions, a snapshot's save)
+    pauses meanwhile (`yield_to_searches`), so on a small machine the search has the cores."""
     if folder is None:
         yield  # a repository without an index: no build to pause
         return
@@ -580,7 +580,8 @@ class SearchIndexes:
     every search runs `git grep`). A head whose blobs are not all stored is searched with
     `git grep` while a background thread (one per repository, lowered in priority, one at a
     time over every process) adds the missing blobs, in transactions of BATCH_BYTES, after
-    `before_build(folder)` (the store trims the cache it grows).
+    `before_build(folder)` (the store trims the cache it grows), pausing while such a search
+    runs (`searching`). `unfinished()` names what a closing one-shot process leaves undone.
     """
 
     def __init__(
