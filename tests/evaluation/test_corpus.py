@@ -5,6 +5,7 @@ pointing at the first changed line (eval/baseline.py, the reviewer with no model
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -16,6 +17,7 @@ from pr_review_api.errors import InvalidRequest
 from pr_review_api.evaluation.corpus import (
     CLEAN_KINDS,
     DEFECT_KINDS,
+    MAX_CASE_FILE_BYTES,
     BuiltCorpus,
     build_corpus,
     check_case,
@@ -186,3 +188,137 @@ def test_an_invalid_case_file_is_named_without_its_content(tmp_path: Path, text:
         load_source(tmp_path)
     assert "bad.toml" in caught.value.message
     assert "escape" not in caught.value.message
+
+
+# --- A corpus is someone else's folder ----------------------------------------------------
+
+_ONE_CASE = (
+    'id = "x"\nkind = "docs"\nlanguage = "python"\ntitle = "t"\n'
+    '[source]\nproject = "p"\nlicence = "MIT"\nfile = "f"\n'
+    '[[base]]\npath = "a.py"\ntext = "a = 1\\n"\n'
+    '[[edit]]\npath = "a.py"\nold = "a = 1\\n"\nnew = "a = 2\\n"\n'
+)
+
+
+@pytest.fixture
+def one_case(tmp_path: Path) -> Path:
+    """A built corpus of one case, in a folder of its own."""
+    source = tmp_path / "source"
+    (source / "cases").mkdir(parents=True)
+    (source / "cases" / "x.toml").write_text(_ONE_CASE)
+    build_corpus(source, tmp_path / "built")
+    return tmp_path / "built"
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path) -> Path:
+    """Another repository on the machine: what a hostile corpus would point the model at."""
+    other = tmp_path / "secret"
+    other.mkdir()
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    return other
+
+
+def test_a_sound_built_corpus_of_one_case_loads(one_case: Path) -> None:
+    assert [case.id for case in load_built(one_case).cases] == ["x"]
+
+
+def _replace_with_file(path: Path, text: str) -> None:
+    subprocess.run(["rm", "-rf", str(path)], check=True)
+    path.write_text(text)
+
+
+def _replace_with_link(path: Path, target: Path) -> None:
+    subprocess.run(["rm", "-rf", str(path)], check=True)
+    path.symlink_to(target)
+
+
+@pytest.mark.parametrize(
+    "borrow",
+    [
+        "a .git file that points elsewhere",
+        "a .git link to another repository",
+        "objects linked to another repository's",
+        "alternates naming another repository's objects",
+        "a commondir naming another repository",
+        "the case folder linked elsewhere",
+    ],
+)
+def test_a_case_repository_that_borrows_another_repositorys_data_is_refused(
+    one_case: Path, elsewhere: Path, borrow: str
+) -> None:
+    case = one_case / "repos" / "x"
+    git = case / ".git"
+    if borrow == "a .git file that points elsewhere":
+        _replace_with_file(git, f"gitdir: {elsewhere / '.git'}\n")
+    elif borrow == "a .git link to another repository":
+        _replace_with_link(git, elsewhere / ".git")
+    elif borrow == "objects linked to another repository's":
+        _replace_with_link(git / "objects", elsewhere / ".git" / "objects")
+    elif borrow == "alternates naming another repository's objects":
+        (git / "objects" / "info").mkdir(exist_ok=True)
+        (git / "objects" / "info" / "alternates").write_text(f"{elsewhere / '.git' / 'objects'}\n")
+    elif borrow == "a commondir naming another repository":
+        (git / "commondir").write_text(f"{elsewhere / '.git'}\n")
+    else:
+        _replace_with_link(case, elsewhere)
+    with pytest.raises(InvalidRequest, match="not its own") as caught:
+        load_built(one_case)
+    assert str(elsewhere) not in caught.value.message
+
+
+def test_a_manifest_naming_a_repository_outside_the_corpus_is_refused(
+    one_case: Path, elsewhere: Path
+) -> None:
+    manifest = one_case / "corpus.json"
+    manifest.write_text(manifest.read_text().replace('"repos/x"', '"../secret"'))
+    with pytest.raises(InvalidRequest, match="not its own"):
+        load_built(one_case)
+
+
+@pytest.mark.parametrize("kind", ["a link to /dev/zero", "a FIFO", "a folder"])
+def test_a_case_file_that_is_not_a_regular_file_is_refused_unread(
+    tmp_path: Path, kind: str
+) -> None:
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "good.toml").write_text(_ONE_CASE)
+    bad = tmp_path / "cases" / "bad.toml"
+    if kind == "a link to /dev/zero":
+        bad.symlink_to("/dev/zero")
+    elif kind == "a FIFO":
+        os.mkfifo(bad)  # opened without O_NONBLOCK, this would wait for a writer forever
+    else:
+        bad.mkdir()
+    with pytest.raises(InvalidRequest, match=r"bad\.toml is not a regular file"):
+        load_source(tmp_path)
+
+
+def test_a_case_file_over_its_cap_is_refused_after_reading_no_more_than_the_cap(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "big.toml").write_bytes(b"#" * (MAX_CASE_FILE_BYTES + 1))
+    with pytest.raises(InvalidRequest, match="larger than 1 MiB"):
+        load_source(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["a link to /dev/zero", "a FIFO"])
+def test_a_manifest_that_is_not_a_regular_file_is_refused_unread(one_case: Path, kind: str) -> None:
+    manifest = one_case / "corpus.json"
+    manifest.unlink()
+    if kind == "a FIFO":
+        os.mkfifo(manifest)
+    else:
+        manifest.symlink_to("/dev/zero")
+    with pytest.raises(InvalidRequest, match=r"corpus\.json is invalid"):
+        load_built(one_case)
+
+
+def test_a_linked_cases_folder_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    (real / "cases").mkdir(parents=True)
+    (real / "cases" / "x.toml").write_text(_ONE_CASE)
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "cases").symlink_to(real / "cases")
+    with pytest.raises(InvalidRequest, match=r"neither corpus\.json nor a cases folder"):
+        load_source(tmp_path / "corpus")

@@ -10,13 +10,22 @@ base and a head commit, and `corpus.json`, which names each case's repository, c
 golden issues. `pr-review eval` reads a built corpus, or builds a source into a temporary
 folder first. `check_case()` proves a built case sound: every golden line exists at the head
 and lies in the diff from base to head.
+
+A corpus is someone else's folder, so nothing in it is followed out of it: files are opened
+without following links and only when they are regular files, read no further than their cap
+(a case file linked to /dev/zero or a FIFO is refused, never read or waited on), and a case's
+repository must be a real folder of the corpus whose `.git` is a real folder too, borrowing no
+objects from elsewhere (a `.git` file, `commondir` or `objects/info/alternates` would let the
+model read another repository's files).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import stat
 import subprocess
 import tomllib
 from pathlib import Path
@@ -184,7 +193,7 @@ class BuiltCorpus(_Strict):
 def load_source(source: Path) -> list[CaseFile]:
     """Every case of a corpus source, sorted by id; InvalidRequest names the bad file."""
     folder = source / CASES_FOLDER
-    if not folder.is_dir():
+    if folder.is_symlink() or not folder.is_dir():
         raise InvalidRequest("The corpus has neither corpus.json nor a cases folder.")
     cases = [_load_case(path) for path in sorted(folder.glob("*.toml"))]
     ids = [case.id for case in cases]
@@ -195,13 +204,47 @@ def load_source(source: Path) -> list[CaseFile]:
     return sorted(cases, key=lambda case: case.id)
 
 
+class NotARegularFile(OSError):
+    """A corpus file is a link, a device, a FIFO or a folder: it is never read."""
+
+
+class TooLarge(OSError):
+    """A corpus file holds more than its cap."""
+
+
+def read_regular_file(path: Path, cap: int) -> bytes:
+    """The bytes of the regular file at `path`, read without following a link and at most
+    `cap` bytes; NotARegularFile or TooLarge otherwise.
+
+    O_NONBLOCK makes opening a FIFO return at once (its type is then refused) instead of
+    waiting for a writer; it changes nothing for a regular file.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # the last component is a symbolic link
+            raise NotARegularFile(path.name) from None
+        raise
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise NotARegularFile(path.name)
+    with os.fdopen(descriptor, "rb") as file:
+        data = file.read(cap + 1)
+    if len(data) > cap:
+        raise TooLarge(path.name)
+    return data
+
+
 def _load_case(path: Path) -> CaseFile:
     name = path.name
     try:
-        data = path.read_bytes()
-        if len(data) > MAX_CASE_FILE_BYTES:
-            raise InvalidRequest(f"The case file {name} is larger than 1 MiB.")
+        data = read_regular_file(path, MAX_CASE_FILE_BYTES)
         return CaseFile.model_validate(tomllib.loads(data.decode("utf-8")))
+    except NotARegularFile:
+        raise InvalidRequest(f"The case file {name} is not a regular file.") from None
+    except TooLarge:
+        raise InvalidRequest(f"The case file {name} is larger than 1 MiB.") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         raise InvalidRequest(f"The case file {name} is not readable UTF-8 TOML.") from None
     except ValidationError as exc:
@@ -292,24 +335,53 @@ def is_built(folder: Path) -> bool:
 
 
 def load_built(folder: Path) -> BuiltCorpus:
-    """A built corpus's manifest; each case's repository must lie inside the folder."""
-    manifest = folder / CORPUS_MANIFEST
+    """A built corpus's manifest; each case's repository must be its own, inside the folder."""
     try:
-        data = manifest.read_bytes()
-        if len(data) > MAX_CORPUS_MANIFEST_BYTES:
-            raise InvalidRequest("The corpus manifest is larger than 16 MiB.")
+        data = read_regular_file(folder / CORPUS_MANIFEST, MAX_CORPUS_MANIFEST_BYTES)
         corpus = BuiltCorpus.model_validate(json.loads(data))
+    except TooLarge:
+        raise InvalidRequest("The corpus manifest is larger than 16 MiB.") from None
     except (OSError, ValueError):
         # ValidationError is a ValueError; neither the path nor the content is echoed.
         raise InvalidRequest("The corpus manifest corpus.json is invalid.") from None
-    root = folder.resolve()
     for case in corpus.cases:
-        where = (folder / case.repository).resolve()
-        if not where.is_relative_to(root) or not where.is_dir():
-            raise InvalidRequest(f"Case {case.id}: its repository is missing from the corpus.")
+        if not _own_repository(folder, case.repository):
+            raise InvalidRequest(
+                f"Case {case.id}: its repository is missing from the corpus or not its own."
+            )
     if len({case.id for case in corpus.cases}) != len(corpus.cases):
         raise InvalidRequest("Two cases of the corpus share an id.")
     return corpus
+
+
+def _own_repository(folder: Path, repository: str) -> bool:
+    """Whether `repository` is a plain path to real folders under `folder` (no link on the
+    way) holding a real `.git` folder that borrows nothing from another repository: no link
+    inside it (an `objects` or pack linked elsewhere), no `commondir`, no alternates."""
+    try:
+        _plain_path(repository)
+    except ValueError:
+        return False
+    where = folder
+    for part in (*repository.split("/"), ".git"):
+        where = where / part
+        if not _is_real_dir(where):
+            return False
+    borrowed = (where / "commondir", where / "objects" / "info" / "alternates")
+    if any(os.path.lexists(path) for path in borrowed):
+        return False
+    for parent, folders, files in os.walk(where):
+        for name in (*folders, *files):
+            if os.path.islink(os.path.join(parent, name)):
+                return False
+    return True
+
+
+def _is_real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 # --- Checking a built case ------------------------------------------------------------------
