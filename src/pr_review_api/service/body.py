@@ -1,4 +1,5 @@
-"""The review request body, read by the route itself (not by FastAPI) so that:
+"""The JSON request bodies (`POST /v1/reviews`, `POST /v1/review-jobs`), read by the route
+itself (not by FastAPI) so that:
 
 - it is read only after the service key was checked (a router-level dependency runs first);
 - its size is capped while it streams (64 KiB), and a declared Content-Length over the cap
@@ -11,9 +12,10 @@
 from __future__ import annotations
 
 import email.message
+from typing import TypeVar
 
 from fastapi import Request
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
 from pr_review_api.errors import InvalidRequest
@@ -26,13 +28,20 @@ MAX_REQUEST_BODY_BYTES = 64 * 1024
 # the 413 (closing with unread data makes the kernel reset the connection); more is not.
 MAX_DRAINED_BYTES = 1024 * 1024
 
-_FIELDS = frozenset(ReviewRequest.model_fields)
 _NOT_JSON = "The request body must be sent with Content-Type: application/json."
+
+Body = TypeVar("Body", bound=BaseModel)
 
 
 async def review_request(request: Request) -> ReviewRequest:
     """The body of `POST /v1/reviews`, or an `InvalidRequest` that says what is wrong."""
-    body = await read_capped(request, MAX_REQUEST_BODY_BYTES)
+    return await json_body(request, ReviewRequest, MAX_REQUEST_BODY_BYTES)
+
+
+async def json_body(request: Request, model: type[Body], limit: int) -> Body:
+    """A request body of at most `limit` bytes, strict JSON, one object that `model` accepts;
+    an `InvalidRequest` (or `BodyTooLarge`) that says what is wrong otherwise."""
+    body = await read_capped(request, limit)
     if not is_json_content_type(request.headers.get("content-type")):
         raise InvalidRequest(_NOT_JSON)
     try:
@@ -44,9 +53,10 @@ async def review_request(request: Request) -> ReviewRequest:
     if not isinstance(document, dict):
         raise InvalidRequest("The request body must be a JSON object.")
     try:
-        return ReviewRequest.model_validate(document)
+        return model.model_validate(document)
     except ValidationError as exc:
-        raise invalid_request(exc.errors(include_input=False), _FIELDS) from None
+        fields = frozenset(model.model_fields)
+        raise invalid_request(exc.errors(include_input=False), fields) from None
 
 
 def is_json_content_type(value: str | None) -> bool:

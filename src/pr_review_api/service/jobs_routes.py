@@ -16,16 +16,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from pr_review_api.errors import InvalidRequest, JobNotFound, ReviewError, ServerBusy
+from pr_review_api.errors import JobNotFound, ReviewError, ServerBusy
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.queue import JobQueue, PullRequestJob
-from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.service.auth import require_service_key
-from pr_review_api.service.body import is_json_content_type, read_capped
+from pr_review_api.service.body import json_body
 from pr_review_api.service.dependencies import get_settings
-from pr_review_api.service.errors import ContractJSONResponse, invalid_request
+from pr_review_api.service.errors import ContractJSONResponse
 from pr_review_api.settings import Settings
 
 MAX_JOB_REQUEST_BYTES = 64 * 1024
@@ -41,31 +40,12 @@ class ReviewJobRequest(BaseModel):
     post: bool = Field(default=False, description="Publish the review on the pull request.")
 
 
-_FIELDS = frozenset(ReviewJobRequest.model_fields)
-
-
 def get_jobs(request: Request) -> JobQueue:
     """The application's job queue (opened by the lifespan)."""
     queue: JobQueue | None = getattr(request.app.state, QUEUE_STATE_KEY, None)
     if queue is None:
         raise ServerBusy("The job queue is not ready yet; try again shortly.")
     return queue
-
-
-async def _job_request(request: Request) -> ReviewJobRequest:
-    body = await read_capped(request, MAX_JOB_REQUEST_BYTES)
-    if not is_json_content_type(request.headers.get("content-type")):
-        raise InvalidRequest("The request body must be sent with Content-Type: application/json.")
-    try:
-        document = loads_strict(body)
-    except StrictJSONError:
-        raise InvalidRequest("The request body must be a JSON object.") from None
-    if not isinstance(document, dict):
-        raise InvalidRequest("The request body must be a JSON object.")
-    try:
-        return ReviewJobRequest.model_validate(document)
-    except ValidationError as exc:
-        raise invalid_request(exc.errors(include_input=False), _FIELDS) from None
 
 
 def jobs_router(*, secured: bool) -> APIRouter:
@@ -79,7 +59,7 @@ def jobs_router(*, secured: bool) -> APIRouter:
         settings: Annotated[Settings, Depends(get_settings)],
         queue: Annotated[JobQueue, Depends(get_jobs)],
     ) -> Response:
-        body = await _job_request(request)
+        body = await json_body(request, ReviewJobRequest, MAX_JOB_REQUEST_BYTES)
         ref = parse_pull_request_url(body.pull_request_url, settings)
         job = PullRequestJob(
             url=ref.url, owner=ref.owner, repo=ref.repo, number=ref.number, post=body.post
