@@ -22,7 +22,7 @@ in exactly one place (`api.py`, `cli.py`).
     │   ├── UpstreamResponseTooLarge   upstream_response_too_large     502
     │   ├── UnsupportedFinishReason    unsupported_finish_reason       502
     │   └── ReviewTimeout              review_timeout                  504
-    ├── InvalidRepository              invalid_repository              CLI exit 2
+    ├── InvalidRepository              invalid_repository              422; CLI exit 2
     ├── ConfigurationError             configuration_error             CLI exit 2
     ├── ServerBusy                     server_busy                     503 (+ Retry-After)
     ├── InvalidSignature               invalid_signature               401
@@ -217,7 +217,8 @@ class ReviewTimeout(ReviewTerminated):
 
 
 class InvalidRepository(ReviewError):
-    """A local repository path or revision does not name a git repository or a commit."""
+    """A local repository path or revision does not name a git repository or a commit, or a
+    repository exceeds the preparation budgets (too many entries or links, too large an index)."""
 
     code = "invalid_repository"
     status = 422

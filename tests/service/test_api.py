@@ -311,6 +311,8 @@ ERROR_CASES: list[tuple[ReviewError, int, str | None]] = [
     (errors.UnsupportedFinishReason(), 502, "unsupported_finish_reason"),
     (errors.ReviewTimeout(), 504, "review_timeout"),
     (errors.ConfigurationError(), 500, None),
+    # A pull request's repository over the preparation budgets (CONTRACT 5: 422).
+    (errors.InvalidRepository(), 422, None),
     (errors.ServerBusy(), 503, None),
     (errors.InvalidSignature(), 401, None),
     (errors.JobNotFound(), 404, None),
@@ -342,7 +344,7 @@ def _contract_errors(cls: type[ReviewError] = ReviewError) -> set[type[ReviewErr
 
 def test_every_error_the_service_can_raise_has_a_mapping_test() -> None:
     abstract = {errors.ProviderError, errors.ReviewTerminated}
-    cli_only = {errors.InvalidRepository, errors.Interrupted}
+    cli_only = {errors.Interrupted}
     tested = {type(error) for error, _, _ in ERROR_CASES}
     # InvalidRequest and Unauthorized are raised by the shell itself; tested below.
     shell = {errors.InvalidRequest, errors.Unauthorized}
