@@ -125,7 +125,7 @@ class _Walk:
         found = self._keep(first)
         previous = links.get("last")
         if previous is None and "next" in links:
-            raise PublishFailure("GitHub's pagination of the pull request's reviews was unclear.")
+            raise PublishFailure("GitHub's listing of the pull request named no last page.")
         while not found and previous is not None and _page_number(previous) != 1:
             if self.pages >= MAX_LIST_PAGES:
                 return self._listing(complete=False)
@@ -148,7 +148,7 @@ class _Walk:
                 continue
             # Page 1 (read first) is the oldest; then each page read is older than the last.
             rank = 0 if self.pages == 1 else MAX_LIST_PAGES + 2 - self.pages
-            order = rank * PAGE_SLOTS + index
+            order = rank * PAGE_SLOTS + min(index, PAGE_SLOTS - 1)
             post = Post(author, item.body or "", item.id, item.html_url, order)
             self.kept.append(post)
             found = found or (self.stop is not None and self.stop(post))

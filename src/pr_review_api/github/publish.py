@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pr_review_api.errors import GitHubUnavailable
+from pr_review_api.errors import GitHubUnavailable, ServerBusy
 from pr_review_api.git.hunks import diff_hunks
 from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
 from pr_review_api.github.history import (
@@ -165,7 +165,12 @@ async def _publish(
 ) -> Publication:
     head = result.revisions.head_sha
     key = HeadKey.of(ref, await github.login(installation_id), head)
-    recorded = None if ledger is None else await ledger.find(key)
+    try:
+        recorded = None if ledger is None else await ledger.find(key)
+    except ServerBusy:
+        # The review is paid for: publish on the markers alone, as the CLI does.
+        logger.warning("the ledger of published reviews could not be read")
+        recorded, ledger = None, None
     if recorded is not None:
         return _already(recorded.review_id, recorded.url)
     state = await prior_state(
@@ -184,7 +189,7 @@ async def _publish(
             f"The pull request has more reviews than the {MAX_LIST_PAGES} pages read; nothing "
             "was published, so that no head is reviewed twice."
         )
-    posted = state.fingerprints | (set() if ledger is None else await ledger.fingerprints(key))
+    posted = state.fingerprints | await _ledger_fingerprints(ledger, key)
     findings = result.review.findings
     wanted = {f.path for f in findings}
     merge_base = result.revisions.merge_base_sha
@@ -210,6 +215,14 @@ async def _publish(
         carried = [p.fingerprint for p in [*placement.inline, *placement.body[:shown]]]
         await ledger.record(key, publication, carried, result)
     return publication
+
+
+async def _ledger_fingerprints(ledger: PublishLedger | None, key: HeadKey) -> set[str]:
+    try:
+        return set() if ledger is None else await ledger.fingerprints(key)
+    except ServerBusy:
+        logger.warning("the ledger of published reviews could not be read")
+        return set()
 
 
 def _already(review_id: int | None, url: str | None) -> Publication:
