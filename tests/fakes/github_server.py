@@ -587,17 +587,19 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             items = list(fake.review_comments.get(key, []))
         query = dict(part.partition("=")[::2] for part in record.query.split("&") if part)
-        per_page = min(int(query.get("per_page") or 30), 100, fake.page_size)
-        page = int(query.get("page") or 1)
+        per_page = max(1, min(int(query.get("per_page") or 30), 100, fake.page_size))
+        page = max(1, int(query.get("page") or 1))
         chunk = items[(page - 1) * per_page : page * per_page]
-        headers = {}
-        if page * per_page < len(items):
-            owner, repo, number = key
-            nxt = (
-                f"{fake.api_url}/repos/{owner}/{repo}/pulls/{number}/{kind}"
-                f"?per_page={per_page}&page={page + 1}"
-            )
-            headers["Link"] = f'<{nxt}>; rel="next"'
+        # As GitHub: next and last while pages follow, prev and first after page 1.
+        last = max(1, -(-len(items) // per_page))
+        owner, repo, number = key
+        base = f"{fake.api_url}/repos/{owner}/{repo}/pulls/{number}/{kind}?per_page={per_page}"
+        links = []
+        if page < last:
+            links += [f'<{base}&page={page + 1}>; rel="next"', f'<{base}&page={last}>; rel="last"']
+        if page > 1:
+            links += [f'<{base}&page={page - 1}>; rel="prev"', f'<{base}&page=1>; rel="first"']
+        headers = {"Link": ", ".join(links)} if links else {}
         self._json(record, 200, chunk, headers)
 
     def _create_review(

@@ -524,7 +524,8 @@ def test_end_to_end_webhook_review_is_published_once_per_head(
         pr_review_cache_dir=Path("cache").resolve(),
         opencode_base_url=scripted_provider.base_url,
     )
-    scripted_provider.script(stop_turn(REVIEW), stop_turn(REVIEW))
+    # One model turn: the second job finds the head in published_heads and asks no model.
+    scripted_provider.script(stop_turn(REVIEW))
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
         async with service(settings) as client, worker(settings, None) as queue:

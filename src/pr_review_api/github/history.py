@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
@@ -20,17 +23,25 @@ from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limi
 from pr_review_api.github.markers import (
     Post,
     PriorState,
+    marked_heads,
     read_markers,
 )
 from pr_review_api.github.urls import PullRequestRef
+from pr_review_api.http import bounded_decimal
 from pr_review_api.model import (
     PullRequestInfo,
 )
 
-MAX_LIST_PAGES = 30  # 100 per page
+logger = logging.getLogger(__name__)
+
+# Pages read per listing (100 posts each), newest first: our own posts are found among the
+# newest whatever others posted before them; the budget bounds what a flood after them costs.
+MAX_LIST_PAGES = 30
 MAX_RATE_LIMIT_WAITS = 3
 DEFAULT_RATE_LIMIT_WAIT_SECONDS = 60
-_NEXT_LINK = re.compile(r'<([^<>\s]+)>\s*;\s*rel="?next"?')
+MAX_PAGE_NUMBER = 10**7
+PAGE_SLOTS = 1000  # more than any page holds: orders posts by page, then place
+_LINK = re.compile(r'<([^<>\s]+)>\s*;\s*rel="?([a-z]+)"?')
 
 
 class PublishFailure(Exception):
@@ -67,46 +78,98 @@ class PostWire(BaseModel):
     html_url: str | None = None
 
 
-def _next_link(headers: Any) -> str | None:
-    match = _NEXT_LINK.search(headers.get("link", ""))
-    return None if match is None else match[1]
+def _links(headers: Any) -> dict[str, str]:
+    """`Link: <url>; rel="next", <url>; rel="last"` as {rel: url}."""
+    return {rel: url for url, rel in _LINK.findall(headers.get("link", ""))}
 
 
-async def _list_posts(
-    github: GitHubClient,
-    url: str,
-    login: str,
-    installation_id: int | None,
-    wait_until: float | None,
-) -> list[Post]:
-    """Every post of `login` under `url`, page by page (`Link: rel="next"`). Others' posts are
-    dropped as they are read. A secondary rate limit is waited out when the wait ends before
-    `wait_until` (a loop.time() value; None: never waited for)."""
-    posts: list[Post] = []
-    next_url: str | None = url + "?per_page=100"
-    ours = login.lower()
-    pages = 0
-    for _ in range(MAX_LIST_PAGES + MAX_RATE_LIMIT_WAITS):
-        if next_url is None or pages >= MAX_LIST_PAGES:
-            break
-        response = await github.request("GET", next_url, installation_id=installation_id)
-        if is_rate_limited(response.status, response.headers) and await _waited(
-            response.headers, wait_until
-        ):
-            continue
-        if response.status != 200:
-            raise status_failure(response.status, "read the pull request's reviews")
-        pages += 1
-        try:
-            page = [PostWire.model_validate(item) for item in _json_list(response.body)]
-        except (ValueError, ValidationError):
-            raise PublishFailure("GitHub returned review data that is not valid.") from None
-        for item in page:
+def _page_number(url: str) -> int | None:
+    try:
+        value = httpx.URL(url).params.get("page")
+    except httpx.InvalidURL:
+        return None
+    return None if value is None else bounded_decimal(value, MAX_PAGE_NUMBER)
+
+
+@dataclass
+class Listing:
+    """Our posts under one listing, oldest first, and whether nothing of it went unread."""
+
+    posts: list[Post]
+    complete: bool
+
+
+class _Walk:
+    """One listing read newest first: page 1 (for `Link: rel="last"`), then the last page and
+    back through `rel="prev"`, at most `MAX_LIST_PAGES` pages. Others' posts are dropped as
+    they are read; `stop` ends the walk at the first post of ours it accepts."""
+
+    def __init__(
+        self,
+        github: GitHubClient,
+        login: str,
+        installation_id: int | None,
+        wait_until: float | None,
+        stop: Callable[[Post], bool] | None,
+    ) -> None:
+        self.github = github
+        self.ours = login.lower()
+        self.installation_id = installation_id
+        self.wait_until = wait_until
+        self.stop = stop
+        self.kept: list[Post] = []
+        self.pages = 0
+
+    async def run(self, url: str) -> Listing:
+        first, links = await self._page(url + "?per_page=100")
+        found = self._keep(first)
+        previous = links.get("last")
+        if previous is None and "next" in links:
+            raise PublishFailure("GitHub's listing of the pull request named no last page.")
+        while not found and previous is not None and _page_number(previous) != 1:
+            if self.pages >= MAX_LIST_PAGES:
+                return self._listing(complete=False)
+            page, links = await self._page(previous)
+            found = self._keep(page)
+            previous = links.get("prev")
+        return self._listing(complete=True)
+
+    def _listing(self, *, complete: bool) -> Listing:
+        posts = sorted(self.kept, key=lambda post: post.order)  # oldest first
+        return Listing(posts, complete)
+
+    def _keep(self, page: list[PostWire]) -> bool:
+        """Keep our posts of the page (numbered by page and position); True when `stop` says
+        one of them ends the walk."""
+        found = False
+        for index, item in enumerate(page):
             author = None if item.user is None else item.user.login
-            if author is not None and author.lower() == ours:
-                posts.append(Post(author, item.body or "", item.id, item.html_url, len(posts)))
-        next_url = _next_link(response.headers)
-    return posts
+            if author is None or author.lower() != self.ours:
+                continue
+            # Page 1 (read first) is the oldest; then each page read is older than the last.
+            rank = 0 if self.pages == 1 else MAX_LIST_PAGES + 2 - self.pages
+            order = rank * PAGE_SLOTS + min(index, PAGE_SLOTS - 1)
+            post = Post(author, item.body or "", item.id, item.html_url, order)
+            self.kept.append(post)
+            found = found or (self.stop is not None and self.stop(post))
+        return found
+
+    async def _page(self, url: str) -> tuple[list[PostWire], dict[str, str]]:
+        for _ in range(MAX_RATE_LIMIT_WAITS + 1):
+            response = await self.github.request("GET", url, installation_id=self.installation_id)
+            if is_rate_limited(response.status, response.headers) and await _waited(
+                response.headers, self.wait_until
+            ):
+                continue
+            if response.status != 200:
+                raise status_failure(response.status, "read the pull request's reviews")
+            self.pages += 1
+            try:
+                page = [PostWire.model_validate(item) for item in _json_list(response.body)]
+            except (ValueError, ValidationError):
+                raise PublishFailure("GitHub returned review data that is not valid.") from None
+            return page, _links(response.headers)
+        raise PublishFailure("GitHub kept answering with its rate limit.")
 
 
 async def _waited(headers: Any, wait_until: float | None) -> bool:
@@ -134,18 +197,33 @@ async def prior_state(
     installation_id: int | None = None,
     *,
     wait_until: float | None = None,
+    head_sha: str | None = None,
 ) -> PriorState:
-    """The markers of our own reviews and review comments on the pull request."""
+    """The markers of our own reviews and review comments on the pull request.
+
+    Both listings are read newest first; the reviews' walk ends at our review of `head_sha`.
+    `complete` is False when the reviews' budget ran out first: then our review of this head
+    may lie in the pages not read, and only the caller knows whether that may be risked.
+    Review comments carry only finding markers; a budget that runs out there can only let a
+    finding of ours be posted again on a new head, never a second review of one head.
+    """
     login = await github.login(installation_id)
     settings = github.settings
-    reviews = await _list_posts(
-        github, ref.api_url(settings, "/reviews"), login, installation_id, wait_until
+
+    def is_this_head(post: Post) -> bool:
+        return head_sha is not None and head_sha in marked_heads(post.body)
+
+    reviews = await _Walk(github, login, installation_id, wait_until, is_this_head).run(
+        str(ref.api_url(settings, "/reviews"))
     )
-    comments = await _list_posts(
-        github, ref.api_url(settings, "/comments"), login, installation_id, wait_until
+    comments = await _Walk(github, login, installation_id, wait_until, None).run(
+        str(ref.api_url(settings, "/comments"))
     )
-    state = read_markers(reviews, login, reviews=True)
-    state.fingerprints |= read_markers(comments, login, reviews=False).fingerprints
+    state = read_markers(reviews.posts, login, reviews=True)
+    state.fingerprints |= read_markers(comments.posts, login, reviews=False).fingerprints
+    state.complete = reviews.complete
+    if not comments.complete:
+        logger.info("the pull request's review comments outran the listing budget")
     return state
 
 
@@ -172,7 +250,7 @@ async def re_review(
     """
     ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
     try:
-        state = await prior_state(github, ref, installation_id)
+        state = await prior_state(github, ref, installation_id, head_sha=head_sha)
     except (PublishFailure, GitHubUnavailable):
         return None
     last = state.last_head

@@ -42,6 +42,7 @@ class PriorState:
 
     heads: list[tuple[str, int | None, str | None]] = field(default_factory=list)
     fingerprints: set[str] = field(default_factory=set)
+    complete: bool = True  # every review was read, or the walk stopped at this head's
 
     def review_of(self, head_sha: str) -> tuple[int | None, str | None] | None:
         """(review id, URL) of our review of `head_sha`, or None."""
@@ -54,6 +55,15 @@ class PriorState:
     def last_head(self) -> str | None:
         """The head our most recent review reviewed."""
         return self.heads[-1][0] if self.heads else None
+
+
+def marked_heads(body: str) -> set[str]:
+    """The heads whose marker `body` carries (whoever wrote it: the caller checks)."""
+    return {
+        value
+        for kind, value in _MARKER.findall(body)
+        if kind == "head" and len(value) == 40  # a full SHA-1
+    }
 
 
 def read_markers(posts: Iterable[Post], login: str, *, reviews: bool) -> PriorState:

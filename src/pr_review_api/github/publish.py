@@ -2,10 +2,13 @@
 
 One `POST /repos/{o}/{r}/pulls/{n}/reviews` with `event: COMMENT` and `commit_id` the head:
 
-1. Read our own earlier reviews and review comments (paginated with `Link`) and keep the
+1. In the service, its ledger (`github/ledger.py`) of this head answers first. Then read our
+   own earlier reviews and review comments, newest first (`github/history.py`), and keep the
    markers of those whose author is the publishing identity (`GitHubClient.login`). A review
    of ours that carries this head's marker means nothing is posted (`already_published`); the
-   fingerprints already posted are not posted again (`duplicates_skipped`).
+   fingerprints already posted are not posted again (`duplicates_skipped`). When the reviews
+   outrun the listing budget without this head's marker, the CLI publishes nothing (it cannot
+   tell); the service goes on, its ledger knowing every head it published.
 2. Place each finding: inline when its line is an added or context line of a hunk of its file's
    diff from the merge base to the head (`git/hunks.py`), at most
    `PR_REVIEW_MAX_INLINE_COMMENTS`, most severe first, then path, then line; every other one in
@@ -28,10 +31,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pr_review_api.errors import GitHubUnavailable
+from pr_review_api.errors import GitHubUnavailable, ServerBusy
 from pr_review_api.git.hunks import diff_hunks
 from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
 from pr_review_api.github.history import (
+    MAX_LIST_PAGES,
     PostWire,
     PublishFailure,
     ReReview,
@@ -39,6 +43,7 @@ from pr_review_api.github.history import (
     re_review,
     status_failure,
 )
+from pr_review_api.github.ledger import HeadKey, PublishLedger
 from pr_review_api.github.placement import (
     RANK,
     Placed,
@@ -116,8 +121,12 @@ async def publish(
     deadline: float,
     max_inline: int,
     installation_id: int | None = None,
+    ledger: PublishLedger | None = None,
 ) -> Publication:
-    """Publish `result` on the pull request; never raises for a GitHub failure."""
+    """Publish `result` on the pull request; never raises for a GitHub failure.
+
+    With a `ledger` (the service), its record of this head answers first, and a publication
+    is recorded there as soon as GitHub accepts it."""
     try:
         async with asyncio.timeout_at(deadline - DEADLINE_MARGIN_SECONDS):
             return await _publish(
@@ -128,6 +137,7 @@ async def publish(
                 deadline=deadline,
                 max_inline=max_inline,
                 installation_id=installation_id,
+                ledger=ledger,
             )
     except PublishFailure as failure:
         return _failed(failure.message)
@@ -151,28 +161,49 @@ async def _publish(
     deadline: float,
     max_inline: int,
     installation_id: int | None,
+    ledger: PublishLedger | None,
 ) -> Publication:
     head = result.revisions.head_sha
+    key = HeadKey.of(ref, await github.login(installation_id), head)
+    try:
+        recorded = None if ledger is None else await ledger.find(key)
+    except ServerBusy:
+        # The review is paid for: publish on the markers alone, as the CLI does.
+        logger.warning("the ledger of published reviews could not be read")
+        recorded, ledger = None, None
+    if recorded is not None:
+        return _already(recorded.review_id, recorded.url)
     state = await prior_state(
-        github, ref, installation_id, wait_until=deadline - DEADLINE_MARGIN_SECONDS
+        github,
+        ref,
+        installation_id,
+        wait_until=deadline - DEADLINE_MARGIN_SECONDS,
+        head_sha=head,
     )
     done = state.review_of(head)
     if done is not None:
-        return Publication(status="already_published", review_id=done[0], url=done[1])
+        return _already(*done)
+    if not state.complete and ledger is None:
+        # Our review of this head may be in the pages not read: posting could post it twice.
+        raise PublishFailure(
+            f"The pull request has more reviews than the {MAX_LIST_PAGES} pages read; nothing "
+            "was published, so that no head is reviewed twice."
+        )
+    posted = state.fingerprints | await _ledger_fingerprints(ledger, key)
     findings = result.review.findings
     wanted = {f.path for f in findings}
     merge_base = result.revisions.merge_base_sha
     hunks = await asyncio.to_thread(diff_hunks, git_dir, merge_base, head, wanted)
     texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
     fingerprints = [fingerprint_of(f, texts) for f in findings]
-    placement = place(findings, hunks, fingerprints, state.fingerprints, max_inline)
+    placement = place(findings, hunks, fingerprints, posted, max_inline)
     status, created, placement = await _attempts(
         result, ref, github, placement, deadline=deadline, installation_id=installation_id
     )
     if created is None or status not in (200, 201):
         raise status_failure(status, "publish the review")
     _, shown = render_body(result, placement)
-    return Publication(
+    publication = Publication(
         status="published",
         review_id=created.id,
         url=created.html_url,
@@ -180,6 +211,22 @@ async def _publish(
         body_findings=shown,
         duplicates_skipped=placement.skipped,
     )
+    if ledger is not None:
+        carried = [p.fingerprint for p in [*placement.inline, *placement.body[:shown]]]
+        await ledger.record(key, publication, carried, result)
+    return publication
+
+
+async def _ledger_fingerprints(ledger: PublishLedger | None, key: HeadKey) -> set[str]:
+    try:
+        return set() if ledger is None else await ledger.fingerprints(key)
+    except ServerBusy:
+        logger.warning("the ledger of published reviews could not be read")
+        return set()
+
+
+def _already(review_id: int | None, url: str | None) -> Publication:
+    return Publication(status="already_published", review_id=review_id, url=url)
 
 
 async def _attempts(
@@ -239,6 +286,7 @@ async def publish_result(
     *,
     deadline: float,
     installation_id: int | None = None,
+    ledger: PublishLedger | None = None,
 ) -> Publication | None:
     """Publish a finished review of a pull request; None when there is nothing to publish
     (a local review, or no final review from the model)."""
@@ -254,4 +302,5 @@ async def publish_result(
         deadline=deadline,
         max_inline=github.settings.pr_review_max_inline_comments,
         installation_id=installation_id,
+        ledger=ledger,
     )

@@ -17,8 +17,10 @@ records always agree on which job waits:
 - a job whose worker stopped sending heartbeats is put back to `todo` (or superseded, when a
   newer head already waits) by any live worker.
 
-A review is never published twice for one head: the publishing step's markers on GitHub make a
-second run of the same head answer `already_published` (CONTRACT section 10).
+A review is never published twice for one head: the default runner records every publication
+in `published_heads` (jobs/published_heads.py) as GitHub accepts it, and a later job of that
+head answers `already_published` from it before asking the model; the markers on GitHub
+(CONTRACT section 10) stand behind it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from pr_review_api.errors import (
 )
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.jobs import records, recovery
+from pr_review_api.jobs.published_heads import DatabaseLedger
 from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord
 from pr_review_api.jobs.runner import JobReviewer
 from pr_review_api.jobs.schema import apply_migrations
@@ -124,13 +127,15 @@ class JobQueue:
         self.tuning = tuning or QueueTuning()
         self.app_credentials = AppCredentials.from_settings(settings)
         # The default runner keeps one repository store for the life of this worker process.
-        self._own_runner: JobReviewer | None = None
-        if runner is None:
-            runner = self._own_runner = JobReviewer(self.app_credentials)
-        self.runner: ReviewRunner = runner
         self.connector = procrastinate.PsycopgConnector(
             conninfo=self.conninfo, min_size=1, max_size=10
         )
+        self._own_runner: JobReviewer | None = None
+        if runner is None:
+            # The pool exists once the app is opened: look it up on each use, not now.
+            ledger = DatabaseLedger(lambda: self.connector.pool.connection())  # noqa: PLW0108
+            runner = self._own_runner = JobReviewer(self.app_credentials, ledger)
+        self.runner: ReviewRunner = runner
         self.app = procrastinate.App(connector=self.connector)
         self.task = self.app.task(name=TASK_NAME, queue=QUEUE_NAME, pass_context=True)(
             self._run_job

@@ -2,7 +2,8 @@
 
 A worker process keeps one `RepositoryStore` (indexes, `cat-file` readers, search text, git
 threads) for every job it runs, so the second job of a repository starts warm, and under a
-GitHub App each job talks to GitHub with its own installation's token.
+GitHub App each job talks to GitHub with its own installation's token. The queue lends it the
+database's ledger of published heads, so a job of a head already published asks no model.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import SecretStr
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.ledger import PublishLedger
 from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.settings import Settings
@@ -37,8 +39,11 @@ class _InstallationCredentials:
 class JobReviewer:
     """The default `ReviewRunner` of `JobQueue`; `close()` when the worker stops."""
 
-    def __init__(self, app_credentials: AppCredentials | None) -> None:
+    def __init__(
+        self, app_credentials: AppCredentials | None, ledger: PublishLedger | None = None
+    ) -> None:
         self._app_credentials = app_credentials
+        self._ledger = ledger
         self._store: RepositoryStore | None = None
 
     def _shared_store(self, settings: Settings) -> RepositoryStore:
@@ -52,7 +57,7 @@ class JobReviewer:
         target = PullRequestTarget(url)
         store = self._shared_store(settings)
         if self._app_credentials is None or installation_id is None:
-            result = await run_review(target, settings, post=post, store=store)
+            result = await run_review(target, settings, post=post, store=store, ledger=self._ledger)
         else:
             credentials = _InstallationCredentials(self._app_credentials, installation_id)
             async with GitHubClient(settings, credentials=credentials) as github:
@@ -63,6 +68,7 @@ class JobReviewer:
                     github=github,
                     installation_id=installation_id,
                     store=store,
+                    ledger=self._ledger,
                 )
         return result.model_dump(mode="json")
 

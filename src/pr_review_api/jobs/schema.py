@@ -8,6 +8,8 @@ each migration exactly once. A later schema change appends a migration; none is 
 `review_jobs` holds what an operator needs ("what did we review today, and what did it cost")
 and what `GET /v1/review-jobs/{id}` answers. It never holds a token, a key or a provider body:
 `result` is the review or error document of CONTRACT section 5, which carries none.
+`published_heads` (migration 3) is the service's ledger of published reviews, one per head; it
+holds the same review documents, and fingerprints, ids and URLs: no secret either.
 """
 
 from __future__ import annotations
@@ -81,9 +83,26 @@ CREATE TABLE webhook_deliveries (
 );
 """
 
+# One row per head the service published a review of (jobs/published_heads.py), written as
+# soon as GitHub accepts the review: a later job of the head reads it before the model runs.
+_PUBLISHED_HEADS = """
+CREATE TABLE published_heads (
+    pull_request text NOT NULL,
+    identity text NOT NULL,
+    head_sha text NOT NULL CHECK (head_sha ~ '^[0-9a-f]{40}$'),
+    review_id bigint,
+    url text,
+    fingerprints text[] NOT NULL,
+    result jsonb NOT NULL,
+    published_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (pull_request, identity, head_sha)
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "procrastinate queue schema", _procrastinate_schema),
     Migration(2, "review_jobs records", lambda: _REVIEW_JOBS),
+    Migration(3, "published_heads ledger", lambda: _PUBLISHED_HEADS),
 )
 
 

@@ -26,6 +26,7 @@ from pr_review_api.errors import (
 from pr_review_api.git.runner import run_git
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.ledger import PublishLedger
 from pr_review_api.github.publish import publish_result
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
@@ -44,6 +45,7 @@ from pr_review_api.loop.workspace import (
     PullRequestTarget,
     ReviewTarget,
     prepare,
+    published_before,
     repository_store,
     with_re_review,
     with_repo_config,
@@ -99,11 +101,14 @@ async def run_review(
     github: GitHubClient | None = None,
     installation_id: int | None = None,
     store: RepositoryStore | None = None,
+    ledger: PublishLedger | None = None,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
     `post` publishes the validated review on the pull request (CONTRACT 10) and sets the
     result's `publication`; `github` is the process's shared GitHub client (else one is made).
+    With a `ledger` (the service's record of what it published), a head already published
+    answers its earlier review document, `already_published`, before the model is asked.
 
     Raises a `ReviewError` subclass for every failure the contract names. A shared `model`
     client may be passed in (the HTTP service keeps one; tests pass a `ScriptedModel`);
@@ -127,6 +132,12 @@ async def run_review(
             work = repo_store.work(deadline, cancel)
             async with prepare(target, settings, github_client, repo_store, work) as pinned:
                 prepared = await repo_store.run(with_repo_config, pinned)
+                if post and ledger is not None:
+                    earlier = await published_before(
+                        prepared, ledger, github_client, installation_id
+                    )
+                    if earlier is not None:
+                        return earlier
                 if post:
                     prepared = await with_re_review(prepared, github_client, installation_id)
                 loop_run = _ReviewLoop(
@@ -140,6 +151,7 @@ async def run_review(
                         prepared.repository.git_dir,
                         deadline=deadline,
                         installation_id=installation_id,
+                        ledger=ledger,
                     )
                 return result
     except TimeoutError:

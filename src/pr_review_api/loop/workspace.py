@@ -4,7 +4,8 @@
 pull request's identity, and the context the first user message is built from. A pull request is
 fetched into the cache (`github.checkout`); a local repository is read in place, its working tree
 never touched. `with_repo_config` and `with_re_review` add what the base commit's
-`.pr-review.toml` and our earlier reviews on the pull request say.
+`.pr-review.toml` and our earlier reviews on the pull request say; `published_before` finds a
+head the service already published in its ledger.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from pr_review_api.git.runner import run_git
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checkout import RepositoryCache, open_pull_request
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.ledger import HeadKey, PublishLedger
 from pr_review_api.github.publish import re_review
+from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.loop.prompts import ReviewContext
 from pr_review_api.loop.repo_config import NO_REPO_CONFIG, LoadedRepoConfig, load_repo_config
-from pr_review_api.model import PullRequestInfo
+from pr_review_api.model import PullRequestInfo, ReviewResult
 from pr_review_api.settings import Settings
 from pr_review_api.tools import GIT_FAILURES, map_git_errors
 
@@ -168,6 +171,20 @@ async def with_re_review(
         changed_since_last_review=found.changed,
     )
     return replace(prepared, context=context)
+
+
+async def published_before(
+    prepared: Prepared, ledger: PublishLedger, github: GitHubClient, installation_id: int | None
+) -> ReviewResult | None:
+    """The review the service already published of this head, from its ledger, or None."""
+    info = prepared.pull_request
+    if info is None:
+        return None
+    ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
+    identity = await github.login(installation_id)
+    head = prepared.repository.revisions.head_sha
+    recorded = await ledger.find(HeadKey.of(ref, identity, head))
+    return None if recorded is None else recorded.already_published()
 
 
 def with_repo_config(prepared: Prepared) -> Prepared:

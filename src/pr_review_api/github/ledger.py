@@ -1,0 +1,71 @@
+"""What a service remembers of the reviews it published, one record per head (CONTRACT 10).
+
+GitHub's markers say which heads we reviewed, but only a listing of the pull request can read
+them, and others' posts are in that listing too. The service keeps its own record: when a
+review of a head is published, `record` stores it (review id, URL, the finding fingerprints
+it carried, the review document); a later job of the same head finds it with `find` before
+asking the model anything, and a re-review of a new head adds `fingerprints` to the ones read
+from GitHub. The CLI has no ledger and relies on the markers alone.
+
+Records are per pull request, publishing identity (a different App or account has its own
+markers) and head. They hold no token: the review document carries none (CONTRACT 5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pr_review_api.github.urls import PullRequestRef
+from pr_review_api.model import Publication, ReviewResult
+
+
+@dataclass(frozen=True)
+class HeadKey:
+    """A head of a pull request as reviewed by one publishing identity."""
+
+    pull_request: str  # "owner/repo#number", lower case: GitHub names are case-insensitive
+    identity: str  # the publishing identity's login, lower case
+    head_sha: str
+
+    @classmethod
+    def of(cls, ref: PullRequestRef, identity: str, head_sha: str) -> HeadKey:
+        return cls(f"{ref.owner}/{ref.repo}#{ref.number}".lower(), identity.lower(), head_sha)
+
+
+@dataclass(frozen=True)
+class PublishedHead:
+    """A review we published: where it is, and the review document it was made from."""
+
+    review_id: int | None
+    url: str | None
+    result: dict[str, Any]
+
+    def already_published(self) -> ReviewResult:
+        """The review document again, its publication `already_published`."""
+        result = ReviewResult.model_validate(self.result)
+        result.publication = Publication(
+            status="already_published", review_id=self.review_id, url=self.url
+        )
+        return result
+
+
+class PublishLedger(Protocol):
+    """The service's record of what it published (see the module docstring)."""
+
+    async def find(self, key: HeadKey) -> PublishedHead | None:
+        """Our publication of this head, or None."""
+
+    async def fingerprints(self, key: HeadKey) -> set[str]:
+        """The fingerprints of every finding we published on the pull request (any head)."""
+
+    async def record(
+        self,
+        key: HeadKey,
+        publication: Publication,
+        fingerprints: Collection[str],
+        result: ReviewResult,
+    ) -> None:
+        """Remember a publication that GitHub just accepted; never raises for a database
+        failure (the review is on GitHub whatever happens here)."""
