@@ -252,7 +252,7 @@ async def _verify_one(
             loop._report("verifying", round_)
             answer = await loop.model.complete(messages, TOOLS, deadline=loop.deadline)
             loop.usage += answer.usage  # counted even when the turn fails its checks
-            turn = check_turn(answer, seen_ids, loop._limits())
+            turn = await loop.store.run(check_turn, answer, seen_ids, loop._limits())
             if turn.finish_reason == "stop":
                 loop._record(round_, turn, [])
                 verdict = parse_verdict(
