@@ -10,19 +10,26 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pr_review_api.github import publish
 from pr_review_api.llm import openai_chat
 from pr_review_api.loop import run as run_module
+from pr_review_api.loop import verify
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.repo_config import NOTE_DROPPED
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import LocalTarget, PullRequestTarget, run_review
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import load_settings
+from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.fakes.github_server import FakeGitHub, fake_github
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitrepo import GitRepo
+
+__all__ = ["fake_github"]
 
 HOSTILE = "**a" * 40 + "**b"  # exponential for a backtracking matcher
 # A folder of a's: the hostile glob's every `a` matches, its `b` never comes.
@@ -117,6 +124,7 @@ STEPS: dict[str, tuple[object, str]] = {
     "the checks of a model turn": (run_module, "check_turn"),
     "the coverage of a tool result": (CoverageTracker, "saw_tool_result"),
     "the provider's body parsed": (openai_chat, "_parse_object"),
+    "the verdict of the verification pass": (verify, "parse_verdict"),
 }
 
 
@@ -135,7 +143,9 @@ def test_the_event_loop_keeps_ticking_while_a_review_works(
         beating = asyncio.create_task(heartbeat.beat())
         try:
             settings = load_settings(
-                opencode_api_key="key", opencode_base_url=scripted_provider.base_url
+                opencode_api_key="key",
+                opencode_base_url=scripted_provider.base_url,
+                review_verify_findings=True,
             )
             return await run_review(target, settings)
         finally:
@@ -146,9 +156,51 @@ def test_the_event_loop_keeps_ticking_while_a_review_works(
     scripted_provider.script(
         tool_call_turn([("call-1", "read_repository_file", {"path": "app.py"})]),
         stop_turn({"summary": "s", "findings": [_finding("app.py")], "notes": []}),
+        stop_turn({"verdict": "confirmed", "evidence": "store.write(item)"}),
     )
     result = asyncio.run(review_beside_a_heartbeat(LocalTarget(repo.path, base, head)))
+    scripted_provider.assert_complete()
     assert [finding.path for finding in result.review.findings] == ["app.py"]
     assert heartbeat.waits  # the step ran
+    assert heartbeat.on_loop_thread == [False] * len(heartbeat.waits)
+    assert heartbeat.waits == [True] * len(heartbeat.waits)
+
+
+@pytest.mark.parametrize("name", ["_payload", "render_body"])
+def test_the_event_loop_keeps_ticking_while_a_review_is_rendered_for_publishing(
+    fake_github: FakeGitHub,
+    scripted_provider: ScriptedProvider,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    name: str,
+) -> None:
+    heartbeat = _Heartbeat()
+    monkeypatch.setattr(publish, name, heartbeat.blocking(getattr(publish, name)))
+    fake_github.users.setdefault(GITHUB_TOKEN, "pr-review-bot")
+    settings = fake_github.settings(
+        tmp_path / "cache",
+        token=GITHUB_TOKEN,
+        opencode_api_key=PROVIDER_KEY,
+        opencode_base_url=scripted_provider.base_url,
+    )
+    fixture = fake_github.pull_request(
+        "acme", "widget", 7, base={"app.py": SOURCE}, head={"app.py": SOURCE_HEAD}
+    )
+    scripted_provider.script(
+        stop_turn({"summary": "s", "findings": [_finding("app.py")], "notes": []})
+    )
+
+    async def review_beside_a_heartbeat() -> ReviewResult:
+        beating = asyncio.create_task(heartbeat.beat())
+        try:
+            return await run_review(PullRequestTarget(fixture.url), settings, post=True)
+        finally:
+            beating.cancel()
+
+    result = asyncio.run(review_beside_a_heartbeat())
+    assert result.publication is not None
+    assert result.publication.status == "published"
+    assert len(fake_github.posted("acme", "widget", 7)) == 1
+    assert heartbeat.waits
     assert heartbeat.on_loop_thread == [False] * len(heartbeat.waits)
     assert heartbeat.waits == [True] * len(heartbeat.waits)
