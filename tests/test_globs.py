@@ -133,3 +133,22 @@ def test_the_hostile_glob_still_matches_what_it_names() -> None:
     assert _answers_by_the_deadline([HOSTILE], "a" * 39 + "b") == [False]  # 40 a's before the b
     assert _answers_by_the_deadline([HOSTILE], "xa" * 40 + "b") == [True]
     assert _answers_by_the_deadline([MANY_STARS], "x/" + "a" * 200 + "b") == [True]
+
+
+@pytest.mark.parametrize("glob", [HOSTILE, MANY_STARS, "**/" * 85, "*/" * 128])
+def test_a_path_costs_one_step_per_character_whatever_the_glob(
+    glob: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps: list[str] = []
+    real_step = GlobSet._step
+
+    def counted(self: GlobSet, states: int, char: str) -> int:
+        steps.append(char)
+        return real_step(self, states, char)
+
+    monkeypatch.setattr(GlobSet, "_step", counted)
+    path = "/".join(["a" * 30] * 130)
+    GlobSet([glob]).matches(path)
+    assert len(steps) <= len(path)
+    # Closing a set over the tokens that may match nothing takes at most two passes.
+    assert GlobSet([glob])._masks.longest_skip <= 2

@@ -117,6 +117,12 @@ class _Masks:
     name_end: int = 0  # names inside `**/`, that `/` ends (back to the state before them)
     skip_one: int = 0  # states that match nothing to go one state on (`*`, `**`)
     skip_two: int = 0  # `**/` matching no folder: past its name state
+    longest_skip: int = 0  # the most tokens in a row that may match nothing
+    _skips: int = 0
+
+    @property
+    def stay_or_any(self) -> int:
+        return self.stay | self.any
 
     def add(self, glob: str) -> None:
         anchored, body = glob_parts(glob)
@@ -124,6 +130,7 @@ class _Masks:
         self.starts |= start
         if not anchored:
             self.restarts |= start
+        self._skips = 0
         for token in _tokens(body):
             self._add_token(token)
         self.accepts |= 1 << self.width
@@ -132,6 +139,8 @@ class _Masks:
     def _add_token(self, token: _Token) -> None:
         bit = 1 << self.width
         self.width += 1
+        self._skips = self._skips + 1 if token.kind in _RUNS else 0
+        self.longest_skip = max(self.longest_skip, self._skips)
         if token.kind is _Kind.LITERAL:
             self.literals[token.char] = self.literals.get(token.char, 0) | bit
         elif token.kind is _Kind.ONE:
@@ -160,9 +169,10 @@ class GlobSet:
         if any(len(glob) > MAX_GLOB_CHARS for glob in globs):
             raise ValueError(f"a glob longer than {MAX_GLOB_CHARS} characters")
         masks = _Masks()
-        for glob in globs:
+        for glob in dict.fromkeys(globs):  # a glob given twice is matched once
             masks.add(glob)
         self._masks = masks
+        self._stay_or_any = masks.stay_or_any
         self._initial = self._closed(masks.starts) if globs else 0
 
     def matches(self, path: str) -> bool:
@@ -188,17 +198,16 @@ class GlobSet:
         if char == "/":
             moved |= ((states & m.name_end) >> 1) | (states & m.any) | m.restarts
         else:
-            moved |= ((states & m.one) << 1) | (states & (m.stay | m.any))
+            moved |= ((states & m.one) << 1) | (states & self._stay_or_any)
         return self._closed(moved)
 
     def _closed(self, states: int) -> int:
-        """`states` and every state reachable from them by matching nothing."""
+        """`states` and every state reachable from them by matching nothing: one pass per
+        token of the longest run of tokens that may (at most two, once simplified)."""
         m = self._masks
-        while True:
-            more = states | ((states & m.skip_one) << 1) | ((states & m.skip_two) << 2)
-            if more == states:
-                return states
-            states = more
+        for _ in range(m.longest_skip):
+            states |= ((states & m.skip_one) << 1) | ((states & m.skip_two) << 2)
+        return states
 
 
 @cache
