@@ -202,7 +202,7 @@ async def _publish(
     )
     if created is None or status not in (200, 201):
         raise status_failure(status, "publish the review")
-    _, shown = render_body(result, placement)
+    _, shown = await asyncio.to_thread(render_body, result, placement)
     publication = Publication(
         status="published",
         review_id=created.id,
@@ -238,8 +238,10 @@ async def _attempts(
     deadline: float,
     installation_id: int | None,
 ) -> tuple[int, PostWire | None, Placement]:
+    # Rendering escapes up to megabytes of model text: on a worker thread, off the event loop.
+    payload = await asyncio.to_thread(_payload, result, placement)
     status, created = await _post(
-        github, ref, _payload(result, placement), deadline=deadline, installation_id=installation_id
+        github, ref, payload, deadline=deadline, installation_id=installation_id
     )
     if status == 422 and placement.inline:
         # GitHub refused a comment's line (it never says which): everything in the body.
@@ -251,10 +253,11 @@ async def _attempts(
             ),
             skipped=placement.skipped,
         )
+        payload = await asyncio.to_thread(_payload, result, placement)
         status, created = await _post(
             github,
             ref,
-            _payload(result, placement),
+            payload,
             deadline=deadline,
             installation_id=installation_id,
         )

@@ -18,26 +18,25 @@ and the review's `notes` say so in fixed words that never quote the file.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pr_review_api.git.runner import GitError, run_git
+from pr_review_api.globs import MAX_GLOB_CHARS, MAX_GLOBS, matches_any
 from pr_review_api.model import SEVERITIES, FinalReview, Finding, Severity
 from pr_review_api.settings import MAX_NOTES
 
 REPO_CONFIG_PATH = ".pr-review.toml"
 MAX_REPO_CONFIG_BYTES = 64 * 1024
 MAX_INSTRUCTIONS_BYTES = 4 * 1024
-MAX_EXCLUDE_PATTERNS = 100
-MAX_PATTERN_CHARS = 256
+MAX_EXCLUDE_PATTERNS = MAX_GLOBS
+MAX_PATTERN_CHARS = MAX_GLOB_CHARS
 _GIT_TIMEOUT_SECONDS = 30
 
 NOTE_INVALID = (
@@ -146,42 +145,10 @@ def _ignored(reason: str) -> LoadedRepoConfig:
 # --- Path globs ---------------------------------------------------------------------------
 
 
-@cache
-def glob_pattern(glob: str) -> re.Pattern[str]:
-    """A glob as a regular expression over repository-relative paths.
-
-    As in .gitignore: `*` and `?` never cross a `/`; `**` matches any number of whole
-    directories; a pattern with no `/` but a trailing one matches at any depth (`*.md`, and
-    `docs/` for a folder named docs anywhere); a pattern ending in `/` matches everything
-    under that folder; a leading or inner `/` anchors the pattern at the root.
-    """
-    anchored = "/" in glob.rstrip("/")
-    body = glob.strip("/") + ("/**" if glob.endswith("/") else "")
-    out, index = [], 0
-    while index < len(body):
-        char = body[index]
-        if body.startswith("**/", index):
-            out.append("(?:[^/]+/)*")
-            index += 3
-        elif body.startswith("**", index):
-            out.append(".*")
-            index += 2
-        elif char == "*":
-            out.append("[^/]*")
-            index += 1
-        elif char == "?":
-            out.append("[^/]")
-            index += 1
-        else:
-            out.append(re.escape(char))
-            index += 1
-    prefix = "" if anchored else "(?:.*/)?"
-    return re.compile(prefix + "".join(out))
-
-
 def excluded(path: str, globs: Sequence[str]) -> bool:
-    """Whether `path` matches any of the globs."""
-    return any(glob_pattern(glob).fullmatch(path) for glob in globs)
+    """Whether `path` matches any of the globs (pr_review_api.globs: linear time, whatever the
+    globs hold, so a hostile base commit cannot stall the review that reads it)."""
+    return matches_any(path, globs)
 
 
 # --- Applying the configuration to a final review ------------------------------------------

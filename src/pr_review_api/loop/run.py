@@ -249,7 +249,7 @@ class _ReviewLoop:
         for round_ in range(1, last_round + 1):
             self._report("waiting_for_model", round_)
             answer = await self.model.complete(self.messages, TOOLS, deadline=self.deadline)
-            turn = check_turn(answer, self.seen_ids, self._limits())
+            turn = await self.store.run(check_turn, answer, self.seen_ids, self._limits())
             self.usage += turn.usage
             if turn.finish_reason == "stop":
                 self._report("validating", round_)
@@ -278,7 +278,8 @@ class _ReviewLoop:
 
     async def _finish(self, review: FinalReview, rounds: int, include_trace: bool) -> ReviewResult:
         """The repository's configuration, then (REVIEW_VERIFY_FINDINGS) the verification pass."""
-        review = apply_repo_config(review, self.prepared.repo_config)
+        # Off the event loop: matching the findings' paths is work the base commit sizes.
+        review = await self.store.run(apply_repo_config, review, self.prepared.repo_config)
         if self.settings.review_verify_findings and review.findings:
             prepared = self.prepared
             review, used = await verify_findings(
@@ -365,7 +366,8 @@ class _ReviewLoop:
             if self.tool_content_bytes > MAX_ACCUMULATED_TOOL_CONTENT_BYTES:
                 raise InvalidModelResponse("The accumulated tool content exceeded its limit.")
             messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
-            self.coverage.saw_tool_result(call.name, outcome.result)
+            # A diff to parse or a path to resolve in git: not on the event loop.
+            await self.store.run(self.coverage.saw_tool_result, call.name, outcome.result)
         return outcomes
 
     def _timed(self, call: ToolCall) -> tuple[ToolOutcome, int]:

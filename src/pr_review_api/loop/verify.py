@@ -11,6 +11,7 @@ such a failure: it ends the review, as it does everywhere else.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
@@ -252,11 +253,12 @@ async def _verify_one(
             loop._report("verifying", round_)
             answer = await loop.model.complete(messages, TOOLS, deadline=loop.deadline)
             loop.usage += answer.usage  # counted even when the turn fails its checks
-            turn = check_turn(answer, seen_ids, loop._limits())
+            turn = await loop.store.run(check_turn, answer, seen_ids, loop._limits())
             if turn.finish_reason == "stop":
                 loop._record(round_, turn, [])
-                verdict = parse_verdict(
-                    turn.content, tolerant=loop.settings.review_tolerant_final_json
+                tolerant = loop.settings.review_tolerant_final_json
+                verdict = await loop.store.run(
+                    functools.partial(parse_verdict, tolerant=tolerant), turn.content
                 )
                 return verdict, used
             outcomes = await loop._execute(turn, messages, seen_ids)
