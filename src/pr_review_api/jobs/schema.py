@@ -1,9 +1,10 @@
 """Versioned database migrations, applied at start by every process that uses the database.
 
 Migration 1 is procrastinate's own schema (the queue); the others are ours (the review-job
-records). Each runs in its own transaction and is recorded in `pr_review_migrations`; a
-transaction-level advisory lock makes concurrent starts (a server and several workers) apply
-each migration exactly once. A later schema change appends a migration; none is ever edited.
+records, and in 4 the tenants and the fair fetch of `jobs.fairness`). Each runs in its own
+transaction and is recorded in `pr_review_migrations`; a transaction-level advisory lock makes
+concurrent starts (a server and several workers) apply each migration exactly once. A later
+schema change appends a migration; none is ever edited.
 
 `review_jobs` holds what an operator needs ("what did we review today, and what did it cost")
 and what `GET /v1/review-jobs/{id}` answers. It never holds a token, a key or a provider body:
