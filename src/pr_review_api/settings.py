@@ -165,8 +165,9 @@ class Settings(BaseSettings):
     pr_review_webhook_secret: SecretStr | None = None
     github_app_id: int | None = Field(default=None, ge=1)
     github_app_private_key_file: Path | None = None
-    # Not in the contract's table: jobs of one installation running at once, all workers
-    # together, and how often one job is tried before it ends failed.
+    # Not in the contract's table: jobs of one tenant (an installation, or an owner without
+    # one; jobs/fairness.py) running at once, all workers together, and how often one job is
+    # tried before it ends failed.
     pr_review_installation_max_running: int = Field(default=4, ge=1, le=1024)
     pr_review_job_max_attempts: int = Field(default=3, ge=1, le=20)
     # Budgets of preparing one head (git/limits.py); the kernel tree (80k entries, a few

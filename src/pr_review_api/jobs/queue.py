@@ -12,8 +12,11 @@ records always agree on which job waits:
 
 - a new head cancels the waiting job (procrastinate `cancel`, only while it is `todo`) and marks
   its record `superseded`; a repeated delivery id answers the job it created;
-- a provider 429, a busy installation or a transient failure does not sleep in the worker: the
-  job is deferred again with `schedule_in` (same locks) and the worker moves on;
+- a provider 429 or a transient failure does not sleep in the worker: the job is deferred
+  again with `schedule_in` (same locks) and the worker moves on;
+- a free worker slot takes the next job by a fair turn between installations (and owners
+  without one), not by arrival order, and never a job of a tenant at its running cap
+  (`jobs.fairness`);
 - a job whose worker stopped sending heartbeats is put back to `todo` (or superseded, when a
   newer head already waits) by any live worker.
 
@@ -52,6 +55,7 @@ from pr_review_api.errors import (
 )
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.jobs import records, recovery
+from pr_review_api.jobs.fairness import FairJobManager
 from pr_review_api.jobs.published_heads import DatabaseLedger
 from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord
 from pr_review_api.jobs.runner import JobReviewer
@@ -65,7 +69,6 @@ QUEUE_NAME = "reviews"
 RETRYABLE_ERRORS = (OpenCodeRateLimited, OpenCodeUnavailable, GitHubUnavailable, ServerBusy)
 DEFAULT_RATE_LIMIT_DELAY_SECONDS = 30
 MAX_RETRY_DELAY_SECONDS = 15 * 60
-INSTALLATION_BUSY_DELAY_SECONDS = 5.0
 WORKER_RESTART_SECONDS = 1.0
 _DATABASE_DOWN = "The job database is not available; try again shortly."
 
@@ -137,6 +140,10 @@ class JobQueue:
             runner = self._own_runner = JobReviewer(self.app_credentials, ledger)
         self.runner: ReviewRunner = runner
         self.app = procrastinate.App(connector=self.connector)
+        # Workers fetch through it: the next job is a fair turn between tenants.
+        self.app.job_manager = FairJobManager(
+            self.connector, tenant_cap=settings.pr_review_installation_max_running
+        )
         self.task = self.app.task(name=TASK_NAME, queue=QUEUE_NAME, pass_context=True)(
             self._run_job
         )
@@ -374,25 +381,9 @@ class JobQueue:
                 return None
             if record.queue_job_id != queue_job_id:
                 return None  # a stale queue job: the record moved on to another
-            if not await self._installation_busy(connection, record):
-                await records.mark_running(connection, record.id)
-                return await records.fetch(connection, record.id)
-        # The installation already runs its share: this job waits its turn in the queue.
-        await self._defer_again(record, INSTALLATION_BUSY_DELAY_SECONDS)
-        return None
-
-    async def _installation_busy(self, connection: AsyncConnection[Any], record: JobRecord) -> bool:
-        if record.installation_id is None:
-            return False
-        # Serialise the count and the claim across workers.
-        await connection.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            (f"installation:{record.installation_id}",),
-        )
-        running = await records.running_in_installation(
-            connection, record.installation_id, record.id
-        )
-        return running >= self.settings.pr_review_installation_max_running
+            # The fetch already kept the tenant under its cap (jobs.fairness).
+            await records.mark_running(connection, record.id)
+            return await records.fetch(connection, record.id)
 
     def _retry_delay(self, exc: ReviewError, attempts: int) -> float:
         if isinstance(exc, OpenCodeRateLimited):

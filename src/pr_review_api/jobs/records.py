@@ -160,20 +160,6 @@ async def supersede(
     )
 
 
-async def running_in_installation(
-    connection: AsyncConnection[Any], installation_id: int, other_than: uuid.UUID
-) -> int:
-    """Jobs of the installation running now (their queue job is being worked on)."""
-    cursor = await connection.execute(
-        "SELECT count(*) FROM review_jobs r JOIN procrastinate_jobs q ON q.id = r.queue_job_id "
-        "WHERE r.installation_id = %s AND r.status = 'running' AND q.status = 'doing' "
-        "AND r.id <> %s",
-        (installation_id, other_than),
-    )
-    row = await cursor.fetchone()
-    return int(row[0]) if row else 0
-
-
 async def mark_running(connection: AsyncConnection[Any], job_id: uuid.UUID) -> None:
     await connection.execute(
         "UPDATE review_jobs SET status = 'running', attempts = attempts + 1, "
@@ -226,7 +212,7 @@ async def finish(
 
 
 async def requeue(connection: AsyncConnection[Any], job_id: uuid.UUID) -> None:
-    """Back to waiting (a rate limit, a busy installation, a worker that died)."""
+    """Back to waiting (a worker that died)."""
     await connection.execute(
         "UPDATE review_jobs SET status = 'queued' WHERE id = %s AND status = 'running'", (job_id,)
     )

@@ -1,9 +1,10 @@
 """Versioned database migrations, applied at start by every process that uses the database.
 
 Migration 1 is procrastinate's own schema (the queue); the others are ours (the review-job
-records). Each runs in its own transaction and is recorded in `pr_review_migrations`; a
-transaction-level advisory lock makes concurrent starts (a server and several workers) apply
-each migration exactly once. A later schema change appends a migration; none is ever edited.
+records, and in 4 the tenants and the fair fetch of `jobs.fairness`). Each runs in its own
+transaction and is recorded in `pr_review_migrations`; a transaction-level advisory lock makes
+concurrent starts (a server and several workers) apply each migration exactly once. A later
+schema change appends a migration; none is ever edited.
 
 `review_jobs` holds what an operator needs ("what did we review today, and what did it cost")
 and what `GET /v1/review-jobs/{id}` answers. It never holds a token, a key or a provider body:
@@ -99,10 +100,100 @@ CREATE TABLE published_heads (
 );
 """
 
+# Issue 22 item 4. Every job belongs to a tenant: its App installation, or, for a job without
+# one (a plain webhook, the API), the pull request's owner: the account an installation would
+# be. `pr_review_fetch_job` is procrastinate's `procrastinate_fetch_job_v2` with the same
+# eligibility (status, queue, schedule, the pull request's lock) and a fair order: the tenant
+# with the fewest jobs running first, then the tenant whose last start is the oldest (round
+# robin), then the oldest job; a tenant already running `tenant_cap` jobs is skipped. One
+# advisory lock serialises the fetches of every worker, so each sees the starts before it.
+_FAIR_FETCH = """
+ALTER TABLE review_jobs ADD COLUMN tenant text GENERATED ALWAYS AS (
+    CASE WHEN installation_id IS NOT NULL THEN 'installation:' || installation_id::text
+         ELSE 'owner:' || lower(owner) END
+) STORED;
+CREATE INDEX review_jobs_queue_job ON review_jobs (queue_job_id);
+CREATE SEQUENCE pr_review_tenant_turn;
+CREATE TABLE pr_review_tenants (
+    tenant text PRIMARY KEY,
+    last_turn bigint NOT NULL
+);
+CREATE FUNCTION pr_review_fetch_job(
+    target_queue_names character varying[],
+    p_worker_id bigint,
+    tenant_cap integer
+)
+    RETURNS procrastinate_jobs
+    LANGUAGE plpgsql
+AS $$
+DECLARE
+    chosen_id bigint;
+    chosen_tenant text;
+    found_job procrastinate_jobs;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('pr-review:fair-fetch', 0));
+    WITH running AS (
+        SELECT r.tenant, count(*) AS jobs
+            FROM procrastinate_jobs AS q
+            JOIN review_jobs AS r ON r.queue_job_id = q.id
+            WHERE q.status = 'doing'
+            GROUP BY r.tenant
+    )
+    SELECT jobs.id, r.tenant INTO chosen_id, chosen_tenant
+        FROM procrastinate_jobs AS jobs
+        LEFT JOIN review_jobs AS r ON r.queue_job_id = jobs.id
+        LEFT JOIN running ON running.tenant = r.tenant
+        LEFT JOIN pr_review_tenants AS turns ON turns.tenant = r.tenant
+        WHERE
+            NOT EXISTS (
+                SELECT 1
+                    FROM procrastinate_jobs AS other_jobs
+                    WHERE
+                        jobs.lock IS NOT NULL
+                        AND other_jobs.lock = jobs.lock
+                        AND (
+                            other_jobs.status = 'doing'
+                            OR (
+                                other_jobs.status = 'todo'
+                                AND (
+                                    other_jobs.priority > jobs.priority
+                                    OR (
+                                        other_jobs.priority = jobs.priority
+                                        AND other_jobs.id < jobs.id
+                                    )
+                                )
+                            )
+                        )
+            )
+            AND jobs.status = 'todo'
+            AND (target_queue_names IS NULL OR jobs.queue_name = ANY(target_queue_names))
+            AND (jobs.scheduled_at IS NULL OR jobs.scheduled_at <= now())
+            AND coalesce(running.jobs, 0) < tenant_cap
+        ORDER BY jobs.priority DESC, coalesce(running.jobs, 0),
+            turns.last_turn NULLS FIRST, jobs.id
+        LIMIT 1
+        FOR UPDATE OF jobs SKIP LOCKED;
+    IF chosen_id IS NULL THEN
+        RETURN found_job;
+    END IF;
+    UPDATE procrastinate_jobs SET status = 'doing', worker_id = p_worker_id
+        WHERE id = chosen_id
+        RETURNING * INTO found_job;
+    IF chosen_tenant IS NOT NULL THEN
+        INSERT INTO pr_review_tenants (tenant, last_turn)
+            VALUES (chosen_tenant, nextval('pr_review_tenant_turn'))
+            ON CONFLICT (tenant) DO UPDATE SET last_turn = excluded.last_turn;
+    END IF;
+    RETURN found_job;
+END;
+$$;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "procrastinate queue schema", _procrastinate_schema),
     Migration(2, "review_jobs records", lambda: _REVIEW_JOBS),
     Migration(3, "published_heads ledger", lambda: _PUBLISHED_HEADS),
+    Migration(4, "fair fetch across tenants", lambda: _FAIR_FETCH),
 )
 
 

@@ -1,0 +1,54 @@
+"""Which waiting job a free worker slot takes: a fair turn between tenants (issue 22 item 4).
+
+procrastinate hands out jobs in arrival order, so one installation that sends twelve
+deliveries holds every slot until its twelfth job has started, whatever the number of slots.
+Here every job belongs to a tenant (`review_jobs.tenant`, schema migration 4):
+
+    installation:<id>   a job with an App installation (a webhook delivery of the App)
+    owner:<login>       a job without one (a plain webhook, the API), by the pull request's
+                        owner, lower-cased: the account an installation would be
+
+and a free slot takes, among the jobs procrastinate itself would run now (status, schedule,
+the pull request's lock), a job of the tenant with the fewest jobs running, then of the tenant
+whose last start is the oldest, then the oldest job. A tenant running
+`PR_REVIEW_INSTALLATION_MAX_RUNNING` jobs is skipped until one ends. The database holds every
+count and every turn, and one advisory lock serialises the fetches, so the rule holds across
+any number of workers and slots: a job of a tenant that runs nothing starts in the first slot
+that frees, at most one job's time after it arrives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from procrastinate import jobs as jobs_module
+from procrastinate import manager
+from procrastinate.connector import BaseConnector
+
+# The columns procrastinate's own `fetch_job` query selects (its `Job.from_row` reads them).
+_FETCH_FAIRLY = (
+    "SELECT id, status, task_name, priority, lock, queueing_lock, args, scheduled_at, "
+    "queue_name, attempts, worker_id "
+    "FROM pr_review_fetch_job(%(queues)s::varchar[], %(worker_id)s, %(tenant_cap)s)"
+)
+
+
+class FairJobManager(manager.JobManager):
+    """procrastinate's job manager, whose workers fetch through `pr_review_fetch_job`."""
+
+    def __init__(self, connector: BaseConnector, *, tenant_cap: int) -> None:
+        super().__init__(connector)
+        self.tenant_cap = tenant_cap
+
+    async def fetch_job(
+        self, queues: Iterable[str] | None, worker_id: int
+    ) -> jobs_module.Job | None:
+        row = await self.connector.execute_query_one_async(
+            query=_FETCH_FAIRLY,
+            queues=None if queues is None else list(queues),
+            worker_id=worker_id,
+            tenant_cap=self.tenant_cap,
+        )
+        if row["id"] is None:  # the function returns one row of nulls when nothing is due
+            return None
+        return jobs_module.Job.from_row(row)
