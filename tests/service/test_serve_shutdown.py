@@ -27,6 +27,7 @@ import httpx
 import pytest
 
 from pr_review_api.jobs.embedded import EmbeddedPostgres
+from pr_review_api.service.server import StopRequested, StopSignals
 
 PROVIDER_SECRET = "sk-provider-secret-5e0c17"
 GITHUB_SECRET = "ghp_github-secret-a93b21"
@@ -193,3 +194,17 @@ def test_the_worker_exits_when_serve_is_killed(data_dir: Path, tmp_path: Path) -
     finally:
         serving.kill_if_running()
         EmbeddedPostgres(data_dir).stop()  # the database outlives a SIGKILL (see jobs/service)
+
+
+def test_stop_signals_raise_once_then_give_the_handlers_back() -> None:
+    before = {number: signal.getsignal(number) for number in StopSignals.HANDLED}
+    stops: list[int] = []
+    with StopSignals() as stop_signals:
+        try:
+            signal.raise_signal(signal.SIGTERM)  # what uvicorn does once it has shut down
+        except StopRequested as stop:
+            stops.append(stop.signal_number)
+        signal.raise_signal(signal.SIGINT)  # during the cleanup: ignored, not raised
+    assert stops == [signal.SIGTERM]
+    assert stop_signals.received == signal.SIGTERM
+    assert {number: signal.getsignal(number) for number in StopSignals.HANDLED} == before

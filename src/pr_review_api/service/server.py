@@ -74,18 +74,24 @@ class StopRequested(Exception):
 
 
 class StopSignals:
-    """SIGTERM and SIGINT raise `StopRequested`, once: a second signal during the cleanup is
-    ignored, so it cannot cut the cleanup short (SIGKILL still can)."""
+    """While entered, SIGTERM and SIGINT raise `StopRequested`, once: a second signal during
+    the cleanup is ignored, so it cannot cut the cleanup short (SIGKILL still can). The
+    previous handlers come back on exit (`serve` may run inside another program: a test)."""
 
     HANDLED = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self._previous: dict[int, Any] = {}
 
-    def install(self) -> None:
-        """Handle the signals from now on (main thread only, like every signal handler)."""
-        for number in self.HANDLED:
-            signal.signal(number, self._on_signal)
+    def __enter__(self) -> StopSignals:
+        # Main thread only, like every signal handler.
+        self._previous = {number: signal.signal(number, self._on_signal) for number in self.HANDLED}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
 
     def _on_signal(self, number: int, frame: FrameType | None) -> None:
         if self.received is not None:
