@@ -3,7 +3,8 @@
 A real `serve` process (embedded PostgreSQL, worker process, uvicorn) is signalled as systemd,
 Docker and Kubernetes do (SIGTERM) and as a terminal does (SIGINT); afterwards no process of
 its tree may be left: not `serve`, not the worker, not the postmaster nor any of its backends.
-When `serve` is SIGKILLed (no cleanup can run), the worker must notice and exit by itself.
+When `serve` is SIGKILLed (no cleanup can run), the worker must notice, stop the database
+and exit by itself.
 The database server's environment holds none of the secrets `serve` was given.
 
 The tests share one data folder: the first `serve` initialises it, the others start on a data
@@ -184,16 +185,22 @@ def test_a_stop_signal_stops_the_worker_and_the_database_which_has_no_secret(
         assert secret.encode() not in server_environment
 
 
-def test_the_worker_exits_when_serve_is_killed(data_dir: Path, tmp_path: Path) -> None:
+def test_when_serve_is_killed_its_worker_stops_the_database_and_exits(
+    data_dir: Path, tmp_path: Path
+) -> None:
     serving = Serving(data_dir, tmp_path / "serve.log")
     try:
-        worker, _ = serving.wait_until_ready()
+        worker, postmaster = serving.wait_until_ready()
+        tree = serving.tree(postmaster) | _descendants(postmaster)
+        assert worker in tree
         serving.process.kill()  # SIGKILL: no cleanup of serve's runs
         serving.process.wait(timeout=EXIT_DEADLINE_SECONDS)
-        assert _survivors({worker}) == set()
+        # The worker notices (PR_SET_PDEATHSIG), stops the database, and exits.
+        assert _survivors(tree) == set(), serving.log.read_text(errors="replace")
+        assert not EmbeddedPostgres(data_dir).is_running()
     finally:
         serving.kill_if_running()
-        EmbeddedPostgres(data_dir).stop()  # the database outlives a SIGKILL (see jobs/service)
+        EmbeddedPostgres(data_dir).stop()
 
 
 def test_stop_signals_raise_once_then_give_the_handlers_back() -> None:

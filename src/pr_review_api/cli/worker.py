@@ -25,10 +25,16 @@ from pr_review_api.settings import load_settings
 )
 def worker(concurrency: int) -> None:
     """Run review jobs from PR_REVIEW_DATABASE_URL until stopped (SIGTERM lets jobs finish)."""
-    from pr_review_api.jobs.queue import JobQueue  # noqa: PLC0415
-    from pr_review_api.jobs.service import stop_with_parent  # noqa: PLC0415
+    from pr_review_api.jobs.service import ending_with_parent  # noqa: PLC0415
 
-    stop_with_parent()  # a worker of `serve` ends with it (issue 22 item 1)
+    # A worker of `serve` ends with it, and then stops its embedded database (issue 22 item 1).
+    with ending_with_parent():
+        _run_worker(concurrency)
+
+
+def _run_worker(concurrency: int) -> None:
+    from pr_review_api.jobs.queue import JobQueue  # noqa: PLC0415
+
     try:
         settings = load_settings()
         settings.require_provider_key()
