@@ -4,6 +4,7 @@ that worker is about to stop. A real lock held by a real second process."""
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,5 @@ def test_a_data_folder_held_by_another_serve_is_refused_after_waiting(
         "error: another pr-review serve uses PR_REVIEW_DATA_DIR (configuration_error)\n"
     )
     assert not (tmp_path / "postgres").exists()  # nothing was started
+    # Made 0644 by the other process; ours is 0600, since a stranger could hold it too.
+    assert stat.S_IMODE((tmp_path / LOCK_FILE_NAME).stat().st_mode) == 0o600

@@ -97,10 +97,15 @@ def _lock_data_dir(data_dir: Path, review_timeout: float) -> IO[bytes]:
     orphaned worker to finish, as long as a worker may take to stop."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        lock = (data_dir / LOCK_FILE_NAME).open("ab")
+        # 0600: flock needs only an open file, and no one else may hold ours.
+        path = data_dir / LOCK_FILE_NAME
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        os.fchmod(descriptor, 0o600)
+        lock = os.fdopen(descriptor, "ab")
     except OSError:
         _configuration_error("PR_REVIEW_DATA_DIR cannot be created or written")
     deadline = time.monotonic() + review_timeout + WORKER_STOP_SLACK_SECONDS
+    waited = False
     while True:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -109,6 +114,9 @@ def _lock_data_dir(data_dir: Path, review_timeout: float) -> IO[bytes]:
             if time.monotonic() > deadline:
                 lock.close()
                 _configuration_error("another pr-review serve uses PR_REVIEW_DATA_DIR")
+            if not waited:
+                logger.warning("PR_REVIEW_DATA_DIR is held by another serve or its worker: waiting")
+                waited = True
             time.sleep(_LOCK_POLL_SECONDS)
 
 
