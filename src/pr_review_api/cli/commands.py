@@ -13,6 +13,7 @@ import ipaddress
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -200,13 +201,16 @@ def serve(host: str, port: int) -> None:
     """Run the HTTP API: POST /v1/reviews, GET /healthz, GET /openapi.json.
 
     Listening on an address other than loopback requires PR_REVIEW_API_KEYS; clients then send
-    `Authorization: Bearer <key>`. SIGTERM lets reviews in flight finish before exiting.
+    `Authorization: Bearer <key>`. SIGTERM lets reviews in flight finish before exiting; the
+    embedded database and its worker are stopped before `serve` exits.
     """
     # Imported here: the web stack takes a while to load and only `serve` needs it.
     import uvicorn  # noqa: PLC0415
 
     from pr_review_api.service.app import create_app, server_config  # noqa: PLC0415
     from pr_review_api.service.server import (  # noqa: PLC0415
+        StopRequested,
+        StopSignals,
         configure_service_logging,
         listen_socket,
     )
@@ -229,15 +233,19 @@ def serve(host: str, port: int) -> None:
     logging.getLogger("pr_review_api.service").info("serving on http://%s:%d", host, bound_port)
     from pr_review_api.jobs.service import service_database  # noqa: PLC0415
 
-    # CONTRACT 11: the jobs database (an embedded one and its worker without a URL).
-    with service_database(settings) as settings_with_jobs:
-        app = create_app(settings_with_jobs)
-        try:
-            uvicorn.Server(server_config(app, settings_with_jobs, host=host, port=port)).run(
-                sockets=[listener]
-            )
-        finally:
-            listener.close()
+    try:
+        # Entered before the database starts: a stop signal from here on unwinds through its
+        # cleanup. CONTRACT 11: the jobs database (an embedded one and its worker without a URL).
+        with StopSignals(), service_database(settings) as settings_with_jobs:
+            app = create_app(settings_with_jobs)
+            try:
+                uvicorn.Server(server_config(app, settings_with_jobs, host=host, port=port)).run(
+                    sockets=[listener]
+                )
+            finally:
+                listener.close()
+    except StopRequested as stop:
+        sys.exit(EXIT_INTERRUPTED if stop.signal_number == signal.SIGINT else 0)
 
 
 def is_loopback(host: str) -> bool:

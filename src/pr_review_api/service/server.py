@@ -20,6 +20,12 @@ The guard is below ASGI, on the connection: `GuardedH11Protocol` is uvicorn's h1
 
 The cap is sized from the process's file-descriptor limit, leaving room for what reviews
 open (git processes and their pipes, upstream connections, cache files).
+
+Stopping (issue 22 item 1): uvicorn catches SIGTERM and SIGINT, shuts down gracefully, then
+raises the signal again for the handler that was there before it. With Python's defaults,
+SIGTERM then killed `serve` on the spot, before the embedded database and its worker were
+stopped. `StopSignals` is that earlier handler: it raises `StopRequested`, so `serve`
+unwinds through its cleanup and exits 0 (SIGTERM) or 130 (SIGINT).
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ import errno
 import logging
 import math
 import resource
+import signal
 import socket
 import sys
 import time
+from types import FrameType
 from typing import Any, ClassVar, TextIO
 
 import h11
@@ -55,6 +63,42 @@ MIN_CONNECTIONS = 16
 MAX_CONNECTIONS = 4096
 RESOURCE_LOG_INTERVAL_SECONDS = 10.0
 _RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+class StopRequested(Exception):
+    """SIGTERM or SIGINT reached `serve`: unwind, running every cleanup on the way."""
+
+    def __init__(self, signal_number: int) -> None:
+        super().__init__(signal.Signals(signal_number).name)
+        self.signal_number = signal_number
+
+
+class StopSignals:
+    """While entered, SIGTERM and SIGINT raise `StopRequested`, once: a second signal during
+    the cleanup is ignored, so it cannot cut the cleanup short (SIGKILL still can). The
+    previous handlers come back on exit (`serve` may run inside another program: a test)."""
+
+    HANDLED = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        # Main thread only, like every signal handler.
+        self._previous = {number: signal.signal(number, self._on_signal) for number in self.HANDLED}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+
+    def _on_signal(self, number: int, frame: FrameType | None) -> None:
+        if self.received is not None:
+            logger.warning("already stopping: %s ignored", signal.Signals(number).name)
+            return
+        self.received = number
+        raise StopRequested(number)
 
 
 def default_max_connections() -> int:
