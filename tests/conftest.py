@@ -31,6 +31,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# How many tests the session runs, when it runs a whole tier as the README's commands do
+# (`uv run pytest` or `uv run pytest --fast`, no paths, -k or -m of its own): tests/test_docs.py
+# holds the README's "about N tests" to it. Empty for any other selection.
+WHOLE_TIER: dict[str, int] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    addopts = list(config.getini("addopts"))
+    default_marks = addopts[addopts.index("-m") + 1] if "-m" in addopts else ""
+    if (
+        config.args_source is pytest.Config.ArgsSource.TESTPATHS
+        and not config.getoption("keyword")
+        and config.getoption("markexpr") == default_marks
+        and not config.getoption("deselect")
+    ):
+        tier = "fast" if config.getoption("--fast") else "default"
+        WHOLE_TIER[tier] = len(session.items)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--fast"):
         return
