@@ -254,7 +254,7 @@ def cached_runs(
     return first, first_search, again, again_search
 
 
-def main() -> None:
+def main() -> None:  # noqa: C901  (one script's timed runs and its table; each branch is an optional row)
     args = parser(__doc__ or "").parse_args()
     repo = repository_for(args)
     runs = runs_for(args, full=5, quick=3)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pr_review_api.settings import Settings
 from tests.fakes.provider_server import scripted_provider  # noqa: F401  (shared fixture)
 from tests.gitrepo import GitRepo
 
@@ -25,6 +29,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="skip tests/hostile and tests/jobs (the inner loop; CI runs everything)",
     )
+
+
+# How many tests the session runs, when it runs a whole tier as the README's commands do
+# (`uv run pytest` or `uv run pytest --fast`, no paths, -k or -m of its own): tests/test_docs.py
+# holds the README's "about N tests" to it. Empty for any other selection.
+WHOLE_TIER: dict[str, int] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    addopts = list(config.getini("addopts"))
+    default_marks = addopts[addopts.index("-m") + 1] if "-m" in addopts else ""
+    if (
+        config.args_source is pytest.Config.ArgsSource.TESTPATHS
+        and not config.getoption("keyword")
+        and config.getoption("markexpr") == default_marks
+        and not config.getoption("deselect")
+    ):
+        tier = "fast" if config.getoption("--fast") else "default"
+        WHOLE_TIER[tier] = len(session.items)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -52,15 +76,51 @@ _OUR_VARIABLES = (
 )
 
 
+@pytest.fixture(scope="session")
+def data_root() -> Iterator[Path]:
+    """Where each test's PR_REVIEW_DATA_DIR lies. Not under pytest's basetemp: the embedded
+    PostgreSQL runs as another user when the tests run as root, and every new pytest session
+    of the same user tightens the basetemp's parent back to 0700 (as tests/jobs/conftest.py)."""
+    folder = Path(tempfile.mkdtemp(prefix="prr-data-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data_root: Path) -> None:
     """No setting leaks in from the developer's shell or a .env file."""
     for name in list(os.environ):
         if name.startswith(_OUR_VARIABLES):
             monkeypatch.delenv(name)
-    # Indexes and saved snapshots go to the cache: never the developer's own.
+    # Indexes and saved snapshots go to the cache, the embedded PostgreSQL to the data folder:
+    # never the developer's own (`home_folders_untouched` checks it for the whole session).
     monkeypatch.setenv("PR_REVIEW_CACHE_DIR", str(tmp_path / "pr-review-cache"))
+    monkeypatch.setenv("PR_REVIEW_DATA_DIR", str(data_root / tmp_path.name))
     monkeypatch.chdir(tmp_path)
+
+
+def default_folders() -> list[Path]:
+    """The folders the settings write to when nothing overrides them (read from the model)."""
+    fields = Settings.model_fields
+    defaults = (fields[name].default for name in ("pr_review_cache_dir", "pr_review_data_dir"))
+    return [Path(value).expanduser() for value in defaults]
+
+
+def listing(folder: Path) -> set[str] | None:
+    """What a folder holds at its top (None when it does not exist)."""
+    return {entry.name for entry in folder.iterdir()} if folder.is_dir() else None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def home_folders_untouched() -> Iterator[None]:
+    """No test writes to the user's own cache or data folder (issue 23 item 8: a test once
+    made a PostgreSQL cluster under ~/.local/share/pr-review). The folders may exist before
+    the session, with the user's own data: they must hold the same entries after it."""
+    before = {folder: listing(folder) for folder in default_folders()}
+    yield
+    after = {folder: listing(folder) for folder in default_folders()}
+    changed = [str(folder) for folder in before if before[folder] != after[folder]]
+    assert not changed, f"the test session wrote to the user's own folders: {changed}"
 
 
 @pytest.fixture

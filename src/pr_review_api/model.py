@@ -152,7 +152,7 @@ class Revisions(BaseModel):
 
 
 class Coverage(BaseModel):
-    """Which changed files the model saw (CONTRACT 5; the rules are in loop/coverage.py)."""
+    """Which changed files the model saw (docs/coverage.md; the rules are in loop/coverage.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -171,7 +171,7 @@ class PublicationError(BaseModel):
 
 
 class Publication(BaseModel):
-    """What publishing the review on the pull request did (CONTRACT 10)."""
+    """What publishing the review on the pull request did (docs/publishing.md)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -809,30 +809,6 @@ def test_a_wheel_installed_in_a_fresh_venv_runs_from_anywhere(tmp_path: Path) ->
     assert Path(origin.stdout.strip()).is_relative_to(venv)
 
 
-def test_the_hostile_figures_are_printed_only_with_verbose() -> None:
-    """A newcomer's `uv run pytest` is not followed by lines of figures (issue 14 item 8)."""
-    root = Path(__file__).resolve().parents[2]
-    one = (
-        "tests/hostile/test_secret_hygiene.py"
-        "::test_the_session_scanner_sees_every_level_and_changes_no_delivery"
-    )
-
-    def session(*flags: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *flags, one],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout[-2000:]
-        return done.stdout
-
-    assert "hostile-world figures" not in session("-q")
-    assert "hostile-world figures" in session("-v")
-
-
 # --- the README's copy of the help ------------------------------------------------------------
 
 

@@ -40,7 +40,7 @@ class ResolvedPath:
     entry: TreeEntry | None  # None for a directory
 
 
-def resolve_in(
+def resolve_in(  # noqa: C901, PLR0912  (one walk over the path's parts; each branch is a rule of git's tree)
     snapshot: TreeView,
     raw: str,
     visited: list[str] | None = None,

@@ -209,7 +209,7 @@ def load_snapshot(
     return snapshot
 
 
-def derive_snapshot(
+def derive_snapshot(  # noqa: C901  (each early None is a case a full load must handle instead)
     git_dir: Path,
     known: Snapshot,
     known_sha: str,

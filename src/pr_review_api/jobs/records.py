@@ -110,7 +110,7 @@ async def waiting_for(connection: AsyncConnection[Any], pr_key: str) -> list[Job
     return [JobRecord.from_row(row) for row in rows]
 
 
-async def insert(
+async def insert(  # noqa: PLR0913  (one keyword per column of the row)
     connection: AsyncConnection[Any],
     *,
     job_id: uuid.UUID,

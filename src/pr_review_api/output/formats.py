@@ -24,7 +24,6 @@ from pr_review_api.output.common import (
 from pr_review_api.output.json import render_json
 from pr_review_api.output.markdown import md_code, md_escape, md_inline, render_markdown
 from pr_review_api.output.sarif import (
-    INFORMATION_URI,
     SARIF_LEVELS,
     SARIF_SCHEMA_URI,
     TOOL_NAME,
@@ -35,7 +34,6 @@ from pr_review_api.output.sarif import (
 from pr_review_api.output.text import render_text
 
 __all__ = [
-    "INFORMATION_URI",
     "OUTPUT_FORMATS",
     "SARIF_LEVELS",
     "SARIF_SCHEMA_URI",

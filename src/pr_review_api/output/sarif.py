@@ -12,7 +12,8 @@ from pr_review_api import __version__
 from pr_review_api.model import SEVERITIES, Finding, ReviewResult, Severity
 
 TOOL_NAME = "pr-review"
-INFORMATION_URI = "https://pypi.org/project/pr-review-api/"
+# No `informationUri`: it is optional in SARIF 2.1.0, and the project has no public home page
+# to name yet (the package index project it named does not exist; issue 23).
 SARIF_SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 )
@@ -38,7 +39,6 @@ def sarif_document(result: ReviewResult) -> dict[str, Any]:
         "tool": {
             "driver": {
                 "name": TOOL_NAME,
-                "informationUri": INFORMATION_URI,
                 "version": __version__,
                 "semanticVersion": __version__,
                 "rules": [_sarif_rule(severity) for severity in SEVERITIES],

@@ -21,7 +21,7 @@ class ReviewRequest(BaseModel):
     )
     post: bool = Field(
         default=False,
-        description="Publish the validated review on the pull request (CONTRACT 10); the "
+        description="Publish the validated review on the pull request (docs/publishing.md); the "
         "result's `publication` says how it went.",
     )
 
@@ -29,7 +29,7 @@ class ReviewRequest(BaseModel):
 class ErrorDetail(BaseModel):
     """What went wrong, as a stable code and a fixed sentence."""
 
-    code: str = Field(description="A stable error code (CONTRACT section 5).")
+    code: str = Field(description="A stable error code (README.md, Running the service).")
     message: str = Field(description="A short fixed sentence; never provider text or secrets.")
     retry_after: int | None = Field(
         default=None, description="Seconds the provider asked to wait (opencode_rate_limited)."

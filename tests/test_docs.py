@@ -1,0 +1,101 @@
+"""The README and docs/ stay true where a figure can drift or a pointer can break (issue 23
+item 8): every relative link names a file of the repository, nothing points to a contract
+document the repository does not ship, the corpus size is the number of case files, and the
+README's "about N tests" is the number a whole run of that tier collects."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from pr_review_api.evaluation.corpus import CLEAN_KINDS, load_source
+from pr_review_api.service.documents import ReviewRequest
+from tests.conftest import WHOLE_TIER
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCUMENTS = sorted(
+    [README, *(ROOT / "docs").glob("*.md")]
+    + [path for path in (ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md") if path.exists()]
+)
+
+# "about 2,400 tests" (the default run) and "about 2,300 tests in the fast tier".
+ABOUT_TESTS = re.compile(r"about ([\d,]+) tests( in the fast tier)?")
+# The figure is rounded to a hundred; the suite grows between edits of the README.
+TOLERANCE = 0.10
+
+
+def links(text: str) -> list[str]:
+    """Every link target of a Markdown document."""
+    found: list[str] = []
+
+    def walk(tokens: list[Token]) -> None:
+        for token in tokens:
+            if token.type == "link_open":
+                found.append(str(token.attrs["href"]))
+            walk(token.children or [])
+
+    walk(MarkdownIt().parse(text))
+    return found
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_every_relative_link_names_a_file_of_the_repository(document: Path) -> None:
+    broken = []
+    for target in links(document.read_text(encoding="utf-8")):
+        path = target.split("#", 1)[0]
+        if not path or re.match(r"^[a-z]+:", path):
+            continue  # an anchor in the page, or a URL
+        if not (document.parent / path).exists():
+            broken.append(target)
+    assert not broken, f"{document.name} links to files that do not exist: {broken}"
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_no_pointer_to_a_contract_the_repository_does_not_ship(document: Path) -> None:
+    text = document.read_text(encoding="utf-8")
+    assert not list(ROOT.glob("CONTRACT*"))  # if it ships one day, link to it instead
+    assert "CONTRACT" not in text
+    assert "seed/tool-calling.md" not in text
+
+
+def test_the_corpus_size_in_the_docs_is_the_number_of_case_files() -> None:
+    cases = load_source(ROOT / "eval")
+    clean = sum(case.kind in CLEAN_KINDS for case in cases)
+    readme = " ".join(README.read_text(encoding="utf-8").split())  # lines joined
+    assert f"({len(cases)} cases of real open-source code" in readme
+    eval_doc = " ".join((ROOT / "docs" / "eval.md").read_text(encoding="utf-8").split())
+    corpus = f"{len(cases)} cases: {len(cases) - clean} planted defects"
+    assert corpus in eval_doc
+    assert f"and {clean} clean changes" in eval_doc
+
+
+def test_the_readme_names_about_the_number_of_tests_of_each_tier() -> None:
+    figures = [
+        ("fast" if fast else "default", int(number.replace(",", "")))
+        for number, fast in ABOUT_TESTS.findall(README.read_text(encoding="utf-8"))
+    ]
+    assert {tier for tier, _ in figures} == {"default", "fast"}
+    if not WHOLE_TIER:
+        pytest.skip("checked in a whole run of a tier: `uv run pytest` or `uv run pytest --fast`")
+    for tier, stated in figures:
+        if tier not in WHOLE_TIER:
+            continue
+        collected = WHOLE_TIER[tier]
+        assert abs(collected - stated) <= TOLERANCE * stated, (
+            f"README.md says about {stated:,} tests for the {tier} run; it collects {collected:,}"
+        )
+
+
+def test_the_readme_names_every_field_of_the_review_request() -> None:
+    [row] = [
+        line
+        for line in README.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `POST /v1/reviews` |")
+    ]
+    body = row[row.index("{") : row.index("}")]
+    assert re.findall(r'"([a-z_]+)"', body) == list(ReviewRequest.model_fields)
