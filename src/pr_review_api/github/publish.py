@@ -112,7 +112,7 @@ async def _post(
     raise PublishFailure("GitHub kept answering with its rate limit.")
 
 
-async def publish(
+async def publish(  # noqa: PLR0913  (installation_id goes once the client is bound to it)
     result: ReviewResult,
     ref: PullRequestRef,
     github: GitHubClient,
@@ -152,7 +152,7 @@ def _failed(message: str) -> Publication:
     return Publication(status="failed", error=PublicationError(message=message))
 
 
-async def _publish(
+async def _publish(  # noqa: PLR0913  (as publish)
     result: ReviewResult,
     ref: PullRequestRef,
     github: GitHubClient,
