@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.provider_server import scripted_provider  # noqa: F401  (shared fixture)
 from tests.gitrepo import GitRepo
+
+# The fakes' fixtures (`scripted_provider`, `fake_github`), for every test of the suite: a test
+# asks for one by name and never imports it. tests/README.md says which fake to use when.
+pytest_plugins = ["tests.fakes.provider_server", "tests.fakes.github_server"]
 
 # Distinctive secrets: tests assert they never appear in any output, log, trace or file.
 PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"

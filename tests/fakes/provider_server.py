@@ -4,8 +4,8 @@
 loop in a background thread, so the client under test goes through real sockets, real HTTP/1.1
 framing and real faults (resets, truncation, slow drips) that a mock transport cannot produce.
 
-Use it through the `scripted_provider` fixture. `tests/conftest.py` imports it, so every test
-module under `tests/` can simply ask for it::
+Use it through the `scripted_provider` fixture. `tests/conftest.py` lists this module in its
+`pytest_plugins`, so every test module under `tests/` simply asks for it, never imports it::
 
     from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 
@@ -21,16 +21,9 @@ module under `tests/` can simply ask for it::
         scripted_provider.assert_complete()
         assert scripted_provider.requests[1].json["messages"][-1]["role"] == "tool"
 
-Elsewhere (another conftest, a module that must not depend on the root one), bind it as a
-module global, where pytest finds fixtures; an assignment, unlike an import, does not trip
-ruff's F811 on every test parameter of that name::
-
-    from tests.fakes import provider_server
-
-    scripted_provider = provider_server.scripted_provider
-
-or list `"tests.fakes.provider_server"` in a root conftest's `pytest_plugins`. Outside pytest,
-`with ScriptedProvider() as provider:` does what the fixture does.
+Outside pytest, `with ScriptedProvider() as provider:` does what the fixture does. To test the
+review loop's rules rather than HTTP, use the in-process `ScriptedModel`
+(`pr_review_api.llm.testing`) instead: see tests/README.md.
 
 Replies are served in order: first the scripted queue (`script()`), then the `responder`
 callable, if any. A request with neither is answered 500 and noted, and `assert_complete()`
