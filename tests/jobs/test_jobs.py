@@ -34,11 +34,8 @@ from pr_review_api.jobs.schema import MIGRATIONS, apply_migrations
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import Fault, ScriptedProvider, stop_turn
-
-fake_github = github_server.fake_github
 
 SECRET = "whsec-test-WEBHOOK-SECRET-90ab"
 SERVER = "https://github.example"
