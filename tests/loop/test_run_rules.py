@@ -1,0 +1,226 @@
+"""The loop's rules (loop/run.py, loop/checks.py, loop/final_review.py), driven in process by
+`ScriptedModel`: tool failures go back to the model, round-atomic validation, call ids, the
+order of results, and every limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pr_review_api.errors import (
+    InvalidModelResponse,
+    InvalidToolCall,
+    MaxRounds,
+    MaxToolCalls,
+    OpenCodeAuthenticationFailed,
+)
+from pr_review_api.llm.testing import ScriptedModel, tool_turn
+from pr_review_api.llm.testing import stop_turn as scripted_stop
+from pr_review_api.loop import run as review_module
+from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.tools import execute_tool
+from tests.fakes.provider_server import (
+    ScriptedProvider,
+    stop_turn,
+    tool_call_turn,
+)
+from tests.gitrepo import GitRepo
+from tests.loop.support import (
+    REVIEW,
+    expect_failure,
+    read_call,
+    review,
+    scripted_review,
+    settings_for,
+)
+
+
+def test_tool_level_failure_is_returned_to_the_model(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(
+        tool_call_turn([read_call("missing", path="src/missing.py")]), stop_turn(REVIEW)
+    )
+    review(scripted_provider, widget)
+    tool_message = scripted_provider.requests[1].json["messages"][-1]
+    assert json.loads(tool_message["content"]) == {
+        "ok": False,
+        "error": {"code": "path_not_found", "message": "The requested path does not exist."},
+    }
+
+
+def count_executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    executed: list[str] = []
+    real = execute_tool
+
+    def counting(repo: Any, name: str, arguments: Any, **options: Any) -> Any:
+        executed.append(name)
+        return real(repo, name, arguments, **options)
+
+    monkeypatch.setattr(review_module, "execute_tool", counting)
+    return executed
+
+
+def test_round_atomic_validation_runs_no_call_of_an_invalid_round(
+    scripted_provider: ScriptedProvider,
+    widget: tuple[GitRepo, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    executed = count_executions(monkeypatch)
+    scripted_provider.script(
+        tool_call_turn(
+            [read_call("good"), ("bad", "read_repository_file", {"path": "a", "command": "pytest"})]
+        )
+    )
+    expect_failure(scripted_provider, widget, InvalidToolCall)
+    assert executed == []
+    assert len(scripted_provider.requests) == 1
+
+
+def test_invalid_calls_are_not_reflected_back_to_the_model(
+    scripted_provider: ScriptedProvider,
+    widget: tuple[GitRepo, str, str],
+) -> None:
+    scripted_provider.script(
+        tool_call_turn([read_call("ok")]),
+        tool_call_turn([("x", "run_shell", {"cmd": "id"})]),
+    )
+    expect_failure(scripted_provider, widget, InvalidToolCall)
+    assert len(scripted_provider.requests) == 2  # no third request carries the bad call back
+
+
+def test_call_ids_must_be_unique_across_turns(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(
+        tool_call_turn([read_call("call_1")]), tool_call_turn([read_call("call_1")])
+    )
+    expect_failure(scripted_provider, widget, InvalidToolCall)
+
+
+def test_results_are_appended_in_call_order(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    calls = [read_call(f"c{i}", start_line=i + 1, end_line=i + 1) for i in range(8)]
+    scripted_provider.script(tool_call_turn(calls), stop_turn(REVIEW))
+    review(scripted_provider, widget)
+    tool_messages = scripted_provider.requests[1].json["messages"][3:]
+    assert [m["tool_call_id"] for m in tool_messages] == [f"c{i}" for i in range(8)]
+    assert [json.loads(m["content"])["start_line"] for m in tool_messages] == list(range(1, 9))
+
+
+def test_max_rounds_ends_after_the_configured_number_of_rounds(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(*(tool_call_turn([read_call(f"r{i}")]) for i in range(3)))
+    error = expect_failure(scripted_provider, widget, MaxRounds, review_max_rounds=3)
+    assert error.termination_reason == "max_rounds"
+    assert len(scripted_provider.requests) == 3
+    scripted_provider.assert_complete()
+
+
+def test_default_max_rounds_is_eight(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(*(tool_call_turn([read_call(f"r{i}")]) for i in range(8)))
+    expect_failure(scripted_provider, widget, MaxRounds)
+    assert len(scripted_provider.requests) == 8
+
+
+def test_max_tool_calls_per_round(
+    scripted_provider: ScriptedProvider,
+    widget: tuple[GitRepo, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    executed = count_executions(monkeypatch)
+    scripted_provider.script(tool_call_turn([read_call(f"c{i}") for i in range(3)]))
+    expect_failure(scripted_provider, widget, MaxToolCalls, review_max_tool_calls_per_round=2)
+    assert executed == []
+
+
+def test_max_tool_calls_in_total(
+    scripted_provider: ScriptedProvider,
+    widget: tuple[GitRepo, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    executed = count_executions(monkeypatch)
+    scripted_provider.script(
+        tool_call_turn([read_call("a"), read_call("b")]),
+        tool_call_turn([read_call("c"), read_call("d")]),
+    )
+    expect_failure(scripted_provider, widget, MaxToolCalls, review_max_tool_calls=3)
+    assert len(executed) == 2
+
+
+def test_accumulated_tool_content_is_bounded(
+    scripted_provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    repo = GitRepo(tmp_path / "big")
+    base = repo.commit_files({"a.txt": "a\n"})
+    head = repo.commit_files({"big.txt": ("x" * 150 + "\n") * 2000})
+    rounds = [
+        tool_call_turn([read_call(f"r{r}c{c}", path="big.txt") for c in range(8)]) for r in range(3)
+    ]
+    scripted_provider.script(*rounds)
+    with pytest.raises(InvalidModelResponse):
+        asyncio.run(run_review(LocalTarget(repo.path, base, head), settings_for(scripted_provider)))
+    # 64 KiB a read: the bound (1 MiB) is crossed during the third round.
+    assert len(scripted_provider.requests) == 3
+
+
+def test_invalid_final_review_is_an_invalid_model_response(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    bad = {**REVIEW, "findings": [{**REVIEW["findings"][0], "path": "src/missing.py"}]}  # type: ignore[dict-item]
+    scripted_provider.script(stop_turn(bad))
+    expect_failure(scripted_provider, widget, InvalidModelResponse)
+
+
+def test_scripted_model_drives_the_two_round_loop_without_sockets(
+    widget: tuple[GitRepo, str, str],
+) -> None:
+    model = ScriptedModel(tool_turn([read_call("call_1")]), scripted_stop(REVIEW))
+    result = scripted_review(model, widget)
+    model.assert_complete()
+    assert result.rounds == 2
+    assert result.tool_calls == 1
+    second = model.requests[1].messages
+    assert second[2] == model_tool_message("call_1")
+    assert second[3]["role"] == "tool"
+    assert second[3]["tool_call_id"] == "call_1"
+
+
+def model_tool_message(call_id: str) -> dict[str, Any]:
+    arguments = json.dumps({"path": "src/widgets/service.py"})
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "read_repository_file", "arguments": arguments},
+            }
+        ],
+    }
+
+
+def test_scripted_model_errors_pass_through_the_loop(widget: tuple[GitRepo, str, str]) -> None:
+    model = ScriptedModel(OpenCodeAuthenticationFailed())
+    with pytest.raises(OpenCodeAuthenticationFailed):
+        scripted_review(model, widget)
+    model.assert_complete()
+
+
+def test_an_infinite_line_in_the_final_review_is_an_invalid_model_response(
+    widget: tuple[GitRepo, str, str],
+) -> None:
+    content = json.dumps(REVIEW).replace('"line": 42', '"line": 1e999')
+    model = ScriptedModel(scripted_stop(content))
+    with pytest.raises(InvalidModelResponse, match="not valid JSON"):
+        scripted_review(model, widget)
