@@ -5,7 +5,6 @@ order of results, and every limit.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -18,43 +17,49 @@ from pr_review_api.errors import (
     MaxRounds,
     MaxToolCalls,
     OpenCodeAuthenticationFailed,
+    ReviewError,
+    ReviewTerminated,
 )
 from pr_review_api.llm.testing import ScriptedModel, tool_turn
 from pr_review_api.llm.testing import stop_turn as scripted_stop
 from pr_review_api.loop import run as review_module
-from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.tools import execute_tool
-from tests.fakes.provider_server import (
-    ScriptedProvider,
-    stop_turn,
-    tool_call_turn,
-)
 from tests.gitrepo import GitRepo
 from tests.loop.support import (
     REVIEW,
-    expect_failure,
     read_call,
-    review,
     scripted_review,
-    settings_for,
 )
 
 
-def test_tool_level_failure_is_returned_to_the_model(
-    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
-) -> None:
-    scripted_provider.script(
-        tool_call_turn([read_call("missing", path="src/missing.py")]), stop_turn(REVIEW)
+def expect_model_failure(
+    model: ScriptedModel,
+    widget: tuple[GitRepo, str, str],
+    error: type[ReviewError],
+    **overrides: Any,
+) -> ReviewError:
+    with pytest.raises(error) as caught:
+        scripted_review(model, widget, include_trace=True, **overrides)
+    if issubclass(error, ReviewTerminated):
+        assert caught.value.termination_reason == error.code
+    return caught.value
+
+
+def test_tool_level_failure_is_returned_to_the_model(widget: tuple[GitRepo, str, str]) -> None:
+    model = ScriptedModel(
+        tool_turn([read_call("missing", path="src/missing.py")]), scripted_stop(REVIEW)
     )
-    review(scripted_provider, widget)
-    tool_message = scripted_provider.requests[1].json["messages"][-1]
+    scripted_review(model, widget)
+    tool_message = model.requests[1].messages[-1]
     assert json.loads(tool_message["content"]) == {
         "ok": False,
         "error": {"code": "path_not_found", "message": "The requested path does not exist."},
     }
+    model.assert_complete()
 
 
 def count_executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Count the tools the loop runs (setattr fails loudly if loop/run.py stops naming it)."""
     executed: list[str] = []
     real = execute_tool
 
@@ -67,118 +72,101 @@ def count_executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_round_atomic_validation_runs_no_call_of_an_invalid_round(
-    scripted_provider: ScriptedProvider,
-    widget: tuple[GitRepo, str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    widget: tuple[GitRepo, str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     executed = count_executions(monkeypatch)
-    scripted_provider.script(
-        tool_call_turn(
+    model = ScriptedModel(
+        tool_turn(
             [read_call("good"), ("bad", "read_repository_file", {"path": "a", "command": "pytest"})]
         )
     )
-    expect_failure(scripted_provider, widget, InvalidToolCall)
+    expect_model_failure(model, widget, InvalidToolCall)
     assert executed == []
-    assert len(scripted_provider.requests) == 1
+    assert len(model.requests) == 1
 
 
 def test_invalid_calls_are_not_reflected_back_to_the_model(
-    scripted_provider: ScriptedProvider,
     widget: tuple[GitRepo, str, str],
 ) -> None:
-    scripted_provider.script(
-        tool_call_turn([read_call("ok")]),
-        tool_call_turn([("x", "run_shell", {"cmd": "id"})]),
+    model = ScriptedModel(
+        tool_turn([read_call("ok")]), tool_turn([("x", "run_shell", {"cmd": "id"})])
     )
-    expect_failure(scripted_provider, widget, InvalidToolCall)
-    assert len(scripted_provider.requests) == 2  # no third request carries the bad call back
+    expect_model_failure(model, widget, InvalidToolCall)
+    assert len(model.requests) == 2  # no third request carries the bad call back
 
 
-def test_call_ids_must_be_unique_across_turns(
-    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
-) -> None:
-    scripted_provider.script(
-        tool_call_turn([read_call("call_1")]), tool_call_turn([read_call("call_1")])
-    )
-    expect_failure(scripted_provider, widget, InvalidToolCall)
+def test_call_ids_must_be_unique_across_turns(widget: tuple[GitRepo, str, str]) -> None:
+    model = ScriptedModel(tool_turn([read_call("call_1")]), tool_turn([read_call("call_1")]))
+    expect_model_failure(model, widget, InvalidToolCall)
+    model.assert_complete()
 
 
-def test_results_are_appended_in_call_order(
-    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
-) -> None:
+def test_results_are_appended_in_call_order(widget: tuple[GitRepo, str, str]) -> None:
     calls = [read_call(f"c{i}", start_line=i + 1, end_line=i + 1) for i in range(8)]
-    scripted_provider.script(tool_call_turn(calls), stop_turn(REVIEW))
-    review(scripted_provider, widget)
-    tool_messages = scripted_provider.requests[1].json["messages"][3:]
+    model = ScriptedModel(tool_turn(calls), scripted_stop(REVIEW))
+    scripted_review(model, widget)
+    tool_messages = model.requests[1].messages[3:]
     assert [m["tool_call_id"] for m in tool_messages] == [f"c{i}" for i in range(8)]
     assert [json.loads(m["content"])["start_line"] for m in tool_messages] == list(range(1, 9))
 
 
 def test_max_rounds_ends_after_the_configured_number_of_rounds(
-    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+    widget: tuple[GitRepo, str, str],
 ) -> None:
-    scripted_provider.script(*(tool_call_turn([read_call(f"r{i}")]) for i in range(3)))
-    error = expect_failure(scripted_provider, widget, MaxRounds, review_max_rounds=3)
+    model = ScriptedModel(*(tool_turn([read_call(f"r{i}")]) for i in range(3)))
+    error = expect_model_failure(model, widget, MaxRounds, review_max_rounds=3)
     assert error.termination_reason == "max_rounds"
-    assert len(scripted_provider.requests) == 3
-    scripted_provider.assert_complete()
+    assert len(model.requests) == 3
+    model.assert_complete()
 
 
-def test_default_max_rounds_is_eight(
-    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
-) -> None:
-    scripted_provider.script(*(tool_call_turn([read_call(f"r{i}")]) for i in range(8)))
-    expect_failure(scripted_provider, widget, MaxRounds)
-    assert len(scripted_provider.requests) == 8
+def test_default_max_rounds_is_eight(widget: tuple[GitRepo, str, str]) -> None:
+    model = ScriptedModel(*(tool_turn([read_call(f"r{i}")]) for i in range(8)))
+    expect_model_failure(model, widget, MaxRounds)
+    assert len(model.requests) == 8
 
 
 def test_max_tool_calls_per_round(
-    scripted_provider: ScriptedProvider,
-    widget: tuple[GitRepo, str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    widget: tuple[GitRepo, str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     executed = count_executions(monkeypatch)
-    scripted_provider.script(tool_call_turn([read_call(f"c{i}") for i in range(3)]))
-    expect_failure(scripted_provider, widget, MaxToolCalls, review_max_tool_calls_per_round=2)
+    model = ScriptedModel(tool_turn([read_call(f"c{i}") for i in range(3)]))
+    expect_model_failure(model, widget, MaxToolCalls, review_max_tool_calls_per_round=2)
     assert executed == []
 
 
 def test_max_tool_calls_in_total(
-    scripted_provider: ScriptedProvider,
-    widget: tuple[GitRepo, str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    widget: tuple[GitRepo, str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     executed = count_executions(monkeypatch)
-    scripted_provider.script(
-        tool_call_turn([read_call("a"), read_call("b")]),
-        tool_call_turn([read_call("c"), read_call("d")]),
+    model = ScriptedModel(
+        tool_turn([read_call("a"), read_call("b")]), tool_turn([read_call("c"), read_call("d")])
     )
-    expect_failure(scripted_provider, widget, MaxToolCalls, review_max_tool_calls=3)
+    expect_model_failure(model, widget, MaxToolCalls, review_max_tool_calls=3)
     assert len(executed) == 2
 
 
-def test_accumulated_tool_content_is_bounded(
-    scripted_provider: ScriptedProvider, tmp_path: Path
-) -> None:
+def test_accumulated_tool_content_is_bounded(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path / "big")
     base = repo.commit_files({"a.txt": "a\n"})
     head = repo.commit_files({"big.txt": ("x" * 150 + "\n") * 2000})
     rounds = [
-        tool_call_turn([read_call(f"r{r}c{c}", path="big.txt") for c in range(8)]) for r in range(3)
+        tool_turn([read_call(f"r{r}c{c}", path="big.txt") for c in range(8)]) for r in range(3)
     ]
-    scripted_provider.script(*rounds)
+    model = ScriptedModel(*rounds)
     with pytest.raises(InvalidModelResponse):
-        asyncio.run(run_review(LocalTarget(repo.path, base, head), settings_for(scripted_provider)))
+        scripted_review(model, (repo, base, head))
     # 64 KiB a read: the bound (1 MiB) is crossed during the third round.
-    assert len(scripted_provider.requests) == 3
+    assert len(model.requests) == 3
 
 
 def test_invalid_final_review_is_an_invalid_model_response(
-    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+    widget: tuple[GitRepo, str, str],
 ) -> None:
     bad = {**REVIEW, "findings": [{**REVIEW["findings"][0], "path": "src/missing.py"}]}  # type: ignore[dict-item]
-    scripted_provider.script(stop_turn(bad))
-    expect_failure(scripted_provider, widget, InvalidModelResponse)
+    model = ScriptedModel(scripted_stop(bad))
+    expect_model_failure(model, widget, InvalidModelResponse)
+    model.assert_complete()
 
 
 def test_scripted_model_drives_the_two_round_loop_without_sockets(
