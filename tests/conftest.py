@@ -67,6 +67,12 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture
+def anyio_backend() -> str:
+    """`@pytest.mark.anyio` tests run on asyncio only."""
+    return "asyncio"
+
+
+@pytest.fixture
 def repo(tmp_path: Path) -> GitRepo:
     """An empty repository with a working tree."""
     return GitRepo(tmp_path / "repo")

@@ -12,11 +12,6 @@ from tests.github.support import Launch
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def launches(monkeypatch: pytest.MonkeyPatch) -> list[Launch]:
     """Record the argument vector and environment of every process started."""
     recorded: list[Launch] = []
