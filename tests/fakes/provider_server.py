@@ -62,6 +62,8 @@ DEFAULT_USAGE: Mapping[str, int] = MappingProxyType(
 )
 GZIP_BOMB_INFLATED_BYTES = 64 * 1024 * 1024
 _MAX_REQUEST_HEAD_BYTES = 64 * 1024
+# How long `gather` holds replies before it gives up (the test then fails on the count).
+GATHER_TIMEOUT_SECONDS = 30.0
 _START_TIMEOUT_SECONDS = 10.0
 
 Headers = Mapping[str, str] | Sequence[tuple[str, str]]
@@ -363,8 +365,14 @@ class ScriptedProvider:
         """Answers every request the script does not (load tests)."""
         self.latency = latency
         """Seconds added before every reply: fixed, or uniform in (low, high)."""
+        self.gather = 0
+        """Hold every reply until this many requests are in flight at once (0: never hold), or
+        `GATHER_TIMEOUT_SECONDS` passed. Set it before sending N requests at once: N in flight
+        proves they are served concurrently, by count and not by a clock."""
         self._random = random.Random(seed)
         self._lock = threading.Lock()
+        self._in_flight = 0
+        self._peak_in_flight = 0
         self._queue: deque[Scripted] = deque()
         self._requests: list[RecordedRequest] = []
         self._problems: list[str] = []
@@ -388,6 +396,12 @@ class ScriptedProvider:
         """Every request received so far, in order (a copy)."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The most requests that were waiting for their replies at once."""
+        with self._lock:
+            return self._peak_in_flight
 
     def script(self, *replies: Scripted) -> None:
         """Queue replies, served one per request in order."""
@@ -470,7 +484,7 @@ class ScriptedProvider:
         self._connections.add(task)
         try:
             while (request := await _read_request(reader)) is not None:
-                if not await _send(self._reply_for(request), writer):
+                if not await self._answer(request, writer):
                     break
         except asyncio.CancelledError:
             writer.transport.abort()
@@ -482,6 +496,27 @@ class ScriptedProvider:
         finally:
             self._connections.discard(task)
             writer.close()
+
+    async def _answer(self, request: RecordedRequest, writer: asyncio.StreamWriter) -> bool:
+        with self._lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+        try:
+            await self._gathered()
+            return await _send(self._reply_for(request), writer)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    async def _gathered(self) -> None:
+        """Wait until `gather` requests are in flight; once they were, nothing waits again."""
+        deadline = asyncio.get_running_loop().time() + GATHER_TIMEOUT_SECONDS
+        while self.gather and asyncio.get_running_loop().time() < deadline:
+            with self._lock:
+                if self._in_flight >= self.gather:
+                    self.gather = 0
+                    return
+            await asyncio.sleep(0.01)
 
     def _reply_for(self, request: RecordedRequest) -> Reply:
         with self._lock:

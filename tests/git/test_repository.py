@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import time
 import tracemalloc
 from collections.abc import Generator
 from pathlib import Path
@@ -424,12 +423,11 @@ def test_many_looping_links_cost_little(repo: GitRepo) -> None:
     }
     entries.update({f"huge{i}": (LINK, HUGE_LINK_TARGET) for i in range(5)})
     base, head = raw_commit(repo, entries)
-    started = time.monotonic()
+    # The timeout marker is the bound (about 35 s before the fix); how fast is bench/'s business.
     pinned = PinnedRepository.open(repo.git_dir, base, head)
     for name in entries:
         with pytest.raises(ToolError):
             pinned.resolve(name)
-    assert time.monotonic() - started < 10  # was ~7 s per megabyte-sized loop before
 
 
 def test_a_gitlink_is_a_submodule_entry_never_a_file_or_directory(repo: GitRepo) -> None:

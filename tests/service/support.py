@@ -5,6 +5,7 @@ and a live uvicorn server on loopback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -45,6 +46,7 @@ class FakeReviewer:
         error: BaseException | None = None,
         delay: float = 0.0,
         gate: asyncio.Event | None = None,
+        gather: int = 0,
     ) -> None:
         self.result = result or review_result()
         self.error = error
@@ -52,6 +54,9 @@ class FakeReviewer:
         self.gate = gate
         self.calls: list[tuple[PullRequestTarget, bool, ModelClient | None]] = []
         self.in_flight = 0
+        self.peak_in_flight = 0
+        # Each review waits until this many run at once (or 30 s pass): concurrency by count.
+        self.gather = gather
         self._changed = asyncio.Condition()
 
     async def until_in_flight(self, count: int) -> None:
@@ -71,8 +76,12 @@ class FakeReviewer:
         self.calls.append((target, include_trace, model))
         async with self._changed:
             self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             self._changed.notify_all()
         try:
+            if self.gather:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.until_in_flight(self.gather), timeout=30)
             if self.gate is not None:
                 await self.gate.wait()
             if self.delay:
