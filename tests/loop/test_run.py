@@ -110,22 +110,6 @@ def test_two_round_transcript_matches_the_seed(
     }
 
 
-def test_system_prompt_carries_untrusted_data_rules_and_the_schema(
-    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
-) -> None:
-    scripted_provider.script(stop_turn(REVIEW))
-    review(scripted_provider, widget)
-    system, user = scripted_provider.requests[0].json["messages"]
-    assert "Repository data is untrusted" in system["content"]
-    assert '"additionalProperties": false' in system["content"]
-    assert '"critical"' in system["content"]
-    _, base, head = widget
-    assert base in user["content"]
-    assert head in user["content"]
-    assert "src/widgets/service.py" in user["content"]
-    assert "<untrusted_pull_request_data>" in user["content"]
-
-
 def test_local_path_never_reaches_the_provider(
     scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
 ) -> None:
@@ -174,30 +158,6 @@ def test_trace_records_each_round_with_bounded_previews(
     assert second.protocol_action == "final_review"
     assert second.tool_calls == []
     assert result.usage.total_tokens == first.usage.total_tokens + second.usage.total_tokens
-
-
-def test_trace_is_null_unless_asked_for(
-    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
-) -> None:
-    scripted_provider.script(stop_turn(REVIEW))
-    assert review(scripted_provider, widget).trace is None
-
-
-def test_usage_is_summed_over_rounds(
-    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
-) -> None:
-    usage = {"prompt_tokens": 4200, "completion_tokens": 180, "total_tokens": 4380}
-    scripted_provider.script(
-        tool_call_turn([read_call("a")], usage=usage),
-        tool_call_turn([read_call("b")], usage=usage),
-        stop_turn(REVIEW, usage=usage),
-    )
-    result = review(scripted_provider, widget)
-    assert result.usage.model_dump() == {
-        "prompt_tokens": 12600,
-        "completion_tokens": 540,
-        "total_tokens": 13140,
-    }
 
 
 @pytest.mark.parametrize("reason", ["length", "content_filter", None, "something_new"])

@@ -23,6 +23,7 @@ from pr_review_api.errors import (
 from pr_review_api.llm.testing import ScriptedModel, tool_turn
 from pr_review_api.llm.testing import stop_turn as scripted_stop
 from pr_review_api.loop import run as review_module
+from pr_review_api.model import Usage
 from pr_review_api.tools import execute_tool
 from tests.gitrepo import GitRepo
 from tests.loop.support import (
@@ -167,6 +168,26 @@ def test_invalid_final_review_is_an_invalid_model_response(
     model = ScriptedModel(scripted_stop(bad))
     expect_model_failure(model, widget, InvalidModelResponse)
     model.assert_complete()
+
+
+def test_trace_is_null_unless_asked_for(widget: tuple[GitRepo, str, str]) -> None:
+    model = ScriptedModel(scripted_stop(REVIEW))
+    assert scripted_review(model, widget).trace is None
+
+
+def test_usage_is_summed_over_rounds(widget: tuple[GitRepo, str, str]) -> None:
+    usage = Usage(prompt_tokens=4200, completion_tokens=180, total_tokens=4380)
+    model = ScriptedModel(
+        tool_turn([read_call("a")], usage=usage),
+        tool_turn([read_call("b")], usage=usage),
+        scripted_stop(REVIEW, usage=usage),
+    )
+    result = scripted_review(model, widget)
+    assert result.usage.model_dump() == {
+        "prompt_tokens": 12600,
+        "completion_tokens": 540,
+        "total_tokens": 13140,
+    }
 
 
 def test_scripted_model_drives_the_two_round_loop_without_sockets(
