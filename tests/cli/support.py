@@ -32,9 +32,6 @@ def assert_one_error_line(result: Result, code: str) -> str:
     return lines[0]
 
 
-# --- the shell around run_review --------------------------------------------------------------
-
-
 class FakeRunReview:
     """Replaces run_review inside the CLI."""
 

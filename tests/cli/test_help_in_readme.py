@@ -8,20 +8,10 @@ from pathlib import Path
 from tests.cli.support import run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
 README = REPO_ROOT / "README.md"
-
-
 HELP_BEGIN = "<!-- BEGIN GENERATED HELP: regenerate with "
-
-
 HELP_END = "<!-- END GENERATED HELP -->"
-
-
 REGENERATE = "UPDATE_README_HELP=1 uv run pytest tests/cli/test_cli.py -k readme"
-
-
 HELP_COMMANDS: list[list[str]] = [[], ["review"], ["serve"], ["schema"]]
 
 

@@ -6,15 +6,8 @@ import asyncio
 
 import pytest
 
-from pr_review_api.errors import (
-    OpenCodeUnavailable,
-)
-from tests.fakes.provider_server import (
-    Fault,
-    ScriptedProvider,
-    sized_document,
-    tool_call_turn,
-)
+from pr_review_api.errors import OpenCodeUnavailable
+from tests.fakes.provider_server import Fault, ScriptedProvider, sized_document, tool_call_turn
 from tests.llm.support import CAP, TURN, complete
 
 # --- The fake itself ----------------------------------------------------------------------

@@ -12,28 +12,17 @@ import pytest
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.runner import run_git
-from pr_review_api.github.checkout import (
-    PreparedPullRequest,
-    open_pull_request,
-)
-from pr_review_api.github.client import (
-    PullRequestRef,
-    fetch_metadata,
-    parse_pull_request_url,
-)
+from pr_review_api.github.checkout import PreparedPullRequest, open_pull_request
+from pr_review_api.github.client import fetch_metadata
+from pr_review_api.github.urls import PullRequestRef, parse_pull_request_url
 from pr_review_api.settings import Settings
 from tests.fakes.github_server import FakeGitHub
 
 BASE = "a" * 40
-
-
 HEAD = "b" * 40
 
 
-# --- metadata ---
-
-
-def _ref(
+def pull_ref(
     fake: FakeGitHub, owner: str = "acme", repo: str = "widget", number: int = 7
 ) -> PullRequestRef:
     return parse_pull_request_url(
@@ -41,10 +30,10 @@ def _ref(
     )
 
 
-async def _metadata_error(fake: FakeGitHub, token: str | None = None) -> Exception:
+async def metadata_error(fake: FakeGitHub, token: str | None = None) -> Exception:
     settings = fake.settings(Path("unused"), token=token)
     with pytest.raises((GitHubUnavailable, PullRequestNotFound)) as caught:
-        await fetch_metadata(_ref(fake), settings)
+        await fetch_metadata(pull_ref(fake), settings)
     return caught.value
 
 

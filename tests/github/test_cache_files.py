@@ -20,11 +20,8 @@ import pytest
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
 from pr_review_api.github import cache_files
 from pr_review_api.github import checkout as cache_module
-from pr_review_api.github.checkout import (
-    RepositoryCache,
-    open_pull_request,
-)
-from pr_review_api.github.client import parse_pull_request_url
+from pr_review_api.github.checkout import RepositoryCache, open_pull_request
+from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.settings import Settings
 from tests.fakes.github_server import FakeGitHub
 from tests.github.support import diff_of, has_object, review

@@ -25,7 +25,8 @@ from pr_review_api.github.checkout import (
     fetch_config,
     open_pull_request,
 )
-from pr_review_api.github.client import PullRequestMetadata, parse_pull_request_url
+from pr_review_api.github.metadata import PullRequestMetadata
+from pr_review_api.github.urls import parse_pull_request_url
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub
 from tests.github.support import Launch, config_of, diff_of, has_object, our_git, review

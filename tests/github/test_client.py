@@ -17,16 +17,13 @@ import pytest
 
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
 from pr_review_api.github import client as github
-from pr_review_api.github.client import (
-    GitHubClient,
-    fetch_metadata,
-    parse_pull_request_url,
-)
+from pr_review_api.github.client import GitHubClient, fetch_metadata
+from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub, pull_json
 from tests.fakes.provider_server import gzip_bomb_bytes
-from tests.github.support import BASE, HEAD, _metadata_error, _ref
+from tests.github.support import BASE, HEAD, metadata_error, pull_ref
 
 
 @pytest.mark.anyio
@@ -41,7 +38,7 @@ async def test_metadata_comes_from_the_pulls_endpoint(fake_github: FakeGitHub) -
         title="T",
         body="B",
     )
-    metadata = await fetch_metadata(_ref(fake_github), fake_github.settings(Path("unused")))
+    metadata = await fetch_metadata(pull_ref(fake_github), fake_github.settings(Path("unused")))
     assert (metadata.base_sha, metadata.head_sha, metadata.base_ref) == (BASE, HEAD, "release/1.x")
     assert (metadata.title, metadata.body) == ("T", "B")
     (request,) = fake_github.requests
@@ -51,7 +48,7 @@ async def test_metadata_comes_from_the_pulls_endpoint(fake_github: FakeGitHub) -
 @pytest.mark.anyio
 async def test_api_request_names_the_media_type_and_api_version(fake_github: FakeGitHub) -> None:
     fake_github.set_pull("acme", "widget", 7, base_sha=BASE, head_sha=HEAD)
-    await fetch_metadata(_ref(fake_github), fake_github.settings(Path("unused")))
+    await fetch_metadata(pull_ref(fake_github), fake_github.settings(Path("unused")))
     headers = fake_github.requests[0].headers
     assert headers["accept"] == "application/vnd.github+json"
     assert headers["x-github-api-version"] == github.GITHUB_API_VERSION
@@ -63,7 +60,7 @@ async def test_token_is_sent_as_a_bearer_header_when_set(fake_github: FakeGitHub
     fake_github.require_token = GITHUB_TOKEN
     fake_github.set_pull("acme", "widget", 7, base_sha=BASE, head_sha=HEAD)
     await fetch_metadata(
-        _ref(fake_github), fake_github.settings(Path("unused"), token=GITHUB_TOKEN)
+        pull_ref(fake_github), fake_github.settings(Path("unused"), token=GITHUB_TOKEN)
     )
     assert fake_github.requests[0].authorization == f"Bearer {GITHUB_TOKEN}"
 
@@ -71,7 +68,7 @@ async def test_token_is_sent_as_a_bearer_header_when_set(fake_github: FakeGitHub
 @pytest.mark.anyio
 async def test_no_authorization_header_without_a_token(fake_github: FakeGitHub) -> None:
     fake_github.set_pull("acme", "widget", 7, base_sha=BASE, head_sha=HEAD)
-    await fetch_metadata(_ref(fake_github), fake_github.settings(Path("unused")))
+    await fetch_metadata(pull_ref(fake_github), fake_github.settings(Path("unused")))
     assert "authorization" not in fake_github.requests[0].headers
 
 
@@ -79,20 +76,20 @@ async def test_no_authorization_header_without_a_token(fake_github: FakeGitHub) 
 @pytest.mark.parametrize("status", [404, 410])
 async def test_404_is_pull_request_not_found(fake_github: FakeGitHub, status: int) -> None:
     fake_github.respond("acme", "widget", 7, status, '{"message":"Not Found"}')
-    error = await _metadata_error(fake_github)
+    error = await metadata_error(fake_github)
     assert isinstance(error, PullRequestNotFound)
 
 
 @pytest.mark.anyio
 async def test_unknown_pull_request_is_not_found(fake_github: FakeGitHub) -> None:
-    assert isinstance(await _metadata_error(fake_github), PullRequestNotFound)
+    assert isinstance(await metadata_error(fake_github), PullRequestNotFound)
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
 async def test_server_error_is_github_unavailable(fake_github: FakeGitHub, status: int) -> None:
     fake_github.respond("acme", "widget", 7, status, "<html>upstream error</html>")
-    error = await _metadata_error(fake_github)
+    error = await metadata_error(fake_github)
     assert isinstance(error, GitHubUnavailable)
     assert str(status) in error.message
     assert "upstream" not in error.message
@@ -115,7 +112,7 @@ async def test_rate_limit_answer_says_so(
     fake_github.respond(
         "acme", "widget", 7, status, '{"message":"API rate limit exceeded"}', headers=headers
     )
-    error = await _metadata_error(fake_github)
+    error = await metadata_error(fake_github)
     assert isinstance(error, GitHubUnavailable)
     assert "rate limit" in error.message
     assert "GITHUB_TOKEN" in error.message  # no token was set: say how to raise the limit
@@ -136,7 +133,7 @@ async def test_rate_limit_reset_time_gives_the_wait(fake_github: FakeGitHub) -> 
         "{}",
         headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": reset},
     )
-    error = await _metadata_error(fake_github, token=GITHUB_TOKEN)
+    error = await metadata_error(fake_github, token=GITHUB_TOKEN)
     assert "rate limit" in error.args[0]
     assert "seconds" in error.args[0]
     assert "GITHUB_TOKEN" not in error.args[0]
@@ -151,7 +148,7 @@ async def test_other_failures_are_github_unavailable(
     fake_github: FakeGitHub, status: int, phrase: str
 ) -> None:
     fake_github.respond("acme", "widget", 7, status, "" if status == 204 else "nope")
-    error = await _metadata_error(fake_github)
+    error = await metadata_error(fake_github)
     assert isinstance(error, GitHubUnavailable)
     assert phrase in error.message
 
@@ -164,7 +161,7 @@ async def test_slow_api_is_cut_off_by_the_total_timeout(
     fake_github.respond(
         "acme", "widget", 7, 200, json.dumps(pull_json(7, base_sha=BASE, head_sha=HEAD)), delay=5
     )
-    error = await _metadata_error(fake_github)
+    error = await metadata_error(fake_github)
     assert isinstance(error, GitHubUnavailable)
     assert "in time" in error.message
 
@@ -188,7 +185,7 @@ async def test_oversized_response_is_refused_by_its_declared_length(
 ) -> None:
     document = pull_json(7, base_sha=BASE, head_sha=HEAD, body="x" * (2 * 1024 * 1024))
     fake_github.respond("acme", "widget", 7, 200, json.dumps(document))
-    error = await _metadata_error(fake_github)
+    error = await metadata_error(fake_github)
     assert isinstance(error, GitHubUnavailable)
     assert "larger than allowed" in error.message
 
@@ -207,7 +204,9 @@ async def test_oversized_streamed_response_is_cut_off(fake_github: FakeGitHub) -
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         with pytest.raises(GitHubUnavailable, match="larger than allowed"):
-            await fetch_metadata(_ref(fake_github), fake_github.settings(Path("unused")), client)
+            await fetch_metadata(
+                pull_ref(fake_github), fake_github.settings(Path("unused")), client
+            )
     assert len(sent) <= github.MAX_METADATA_RESPONSE_BYTES // 65536 + 2
 
 
@@ -221,7 +220,7 @@ async def test_a_given_client_is_used_with_the_same_headers(fake_github: FakeGit
 
     settings = fake_github.settings(Path("unused"), token=GITHUB_TOKEN)
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-        metadata = await fetch_metadata(_ref(fake_github), settings, client)
+        metadata = await fetch_metadata(pull_ref(fake_github), settings, client)
     assert metadata.head_sha == HEAD
     assert seen[0].headers["authorization"] == f"Bearer {GITHUB_TOKEN}"
     assert seen[0].headers["accept"] == "application/vnd.github+json"
@@ -240,7 +239,7 @@ async def test_same_host_redirect_of_a_renamed_repository_is_followed(
     )
     fake_github.set_pull("acme", "renamed", 7, base_sha=BASE, head_sha=HEAD)
     settings = fake_github.settings(Path("unused"), token=GITHUB_TOKEN)
-    metadata = await fetch_metadata(_ref(fake_github), settings)
+    metadata = await fetch_metadata(pull_ref(fake_github), settings)
     assert metadata.head_sha == HEAD
     assert [r.path for r in fake_github.requests] == [
         "/api/v3/repos/acme/widget/pulls/7",
@@ -254,7 +253,7 @@ async def test_redirect_to_another_host_is_not_followed(fake_github: FakeGitHub,
     target = f"http://{host}:{fake_github.port}/api/v3/repos/acme/renamed/pulls/7"
     fake_github.respond("acme", "widget", 7, 302, headers={"Location": target})
     fake_github.set_pull("acme", "renamed", 7, base_sha=BASE, head_sha=HEAD)
-    error = await _metadata_error(fake_github, token=GITHUB_TOKEN)
+    error = await metadata_error(fake_github, token=GITHUB_TOKEN)
     assert isinstance(error, GitHubUnavailable)
     assert "another host" in error.message
     assert len(fake_github.requests) == 1  # the token went nowhere else
@@ -269,7 +268,7 @@ async def test_redirect_loops_are_bounded(fake_github: FakeGitHub) -> None:
         307,
         headers={"Location": f"{fake_github.api_url}/repos/acme/widget/pulls/7"},
     )
-    error = await _metadata_error(fake_github)
+    error = await metadata_error(fake_github)
     assert isinstance(error, GitHubUnavailable)
     assert len(fake_github.requests) == github.MAX_REDIRECTS + 1
 
@@ -290,7 +289,7 @@ async def test_response_bodies_and_token_never_reach_messages_or_logs(
     ]
     for status, body, headers in bodies:
         fake_github.respond("acme", "widget", 7, status, body, headers=headers)
-        error = await _metadata_error(fake_github, token=GITHUB_TOKEN)
+        error = await metadata_error(fake_github, token=GITHUB_TOKEN)
         rendered = "".join(traceback.format_exception(error))
         for secret in (marker, GITHUB_TOKEN):
             assert secret not in rendered
@@ -326,11 +325,11 @@ async def test_gzip_bomb_in_metadata_stays_within_the_provider_bound(
     settings = fake_github.settings(Path("unused"))
     async with GitHubClient(settings) as client:
         fake_github.set_pull("acme", "widget", 8, base_sha=BASE, head_sha=HEAD)
-        await fetch_metadata(_ref(fake_github, number=8), settings, client)  # warm up the pool
+        await fetch_metadata(pull_ref(fake_github, number=8), settings, client)  # warm up the pool
         tracemalloc.start()
         try:
             with pytest.raises(GitHubUnavailable, match="larger than allowed"):
-                await fetch_metadata(_ref(fake_github), settings, client)
+                await fetch_metadata(pull_ref(fake_github), settings, client)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -350,7 +349,7 @@ async def test_gzip_encoded_metadata_is_decoded(fake_github: FakeGitHub) -> None
         gzip.compress(document),
         headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
     )
-    metadata = await fetch_metadata(_ref(fake_github), fake_github.settings(Path("unused")))
+    metadata = await fetch_metadata(pull_ref(fake_github), fake_github.settings(Path("unused")))
     assert metadata.head_sha == HEAD
 
 
@@ -358,7 +357,7 @@ async def test_gzip_encoded_metadata_is_decoded(fake_github: FakeGitHub) -> None
 async def test_corrupt_or_unknown_encoding_is_github_unavailable(fake_github: FakeGitHub) -> None:
     for encoding, body in (("gzip", b"\x1f\x8b not gzip at all"), ("br", b"whatever")):
         fake_github.respond("acme", "widget", 7, 200, body, headers={"Content-Encoding": encoding})
-        error = await _metadata_error(fake_github)
+        error = await metadata_error(fake_github)
         assert isinstance(error, GitHubUnavailable)
         assert error.message == "GitHub's answer could not be decoded."
 
@@ -369,7 +368,7 @@ async def test_one_client_keeps_one_connection_for_many_requests(fake_github: Fa
     settings = fake_github.settings(Path("unused"))
     async with GitHubClient(settings) as client:
         for _ in range(5):
-            await fetch_metadata(_ref(fake_github), settings, client)
+            await fetch_metadata(pull_ref(fake_github), settings, client)
     ports = {r.client_port for r in fake_github.api_requests()}
     assert len(fake_github.api_requests()) == 5
     assert len(ports) == 1

@@ -7,14 +7,11 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from pr_review_api.github.client import (
-    GitHubClient,
-    fetch_metadata,
-)
+from pr_review_api.github.client import GitHubClient, fetch_metadata
 from pr_review_api.github.credentials import Credentials, TokenCredentials
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub
-from tests.github.support import BASE, HEAD, _ref
+from tests.github.support import BASE, HEAD, pull_ref
 
 
 @pytest.mark.anyio
@@ -33,7 +30,7 @@ async def test_credentials_come_from_the_provider_object(fake_github: FakeGitHub
     settings = fake_github.settings(Path("unused"), token=GITHUB_TOKEN)
     assert isinstance(Installation(), Credentials)
     async with GitHubClient(settings, credentials=Installation()) as client:
-        await fetch_metadata(_ref(fake_github), settings, client, installation_id=42)
+        await fetch_metadata(pull_ref(fake_github), settings, client, installation_id=42)
         assert await client.login(42) == "pr-review[bot]"
     assert asked == [42]
     assert fake_github.api_requests()[0].authorization == "Bearer inst-42"

@@ -11,14 +11,10 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.errors import GitHubUnavailable
-from pr_review_api.github.client import (
-    MAX_BODY_BYTES,
-    MAX_TITLE_CHARS,
-    fetch_metadata,
-    is_valid_branch_name,
-)
+from pr_review_api.github.client import fetch_metadata
+from pr_review_api.github.metadata import MAX_BODY_BYTES, MAX_TITLE_CHARS, is_valid_branch_name
 from tests.fakes.github_server import FakeGitHub, pull_json
-from tests.github.support import BASE, HEAD, _metadata_error, _ref, has_object, review
+from tests.github.support import BASE, HEAD, has_object, metadata_error, pull_ref, review
 from tests.gitrepo import git
 
 
@@ -44,7 +40,7 @@ from tests.gitrepo import git
 async def test_shas_must_be_full_lowercase_hex(fake_github: FakeGitHub, sha: str) -> None:
     for base, head in ((sha, HEAD), (BASE, sha)):
         fake_github.set_pull("acme", "widget", 7, base_sha=base, head_sha=head)
-        error = await _metadata_error(fake_github)
+        error = await metadata_error(fake_github)
         assert isinstance(error, GitHubUnavailable)
         assert error.message == "GitHub returned pull request data that is not valid."
 
@@ -129,7 +125,7 @@ async def test_invalid_base_branch_in_metadata_is_github_unavailable(
     fake_github.set_pull(
         "acme", "widget", 7, base_sha=BASE, head_sha=HEAD, base_ref="--upload-pack=touch x"
     )
-    error = await _metadata_error(fake_github)
+    error = await metadata_error(fake_github)
     assert isinstance(error, GitHubUnavailable)
 
 
@@ -152,7 +148,7 @@ async def test_invalid_base_branch_in_metadata_is_github_unavailable(
 )
 async def test_malformed_metadata_is_github_unavailable(fake_github: FakeGitHub, body: str) -> None:
     fake_github.respond("acme", "widget", 7, 200, body)
-    error = await _metadata_error(fake_github)
+    error = await metadata_error(fake_github)
     assert isinstance(error, GitHubUnavailable)
     assert error.__cause__ is None
     assert error.__context__ is None or error.__suppress_context__
@@ -163,7 +159,7 @@ async def test_title_and_body_are_bounded(fake_github: FakeGitHub) -> None:
     fake_github.set_pull(
         "acme", "widget", 7, base_sha=BASE, head_sha=HEAD, title="t" * 100_000, body="é" * 100_000
     )
-    metadata = await fetch_metadata(_ref(fake_github), fake_github.settings(Path("unused")))
+    metadata = await fetch_metadata(pull_ref(fake_github), fake_github.settings(Path("unused")))
     assert len(metadata.title) == MAX_TITLE_CHARS
     assert len(metadata.body.encode()) <= MAX_BODY_BYTES
     assert metadata.body == "é" * (MAX_BODY_BYTES // 2)  # cut on a character boundary
@@ -172,7 +168,7 @@ async def test_title_and_body_are_bounded(fake_github: FakeGitHub) -> None:
 @pytest.mark.anyio
 async def test_missing_body_is_empty_text(fake_github: FakeGitHub) -> None:
     fake_github.set_pull("acme", "widget", 7, base_sha=BASE, head_sha=HEAD, body=None)
-    metadata = await fetch_metadata(_ref(fake_github), fake_github.settings(Path("unused")))
+    metadata = await fetch_metadata(pull_ref(fake_github), fake_github.settings(Path("unused")))
     assert metadata.body == ""
 
 

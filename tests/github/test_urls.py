@@ -13,10 +13,7 @@ from hypothesis import strategies as st
 
 from pr_review_api.errors import InvalidPullRequestUrl
 from pr_review_api.github.checkout import open_pull_request
-from pr_review_api.github.client import (
-    PullRequestRef,
-    parse_pull_request_url,
-)
+from pr_review_api.github.urls import PullRequestRef, parse_pull_request_url
 from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pr_review_api.loop.run import LocalTarget
+from pr_review_api.loop.workspace import LocalTarget
 from tests.gitrepo import LINK, GitRepo
 from tests.hostile.provider_support import FILES
 from tests.hostile.support import (

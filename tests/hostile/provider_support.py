@@ -11,20 +11,13 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 
 from pr_review_api.loop import workspace
-from pr_review_api.loop.run import LocalTarget
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import PROVIDER_KEY
-from tests.fakes.provider_server import (
-    stop_turn,
-    tool_call_turn,
-)
+from tests.fakes.provider_server import stop_turn, tool_call_turn
 
 MAX_ROUNDS = 4
-
-
 PER_ROUND = 3
-
-
 TOTAL = 8
 
 
@@ -66,7 +59,7 @@ def review_settings(base_url: str = "http://127.0.0.1:9/v1", **overrides: Any) -
 
 
 @functools.lru_cache(maxsize=4)
-def _prepared_once(target: LocalTarget) -> Any:
+def prepared_once(target: LocalTarget) -> Any:
     """The loop is under test here, not the checkout: prepare each repository once."""
     return _real_prepare_local(target)
 
@@ -76,7 +69,7 @@ _real_prepare_local = workspace.prepare_local
 
 def _prepared_local(target: LocalTarget, *_: object) -> Any:
     """`_prepare_local`'s stand-in: the review's store and work are not needed (nor kept)."""
-    return _prepared_once(target)
+    return prepared_once(target)
 
 
 COMMON = settings(
@@ -87,10 +80,6 @@ COMMON = settings(
 
 
 DEFAULT_RUN = settings(COMMON, max_examples=150, derandomize=True)
-
-
-# --- Raw bodies over real HTTP ------------------------------------------------------------
-
 FINAL_BODY = json.dumps(stop_turn({"summary": "fine", "findings": [], "notes": []})).encode()
 
 

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from pr_review_api.errors import ReviewError
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop import workspace
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview
 from tests.fakes.provider_server import (
     RecordedRequest,

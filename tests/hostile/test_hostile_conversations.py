@@ -31,7 +31,8 @@ from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import run as review_module
 from pr_review_api.loop import workspace
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview, ReviewResult
 from pr_review_api.tools import TOOLS, ToolArguments, ToolOutcome, execute_tool
 from tests.hostile.provider_support import (
@@ -71,8 +72,6 @@ TOOL_NAMES = [tool["function"]["name"] for tool in TOOLS]
 
 # Listing runs in memory; the other three start git. Weighting keeps examples fast.
 WEIGHTED_TOOLS = [TOOL_NAMES[0], TOOL_NAMES[0], TOOL_NAMES[0], *TOOL_NAMES]
-
-
 ID_ALPHABET = "ABCXYZabcxyz0189_.:-"
 
 

@@ -16,7 +16,8 @@ from pr_review_api.errors import ReviewError
 from pr_review_api.llm.envelope import turn_from_envelope
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.llm.turn import Turn
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES
 from tests.conftest import PROVIDER_KEY

@@ -9,18 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pr_review_api.loop.final_review import SCHEMA_NAMES, FinalReviewRejected, parse_final_review
-from pr_review_api.loop.run import LocalTarget
-from tests.hostile.provider_support import DEFAULT_RUN, _prepared_once
+from pr_review_api.loop.workspace import LocalTarget
+from tests.hostile.provider_support import DEFAULT_RUN, prepared_once
 from tests.hostile.support import FIGURES
 
 # --- Repair messages (REVIEW_REPAIR_ATTEMPTS) never carry the model's text ------------------
 
 _NAMES = "|".join(sorted(SCHEMA_NAMES))
-
-
 _UNKNOWN = rf'(an unknown field|the unknown field "({_NAMES})")'
-
-
 _WHERE = rf"(the top level|({_NAMES}|\d+)(\.({_NAMES}|\d+))*)"
 
 
@@ -95,7 +91,7 @@ _content = (
 def test_repair_messages_are_fixed_words_whatever_the_model_wrote(
     widget: LocalTarget, content: str
 ) -> None:
-    repository = _prepared_once(widget).repository
+    repository = prepared_once(widget).repository
     rejected: FinalReviewRejected | None = None
     try:
         parse_final_review(content, repository, tolerant=False)

@@ -9,22 +9,14 @@ from typing import Any
 
 import pytest
 
-from pr_review_api.errors import (
-    ReviewError,
-)
+from pr_review_api.errors import ReviewError
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings, load_settings
 from tests.conftest import PROVIDER_KEY
-from tests.fakes.provider_server import (
-    stop_turn,
-)
+from tests.fakes.provider_server import stop_turn
 
 CAP = MAX_PROVIDER_RESPONSE_BYTES
-
-
 PLANTED = "PLANTED-PROVIDER-BODY-c0ffee"
-
-
 MODEL = "test-model-1"
 
 

@@ -7,10 +7,7 @@ import asyncio
 import pytest
 
 from pr_review_api.llm.openai_chat import ProviderClient
-from tests.fakes.provider_server import (
-    ScriptedProvider,
-    tool_call_turn,
-)
+from tests.fakes.provider_server import ScriptedProvider, tool_call_turn
 from tests.llm.support import MESSAGES, TOOLS, settings_for
 
 # --- the ModelClient seam: complete() returns a provider-neutral Turn ------------------------

@@ -12,10 +12,7 @@ from typing import Any
 
 import pytest
 
-from pr_review_api.errors import (
-    InvalidModelResponse,
-    UpstreamResponseTooLarge,
-)
+from pr_review_api.errors import InvalidModelResponse, UpstreamResponseTooLarge
 from pr_review_api.llm.openai_chat import ProviderClient
 from tests.fakes.provider_server import (
     Fault,
@@ -26,16 +23,7 @@ from tests.fakes.provider_server import (
     json_reply,
     sized_document,
 )
-from tests.llm.support import (
-    CAP,
-    MESSAGES,
-    PLANTED,
-    TOOLS,
-    TURN,
-    complete,
-    failure,
-    settings_for,
-)
+from tests.llm.support import CAP, MESSAGES, PLANTED, TOOLS, TURN, complete, failure, settings_for
 
 # --- The body -----------------------------------------------------------------------------
 

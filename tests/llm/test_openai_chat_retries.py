@@ -13,10 +13,7 @@ from pr_review_api.errors import (
     ReviewError,
     ReviewTimeout,
 )
-from tests.fakes.provider_server import (
-    Fault,
-    ScriptedProvider,
-)
+from tests.fakes.provider_server import Fault, ScriptedProvider
 from tests.llm.support import PLANTED, TURN, complete, failure, settings_for, timed
 
 # --- The deadline -------------------------------------------------------------------------

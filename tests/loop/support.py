@@ -9,18 +9,14 @@ from typing import Any
 
 import pytest
 
-from pr_review_api.errors import (
-    ReviewError,
-    ReviewTerminated,
-)
+from pr_review_api.errors import ReviewError, ReviewTerminated
 from pr_review_api.llm.testing import ScriptedModel
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import PROVIDER_KEY
-from tests.fakes.provider_server import (
-    ScriptedProvider,
-)
+from tests.fakes.provider_server import ScriptedProvider
 from tests.gitrepo import GitRepo
 
 SERVICE = "\n".join(f"line {n}: validate_name(widget.name)" for n in range(1, 213)) + "\n"
@@ -83,9 +79,6 @@ def expect_failure(
     if issubclass(error, ReviewTerminated):
         assert caught.value.termination_reason == error.code
     return caught.value
-
-
-# --- the ModelClient seam: the loop driven in process by ScriptedModel ----------------------
 
 
 def scripted_review(

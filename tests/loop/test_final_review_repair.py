@@ -8,9 +8,7 @@ import json
 
 import pytest
 
-from pr_review_api.errors import (
-    InvalidModelResponse,
-)
+from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.llm.testing import ScriptedModel, tool_turn
 from pr_review_api.llm.testing import stop_turn as scripted_stop
 from tests.gitrepo import GitRepo

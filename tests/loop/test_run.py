@@ -23,17 +23,12 @@ from pr_review_api.errors import (
     UpstreamResponseTooLarge,
 )
 from pr_review_api.llm.testing import ScriptedModel
-from pr_review_api.loop.run import NO_CHANGES_SUMMARY, LocalTarget, Progress, run_review
+from pr_review_api.loop.run import NO_CHANGES_SUMMARY, Progress, run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import MAX_TRACE_PREVIEW_BYTES, load_settings
 from pr_review_api.tools import TOOLS
 from tests.conftest import PROVIDER_KEY
-from tests.fakes.provider_server import (
-    Fault,
-    Reply,
-    ScriptedProvider,
-    stop_turn,
-    tool_call_turn,
-)
+from tests.fakes.provider_server import Fault, Reply, ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitrepo import GitRepo, git
 from tests.loop.support import (
     REVIEW,

@@ -26,11 +26,7 @@ from pr_review_api.loop import run as review_module
 from pr_review_api.model import Usage
 from pr_review_api.tools import execute_tool
 from tests.gitrepo import GitRepo
-from tests.loop.support import (
-    REVIEW,
-    read_call,
-    scripted_review,
-)
+from tests.loop.support import REVIEW, read_call, scripted_review
 
 
 def expect_model_failure(

@@ -17,16 +17,15 @@ import httpx
 import uvicorn
 
 from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.run import PullRequestTarget
+from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
-from pr_review_api.service.app import create_app, get_reviewer
+from pr_review_api.service.app import create_app
+from pr_review_api.service.dependencies import get_reviewer
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import PROVIDER_KEY
 from tests.results import PR_URL, review_result
 
 SERVICE_KEY = "svc-key-SERVICE-SECRET-93c1"
-
-
 ERROR_KEYS = {"error", "termination_reason", "trace"}
 
 

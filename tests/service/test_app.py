@@ -13,9 +13,11 @@ import httpx
 import pytest
 
 from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.run import LocalTarget, PullRequestTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
 from pr_review_api.model import ReviewResult
-from pr_review_api.service.app import create_app, get_reviewer
+from pr_review_api.service.app import create_app
+from pr_review_api.service.dependencies import get_reviewer
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes import provider_server
@@ -32,8 +34,6 @@ pytestmark = pytest.mark.anyio
 # --- end to end: the real review loop ----------------------------------------------------------
 
 BASE_FILES = {"src/service.py": "def save(x):\n    store(x)\n", "README.md": "# widget\n"}
-
-
 HEAD_FILES = {"src/service.py": "def save(x):\n    store(x)\n    validate(x)\n"}
 
 

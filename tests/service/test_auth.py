@@ -6,7 +6,7 @@ import hmac
 
 import pytest
 
-from pr_review_api.service.app import MAX_REQUEST_BODY_BYTES
+from pr_review_api.service.body import MAX_REQUEST_BODY_BYTES
 from tests.results import PR_URL
 from tests.service.support import (
     SERVICE_KEY,
@@ -18,8 +18,6 @@ from tests.service.support import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
 OTHER_KEY = "svc-key-OTHER-SECRET-5d20"
 
 

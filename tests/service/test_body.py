@@ -11,7 +11,7 @@ import httpx
 import hypothesis
 import pytest
 
-from pr_review_api.service.app import MAX_REQUEST_BODY_BYTES
+from pr_review_api.service.body import MAX_REQUEST_BODY_BYTES
 from tests.results import PR_URL
 from tests.service.support import (
     FakeReviewer,

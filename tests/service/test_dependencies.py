@@ -13,7 +13,7 @@ import pytest
 from pr_review_api import errors
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.model import ReviewResult
-from pr_review_api.service.app import get_reviewer
+from pr_review_api.service.dependencies import get_reviewer
 from pr_review_api.settings import Settings
 from tests.service.support import (
     FakeReviewer,

@@ -12,17 +12,11 @@ from schemathesis.core.result import Ok
 
 from pr_review_api import errors
 from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.run import PullRequestTarget
+from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 from tests.results import PR_URL, review_result
-from tests.service.support import (
-    ERROR_KEYS,
-    SERVICE_KEY,
-    FakeReviewer,
-    app_with,
-    client_for,
-)
+from tests.service.support import ERROR_KEYS, SERVICE_KEY, FakeReviewer, app_with, client_for
 
 pytestmark = pytest.mark.anyio
 

@@ -27,8 +27,6 @@ from tests.results import PR_URL, as_json, review_result
 from tests.service.support import FakeReviewer, app_with, settings
 
 pytestmark = pytest.mark.anyio
-
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
