@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.settings import Settings
-from tests.fakes.provider_server import scripted_provider  # noqa: F401  (shared fixture)
 from tests.gitrepo import GitRepo
+
+# The fakes' fixtures (`scripted_provider`, `fake_github`), for every test of the suite: a test
+# asks for one by name and never imports it. tests/README.md says which fake to use when.
+pytest_plugins = ["tests.fakes.provider_server", "tests.fakes.github_server"]
 
 # Distinctive secrets: tests assert they never appear in any output, log, trace or file.
 PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"
@@ -121,6 +124,12 @@ def home_folders_untouched() -> Iterator[None]:
     after = {folder: listing(folder) for folder in default_folders()}
     changed = [str(folder) for folder in before if before[folder] != after[folder]]
     assert not changed, f"the test session wrote to the user's own folders: {changed}"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """`@pytest.mark.anyio` tests run on asyncio only."""
+    return "asyncio"
 
 
 @pytest.fixture

@@ -20,10 +20,8 @@ import pytest
 import yaml
 
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.fakes.github_server import FakeGitHub, fake_github
+from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
-
-__all__ = ["fake_github"]  # the fixture, imported for this module's test
 
 ROOT = Path(__file__).resolve().parents[1]
 BOT = "pr-review-bot"

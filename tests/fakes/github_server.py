@@ -10,9 +10,10 @@
 Every request is recorded (method, path, query, Authorization header, status, bytes sent) so
 tests can assert the token was sent, and that no other repository (a planted submodule, say)
 was ever asked for. `Origin` builds the bare "origin" repositories: branches, and
-`refs/pull/N/head` as GitHub publishes them. The `fake_github` fixture yields a running server:
+`refs/pull/N/head` as GitHub publishes them. The `fake_github` fixture (a plugin of the root
+conftest, so no test imports it) yields a running server:
 
-    from tests.fakes.github_server import FakeGitHub, fake_github  # noqa: F401
+    from tests.fakes.github_server import FakeGitHub
 
     def test_something(fake_github: FakeGitHub) -> None:
         pull = fake_github.pull_request("acme", "widget", 7, base={"a.py": "1\\n"}, head={...})

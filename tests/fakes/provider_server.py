@@ -4,8 +4,8 @@
 loop in a background thread, so the client under test goes through real sockets, real HTTP/1.1
 framing and real faults (resets, truncation, slow drips) that a mock transport cannot produce.
 
-Use it through the `scripted_provider` fixture. `tests/conftest.py` imports it, so every test
-module under `tests/` can simply ask for it::
+Use it through the `scripted_provider` fixture. `tests/conftest.py` lists this module in its
+`pytest_plugins`, so every test module under `tests/` simply asks for it, never imports it::
 
     from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 
@@ -21,16 +21,9 @@ module under `tests/` can simply ask for it::
         scripted_provider.assert_complete()
         assert scripted_provider.requests[1].json["messages"][-1]["role"] == "tool"
 
-Elsewhere (another conftest, a module that must not depend on the root one), bind it as a
-module global, where pytest finds fixtures; an assignment, unlike an import, does not trip
-ruff's F811 on every test parameter of that name::
-
-    from tests.fakes import provider_server
-
-    scripted_provider = provider_server.scripted_provider
-
-or list `"tests.fakes.provider_server"` in a root conftest's `pytest_plugins`. Outside pytest,
-`with ScriptedProvider() as provider:` does what the fixture does.
+Outside pytest, `with ScriptedProvider() as provider:` does what the fixture does. To test the
+review loop's rules rather than HTTP, use the in-process `ScriptedModel`
+(`pr_review_api.llm.testing`) instead: see tests/README.md.
 
 Replies are served in order: first the scripted queue (`script()`), then the `responder`
 callable, if any. A request with neither is answered 500 and noted, and `assert_complete()`
@@ -69,6 +62,8 @@ DEFAULT_USAGE: Mapping[str, int] = MappingProxyType(
 )
 GZIP_BOMB_INFLATED_BYTES = 64 * 1024 * 1024
 _MAX_REQUEST_HEAD_BYTES = 64 * 1024
+# How long `gather` holds replies before it gives up (the test then fails on the count).
+GATHER_TIMEOUT_SECONDS = 30.0
 _START_TIMEOUT_SECONDS = 10.0
 
 Headers = Mapping[str, str] | Sequence[tuple[str, str]]
@@ -370,8 +365,14 @@ class ScriptedProvider:
         """Answers every request the script does not (load tests)."""
         self.latency = latency
         """Seconds added before every reply: fixed, or uniform in (low, high)."""
+        self.gather = 0
+        """Hold every reply until this many requests are in flight at once (0: never hold), or
+        `GATHER_TIMEOUT_SECONDS` passed. Set it before sending N requests at once: N in flight
+        proves they are served concurrently, by count and not by a clock."""
         self._random = random.Random(seed)
         self._lock = threading.Lock()
+        self._in_flight = 0
+        self._peak_in_flight = 0
         self._queue: deque[Scripted] = deque()
         self._requests: list[RecordedRequest] = []
         self._problems: list[str] = []
@@ -395,6 +396,12 @@ class ScriptedProvider:
         """Every request received so far, in order (a copy)."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The most requests that were waiting for their replies at once."""
+        with self._lock:
+            return self._peak_in_flight
 
     def script(self, *replies: Scripted) -> None:
         """Queue replies, served one per request in order."""
@@ -477,7 +484,7 @@ class ScriptedProvider:
         self._connections.add(task)
         try:
             while (request := await _read_request(reader)) is not None:
-                if not await _send(self._reply_for(request), writer):
+                if not await self._answer(request, writer):
                     break
         except asyncio.CancelledError:
             writer.transport.abort()
@@ -489,6 +496,27 @@ class ScriptedProvider:
         finally:
             self._connections.discard(task)
             writer.close()
+
+    async def _answer(self, request: RecordedRequest, writer: asyncio.StreamWriter) -> bool:
+        with self._lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+        try:
+            await self._gathered()
+            return await _send(self._reply_for(request), writer)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    async def _gathered(self) -> None:
+        """Wait until `gather` requests are in flight; once they were, nothing waits again."""
+        deadline = asyncio.get_running_loop().time() + GATHER_TIMEOUT_SECONDS
+        while self.gather and asyncio.get_running_loop().time() < deadline:
+            with self._lock:
+                if self._in_flight >= self.gather:
+                    self.gather = 0
+                    return
+            await asyncio.sleep(0.01)
 
     def _reply_for(self, request: RecordedRequest) -> Reply:
         with self._lock:

@@ -68,14 +68,14 @@ def test_a_link_bomb_exceeds_its_link_budget_quickly(
     hostile: tuple[GitRepo, str, str],
 ) -> None:
     repo, bomb, _ = hostile
-    with RepositoryStore(limits=PrepareLimits()) as store:
-        started = time.monotonic()
-        with pytest.raises(RepositoryTooLarge) as raised:
-            store.open(repo.git_dir, bomb, bomb)
-        elapsed = time.monotonic() - started
+    # A budget that did not stop the bomb would meet this deadline: review_timeout instead.
+    with (
+        RepositoryStore(limits=PrepareLimits()) as store,
+        pytest.raises(RepositoryTooLarge) as raised,
+    ):
+        store.open(repo.git_dir, bomb, bomb, store.work(time.monotonic() + 60))
     assert raised.value.code == "invalid_repository"
     assert "PR_REVIEW_MAX_LINK" in raised.value.message
-    assert elapsed < 10, f"{elapsed:.1f} s to refuse the link bomb"
 
 
 def test_a_link_bomb_stops_at_its_deadline(hostile: tuple[GitRepo, str, str]) -> None:
@@ -126,7 +126,7 @@ def test_a_warm_review_is_not_starved_while_link_bombs_run(
     warm = other.commit_files({"a.py": "print('warm')\n"})
     reviews = 4  # the service's PR_REVIEW_MAX_CONCURRENT_REVIEWS here
 
-    async def scenario(store: RepositoryStore) -> tuple[float, float]:
+    async def scenario(store: RepositoryStore) -> None:
         cancels = [threading.Event() for _ in range(reviews - 1)]
         bombs = [
             asyncio.ensure_future(
@@ -135,24 +135,20 @@ def test_a_warm_review_is_not_starved_while_link_bombs_run(
             for cancel in cancels
         ]
         await asyncio.sleep(0.2)  # every bomb is indexing now
-        started = time.monotonic()
-        limit = store.work(time.monotonic() + 10)
+        # Starved behind the unbounded bombs, the warm review would meet its own deadline.
+        limit = store.work(time.monotonic() + 60)
         pinned = await store.run(store.open, other.git_dir, warm, warm, limit)
         reads = [store.run(pinned.resolve_file, "a.py") for _ in range(8)]  # one round's tools
         await asyncio.gather(*reads)
-        warm_seconds = time.monotonic() - started
         assert not any(task.done() for task in bombs)  # the bombs were still running
         for cancel in cancels:  # the reviews' deadlines pass
             cancel.set()
-        stopped = time.monotonic()
-        outcomes = await asyncio.gather(*bombs, return_exceptions=True)
+        # Unbounded, a bomb that ignored its cancel would run on past this generous bound.
+        outcomes = await asyncio.wait_for(asyncio.gather(*bombs, return_exceptions=True), 60)
         assert all(isinstance(outcome, ReviewTimeout) for outcome in outcomes)
-        return warm_seconds, time.monotonic() - stopped
 
     with RepositoryStore(limits=UNLIMITED, threads=reviews + 8) as store:
-        warm_seconds, stop_seconds = asyncio.run(scenario(store))
-    assert warm_seconds < 5, f"the warm review waited {warm_seconds:.1f} s"
-    assert stop_seconds < 3, f"cancelled bombs ran on for {stop_seconds:.1f} s"
+        asyncio.run(scenario(store))
 
 
 def test_a_closed_store_reads_through_one_shot_processes(tmp_path: Path) -> None:
@@ -205,9 +201,8 @@ def test_the_cli_refuses_a_link_bomb_as_invalid_repository(
     hostile: tuple[GitRepo, str, str], tmp_path: Path
 ) -> None:
     repo, bomb, _ = hostile
-    status, output, elapsed = cli_review(repo, bomb, tmp_path)
+    status, output, _ = cli_review(repo, bomb, tmp_path)
     assert status == 2
     assert "invalid_repository" in output
     assert "PR_REVIEW_MAX_LINK" in output
     assert str(repo.path) not in output  # no local path in the message
-    assert elapsed < 30

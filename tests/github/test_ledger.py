@@ -20,9 +20,7 @@ from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.fakes.github_server import FakeGitHub, PullRequestFixture, fake_github
-
-__all__ = ["fake_github"]
+from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 
 BOT = "pr-review-bot"
 FINDING = {

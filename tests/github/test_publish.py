@@ -42,12 +42,9 @@ from tests.fakes.github_server import (
     CannedResponse,
     FakeGitHub,
     PullRequestFixture,
-    fake_github,
 )
 from tests.fakes.provider_server import ScriptedProvider
 from tests.fakes.provider_server import stop_turn as provider_stop_turn
-
-__all__ = ["fake_github"]
 
 BOT = "pr-review-bot"
 TEN = "".join(f"line {n}\n" for n in range(1, 11))

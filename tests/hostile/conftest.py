@@ -13,10 +13,14 @@ test. The figures the tests count are printed after the run with `-v`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
 
+from pr_review_api.loop.workspace import LocalTarget
+from tests.gitrepo import LINK, GitRepo
+from tests.hostile.provider_support import FILES
 from tests.hostile.support import (
     FIGURES,
     RESOURCE_NOTES,
@@ -67,3 +71,29 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"{name}: {count}")
     for name, note in RESOURCE_NOTES.items():
         terminalreporter.write_line(f"{name}: {note}")
+
+
+# --- the hostile-provider tests' repository and event loop (test_hostile_*.py) ---------------
+
+
+@pytest.fixture(scope="module")
+def widget(tmp_path_factory: pytest.TempPathFactory) -> LocalTarget:
+    repo = GitRepo(tmp_path_factory.mktemp("provider") / "widget")
+    base = repo.commit_files({"src/app.py": "old\n", "README.md": "# Demo\n"})
+    head = repo.commit_files(FILES, message="change")
+    head = repo.commit_tree(
+        {
+            **{path: ("100644", text.encode()) for path, text in FILES.items()},
+            "links/out": (LINK, b"../../outside"),
+            "links/app": (LINK, b"../src/app.py"),
+        },
+        parent=head,
+    )
+    return LocalTarget(repo.path, base, head)
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[asyncio.Runner]:
+    """One event loop for a whole property: its worker threads are made once, not per example."""
+    with asyncio.Runner() as loop_runner:
+        yield loop_runner

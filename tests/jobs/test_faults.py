@@ -32,7 +32,6 @@ import pytest
 from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.jobs.schema import apply_migrations
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.fakes.provider_server import (
     Fault,
@@ -42,8 +41,6 @@ from tests.fakes.provider_server import (
     stop_turn,
 )
 from tests.jobs.test_jobs import SECRET, deliver, pull_request_event, service, settings_for
-
-fake_github = github_server.fake_github
 
 PULLS = 20
 DELIVERIES = 200

@@ -14,7 +14,7 @@ from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.fakes.github_server import FakeGitHub, fake_github  # noqa: F401
+from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 
 EMPTY_REVIEW = {"summary": "Looks fine.", "findings": [], "notes": []}
@@ -38,7 +38,7 @@ def run(url: str, settings: Settings, *, include_trace: bool = False) -> ReviewR
 
 
 def test_pull_request_review_end_to_end(
-    fake_github: FakeGitHub,  # noqa: F811
+    fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
 ) -> None:
@@ -93,7 +93,7 @@ def test_pull_request_review_end_to_end(
 
 
 def test_diff_runs_from_the_merge_base_when_the_base_branch_advanced(
-    fake_github: FakeGitHub,  # noqa: F811
+    fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
 ) -> None:
@@ -120,7 +120,7 @@ def test_diff_runs_from_the_merge_base_when_the_base_branch_advanced(
 
 
 def test_hostile_title_and_description_stay_inside_the_untrusted_block(
-    fake_github: FakeGitHub,  # noqa: F811
+    fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
 ) -> None:
@@ -140,7 +140,7 @@ def test_hostile_title_and_description_stay_inside_the_untrusted_block(
 
 
 def test_invalid_url_is_rejected_before_any_network_access(
-    fake_github: FakeGitHub,  # noqa: F811
+    fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
 ) -> None:
@@ -152,7 +152,7 @@ def test_invalid_url_is_rejected_before_any_network_access(
 
 
 def test_missing_pull_request_is_not_found_and_the_model_is_never_asked(
-    fake_github: FakeGitHub,  # noqa: F811
+    fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
 ) -> None:
@@ -164,7 +164,7 @@ def test_missing_pull_request_is_not_found_and_the_model_is_never_asked(
 
 
 def test_repeat_review_of_the_same_head_does_not_fetch_again(
-    fake_github: FakeGitHub,  # noqa: F811
+    fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
 ) -> None:
@@ -179,7 +179,7 @@ def test_repeat_review_of_the_same_head_does_not_fetch_again(
 
 
 def test_a_pull_request_without_changes_makes_no_provider_request(
-    fake_github: FakeGitHub,  # noqa: F811
+    fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
 ) -> None:

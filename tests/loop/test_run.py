@@ -1,206 +1,406 @@
-"""run_review() against a hostile base commit, and the event loop it must never hold.
-
-A worker's heartbeats, the review's deadline and stalled-job recovery all run on the event loop
-that runs the review, so no work a repository or a model can make large may run on it. These
-tests drive real reviews (a real git repository, the scripted provider over loopback HTTP).
+"""The review loop end to end (loop/run.py): a real scripted provider on loopback, real git
+repositories. The seed's transcript, the trace, timeouts, what reaches the provider, and the
+promises about the user's working tree and secrets.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable
+import json
+import logging
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from pr_review_api.github import publish
-from pr_review_api.llm import openai_chat
-from pr_review_api.loop import run as run_module
-from pr_review_api.loop import verify
-from pr_review_api.loop.coverage import CoverageTracker
-from pr_review_api.loop.repo_config import NOTE_DROPPED
-from pr_review_api.loop.run import LocalTarget, PullRequestTarget, run_review
-from pr_review_api.model import ReviewResult
-from pr_review_api.settings import load_settings
-from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.fakes.github_server import FakeGitHub, fake_github
-from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
-from tests.gitrepo import GitRepo
+from pr_review_api.errors import (
+    ConfigurationError,
+    InvalidModelResponse,
+    InvalidRepository,
+    OpenCodeAuthenticationFailed,
+    ReviewError,
+    ReviewTimeout,
+    UnsupportedFinishReason,
+    UpstreamResponseTooLarge,
+)
+from pr_review_api.llm.testing import ScriptedModel
+from pr_review_api.loop.run import NO_CHANGES_SUMMARY, Progress, run_review
+from pr_review_api.loop.workspace import LocalTarget
+from pr_review_api.settings import MAX_TRACE_PREVIEW_BYTES, load_settings
+from pr_review_api.tools import TOOLS
+from tests.conftest import PROVIDER_KEY
+from tests.fakes.provider_server import Fault, Reply, ScriptedProvider, stop_turn, tool_call_turn
+from tests.gitrepo import GitRepo, git
+from tests.loop.support import (
+    REVIEW,
+    expect_failure,
+    read_call,
+    review,
+    scripted_review,
+    settings_for,
+)
 
-__all__ = ["fake_github"]
 
-HOSTILE = "**a" * 40 + "**b"  # exponential for a backtracking matcher
-# A folder of a's: the hostile glob's every `a` matches, its `b` never comes.
-DEEP_PATH = "/".join(["a" * 40] * 4) + "/aaaa.py"
-SOURCE = "def save(item):\n    store.write(item)\n"
-SOURCE_HEAD = SOURCE + "    return item\n"
-WAIT_SECONDS = 10.0  # a deadline the test sets: the loop must tick long before it
+def test_two_round_transcript_matches_the_seed(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(
+        tool_call_turn(
+            [
+                read_call("call_read_service", start_line=1, end_line=180),
+                (
+                    "call_search_validate",
+                    "search_repository",
+                    {"query": "validate_name", "path": "src", "limit": 20},
+                ),
+            ],
+            response_id="chatcmpl_round_1",
+        ),
+        stop_turn(REVIEW, response_id="chatcmpl_round_2"),
+    )
+    result = review(scripted_provider, widget)
+    scripted_provider.assert_complete()
 
-
-def _finding(path: str) -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": "t",
-        "explanation": "x",
-        "path": path,
-        "line": 2,
-        "evidence": "x",
-        "recommendation": "x",
+    assert result.termination_reason == "final_review"
+    assert result.review.model_dump() == REVIEW
+    assert (result.rounds, result.tool_calls) == (2, 2)
+    first, second = (request.json for request in scripted_provider.requests)
+    for body in (first, second):
+        assert set(body) == {"model", "messages", "tools", "tool_choice"}
+        assert body["model"] == "deepseek-v4-flash"
+        assert body["tools"] == TOOLS
+        assert body["tool_choice"] == "auto"
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert second["messages"][:2] == first["messages"]
+    assistant, read_result, search_result = second["messages"][2:]
+    round_one = tool_call_turn(
+        [
+            read_call("call_read_service", start_line=1, end_line=180),
+            (
+                "call_search_validate",
+                "search_repository",
+                {"query": "validate_name", "path": "src", "limit": 20},
+            ),
+        ]
+    )
+    assert assistant == round_one["choices"][0]["message"]  # kept exactly as received
+    assert read_result["role"] == "tool"
+    assert read_result["tool_call_id"] == "call_read_service"
+    assert search_result["tool_call_id"] == "call_search_validate"
+    read_document = json.loads(read_result["content"])
+    assert read_result["content"] == json.dumps(
+        read_document, separators=(",", ":"), ensure_ascii=False
+    )
+    assert read_document["ok"] is True
+    assert (read_document["start_line"], read_document["end_line"]) == (1, 180)
+    assert read_document["total_lines"] == 212
+    assert read_document["truncated"] is True
+    assert read_document["content"].startswith("1: line 1: validate_name(widget.name)\n2: ")
+    search_document = json.loads(search_result["content"])
+    assert len(search_document["matches"]) == 20
+    assert search_document["truncated"] is True
+    assert search_document["matches"][0] == {
+        "path": "src/widgets/service.py",
+        "line": 1,
+        "excerpt": "line 1: validate_name(widget.name)",
     }
 
 
-def _hostile_review(repo: GitRepo, provider: ScriptedProvider) -> ReviewResult:
-    """A base commit whose `.pr-review.toml` holds the hostile glob, reviewed once: one read,
-    then a final review with a finding on the deep path and one on app.py."""
-    config = f'exclude = ["{HOSTILE}", "{HOSTILE}/", "/{HOSTILE}", "app.py"]\n'
-    base = repo.commit_files(
-        {".pr-review.toml": config, DEEP_PATH: SOURCE, "app.py": SOURCE}, "base"
-    )
-    head = repo.commit_files({DEEP_PATH: SOURCE_HEAD, "app.py": SOURCE_HEAD}, "head")
-    read = {"path": DEEP_PATH, "start_line": 1, "end_line": 3}
-    provider.script(
-        tool_call_turn([("call-1", "read_repository_file", read)]),
-        stop_turn(
-            {"summary": "s", "findings": [_finding(DEEP_PATH), _finding("app.py")], "notes": []}
-        ),
-    )
-    settings = load_settings(opencode_api_key="key", opencode_base_url=provider.base_url)
-    result = asyncio.run(run_review(LocalTarget(repo.path, base, head), settings))
-    provider.assert_complete()
-    return result
-
-
-def test_a_hostile_exclude_glob_leaves_the_review_to_finish(
-    repo: GitRepo, scripted_provider: ScriptedProvider
+def test_local_path_never_reaches_the_provider(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
 ) -> None:
-    result = _hostile_review(repo, scripted_provider)
-    assert result.termination_reason == "final_review"
-    # The hostile globs match nothing here; the plain one still drops its finding.
-    assert [finding.path for finding in result.review.findings] == [DEEP_PATH]
-    assert result.review.notes == [NOTE_DROPPED.format(count=1)]
-    assert result.coverage.inspected_files == 1
+    scripted_provider.script(stop_turn(REVIEW))
+    review(scripted_provider, widget)
+    repo, _, _ = widget
+    assert str(repo.path) not in scripted_provider.requests[0].body.decode()
 
 
-class _Heartbeat:
-    """A coroutine that ticks on the review's event loop, and work that waits for its ticks.
-
-    `blocking(function)` wraps a step of the review: before the real step runs, it waits (at
-    most WAIT_SECONDS) until the heartbeat has ticked three more times. On a worker thread the
-    ticks come at once; on the event loop itself they cannot come at all, and the wait fails.
-    """
-
-    def __init__(self) -> None:
-        self.ticks = 0
-        self.ticked = threading.Condition()
-        self.waits: list[bool] = []
-        self.on_loop_thread: list[bool] = []
-        self.loop_thread: threading.Thread | None = None
-
-    async def beat(self) -> None:
-        self.loop_thread = threading.current_thread()
-        while True:
-            with self.ticked:
-                self.ticks += 1
-                self.ticked.notify_all()
-            await asyncio.sleep(0.001)
-
-    def blocking(self, function: Callable[..., Any]) -> Callable[..., Any]:
-        def step(*args: Any, **kwargs: Any) -> Any:
-            self.on_loop_thread.append(threading.current_thread() is self.loop_thread)
-            with self.ticked:
-                wanted = self.ticks + 3
-                self.waits.append(
-                    self.ticked.wait_for(lambda: self.ticks >= wanted, timeout=WAIT_SECONDS)
-                )
-            return function(*args, **kwargs)
-
-        return step
-
-
-STEPS: dict[str, tuple[object, str]] = {
-    "the repository configuration applied to the findings": (run_module, "apply_repo_config"),
-    "the checks of a model turn": (run_module, "check_turn"),
-    "the coverage of a tool result": (CoverageTracker, "saw_tool_result"),
-    "the provider's body parsed": (openai_chat, "_parse_object"),
-    "the verdict of the verification pass": (verify, "parse_verdict"),
-}
-
-
-@pytest.mark.parametrize("step", list(STEPS))
-def test_the_event_loop_keeps_ticking_while_a_review_works(
-    repo: GitRepo,
-    scripted_provider: ScriptedProvider,
-    monkeypatch: pytest.MonkeyPatch,
-    step: str,
+def test_key_is_sent_only_in_the_authorization_header(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
 ) -> None:
-    owner, name = STEPS[step]
-    heartbeat = _Heartbeat()
-    monkeypatch.setattr(owner, name, heartbeat.blocking(getattr(owner, name)))
+    scripted_provider.script(stop_turn(REVIEW))
+    result = review(scripted_provider, widget, include_trace=True)
+    [request] = scripted_provider.requests
+    assert request.headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+    assert PROVIDER_KEY not in request.body.decode()
+    assert PROVIDER_KEY not in request.path
+    assert PROVIDER_KEY not in result.model_dump_json()
 
-    async def review_beside_a_heartbeat(target: LocalTarget) -> ReviewResult:
-        beating = asyncio.create_task(heartbeat.beat())
-        try:
-            settings = load_settings(
-                opencode_api_key="key",
-                opencode_base_url=scripted_provider.base_url,
-                review_verify_findings=True,
-            )
-            return await run_review(target, settings)
-        finally:
-            beating.cancel()
 
-    base = repo.commit_files({"app.py": SOURCE, ".pr-review.toml": f'exclude = ["{HOSTILE}"]'})
-    head = repo.commit_files({"app.py": SOURCE_HEAD}, "head")
+def test_trace_records_each_round_with_bounded_previews(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
     scripted_provider.script(
-        tool_call_turn([("call-1", "read_repository_file", {"path": "app.py"})]),
-        stop_turn({"summary": "s", "findings": [_finding("app.py")], "notes": []}),
-        stop_turn({"verdict": "confirmed", "evidence": "store.write(item)"}),
+        tool_call_turn([read_call("call_read")], response_id="chatcmpl_round_1"),
+        stop_turn(REVIEW, response_id="chatcmpl_round_2"),
     )
-    result = asyncio.run(review_beside_a_heartbeat(LocalTarget(repo.path, base, head)))
-    scripted_provider.assert_complete()
-    assert [finding.path for finding in result.review.findings] == ["app.py"]
-    assert heartbeat.waits  # the step ran
-    assert heartbeat.on_loop_thread == [False] * len(heartbeat.waits)
-    assert heartbeat.waits == [True] * len(heartbeat.waits)
+    result = review(scripted_provider, widget, include_trace=True)
+    assert result.trace is not None
+    first, second = result.trace
+    assert first.round == 1
+    assert first.provider_request_id == "chatcmpl_round_1"
+    assert first.provider_model == "deepseek-v4-flash"
+    assert first.finish_reason == "tool_calls"
+    assert first.protocol_action == "execute_tools"
+    [traced] = first.tool_calls
+    assert traced.id == "call_read"
+    assert traced.name == "read_repository_file"
+    assert traced.arguments == {"path": "src/widgets/service.py"}
+    assert traced.ok is True
+    assert traced.result_preview.startswith("1: line 1: validate_name")
+    assert len(traced.result_preview.encode()) <= MAX_TRACE_PREVIEW_BYTES
+    assert traced.result_bytes > MAX_TRACE_PREVIEW_BYTES  # the full content is not duplicated
+    assert traced.duration_ms >= 0
+    assert second.protocol_action == "final_review"
+    assert second.tool_calls == []
+    assert result.usage.total_tokens == first.usage.total_tokens + second.usage.total_tokens
 
 
-@pytest.mark.parametrize("name", ["_payload", "render_body"])
-def test_the_event_loop_keeps_ticking_while_a_review_is_rendered_for_publishing(
-    fake_github: FakeGitHub,
+@pytest.mark.parametrize("reason", ["length", "content_filter", None, "something_new"])
+def test_unsupported_finish_reason(
+    reason: str | None, scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(stop_turn(REVIEW, finish_reason=reason))
+    expect_failure(scripted_provider, widget, UnsupportedFinishReason)
+
+
+def test_malformed_envelope_is_an_invalid_model_response(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script({"choices": []})
+    expect_failure(scripted_provider, widget, InvalidModelResponse)
+
+
+def test_upstream_response_too_large(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(Fault.oversized())
+    expect_failure(scripted_provider, widget, UpstreamResponseTooLarge)
+
+
+def test_review_timeout_covers_a_slow_provider(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(Fault.delay(5.0, stop_turn(REVIEW)))
+    error = expect_failure(scripted_provider, widget, ReviewTimeout, review_timeout_seconds=0.5)
+    assert error.status == 504
+
+
+def test_review_timeout_covers_a_slow_drip(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(Fault.slow_drip())
+    expect_failure(scripted_provider, widget, ReviewTimeout, review_timeout_seconds=0.5)
+
+
+def test_provider_errors_pass_through(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(Fault.status(401, body=b"bad key " + PROVIDER_KEY.encode()))
+    error = expect_failure(scripted_provider, widget, OpenCodeAuthenticationFailed)
+    assert PROVIDER_KEY not in error.message
+    assert error.termination_reason is None
+
+
+def test_missing_provider_key_is_a_configuration_error(widget: tuple[GitRepo, str, str]) -> None:
+    repo, base, head = widget
+    with pytest.raises(ConfigurationError, match="OPENCODE_API_KEY"):
+        asyncio.run(run_review(LocalTarget(repo.path, base, head), load_settings()))
+
+
+@pytest.mark.parametrize("which", ["path", "base", "head"])
+def test_invalid_repository_or_revision(
+    which: str,
     scripted_provider: ScriptedProvider,
-    monkeypatch: pytest.MonkeyPatch,
+    widget: tuple[GitRepo, str, str],
     tmp_path: Path,
-    name: str,
 ) -> None:
-    heartbeat = _Heartbeat()
-    monkeypatch.setattr(publish, name, heartbeat.blocking(getattr(publish, name)))
-    fake_github.users.setdefault(GITHUB_TOKEN, "pr-review-bot")
-    settings = fake_github.settings(
-        tmp_path / "cache",
-        token=GITHUB_TOKEN,
-        opencode_api_key=PROVIDER_KEY,
-        opencode_base_url=scripted_provider.base_url,
+    repo, base, head = widget
+    path = tmp_path / "nowhere" if which == "path" else repo.path
+    target = LocalTarget(
+        path,
+        "no-such-branch" if which == "base" else base,
+        "--output=/tmp/x" if which == "head" else head,
     )
-    fixture = fake_github.pull_request(
-        "acme", "widget", 7, base={"app.py": SOURCE}, head={"app.py": SOURCE_HEAD}
+    with pytest.raises(InvalidRepository):
+        asyncio.run(run_review(target, settings_for(scripted_provider)))
+    assert scripted_provider.requests == []
+
+
+def test_a_plain_folder_is_not_a_repository(
+    scripted_provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    with pytest.raises(InvalidRepository):
+        asyncio.run(
+            run_review(LocalTarget(folder, "HEAD", "HEAD"), settings_for(scripted_provider))
+        )
+
+
+def test_working_tree_and_index_are_never_modified_and_uncommitted_files_unread(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    repo, _, _ = widget
+    repo.write({"src/widgets/service.py": "uncommitted edit\n", "notes.txt": "untracked\n"})
+    status_before = git(repo.path, "status", "--porcelain=v2")
+    index_before = (repo.git_dir / "index").read_bytes()
+    scripted_provider.script(
+        tool_call_turn(
+            [
+                read_call("edited"),
+                read_call("untracked", path="notes.txt"),
+                ("s", "search_repository", {"query": "uncommitted"}),
+            ]
+        ),
+        stop_turn(REVIEW),
+    )
+    review(scripted_provider, widget)
+    edited, untracked, search = (
+        json.loads(m["content"]) for m in scripted_provider.requests[1].json["messages"][3:]
+    )
+    assert edited["content"].startswith("1: line 1:")
+    assert untracked["error"]["code"] == "path_not_found"
+    assert search["matches"] == []
+    assert git(repo.path, "status", "--porcelain=v2") == status_before
+    assert (repo.git_dir / "index").read_bytes() == index_before
+    assert (repo.path / "src/widgets/service.py").read_text() == "uncommitted edit\n"
+
+
+def test_progress_reports_rounds_and_tool_calls(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(tool_call_turn([read_call("a")]), stop_turn(REVIEW))
+    events: list[Progress] = []
+    repo, base, head = widget
+    asyncio.run(
+        run_review(
+            LocalTarget(repo.path, base, head),
+            settings_for(scripted_provider),
+            progress=events.append,
+        )
+    )
+    stages = [(event.stage, event.round) for event in events]
+    assert stages[0] == ("preparing", 0)
+    assert ("running_tools", 1) in stages
+    assert ("validating", 2) in stages
+    assert events[-1].tool_calls == 1
+
+
+def test_nothing_secret_or_local_in_logs(
+    scripted_provider: ScriptedProvider,
+    widget: tuple[GitRepo, str, str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    scripted_provider.script(tool_call_turn([read_call("a")]), stop_turn(REVIEW))
+    review(scripted_provider, widget, include_trace=True)
+    repo, _, _ = widget
+    for record in caplog.records:
+        text = record.getMessage()
+        assert PROVIDER_KEY not in text
+        assert str(repo.path) not in text
+
+
+# --- no changes, no tokens (CONTRACT 5) ---------------------------------------------------
+
+
+def test_no_changes_makes_no_request(scripted_provider: ScriptedProvider, tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "same")
+    base = repo.commit_files({"a.py": "x\n"})
+    head = repo.commit_files({}, message="empty commit, same tree")
+    target = LocalTarget(repo.path, base, head)
+    result = asyncio.run(run_review(target, settings_for(scripted_provider), include_trace=True))
+    assert scripted_provider.requests == []
+    document = result.model_dump(mode="json")
+    assert document["termination_reason"] == "no_changes"
+    assert document["review"] == {"summary": NO_CHANGES_SUMMARY, "findings": [], "notes": []}
+    assert document["rounds"] == 0
+    assert document["tool_calls"] == 0
+    assert document["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    assert document["trace"] == []
+
+
+def test_no_changes_when_head_is_the_merge_base(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "behind")
+    first = repo.commit_files({"a.py": "x\n"})
+    second = repo.commit_files({"a.py": "y\n"})
+    model = ScriptedModel()
+    result = scripted_review(model, (repo, second, first))  # head is an ancestor of base
+    model.assert_complete()
+    assert result.termination_reason == "no_changes"
+
+
+# --- issue 14 item 1: which option named no commit ----------------------------------------
+
+
+@pytest.mark.parametrize("option", ["--base", "--head"])
+def test_a_revision_that_names_no_commit_says_which_option_and_what_was_given(
+    option: str, widget: tuple[GitRepo, str, str]
+) -> None:
+    repo, base, head = widget
+    bad = "mian\x1b]52;c;eA==\x07" + "x" * 500
+    target = LocalTarget(
+        repo.path, bad if option == "--base" else base, bad if option == "--head" else head
+    )
+    with pytest.raises(InvalidRepository) as raised:
+        asyncio.run(run_review(target, load_settings(opencode_api_key=PROVIDER_KEY)))
+    message = raised.value.message
+    assert message.startswith(f'The {option} revision "mian?]52;c;eA==?xxx')
+    assert message.endswith('..." does not name a commit in the repository.')
+    assert "\x1b" not in message
+    assert "\x07" not in message
+    assert len(message) < 200
+
+
+# --- issue 9 item 7: 1e999 from the model --------------------------------------------------
+
+
+def test_an_infinite_number_in_the_assistant_message_is_an_invalid_model_response(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    body = json.dumps(tool_call_turn([read_call("a")])).replace(
+        '"role": "assistant"', '"role": "assistant", "score": 1e999'
     )
     scripted_provider.script(
-        stop_turn({"summary": "s", "findings": [_finding("app.py")], "notes": []})
+        Reply(headers={"Content-Type": "application/json"}, body=body.encode())
     )
+    with pytest.raises(InvalidModelResponse):
+        review(scripted_provider, widget)
+    assert len(scripted_provider.requests) == 1
 
-    async def review_beside_a_heartbeat() -> ReviewResult:
-        beating = asyncio.create_task(heartbeat.beat())
-        try:
-            return await run_review(PullRequestTarget(fixture.url), settings, post=True)
-        finally:
-            beating.cancel()
 
-    result = asyncio.run(review_beside_a_heartbeat())
-    assert result.publication is not None
-    assert result.publication.status == "published"
-    assert len(fake_github.posted("acme", "widget", 7)) == 1
-    assert heartbeat.waits
-    assert heartbeat.on_loop_thread == [False] * len(heartbeat.waits)
-    assert heartbeat.waits == [True] * len(heartbeat.waits)
+# --- OPENCODE_MAX_RETRIES through a whole review (CONTRACT 12) -----------------------------
+
+
+def test_a_500_then_success_completes_the_review(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(
+        tool_call_turn([read_call("a")]),
+        Fault.status(500, body=b"PROVIDER-BODY"),
+        stop_turn(REVIEW),
+    )
+    result = review(scripted_provider, widget, opencode_max_retries=2)
+    scripted_provider.assert_complete()
+    assert result.rounds == 2
+    assert len(scripted_provider.requests) == 3
+    # The retried request is the same conversation, byte for byte.
+    assert scripted_provider.requests[1].body == scripted_provider.requests[2].body
+
+
+def test_a_429_with_a_long_retry_after_ends_the_review_at_once_with_retry_after(
+    scripted_provider: ScriptedProvider, widget: tuple[GitRepo, str, str]
+) -> None:
+    scripted_provider.script(Fault.rate_limited("30"))
+    with pytest.raises(ReviewError) as raised:
+        review(scripted_provider, widget, opencode_max_retries=2)
+    scripted_provider.assert_complete()
+    assert raised.value.to_body() == {
+        "error": {
+            "code": "opencode_rate_limited",
+            "message": "The model provider is rate limiting requests; try again later.",
+            "retry_after": 30,
+        },
+        "termination_reason": None,
+        "trace": None,
+    }

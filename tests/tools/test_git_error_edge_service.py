@@ -31,8 +31,7 @@ from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings, load_settings
 from pr_review_api.tools.execute import REPOSITORY_UNREADABLE
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.fakes import provider_server
-from tests.fakes.github_server import FakeGitHub, fake_github
+from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitrepo import GitRepo, git
 from tests.tools.git_failures import (
@@ -50,10 +49,6 @@ from tests.tools.git_failures import (
     corrupt_loose_object,
     failing,
 )
-
-__all__ = ["fake_github"]  # the fixture, imported for this module's tests
-scripted_provider = provider_server.scripted_provider
-
 
 # --- through run_review and the HTTP service --------------------------------------------------
 

@@ -1,36 +1,26 @@
-"""A hostile provider: generated conversations, mutated bodies and network faults.
+"""A hostile provider, in process: generated conversations and every catalogued break.
 
 The invariant, whatever the provider sends: a review ends with a validated final review or
 a contract termination reason (a `ReviewError` with the contract's code), never any other
-exception; and no tool runs in a round that holds any invalid call.
-
-- `test_generated_conversations_...`: hypothesis builds whole conversations, valid rounds
-  then one ending (a valid or broken final review, one subtly invalid call, a broken
-  envelope, an unsupported finish reason, one call too many, or nothing: max_rounds). The
-  provider is an in-process `ProviderClient` stand-in, so hundreds of reviews run quickly;
-  tool executions are recorded per round and compared with what the oracle allows.
-- `test_mutated_bodies_over_http_...`: raw response bytes, mutated (truncated, re-encoded,
-  deeply nested, NaN, duplicate keys, bad UTF-8...), served by the real scripted provider.
-- `test_fault_...`: every network and HTTP fault, in the first round and after a tool round.
+exception; and no tool runs in a round that holds any invalid call. Hypothesis builds whole
+conversations, valid rounds then one ending (a valid or broken final review, one subtly
+invalid call, a broken envelope, an unsupported finish reason, one call too many, or nothing:
+max_rounds). The provider is an in-process `ProviderClient` stand-in, so hundreds of reviews
+run quickly; tool executions are recorded per round and compared with what the oracle allows.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import functools
-import gzip
 import json
-import re
-import tracemalloc
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr_review_api.errors import ReviewError
@@ -41,50 +31,26 @@ from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import run as review_module
 from pr_review_api.loop import workspace
-from pr_review_api.loop.final_review import SCHEMA_NAMES, FinalReviewRejected, parse_final_review
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview, ReviewResult
-from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings, load_settings
 from pr_review_api.tools import TOOLS, ToolArguments, ToolOutcome, execute_tool
-from tests.conftest import PROVIDER_KEY
-from tests.fakes.provider_server import (
-    Fault,
-    RecordedRequest,
-    Reply,
-    Scripted,
-    ScriptedProvider,
-    body_reply,
-    closed_port_url,
-    json_reply,
-    stop_turn,
-    tool_call_turn,
+from tests.hostile.provider_support import (
+    COMMON,
+    CONTRACT_CODES,
+    DEFAULT_RUN,
+    FILES,
+    MAX_ROUNDS,
+    PER_ROUND,
+    TOTAL,
+    _prepared_local,
+    review_settings,
 )
-from tests.gitrepo import LINK, GitRepo
 from tests.hostile.support import FIGURES
 
-MAX_ROUNDS = 4
-PER_ROUND = 3
-TOTAL = 8
-CONTRACT_CODES = frozenset(
-    {
-        "max_rounds",
-        "max_tool_calls",
-        "invalid_tool_call",
-        "invalid_model_response",
-        "upstream_response_too_large",
-        "unsupported_finish_reason",
-        "review_timeout",
-        "opencode_authentication_failed",
-        "opencode_rate_limited",
-        "opencode_unavailable",
-    }
-)
-FILES = {
-    "src/app.py": "".join(f"line {n}: validate(name)\n" for n in range(1, 31)),
-    "README.md": "# Demo\nneedle\n",
-    "docs/guide.md": "one\ntwo\nthree\nfour\nfive\n",
-}
 LINES = {path: text.count("\n") for path, text in FILES.items()}
+
+
 PATHS = (
     "",
     "src",
@@ -99,40 +65,14 @@ PATHS = (
     "src/app.py/x",
     "src\\app.py",
 )
+
+
 TOOL_NAMES = [tool["function"]["name"] for tool in TOOLS]
+
+
 # Listing runs in memory; the other three start git. Weighting keeps examples fast.
 WEIGHTED_TOOLS = [TOOL_NAMES[0], TOOL_NAMES[0], TOOL_NAMES[0], *TOOL_NAMES]
 ID_ALPHABET = "ABCXYZabcxyz0189_.:-"
-
-
-@pytest.fixture(scope="module")
-def widget(tmp_path_factory: pytest.TempPathFactory) -> LocalTarget:
-    repo = GitRepo(tmp_path_factory.mktemp("provider") / "widget")
-    base = repo.commit_files({"src/app.py": "old\n", "README.md": "# Demo\n"})
-    head = repo.commit_files(FILES, message="change")
-    head = repo.commit_tree(
-        {
-            **{path: ("100644", text.encode()) for path, text in FILES.items()},
-            "links/out": (LINK, b"../../outside"),
-            "links/app": (LINK, b"../src/app.py"),
-        },
-        parent=head,
-    )
-    return LocalTarget(repo.path, base, head)
-
-
-def review_settings(base_url: str = "http://127.0.0.1:9/v1", **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "opencode_api_key": PROVIDER_KEY,
-        "opencode_base_url": base_url,
-        "review_max_rounds": MAX_ROUNDS,
-        "review_max_tool_calls_per_round": PER_ROUND,
-        "review_max_tool_calls": TOTAL,
-        "review_timeout_seconds": 60,
-        "opencode_max_retries": 0,  # a fault is one request; retries have their own tests
-    }
-    values.update(overrides)
-    return load_settings(**values)
 
 
 # --- Generation ---------------------------------------------------------------------------
@@ -279,7 +219,11 @@ SCHEMA_BREAKS: dict[str, list[tuple[str, Any]]] = {
         ("base", "HEAD~1"),
     ],
 }
+
+
 MISSING_REQUIRED = {"read_repository_file": {"start_line": 1}, "search_repository": {"path": "src"}}
+
+
 BAD_ARGUMENT_TEXT = [
     "",
     "not json",
@@ -297,7 +241,11 @@ BAD_ARGUMENT_TEXT = [
     '{"query":"' + "x" * 65_540 + '"}',
     "[" * 100_000,
 ]
+
+
 BAD_IDS: list[Any] = ["", "x" * 129, "a b", "é", "a/b", "id\n", "id;rm", 5, None, True]
+
+
 BAD_NAMES: list[Any] = [
     "run_shell",
     "List_repository_files",
@@ -395,6 +343,8 @@ ENVELOPE_BREAKS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("usage-float", lambda e: e.update(usage={"completion_tokens": 1.5}), "invalid_model_response"),
     ("usage-bool", lambda e: e.update(usage={"prompt_tokens": True}), "invalid_model_response"),
 ]
+
+
 UNSUPPORTED_FINISH = [
     "length",
     "content_filter",
@@ -405,6 +355,8 @@ UNSUPPORTED_FINISH = [
     "function_call",
     "stop ",
 ]
+
+
 # Harmless differences every round may carry.
 VARIATIONS: list[Callable[[dict[str, Any]], Any]] = [
     lambda e: e.update(system_fingerprint="fp_1", created=1, object="chat.completion"),
@@ -463,6 +415,8 @@ FINAL_BREAKS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("path-link-out", lambda r: r.update(findings=[finding("links/out", None)])),
     ("finding-extra", lambda r: r.update(findings=[{**finding("README.md", 1), "cwe": 79}])),
 ]
+
+
 FINAL_TEXT_BREAKS = [
     None,
     "",
@@ -633,27 +587,6 @@ class Outcome:
         return "final_review" if self.result is not None else str(self.error and self.error.code)
 
 
-@functools.lru_cache(maxsize=4)
-def _prepared_once(target: LocalTarget) -> Any:
-    """The loop is under test here, not the checkout: prepare each repository once."""
-    return _real_prepare_local(target)
-
-
-_real_prepare_local = workspace.prepare_local
-
-
-def _prepared_local(target: LocalTarget, *_: object) -> Any:
-    """`_prepare_local`'s stand-in: the review's store and work are not needed (nor kept)."""
-    return _prepared_once(target)
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[asyncio.Runner]:
-    """One event loop for a whole property: its worker threads are made once, not per example."""
-    with asyncio.Runner() as loop_runner:
-        yield loop_runner
-
-
 def run_conversation(
     conversation: Conversation, target: LocalTarget, runner: asyncio.Runner
 ) -> tuple[Outcome, ConversationProvider]:
@@ -715,12 +648,6 @@ def check_conversation(
     return outcome
 
 
-COMMON = settings(
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-DEFAULT_RUN = settings(COMMON, max_examples=150, derandomize=True)
 FULL_RUN = settings(COMMON, max_examples=2500)
 
 
@@ -844,310 +771,3 @@ def test_every_catalogued_break_stops_the_review_before_any_tool_runs(
         check_conversation(conversation, widget, runner)  # nothing ran in the ending round
         tried += 1
     assert tried > 140
-
-
-# --- Raw bodies over real HTTP ------------------------------------------------------------
-
-FINAL_BODY = json.dumps(stop_turn({"summary": "fine", "findings": [], "notes": []})).encode()
-TOOL_BODY = json.dumps(
-    tool_call_turn([("r1", "read_repository_file", {"path": "README.md"})])
-).encode()
-
-
-def _nested(depth: int) -> bytes:
-    return b'{"choices":' + b"[" * depth + b"]" * depth + b"}"
-
-
-BODY_MUTATIONS: list[tuple[str, Callable[[bytes, int], tuple[bytes, dict[str, str]]]]] = [
-    ("truncate", lambda b, n: (b[: n % len(b)], {})),
-    ("insert-byte", lambda b, n: (b[: n % len(b)] + bytes([n % 256]) + b[n % len(b) :], {})),
-    ("drop-byte", lambda b, n: (b[: n % len(b)] + b[n % len(b) + 1 :], {})),
-    ("bom", lambda b, n: (b"\xef\xbb\xbf" + b, {})),
-    ("trailing", lambda b, n: (b + b" {}", {})),
-    ("nan", lambda b, n: (b.replace(b'"prompt_tokens":10', b'"prompt_tokens":NaN'), {})),
-    ("infinity", lambda b, n: (b.replace(b'"prompt_tokens":10', b'"prompt_tokens":1e999'), {})),
-    (
-        "bigint",
-        lambda b, n: (b.replace(b'"prompt_tokens":10', b'"prompt_tokens":' + b"9" * 5000), {}),
-    ),
-    ("duplicate", lambda b, n: (b.replace(b'{"id"', b'{"choices":[],"id"', 1), {})),
-    ("bad-utf8", lambda b, n: (b.replace(b"fine", b"fi\xffne"), {})),
-    ("surrogate", lambda b, n: (b.replace(b"fine", b"\\ud800"), {})),
-    ("deep", lambda b, n: (_nested(50_000 + n % 50_000), {})),
-    ("gzip", lambda b, n: (gzip.compress(b), {"Content-Encoding": "gzip"})),
-    ("gzip-cut", lambda b, n: (gzip.compress(b)[: 10 + n % 40], {"Content-Encoding": "gzip"})),
-    ("deflate", lambda b, n: (zlib.compress(b), {"Content-Encoding": "deflate"})),
-    ("brotli-label", lambda b, n: (b, {"Content-Encoding": "br"})),
-    ("text-plain", lambda b, n: (b, {"Content-Type": "text/plain"})),
-    ("json-charset", lambda b, n: (b, {"Content-Type": "application/json; charset=utf-8"})),
-    ("json-seq", lambda b, n: (b, {"Content-Type": "application/json-seq"})),
-    ("array", lambda b, n: (b"[" + b + b"]", {})),
-    ("empty", lambda b, n: (b"", {})),
-    ("null", lambda b, n: (b"null", {})),
-]
-
-
-@pytest.fixture(scope="module")
-def http_provider() -> Iterator[ScriptedProvider]:
-    def fallback(request: RecordedRequest) -> Scripted:
-        document: dict[str, Any] = json.loads(FINAL_BODY)
-        return document  # a mutated body that asked for tools gets a final turn
-
-    with ScriptedProvider(responder=fallback) as provider:
-        yield provider
-
-
-@pytest.fixture(scope="module")
-def shared_client(
-    http_provider: ScriptedProvider, runner: asyncio.Runner
-) -> Iterator[ProviderClient]:
-    """One pooled client for every example, as the HTTP service keeps one for every review."""
-    client = ProviderClient(review_settings(http_provider.base_url))
-    yield client
-    runner.run(client.aclose())
-
-
-def _serve_and_review(
-    *,
-    provider: ScriptedProvider,
-    client: ProviderClient,
-    runner: asyncio.Runner,
-    target: LocalTarget,
-    reply: Reply,
-) -> str:
-    provider.script(reply)
-    try:
-        with mock.patch.object(workspace, "prepare_local", _prepared_local):
-            result = runner.run(
-                run_review(target, review_settings(provider.base_url), model=client)
-            )
-    except ReviewError as exc:
-        code = exc.code
-    else:
-        code = result.termination_reason
-        FinalReview.model_validate_json(result.review.model_dump_json())
-    assert code in CONTRACT_CODES | {"final_review"}, code
-    return code
-
-
-MutationCase = tuple[tuple[str, Callable[[bytes, int], tuple[bytes, dict[str, str]]]], bytes, int]
-
-
-@settings(COMMON, max_examples=200, derandomize=True)
-@given(
-    case=st.tuples(
-        st.sampled_from(BODY_MUTATIONS),
-        st.sampled_from([FINAL_BODY, TOOL_BODY]),
-        st.integers(0, 10**6),
-    )
-)
-def test_mutated_bodies_over_http_end_in_a_review_or_a_contract_reason(
-    http_provider: ScriptedProvider,
-    shared_client: ProviderClient,
-    runner: asyncio.Runner,
-    widget: LocalTarget,
-    case: MutationCase,
-) -> None:
-    mutation, body, position = case
-    _name, mutate = mutation
-    data, headers = mutate(body, position)
-    reply = body_reply(data, headers=tuple({"Content-Type": "application/json", **headers}.items()))
-    _serve_and_review(
-        provider=http_provider, client=shared_client, runner=runner, target=widget, reply=reply
-    )
-    FIGURES["envelopes generated"] += 1
-    FIGURES["mutated bodies served over HTTP"] += 1
-
-
-# --- Faults over real HTTP ----------------------------------------------------------------
-
-CAP = MAX_PROVIDER_RESPONSE_BYTES
-FAULTS: dict[str, tuple[Callable[[], Reply], str]] = {
-    "close-without-answer": (Fault.close, "opencode_unavailable"),
-    "reset-mid-body": (Fault.reset_mid_body, "opencode_unavailable"),
-    "body-short-of-length": (Fault.truncated_body, "opencode_unavailable"),
-    "truncated-json": (Fault.truncated_json, "invalid_model_response"),
-    "2-MiB-plus-1": (Fault.oversized, "upstream_response_too_large"),
-    "2-MiB-plus-1-gzip": (
-        lambda: Fault.oversized(1, content_encoding="gzip"),
-        "upstream_response_too_large",
-    ),
-    "2-MiB-plus-1-deflate": (
-        lambda: Fault.oversized(1, content_encoding="deflate"),
-        "upstream_response_too_large",
-    ),
-    "content-length-over-cap": (Fault.content_length_over_cap, "upstream_response_too_large"),
-    "gzip-bomb": (Fault.gzip_bomb, "upstream_response_too_large"),
-    "slow-drip": (lambda: Fault.slow_drip(interval=0.05), "review_timeout"),
-    "no-answer-in-time": (lambda: Fault.delay(30), "review_timeout"),
-    "401": (
-        lambda: Fault.status(401, body=PROVIDER_KEY.encode()),
-        "opencode_authentication_failed",
-    ),
-    "403": (lambda: Fault.status(403), "opencode_authentication_failed"),
-    "429": (lambda: Fault.rate_limited("7"), "opencode_rate_limited"),
-    "429-no-hint": (lambda: Fault.rate_limited(None), "opencode_rate_limited"),
-    "500": (lambda: Fault.status(500), "opencode_unavailable"),
-    "502": (lambda: Fault.status(502), "opencode_unavailable"),
-    "503": (lambda: Fault.status(503, headers={"Retry-After": "5"}), "opencode_unavailable"),
-    "504": (lambda: Fault.status(504), "opencode_unavailable"),
-    "404": (lambda: Fault.status(404), "opencode_unavailable"),
-    "302": (
-        lambda: Fault.status(302, headers={"Location": "http://127.0.0.1:9/"}),
-        "opencode_unavailable",
-    ),
-    "text/html": (Fault.wrong_content_type, "invalid_model_response"),
-    "no-content-type": (lambda: Fault.wrong_content_type(None), "invalid_model_response"),
-    "unknown-encoding": (
-        lambda: body_reply(FINAL_BODY, content_encoding="br"),
-        "invalid_model_response",
-    ),
-}
-TIMED = {"slow-drip", "no-answer-in-time"}
-
-
-@pytest.mark.parametrize("after_tools", [False, True], ids=["round-1", "round-2"])
-@pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_fault_ends_the_review_with_its_contract_code(
-    widget: LocalTarget, fault: str, after_tools: bool
-) -> None:
-    build, expected = FAULTS[fault]
-    # Long enough for a tool round first, short enough to keep the suite quick.
-    overrides = {"review_timeout_seconds": 2.0 if after_tools else 1.0} if fault in TIMED else {}
-    with ScriptedProvider() as provider:
-        if after_tools:
-            provider.script(json_reply(json.loads(TOOL_BODY)))
-        provider.script(build())
-        with pytest.raises(ReviewError) as raised:
-            asyncio.run(run_review(widget, review_settings(provider.base_url, **overrides)))
-        assert len(provider.requests) == (2 if after_tools else 1)
-    error = raised.value
-    assert error.code == expected
-    assert PROVIDER_KEY not in error.message
-    if fault == "429":
-        assert getattr(error, "retry_after", None) == 7
-    FIGURES["faults injected"] += 1
-
-
-class ToolsThenRealProvider(ProviderClient):
-    """Answers the first turn in process, then sends every later turn over real HTTP."""
-
-    turns = 0
-
-    async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, deadline: float
-    ) -> Turn:
-        self.turns += 1
-        if self.turns == 1:
-            return turn_from_envelope(json.loads(TOOL_BODY))
-        return await super().complete(messages, tools, deadline=deadline)
-
-
-@pytest.mark.parametrize("after_tools", [False, True], ids=["round-1", "round-2"])
-def test_refused_connection_is_unavailable(widget: LocalTarget, after_tools: bool) -> None:
-    settings_ = review_settings(closed_port_url())
-
-    async def review() -> ReviewResult:
-        if not after_tools:
-            return await run_review(widget, settings_)
-        async with ToolsThenRealProvider(settings_) as provider:
-            return await run_review(widget, settings_, model=provider)
-
-    with pytest.raises(ReviewError) as raised:
-        asyncio.run(review())
-    assert raised.value.code == "opencode_unavailable"
-    FIGURES["faults injected"] += 1
-
-
-def test_gzip_bomb_memory_stays_near_the_cap(widget: LocalTarget) -> None:
-    with ScriptedProvider() as provider:
-        provider.script(Fault.gzip_bomb())
-        tracemalloc.start()
-        try:
-            with pytest.raises(ReviewError) as raised:
-                asyncio.run(run_review(widget, review_settings(provider.base_url)))
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-    assert raised.value.code == "upstream_response_too_large"
-    assert peak < 4 * CAP, f"peak {peak} bytes while refusing a 64 MiB bomb"
-    FIGURES["faults injected"] += 1
-
-
-# --- Repair messages (REVIEW_REPAIR_ATTEMPTS) never carry the model's text ------------------
-
-_NAMES = "|".join(sorted(SCHEMA_NAMES))
-_UNKNOWN = rf'(an unknown field|the unknown field "({_NAMES})")'
-_WHERE = rf"(the top level|({_NAMES}|\d+)(\.({_NAMES}|\d+))*)"
-_REPAIR = re.compile(
-    "("
-    + "|".join(
-        [
-            r"Your final review was empty\.",
-            r"Your final review was not valid JSON\.",
-            r"Your final review was wrapped in a Markdown code fence\.",
-            rf"Your final review does not match the schema at {_WHERE}\.",
-            rf"Your final review has {_UNKNOWN} at {_WHERE}\.",
-            r"Finding \d+'s path does not name a regular file at the head commit; use the "
-            r"repository-relative path of an existing file\.",
-            r"Finding \d+'s line is past the end of its file, which has \d+ lines\.",
-        ]
-    )
-    + ")"
-    + re.escape(
-        " Reply with the final review only: one JSON object matching the schema in the system "
-        "message, with no Markdown fence and no text before or after it."
-    )
-)
-
-_hostile_text = st.text(
-    st.characters(codec="utf-8") | st.sampled_from('\x1b\x07`{}"'),
-    max_size=40,
-)
-_keys = st.sampled_from(sorted(SCHEMA_NAMES)) | _hostile_text
-_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 10**6) | _hostile_text,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=4),
-    max_leaves=12,
-)
-_finding = st.fixed_dictionaries(
-    {
-        "severity": st.sampled_from(["high", "low", "blocker"]),
-        "title": _hostile_text,
-        "explanation": st.just("e"),
-        "path": st.sampled_from(["src/app.py", "README.md", "nope.py", "src", "./src/app.py"])
-        | _hostile_text,
-        "line": st.none() | st.integers(0, 40),
-        "evidence": st.just("e"),
-        "recommendation": st.just("r"),
-    },
-    optional={"extra": _values},
-)
-_document = st.fixed_dictionaries(
-    {"summary": _hostile_text, "findings": st.lists(_finding, max_size=3), "notes": st.just([])},
-    optional={"verdict": _values},
-) | st.dictionaries(_keys, _values, max_size=4)
-_content = (
-    _document.map(json.dumps)
-    | _document.map(lambda doc: "```json\n" + json.dumps(doc) + "\n```")
-    | _hostile_text
-)
-
-
-@DEFAULT_RUN
-@given(content=_content)
-def test_repair_messages_are_fixed_words_whatever_the_model_wrote(
-    widget: LocalTarget, content: str
-) -> None:
-    repository = _prepared_once(widget).repository
-    rejected: FinalReviewRejected | None = None
-    try:
-        parse_final_review(content, repository, tolerant=False)
-    except FinalReviewRejected as exc:
-        rejected = exc
-    if rejected is None:
-        return  # a valid review: nothing to repair
-    assert _REPAIR.fullmatch(rejected.repair), rejected.repair
-    assert rejected.message.isascii()
-    assert rejected.message.isprintable()
-    FIGURES["repair messages checked"] += 1

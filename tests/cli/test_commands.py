@@ -1,64 +1,38 @@
-"""The `pr-review` command line: commands, output formats, exit statuses, errors, README help.
-
-Most tests use click's CliRunner; the exit statuses are also checked on real processes (the
-installed console script and `python -m`), against the scripted provider on loopback.
+"""The `pr-review` commands (cli/commands.py): help, usage and configuration errors, reviews
+against the scripted provider, the shell around `run_review`, and interrupts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import json
-import logging
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from click.testing import CliRunner, Result
 
 from pr_review_api import __version__, errors
 from pr_review_api.cli import commands as cli
 from pr_review_api.loop.final_review import review_schema_json
-from pr_review_api.loop.run import LocalTarget, Progress, PullRequestTarget
-from pr_review_api.model import ReviewResult, Usage
+from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
+from pr_review_api.model import ReviewResult
 from pr_review_api.output.formats import render_json
-from pr_review_api.service.app import create_app, get_reviewer
+from pr_review_api.service.app import create_app
+from pr_review_api.service.dependencies import get_reviewer
 from pr_review_api.settings import load_settings
 from pr_review_api.tools import TOOLS
+from tests.cli.support import CONSOLE_SCRIPT, FakeRunReview, assert_one_error_line, run
 from tests.conftest import PROVIDER_KEY
-from tests.fakes import provider_server
 from tests.fakes.provider_server import Fault, ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitrepo import GitRepo
 from tests.results import PR_URL, review_result
 from tests.results import SERVICE_REVIEW as REVIEW
-
-scripted_provider = provider_server.scripted_provider
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-README = REPO_ROOT / "README.md"
-CONSOLE_SCRIPT = Path(sys.executable).parent / "pr-review"
-HELP_BEGIN = "<!-- BEGIN GENERATED HELP: regenerate with "
-HELP_END = "<!-- END GENERATED HELP -->"
-REGENERATE = "UPDATE_README_HELP=1 uv run pytest tests/cli/test_cli.py -k readme"
-HELP_COMMANDS: list[list[str]] = [[], ["review"], ["serve"], ["schema"]]
-
-
-@pytest.fixture
-def widget(repo: GitRepo) -> tuple[GitRepo, str, str]:
-    base = repo.commit_files({"src/service.py": "def save(x):\n    store(x)\n"})
-    head = repo.commit_files({"src/service.py": "def save(x):\n    store(x)\n    validate(x)\n"})
-    return repo, base, head
 
 
 @pytest.fixture
@@ -73,24 +47,9 @@ def provider_env(
     return scripted_provider
 
 
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli.main, list(args), prog_name="pr-review")
-
-
 def local_args(widget: tuple[GitRepo, str, str], *extra: str) -> list[str]:
     repo, base, head = widget
     return ["review", "--repo", str(repo.path), "--base", base, "--head", head, *extra]
-
-
-def assert_one_error_line(result: Result, code: str) -> str:
-    """stderr is exactly `error: <message> (<code>)`, and nothing went to stdout."""
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert lines[0].endswith(f" ({code})")
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 # --- commands and help -----------------------------------------------------------------------
@@ -341,32 +300,6 @@ def test_provider_failures_exit_1_without_provider_text(
     assert PROVIDER_KEY not in result.output
 
 
-# --- the shell around run_review --------------------------------------------------------------
-
-
-class FakeRunReview:
-    """Replaces run_review inside the CLI."""
-
-    def __init__(self, outcome: ReviewResult | BaseException) -> None:
-        self.outcome = outcome
-        self.calls: list[dict[str, Any]] = []
-
-    async def __call__(self, target: Any, settings: Any, **kwargs: Any) -> ReviewResult:
-        self.calls.append({"target": target, **kwargs})
-        progress = kwargs.get("progress")
-        if progress is not None:
-            progress(Progress("preparing", 0, 0, Usage()))
-            progress(Progress("waiting_for_model", 1, 0, Usage(total_tokens=10)))
-        if isinstance(self.outcome, BaseException):
-            raise self.outcome
-        return self.outcome
-
-
-@pytest.fixture
-def with_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
-
-
 @pytest.mark.usefixtures("with_key")
 def test_the_pull_request_url_and_trace_flag_reach_run_review(
     monkeypatch: pytest.MonkeyPatch,
@@ -386,31 +319,6 @@ def test_a_local_target_is_passed_as_given(monkeypatch: pytest.MonkeyPatch) -> N
     assert run("review", "--repo", "some/dir", "--base", "v1", "--head", "v2").exit_code == 0
     assert fake.calls[0]["target"] == LocalTarget(Path("some/dir"), "v1", "v2")
     assert fake.calls[0]["include_trace"] is False
-
-
-@pytest.mark.usefixtures("with_key")
-def test_progress_is_reported_only_when_stderr_is_a_terminal(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    fake = FakeRunReview(review_result())
-    monkeypatch.setattr(cli, "run_review", fake)
-    monkeypatch.setattr(cli, "_is_terminal", lambda stream: stream is sys.stderr)
-    result = run("review", PR_URL, "--format", "json")
-    assert result.exit_code == 0
-    assert callable(fake.calls[0]["progress"])
-    assert json.loads(result.stdout)["termination_reason"] == "final_review"  # stdout stays clean
-
-
-def test_progress_lines_name_the_round_tool_calls_and_tokens() -> None:
-    assert cli.describe_progress(Progress("preparing", 0, 0, Usage())) == (
-        "Reviewing: preparing the repository"
-    )
-    assert cli.describe_progress(Progress("running_tools", 2, 1, Usage(total_tokens=4380))) == (
-        "Round 2: running tool calls · 1 tool call · 4,380 tokens"
-    )
-    assert cli.describe_progress(Progress("waiting_for_model", 3, 5, Usage())) == (
-        "Round 3: waiting for the model · 5 tool calls · 0 tokens"
-    )
 
 
 @pytest.mark.usefixtures("with_key")
@@ -545,319 +453,3 @@ def test_sigint_to_a_real_review_exits_130_with_the_document(
     assert process.returncode == 130, stderr
     assert json.loads(stdout) == errors.Interrupted().to_body()
     assert "Traceback" not in stderr
-
-
-# --- serve -------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("host", "loopback"),
-    [
-        ("127.0.0.1", True),
-        ("127.8.9.10", True),
-        ("localhost", True),
-        ("LOCALHOST", True),
-        ("::1", True),
-        ("[::1]", True),
-        ("0.0.0.0", False),
-        ("::", False),
-        ("192.168.1.10", False),
-        ("example.com", False),
-        ("localhost.example.com", False),
-    ],
-)
-def test_is_loopback(host: str, loopback: bool) -> None:
-    assert cli.is_loopback(host) is loopback
-
-
-@pytest.fixture
-def no_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[uvicorn.Config]]:
-    """Record the server `serve` would run instead of running it."""
-    started: list[uvicorn.Config] = []
-    monkeypatch.setattr(
-        uvicorn.Server, "run", lambda self, sockets=None: started.append(self.config)
-    )
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield started
-    for handler in root.handlers[:]:  # serve configured the service log: undo it
-        if handler not in handlers:
-            root.removeHandler(handler)
-    root.setLevel(level)
-
-
-def test_serve_refuses_a_public_address_without_service_keys(
-    no_server: list[uvicorn.Config], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
-    result = run("serve", "--host", "0.0.0.0")
-    assert result.exit_code == 2
-    assert "PR_REVIEW_API_KEYS" in assert_one_error_line(result, "configuration_error")
-    assert no_server == []
-
-
-def test_serve_refuses_to_start_without_a_provider_key(no_server: list[uvicorn.Config]) -> None:
-    result = run("serve")
-    assert result.exit_code == 2
-    assert "OPENCODE_API_KEY" in assert_one_error_line(result, "configuration_error")
-    assert no_server == []
-
-
-def test_serve_on_loopback_without_keys(
-    no_server: list[uvicorn.Config], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
-    result = run("serve", "--port", "8123")
-    assert result.exit_code == 0, result.output
-    [config] = no_server
-    assert (config.host, config.port) == ("127.0.0.1", 8123)
-    assert config.access_log is False  # ours replaces uvicorn's, which logs query strings
-    assert config.timeout_graceful_shutdown is not None
-
-
-def test_serve_on_a_public_address_with_keys(
-    no_server: list[uvicorn.Config], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
-    monkeypatch.setenv("PR_REVIEW_API_KEYS", "a-service-key")
-    result = run("serve", "--host", "0.0.0.0")
-    assert result.exit_code == 0, result.output
-    assert no_server[0].host == "0.0.0.0"
-
-
-def test_serve_on_a_port_in_use_is_one_line_and_exit_2(
-    no_server: list[uvicorn.Config], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        result = run("serve", "--port", str(port))
-    assert result.exit_code == 2
-    line = assert_one_error_line(result, "configuration_error")
-    assert f"Port {port} is already in use" in line
-    assert no_server == []
-
-
-def test_the_service_log_keeps_ours_and_drops_third_party_chatter() -> None:
-    from pr_review_api.service.server import configure_service_logging
-
-    stream = io.StringIO()
-    root = logging.getLogger()
-    level = root.level
-    handler = configure_service_logging(stream)
-    try:
-        logging.getLogger("pr_review_api.access").info("method=GET path=/healthz status=200")
-        logging.getLogger("pr_review_api.service.server").warning("out of EMFILE")
-        logging.getLogger("uvicorn.error").info("Uvicorn running")
-        logging.getLogger("httpx").info("HTTP Request: POST https://provider.example/v1/x")
-        logging.getLogger("httpcore.connection").debug("connect_tcp.started host=github")
-        logging.getLogger("httpx").warning("a third-party warning")
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
-    logged = stream.getvalue()
-    assert "path=/healthz" in logged
-    assert "out of EMFILE" in logged
-    assert "Uvicorn running" in logged
-    assert "a third-party warning" in logged
-    assert "provider.example" not in logged
-    assert "connect_tcp" not in logged
-
-
-# --- real processes ----------------------------------------------------------------------------
-
-
-def _process(
-    args: list[str], env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, **(env or {})}
-    return subprocess.run(
-        args, capture_output=True, text=True, env=environment, timeout=120, check=False
-    )
-
-
-def test_console_script_and_module_run(tmp_path: Path) -> None:
-    assert CONSOLE_SCRIPT.exists()
-    for command in ([str(CONSOLE_SCRIPT)], [sys.executable, "-m", "pr_review_api.cli"]):
-        helped = _process([*command, "--help"])
-        assert helped.returncode == 0
-        assert helped.stdout == run("--help").stdout
-        tools = _process([*command, "schema", "tools"])
-        assert tools.returncode == 0
-        assert json.loads(tools.stdout) == TOOLS
-
-
-def test_exit_statuses_of_a_real_process(
-    widget: tuple[GitRepo, str, str], scripted_provider: ScriptedProvider
-) -> None:
-    repo, base, head = widget
-    review = [str(CONSOLE_SCRIPT), "review", "--repo", str(repo.path), "--base", base]
-    env = {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": scripted_provider.base_url,
-        "REVIEW_TIMEOUT_SECONDS": "30",
-    }
-    scripted_provider.script(stop_turn(REVIEW), stop_turn(REVIEW, finish_reason="length"))
-
-    ok = _process([*review, "--head", head, "--format", "json"], env)
-    assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout)["review"] == REVIEW
-    assert ok.stderr == ""
-
-    ended = _process([*review, "--head", head], env)
-    assert ended.returncode == 1
-    assert ended.stderr.strip().endswith("(unsupported_finish_reason)")
-    assert "Traceback" not in ended.stderr
-
-    usage = _process([*review], env)
-    assert usage.returncode == 2
-
-    unconfigured = _process([*review, "--head", head], {"OPENCODE_API_KEY": ""})
-    assert unconfigured.returncode == 2
-    assert unconfigured.stderr.startswith("error: OPENCODE_API_KEY is not set")
-    scripted_provider.assert_complete()
-
-
-def _build_wheel(out: Path) -> Path:
-    """`uv build --wheel` of this project, offline (hatchling comes from uv's cache)."""
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not on PATH")
-    root = Path(__file__).resolve().parents[2]
-    built = subprocess.run(
-        [uv, "build", "--wheel", "--offline", "--out-dir", str(out), str(root)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr
-    [wheel] = out.glob("pr_review_api-*.whl")
-    return wheel
-
-
-def test_the_wheel_carries_every_module_and_file_of_the_package(tmp_path: Path) -> None:
-    wheel = _build_wheel(tmp_path / "dist")
-    root = Path(__file__).resolve().parents[2] / "src"
-    shipped = {
-        path.relative_to(root).as_posix()
-        for path in (root / "pr_review_api").rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts
-    }
-    with zipfile.ZipFile(wheel) as archive:
-        names = set(archive.namelist())
-        entry_points = archive.read("pr_review_api-0.1.0.dist-info/entry_points.txt").decode()
-    assert "pr_review_api/py.typed" in names
-    assert shipped <= names, sorted(shipped - names)
-    assert "pr-review = pr_review_api.cli:main" in entry_points
-
-
-def test_a_wheel_installed_in_a_fresh_venv_runs_from_anywhere(tmp_path: Path) -> None:
-    """What `uv tool install` and `pipx install` do: the wheel in a venv of its own. The
-    dependencies come from this project's environment (offline: no test touches the
-    network); the package itself must come from the wheel, not from src/."""
-    import sysconfig
-
-    wheel = _build_wheel(tmp_path / "dist")
-    venv = tmp_path / "tool"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    installed = subprocess.run(
-        ["uv", "pip", "install", "--offline", "--no-deps", "--python", str(python), str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert installed.returncode == 0, installed.stderr
-    # A .pth in the new venv adds this environment's site-packages (its .pth files, such as
-    # the editable install of src/, are not processed from there).
-    [site] = venv.glob("lib/python*/site-packages")
-    (site / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    command = venv / "bin" / "pr-review"
-
-    def run_tool(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(command), *args],
-            cwd=elsewhere,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
-    helped = run_tool("--help")
-    assert helped.returncode == 0, helped.stderr
-    assert helped.stdout == run("--help").stdout
-    tools = run_tool("schema", "tools")
-    assert tools.returncode == 0, tools.stderr
-    assert json.loads(tools.stdout) == TOOLS
-    origin = subprocess.run(
-        [str(python), "-c", "import pr_review_api; print(pr_review_api.__file__)"],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert Path(origin.stdout.strip()).is_relative_to(venv)
-
-
-# --- the README's copy of the help ------------------------------------------------------------
-
-
-def generated_help() -> str:
-    """The README's help section, as the commands print it today."""
-    blocks = []
-    for command in HELP_COMMANDS:
-        result = run(*command, "--help")
-        assert result.exit_code == 0
-        shown = " ".join(["pr-review", *command, "--help"])
-        blocks.append(f"```console\n$ {shown}\n{result.stdout}```")
-    return f"{HELP_BEGIN}`{REGENERATE}` -->\n\n" + "\n\n".join(blocks) + f"\n\n{HELP_END}"
-
-
-def test_readme_shows_the_current_help_texts() -> None:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(HELP_BEGIN)
-    end = text.index(HELP_END) + len(HELP_END)
-    expected = generated_help()
-    if os.environ.get("UPDATE_README_HELP") == "1":
-        README.write_text(text[:start] + expected + text[end:], encoding="utf-8")
-        return
-    assert text[start:end] == expected, f"README.md's help is stale: run `{REGENERATE}`"
-
-
-def test_readme_has_the_two_fresh_machine_commands() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert (
-        "python -m pip install uv && uv run pr-review review https://github.com/OWNER/REPO/pull/N"
-        in text
-    )
-    assert "python -m pip install uv && uv run pytest" in text
-
-
-def test_readme_configuration_table_names_every_setting() -> None:
-    text = README.read_text(encoding="utf-8")
-    for name in (
-        "OPENCODE_API_KEY",
-        "OPENCODE_BASE_URL",
-        "OPENCODE_MODEL",
-        "GITHUB_TOKEN",
-        "GITHUB_SERVER_URL",
-        "GITHUB_API_URL",
-        "REVIEW_MAX_ROUNDS",
-        "REVIEW_MAX_TOOL_CALLS",
-        "REVIEW_MAX_TOOL_CALLS_PER_ROUND",
-        "REVIEW_TIMEOUT_SECONDS",
-        "PR_REVIEW_CACHE_DIR",
-        "PR_REVIEW_API_KEYS",
-        "PR_REVIEW_MAX_CONCURRENT_REVIEWS",
-    ):
-        assert f"| `{name}` |" in text, name

@@ -1,0 +1,80 @@
+"""What the GitHub tests share: a canonical pull-request URL, settings, and helpers that
+look into the repository cache and count what git did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
+from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.git.runner import run_git
+from pr_review_api.github.checkout import PreparedPullRequest, open_pull_request
+from pr_review_api.github.client import fetch_metadata
+from pr_review_api.github.urls import PullRequestRef, parse_pull_request_url
+from pr_review_api.settings import Settings
+from tests.fakes.github_server import FakeGitHub
+
+BASE = "a" * 40
+HEAD = "b" * 40
+
+
+def pull_ref(
+    fake: FakeGitHub, owner: str = "acme", repo: str = "widget", number: int = 7
+) -> PullRequestRef:
+    return parse_pull_request_url(
+        f"{fake.server_url}/{owner}/{repo}/pull/{number}", fake.settings(Path("unused"))
+    )
+
+
+async def metadata_error(fake: FakeGitHub, token: str | None = None) -> Exception:
+    settings = fake.settings(Path("unused"), token=token)
+    with pytest.raises((GitHubUnavailable, PullRequestNotFound)) as caught:
+        await fetch_metadata(pull_ref(fake), settings)
+    return caught.value
+
+
+@dataclass
+class Launch:
+    """One process started during a test."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
+def our_git(launches: list[Launch]) -> list[Launch]:
+    """The git processes pr-review started (not the fake server's or the fixtures')."""
+    return [
+        launch
+        for launch in launches
+        if launch.argv[:1] == ["git"] and "GIT_CONFIG_COUNT" in launch.env
+    ]
+
+
+def config_of(launch: Launch) -> list[tuple[str, str]]:
+    count = int(launch.env["GIT_CONFIG_COUNT"])
+    return [
+        (launch.env[f"GIT_CONFIG_KEY_{i}"], launch.env[f"GIT_CONFIG_VALUE_{i}"])
+        for i in range(count)
+    ]
+
+
+async def review(url: str, settings: Settings) -> PreparedPullRequest:
+    async with open_pull_request(url, settings) as prepared:
+        return prepared
+
+
+def diff_of(prepared: PreparedPullRequest) -> str:
+    metadata = prepared.metadata
+    pinned = PinnedRepository.open(prepared.git_dir, metadata.base_sha, metadata.head_sha)
+    data, truncated = pinned.diff([], 10**6)
+    assert not truncated
+    return data.decode()
+
+
+def has_object(git_dir: Path, sha: str) -> bool:
+    done = run_git(git_dir, ["cat-file", "-e", f"{sha}^{{commit}}"], check=False)
+    return done.returncode == 0

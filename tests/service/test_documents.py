@@ -1,0 +1,115 @@
+"""The OpenAPI document (service/documents.py): every body it promises, checked by schemathesis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hypothesis
+import pytest
+import schemathesis
+from schemathesis import checks as schemathesis_checks
+from schemathesis.core.result import Ok
+
+from pr_review_api import errors
+from pr_review_api.llm.client import ModelClient
+from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.model import ReviewResult
+from pr_review_api.settings import Settings
+from tests.results import PR_URL, review_result
+from tests.service.support import ERROR_KEYS, SERVICE_KEY, FakeReviewer, app_with, client_for
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_openapi_documents_the_success_and_every_error_body() -> None:
+    async with client_for(app_with()) as client:
+        schema = (await client.get("/openapi.json")).json()
+    operation = schema["paths"]["/v1/reviews"]["post"]
+    request = operation["requestBody"]["content"]["application/json"]["schema"]
+    if "$ref" in request:
+        request = schema["components"]["schemas"][request["$ref"].rsplit("/", 1)[1]]
+    assert operation["requestBody"]["required"] is True
+    assert set(request["properties"]) == {"pull_request_url", "include_trace", "post"}
+    assert request["additionalProperties"] is False
+    responses = operation["responses"]
+    success = responses["200"]["content"]["application/json"]["schema"]["$ref"]
+    assert success.endswith("/ReviewResult")
+    for status in ("401", "404", "413", "422", "500", "502", "503", "504"):
+        ref = responses[status]["content"]["application/json"]["schema"]["$ref"]
+        assert ref.endswith("/ErrorDocument"), status
+    assert "Retry-After" in responses["503"]["headers"]
+    error = schema["components"]["schemas"]["ErrorDocument"]
+    assert set(error["required"]) == ERROR_KEYS
+    # `publication` (CONTRACT 10) arrives with the publishing work; everything else is fixed.
+    properties = set(schema["components"]["schemas"]["ReviewResult"]["properties"])
+    assert properties - {"publication"} == {
+        "coverage",
+        "termination_reason",
+        "pull_request",
+        "revisions",
+        "model",
+        "review",
+        "usage",
+        "rounds",
+        "tool_calls",
+        "trace",
+    }
+
+
+# --- the OpenAPI document against the running app ----------------------------------------------
+
+
+class _UrlCheckingReviewer(FakeReviewer):
+    """Accepts only PR_URL, as the real service accepts only its host's pull requests."""
+
+    async def __call__(
+        self,
+        target: PullRequestTarget,
+        settings: Settings,
+        *,
+        include_trace: bool,
+        model: ModelClient | None,
+        post: bool = False,
+    ) -> ReviewResult:
+        if target.url != PR_URL:
+            raise errors.InvalidPullRequestUrl()
+        return review_result(trace=include_trace)
+
+
+def _operations(app: Any) -> list[Any]:
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    operations = []
+    for result in schema.get_all_operations():
+        assert isinstance(result, Ok), "the OpenAPI document has an invalid operation"
+        operations.append(result.ok())
+    return operations
+
+
+# schemathesis's pytest plugin does not run under pytest 9; its strategies do.
+@pytest.mark.parametrize("keys", ["", SERVICE_KEY], ids=["open", "with-keys"])
+def test_the_api_keeps_its_openapi_document(keys: str) -> None:
+    app = app_with(_UrlCheckingReviewer(), pr_review_api_keys=keys)
+    headers = {"Authorization": f"Bearer {SERVICE_KEY}"} if keys else None
+    operations = _operations(app)
+    assert sorted(f"{op.method.upper()} {op.path}" for op in operations) == [
+        "GET /healthz",
+        "POST /v1/reviews",
+    ]
+    for operation in operations:
+
+        @hypothesis.given(case=operation.as_strategy())
+        @hypothesis.settings(
+            max_examples=50,
+            deadline=None,
+            suppress_health_check=list(hypothesis.HealthCheck),
+            database=None,
+        )
+        def check(case: schemathesis.Case[Any]) -> None:
+            # Every other check runs. This one expects any schema-valid string to be accepted,
+            # but a URL must also name a pull request on the configured host (422 otherwise),
+            # which JSON Schema cannot say.
+            case.call_and_validate(
+                headers=headers, excluded_checks=[schemathesis_checks.positive_data_acceptance]
+            )
+
+        check()
