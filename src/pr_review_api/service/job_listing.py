@@ -28,7 +28,9 @@ _MAX_QUERY_BYTES = 2048
 _MAX_LIMIT_DIGITS = 3
 
 
-def parse_listing_query(raw: bytes) -> tuple[JobFilter, int]:
+def parse_listing_query(
+    raw: bytes, default_limit: int = DEFAULT_PAGE_SIZE
+) -> tuple[JobFilter, int]:
     """The filter and page size a raw query string asks for; `InvalidRequest` otherwise."""
     values = _query_values(raw)
     owner = repo = None
@@ -37,7 +39,7 @@ def parse_listing_query(raw: bytes) -> tuple[JobFilter, int]:
     status = values.get("status")
     if status is not None and status not in JOB_STATUSES:
         raise InvalidRequest("status must be one of " + ", ".join(JOB_STATUSES) + ".")
-    limit = DEFAULT_PAGE_SIZE
+    limit = default_limit
     if "limit" in values:
         limit = parse_limit(values["limit"])
     after = None

@@ -1,10 +1,11 @@
 """`POST /v1/review-jobs`, `GET /v1/review-jobs` (a page of jobs, service/job_listing.py) and
 `GET /v1/review-jobs/{id}` (CONTRACT section 11), and the job queue's place in the application.
 
-`install_job_routes(app, settings)` adds these routes and the webhook receiver when the
-settings name a database (`pr-review serve` always does: an embedded one without
-`PR_REVIEW_DATABASE_URL`). The queue's connection pool opens in the application's lifespan
-and migrations are applied then. Every job route needs a service key when keys are set.
+`install_job_routes(app, settings)` adds these routes, the webhook receiver and the `/ui`
+pages (which read the same records) when the settings name a database (`pr-review serve`
+always does: an embedded one without `PR_REVIEW_DATABASE_URL`). The queue's connection pool
+opens in the application's lifespan and migrations are applied then. Every job route and
+page needs a service key when keys are set.
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
     """The job routes, the webhook receiver and the queue's lifespan, when a database is set."""
     if settings.pr_review_database_url is None:
         return
+    from pr_review_api.service.ui import ui_router  # noqa: PLC0415
     from pr_review_api.service.webhooks import webhook_router  # noqa: PLC0415
 
     @asynccontextmanager
@@ -124,6 +126,7 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
     router = jobs_router(secured=bool(settings.pr_review_api_keys))
     router.lifespan_context = lifespan
     app.include_router(router)
+    app.include_router(ui_router(secured=bool(settings.pr_review_api_keys)))  # CONTRACT 18
     if settings.pr_review_webhook_secret is not None:
         app.include_router(webhook_router())
 
