@@ -49,7 +49,7 @@ _format_option = click.option(
 
 @click.group("jobs")
 def jobs_command() -> None:
-    """Review jobs in the database: list them, show one, retry a failed one, cancel a waiting one.
+    """Review jobs in the database: list, show, retry a failed one, cancel a queued one.
 
     The database is PR_REVIEW_DATABASE_URL, or the embedded one under PR_REVIEW_DATA_DIR.
     """
