@@ -17,6 +17,8 @@ import uuid
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from pydantic import BaseModel, Field
+
 from pr_review_api.errors import InvalidRequest
 from pr_review_api.github.urls import is_valid_owner, is_valid_repo
 from pr_review_api.jobs.admin import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
@@ -121,6 +123,16 @@ def page_document(page: JobPage, where: JobFilter, limit: int) -> dict[str, Any]
         "next_cursor": next_cursor,
         "next": next_link,
     }
+
+
+class JobPageDocument(BaseModel):
+    """A page of `GET /v1/review-jobs` (for the OpenAPI document; the route builds dicts)."""
+
+    jobs: list[dict[str, Any]] = Field(
+        description="Newest first; each one the document of GET /v1/review-jobs/{id}."
+    )
+    next_cursor: str | None = Field(description="The next page's cursor; null on the last page.")
+    next: str | None = Field(description="The next page with the same filters, or null.")
 
 
 LISTING_PARAMETERS: list[dict[str, Any]] = [

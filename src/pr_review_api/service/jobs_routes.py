@@ -26,9 +26,11 @@ from pr_review_api.jobs.queue import JobQueue, PullRequestJob
 from pr_review_api.service.auth import require_service_key
 from pr_review_api.service.body import json_body
 from pr_review_api.service.dependencies import get_settings
+from pr_review_api.service.documents import ERROR_RESPONSES
 from pr_review_api.service.errors import ContractJSONResponse
 from pr_review_api.service.job_listing import (
     LISTING_PARAMETERS,
+    JobPageDocument,
     page_document,
     parse_listing_query,
 )
@@ -81,6 +83,12 @@ def jobs_router(*, secured: bool) -> APIRouter:
         response_model=None,
         summary="Review jobs, newest first",
         openapi_extra={"parameters": LISTING_PARAMETERS},
+        responses={
+            200: {"model": JobPageDocument, "description": "A page of jobs."},
+            401: ERROR_RESPONSES[401],
+            422: {**ERROR_RESPONSES[422], "description": "`invalid_request`: a bad query."},
+            503: ERROR_RESPONSES[503],
+        },
     )
     async def list_review_jobs(
         request: Request, queue: Annotated[JobQueue, Depends(get_jobs)]
