@@ -1,6 +1,7 @@
-"""`pr-review jobs list|show|retry|cancel` as an operator runs it: a real `pr-review` process
-against the embedded PostgreSQL under PR_REVIEW_DATA_DIR, running (as under `serve`) and
-stopped (the command starts it and stops it again).
+"""`pr-review jobs list|show|retry|cancel` as an operator runs it: against the embedded
+PostgreSQL under PR_REVIEW_DATA_DIR, running (as under `serve`) and stopped (the command starts
+it and stops it again). The main commands run as real `pr-review` processes; the variations
+of output and input run the same command in this process (`_jobs_here`), which is quicker.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from pydantic import SecretStr
 
+from pr_review_api import cli
 from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.settings import Settings
@@ -54,6 +57,26 @@ def _jobs(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+class _Done:
+    """What `_jobs_here` ran to: the shape of `subprocess.CompletedProcess` the test reads."""
+
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+def _jobs_here(data_dir: Path, *args: str) -> _Done:
+    environment = {name: None for name in os.environ if name.startswith("PR_REVIEW_")}
+    result = CliRunner().invoke(
+        cli.main,
+        ["jobs", *args],
+        env={**environment, "PR_REVIEW_DATA_DIR": str(data_dir)},
+        prog_name="pr-review",
+    )
+    return _Done(result.exit_code, result.stdout, result.stderr)
+
+
 def _seed(url: str) -> dict[str, uuid.UUID]:
     """A failed job (acme/widget#1), two queued ones (#2, other/thing#3)."""
     settings = Settings(
@@ -82,7 +105,7 @@ def _seed(url: str) -> dict[str, uuid.UUID]:
     return asyncio.run(scenario())
 
 
-def _json(done: subprocess.CompletedProcess[str]) -> Any:
+def _json(done: subprocess.CompletedProcess[str] | _Done) -> Any:
     return json.loads(done.stdout)
 
 
@@ -115,16 +138,16 @@ def test_jobs_commands_against_the_running_embedded_database(data_dir: Path) -> 
     assert "acme/widget#2" in lines[1]
     assert "dddddddddddd" in lines[1]
 
-    paged = _jobs(data_dir, "list", "--limit", "2", "--format", "json")
+    paged = _jobs_here(data_dir, "list", "--limit", "2", "--format", "json")
     cursor = _json(paged)["next_cursor"]
-    rest = _jobs(data_dir, "list", "--limit", "2", "--cursor", cursor, "--format", "json")
+    rest = _jobs_here(data_dir, "list", "--limit", "2", "--cursor", cursor, "--format", "json")
     assert [job["job_id"] for job in _json(rest)["jobs"]] == [str(ids["failed"])]
 
-    shown = _jobs(data_dir, "show", str(ids["failed"]), "--format", "json")
+    shown = _jobs_here(data_dir, "show", str(ids["failed"]), "--format", "json")
     document = _json(shown)
     assert document["status"] == "failed"
     assert document["result"]["error"]["code"] == "invalid_model_response"
-    details = _jobs(data_dir, "show", str(ids["failed"]))
+    details = _jobs_here(data_dir, "show", str(ids["failed"]))
     assert "error:        invalid_model_response" in details.stdout
 
     cancelled = _jobs(data_dir, "cancel", str(ids["second"]), "--format", "json")
@@ -134,7 +157,7 @@ def test_jobs_commands_against_the_running_embedded_database(data_dir: Path) -> 
         "status": "superseded",
         "outcome": "cancelled",
     }
-    twice = _jobs(data_dir, "cancel", str(ids["second"]))
+    twice = _jobs_here(data_dir, "cancel", str(ids["second"]))
     assert twice.returncode == 1
     assert "only a queued job can be cancelled" in twice.stderr
 
@@ -142,16 +165,16 @@ def test_jobs_commands_against_the_running_embedded_database(data_dir: Path) -> 
     assert retried.returncode == 0, retried.stderr
     assert retried.stdout.startswith("queued again as job ")
     new_id = retried.stdout.split()[-1]
-    again = _jobs(data_dir, "show", new_id, "--format", "json")
+    again = _jobs_here(data_dir, "show", new_id, "--format", "json")
     assert _json(again)["status"] == "queued"
-    not_failed = _jobs(data_dir, "retry", new_id)
+    not_failed = _jobs_here(data_dir, "retry", new_id)
     assert not_failed.returncode == 1
 
     for bad in (["show", "nope"], ["show", str(uuid.uuid4())], ["cancel", str(uuid.uuid4())]):
-        missing = _jobs(data_dir, *bad, "--format", "json")
+        missing = _jobs_here(data_dir, *bad, "--format", "json")
         assert missing.returncode == 2
         assert _json(missing)["error"]["code"] == "job_not_found"
-    bad_cursor = _jobs(data_dir, "list", "--cursor", str(uuid.uuid4()))
+    bad_cursor = _jobs_here(data_dir, "list", "--cursor", str(uuid.uuid4()))
     assert bad_cursor.returncode == 2
     assert "(invalid_request)" in bad_cursor.stderr
     assert database.is_running()  # a database it did not start is left running

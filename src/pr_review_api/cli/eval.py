@@ -20,7 +20,6 @@ import click
 from pr_review_api.errors import InvalidRequest, ReviewError
 from pr_review_api.evaluation.corpus import build_corpus, is_built, load_built
 from pr_review_api.evaluation.report import render_json, render_text, report_document
-from pr_review_api.evaluation.report_html import render_html
 from pr_review_api.evaluation.runner import ReviewOutcome, run_corpus
 from pr_review_api.settings import load_settings
 
@@ -95,8 +94,13 @@ def eval_command(
         click.echo("error: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
     document = report_document(reports, settings, runs)
-    renderers = {"json": render_json, "html": render_html, "text": render_text}
-    click.echo(renderers[output_format](document))
+    if output_format == "html":
+        # Imported here: only this format needs the template engine.
+        from pr_review_api.evaluation.report_html import render_html  # noqa: PLC0415
+
+        click.echo(render_html(document))
+    else:
+        click.echo(render_json(document) if output_format == "json" else render_text(document))
 
 
 def _progress(done: int, total: int, outcome: ReviewOutcome) -> None:

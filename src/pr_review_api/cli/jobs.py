@@ -8,6 +8,9 @@ command and stopped after it when `serve` is not running. `--format table` is fo
 
 Exit status: 0 done; 1 the job was not in a state for it (cancel: not queued; retry: not
 failed), or the database failed; 2 bad input or configuration (no such job included).
+
+The database driver and the queue library load only when a `jobs` command runs: every other
+`pr-review` command starts without them.
 """
 
 from __future__ import annotations
@@ -17,17 +20,19 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 import click
 from pydantic import SecretStr
 
 from pr_review_api.errors import ConfigurationError, InvalidRequest, JobNotFound, ReviewError
-from pr_review_api.jobs import admin
-from pr_review_api.jobs.records import JOB_STATUSES, JobFilter, JobRecord
-from pr_review_api.jobs.summary import JobSummary
+from pr_review_api.jobs.listing import DEFAULT_PAGE_SIZE, JOB_STATUSES, MAX_PAGE_SIZE
 from pr_review_api.jsonutil import dumps_compact
 from pr_review_api.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from pr_review_api.jobs.admin import AdminResult
+    from pr_review_api.jobs.records import JobRecord
 
 EXIT_NOT_APPLICABLE = 1
 EXIT_BAD_INPUT = 2
@@ -60,8 +65,8 @@ def jobs_command() -> None:
 @click.option("--status", type=click.Choice(JOB_STATUSES), help="Only jobs in this status.")
 @click.option(
     "--limit",
-    type=click.IntRange(1, admin.MAX_PAGE_SIZE),
-    default=admin.DEFAULT_PAGE_SIZE,
+    type=click.IntRange(1, MAX_PAGE_SIZE),
+    default=DEFAULT_PAGE_SIZE,
     show_default=True,
     help="Jobs on one page.",
 )
@@ -75,6 +80,8 @@ def list_jobs(
     output_format: Format,
 ) -> None:
     """Jobs newest first: pull request, head, status, findings, tokens and duration."""
+    from pr_review_api.jobs import admin  # noqa: PLC0415
+    from pr_review_api.jobs.records import JobFilter  # noqa: PLC0415
     from pr_review_api.service.job_listing import (  # noqa: PLC0415
         page_document,
         parse_cursor,
@@ -123,6 +130,8 @@ def show_job(job_id: str, output_format: Format) -> None:
 @_format_option
 def retry_job(job_id: str, output_format: Format) -> None:
     """Queue a failed job's pull request again (a new job; a job already waiting answers)."""
+    from pr_review_api.jobs import admin  # noqa: PLC0415
+
     parsed = _job_id(job_id, output_format)
     result = _with_queue(lambda queue: admin.retry(queue, parsed), output_format)
     _print_action(result, output_format)
@@ -133,6 +142,8 @@ def retry_job(job_id: str, output_format: Format) -> None:
 @_format_option
 def cancel_job(job_id: str, output_format: Format) -> None:
     """Mark a queued job so that it never runs (its status becomes superseded)."""
+    from pr_review_api.jobs import admin  # noqa: PLC0415
+
     parsed = _job_id(job_id, output_format)
     result = _with_queue(lambda queue: admin.cancel(queue, parsed), output_format)
     _print_action(result, output_format)
@@ -224,7 +235,7 @@ _ACTION_TEXT = {
 }
 
 
-def _print_action(result: admin.AdminResult, output_format: Format) -> None:
+def _print_action(result: AdminResult, output_format: Format) -> None:
     if output_format == "json":
         document = {"job_id": str(result.job_id), "status": result.status}
         click.echo(dumps_compact({**document, "outcome": result.outcome}))
@@ -241,6 +252,8 @@ def _pull_request(record: JobRecord) -> str:
 
 def jobs_table(jobs: list[JobRecord]) -> str:
     """One line per job, columns aligned; `(no jobs)` for an empty page."""
+    from pr_review_api.jobs.summary import JobSummary  # noqa: PLC0415
+
     if not jobs:
         return "(no jobs)"
     header = ["JOB", "STATUS", "PULL REQUEST", "HEAD", "CREATED", "FINDINGS", "TOKENS", "TIME"]
@@ -270,6 +283,8 @@ def jobs_table(jobs: list[JobRecord]) -> str:
 
 def job_details(record: JobRecord) -> str:
     """One job for people: its figures, then its findings or its error."""
+    from pr_review_api.jobs.summary import JobSummary  # noqa: PLC0415
+
     summary = JobSummary.of(record)
     lines = [
         f"job:          {record.id}",

@@ -25,13 +25,12 @@ from procrastinate import exceptions as queue_errors
 
 from pr_review_api.errors import JobNotFound, ServerBusy
 from pr_review_api.jobs import records
+from pr_review_api.jobs.listing import MAX_PAGE_SIZE
 from pr_review_api.jobs.records import JobFilter, JobPage
 
 if TYPE_CHECKING:  # the queue imports this module
     from pr_review_api.jobs.queue import JobQueue
 
-MAX_PAGE_SIZE = 100
-DEFAULT_PAGE_SIZE = 20
 _DATABASE_DOWN = "The job database is not available; try again shortly."
 
 Outcome = Literal["cancelled", "queued", "already_waiting", "not_queued", "not_failed"]

@@ -19,7 +19,6 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "superseded"]
-JOB_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "superseded")
 FINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "superseded"})
 
 

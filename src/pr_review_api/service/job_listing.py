@@ -21,8 +21,8 @@ from pydantic import BaseModel, Field
 
 from pr_review_api.errors import InvalidRequest
 from pr_review_api.github.urls import is_valid_owner, is_valid_repo
-from pr_review_api.jobs.admin import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from pr_review_api.jobs.records import JOB_STATUSES, JobFilter, JobPage
+from pr_review_api.jobs.listing import DEFAULT_PAGE_SIZE, JOB_STATUSES, MAX_PAGE_SIZE
+from pr_review_api.jobs.records import JobFilter, JobPage
 
 LISTING_PATH = "/v1/review-jobs"
 QUERY_NAMES = ("repository", "status", "limit", "cursor")
