@@ -43,8 +43,8 @@ def test_readme_shows_the_current_help_texts() -> None:
 def test_readme_has_the_two_fresh_machine_commands() -> None:
     text = README.read_text(encoding="utf-8")
     assert (
-        "python -m pip install uv && uv run pr-review review https://github.com/OWNER/REPO/pull/N"
-        in text
+        "python -m pip install uv && uv run --no-dev --locked pr-review review "
+        "https://github.com/OWNER/REPO/pull/N" in text
     )
     assert "python -m pip install uv && uv run pytest" in text
 

@@ -22,6 +22,7 @@ import click
 
 from pr_review_api import __version__
 from pr_review_api.cli.eval import eval_command
+from pr_review_api.cli.jobs import jobs_command
 from pr_review_api.cli.progress import describe_progress, live_progress
 from pr_review_api.cli.worker import worker as worker_command
 from pr_review_api.errors import ConfigurationError, Interrupted, InvalidRequest, ReviewError
@@ -273,3 +274,4 @@ def schema(which: str) -> None:
 
 main.add_command(eval_command)
 main.add_command(worker_command)
+main.add_command(jobs_command)

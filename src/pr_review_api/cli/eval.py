@@ -1,4 +1,4 @@
-"""`pr-review eval CORPUS [--runs N] [--format text|json]` (CONTRACT sections 4 and 13).
+"""`pr-review eval CORPUS [--runs N] [--format text|json|html]` (CONTRACT sections 4 and 13).
 
 CORPUS is a built corpus (a folder with corpus.json and its repositories) or a corpus source
 (a folder with cases/*.toml, such as this repository's eval/), which is built into a temporary
@@ -48,19 +48,23 @@ _INPUT_ERROR_CODES = frozenset({"invalid_request", "configuration_error"})
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(["text", "json", "html"]),
     default="text",
     show_default=True,
-    help="text for people, json for scripts.",
+    help="text for people, json for scripts, html for a page with a precision/recall chart.",
 )
 def eval_command(
-    corpus: Path, runs: int, cases: tuple[str, ...], output_format: Literal["text", "json"]
+    corpus: Path,
+    runs: int,
+    cases: tuple[str, ...],
+    output_format: Literal["text", "json", "html"],
 ) -> None:
     """Measure review quality on CORPUS: precision, recall and F1 against golden issues.
 
     \b
       pr-review eval eval/                 build this repository's corpus, then review it
       pr-review eval BUILT --runs 3 --format json
+      pr-review eval eval/ --format html > report.html
 
     Findings match a golden issue by path and line (within its lines widened by 3).
     See docs/eval.md for the corpus format.
@@ -90,7 +94,13 @@ def eval_command(
         click.echo("error: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
     document = report_document(reports, settings, runs)
-    click.echo(render_json(document) if output_format == "json" else render_text(document))
+    if output_format == "html":
+        # Imported here: only this format needs the template engine.
+        from pr_review_api.evaluation.report_html import render_html  # noqa: PLC0415
+
+        click.echo(render_html(document))
+    else:
+        click.echo(render_json(document) if output_format == "json" else render_text(document))
 
 
 def _progress(done: int, total: int, outcome: ReviewOutcome) -> None:

@@ -91,6 +91,66 @@ async def fetch_for_update(connection: AsyncConnection[Any], job_id: uuid.UUID) 
     return None if row is None else JobRecord.from_row(row)
 
 
+@dataclass(frozen=True)
+class JobFilter:
+    """Which records a listing shows: a repository (case-insensitive, as GitHub's names
+    are), a status, and the records after `after` (the last record of the previous page)."""
+
+    owner: str | None = None
+    repo: str | None = None
+    status: str | None = None
+    after: uuid.UUID | None = None
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of records, newest first; `next_after` is None on the last page."""
+
+    jobs: list[JobRecord]
+    next_after: uuid.UUID | None
+
+
+async def list_page(
+    connection: AsyncConnection[Any], where: JobFilter, limit: int
+) -> JobPage | None:
+    """Records newest first (then by id, so that a page boundary never splits a tie), at most
+    `limit`; None when `where.after` names no record (a stale or forged cursor)."""
+    anchor: tuple[Any, Any] = (None, None)
+    if where.after is not None:
+        cursor = await connection.execute(
+            "SELECT created_at, id FROM review_jobs WHERE id = %s", (where.after,)
+        )
+        row = await cursor.fetchone()
+        if row is None:
+            return None
+        anchor = (row[0], row[1])
+    parameters = {
+        "owner": None if where.owner is None else where.owner.lower(),
+        "repo": None if where.repo is None else where.repo.lower(),
+        "status": where.status,
+        "anchor_at": anchor[0],
+        "anchor_id": anchor[1],
+        "limit": limit + 1,
+    }
+    async with connection.cursor(row_factory=dict_row) as listing:
+        await listing.execute(_LIST, parameters)
+        rows = await listing.fetchall()
+    jobs = [JobRecord.from_row(row) for row in rows[:limit]]
+    more = len(rows) > limit
+    return JobPage(jobs, jobs[-1].id if more and jobs else None)
+
+
+# Every filter is a parameter that may be NULL ("any"): one fixed statement.
+_LIST = (
+    _SELECT + "WHERE (%(owner)s::text IS NULL OR lower(owner) = %(owner)s) "
+    "AND (%(repo)s::text IS NULL OR lower(repo) = %(repo)s) "
+    "AND (%(status)s::text IS NULL OR status = %(status)s) "
+    "AND (%(anchor_at)s::timestamptz IS NULL "
+    "OR (created_at, id) < (%(anchor_at)s::timestamptz, %(anchor_id)s::uuid)) "
+    "ORDER BY created_at DESC, id DESC LIMIT %(limit)s"
+)
+
+
 async def by_delivery(connection: AsyncConnection[Any], delivery_id: str) -> uuid.UUID | None:
     cursor = await connection.execute(
         "SELECT job_id FROM webhook_deliveries WHERE delivery_id = %s", (delivery_id,)

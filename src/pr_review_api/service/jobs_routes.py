@@ -1,10 +1,11 @@
-"""`POST /v1/review-jobs` and `GET /v1/review-jobs/{id}` (CONTRACT section 11), and the job
-queue's place in the application.
+"""`POST /v1/review-jobs`, `GET /v1/review-jobs` (a page of jobs, service/job_listing.py) and
+`GET /v1/review-jobs/{id}` (CONTRACT section 11), and the job queue's place in the application.
 
-`install_job_routes(app, settings)` adds these routes and the webhook receiver when the
-settings name a database (`pr-review serve` always does: an embedded one without
-`PR_REVIEW_DATABASE_URL`). The queue's connection pool opens in the application's lifespan
-and migrations are applied then. Both job routes need a service key when keys are set.
+`install_job_routes(app, settings)` adds these routes, the webhook receiver and the `/ui`
+pages (which read the same records) when the settings name a database (`pr-review serve`
+always does: an embedded one without `PR_REVIEW_DATABASE_URL`). The queue's connection pool
+opens in the application's lifespan and migrations are applied then. Every job route and
+page needs a service key when keys are set.
 """
 
 from __future__ import annotations
@@ -18,13 +19,21 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from pr_review_api.errors import JobNotFound, ReviewError, ServerBusy
+from pr_review_api.errors import InvalidRequest, JobNotFound, ReviewError, ServerBusy
 from pr_review_api.github.urls import parse_pull_request_url
+from pr_review_api.jobs.admin import list_jobs
 from pr_review_api.jobs.queue import JobQueue, PullRequestJob
 from pr_review_api.service.auth import require_service_key
 from pr_review_api.service.body import json_body
 from pr_review_api.service.dependencies import get_settings
+from pr_review_api.service.documents import ERROR_RESPONSES
 from pr_review_api.service.errors import ContractJSONResponse
+from pr_review_api.service.job_listing import (
+    LISTING_PARAMETERS,
+    JobPageDocument,
+    page_document,
+    parse_listing_query,
+)
 from pr_review_api.settings import Settings
 
 MAX_JOB_REQUEST_BYTES = 64 * 1024
@@ -49,7 +58,7 @@ def get_jobs(request: Request) -> JobQueue:
 
 
 def jobs_router(*, secured: bool) -> APIRouter:
-    """The two job routes; with `secured`, each requires a service key."""
+    """The job routes; with `secured`, each requires a service key."""
     dependencies = [Depends(require_service_key)] if secured else []
     router = APIRouter(prefix="/v1", dependencies=dependencies)
 
@@ -69,6 +78,28 @@ def jobs_router(*, secured: bool) -> APIRouter:
             {"job_id": str(enqueued.job_id), "status": enqueued.status}, status_code=202
         )
 
+    @router.get(
+        "/review-jobs",
+        response_model=None,
+        summary="Review jobs, newest first",
+        openapi_extra={"parameters": LISTING_PARAMETERS},
+        responses={
+            200: {"model": JobPageDocument, "description": "A page of jobs."},
+            401: ERROR_RESPONSES[401],
+            422: {**ERROR_RESPONSES[422], "description": "`invalid_request`: a bad query."},
+            503: ERROR_RESPONSES[503],
+        },
+    )
+    async def list_review_jobs(
+        request: Request, queue: Annotated[JobQueue, Depends(get_jobs)]
+    ) -> Response:
+        # Read from the raw query: FastAPI's parameters would accept repeats and unknown names.
+        where, limit = parse_listing_query(request.scope.get("query_string", b""))
+        page = await list_jobs(queue, where, limit)
+        if page is None:
+            raise InvalidRequest("cursor is not a cursor this listing gave.")
+        return ContractJSONResponse(page_document(page, where, limit))
+
     @router.get("/review-jobs/{job_id}", response_model=None, summary="A review job")
     async def get_job(job_id: str, queue: Annotated[JobQueue, Depends(get_jobs)]) -> Response:
         try:
@@ -87,6 +118,7 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
     """The job routes, the webhook receiver and the queue's lifespan, when a database is set."""
     if settings.pr_review_database_url is None:
         return
+    from pr_review_api.service.ui import ui_router  # noqa: PLC0415
     from pr_review_api.service.webhooks import webhook_router  # noqa: PLC0415
 
     @asynccontextmanager
@@ -102,6 +134,7 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
     router = jobs_router(secured=bool(settings.pr_review_api_keys))
     router.lifespan_context = lifespan
     app.include_router(router)
+    app.include_router(ui_router(secured=bool(settings.pr_review_api_keys)))  # CONTRACT 18
     if settings.pr_review_webhook_secret is not None:
         app.include_router(webhook_router())
 

@@ -4,16 +4,21 @@ Every /v1 route sits on one router whose dependency checks the service key (when
 set) before anything else runs, the body included. `/openapi.json` stays public, as the
 contract says: it is the published interface, holds no secret, and clients generate code
 from it. `/docs` (Swagger UI) sits behind the keys like /v1, since it is a console that
-sends requests.
+sends requests. Its script, style sheet and icon come from the package (`fastapi-offline`
+ships Swagger UI's files), served under `/docs/assets`, so the page works on a machine
+without internet; they are the library's public files, served without a key.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI
+import fastapi_offline
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, Response
+from fastapi.staticfiles import StaticFiles
 
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.run import PullRequestTarget
@@ -44,6 +49,12 @@ _REQUEST_BODY = {
         "content": {"application/json": {"schema": ReviewRequest.model_json_schema()}},
     }
 }
+
+
+DOCS_ASSETS_PATH = "/docs/assets"
+DOCS_ASSETS_DIR = Path(fastapi_offline.__file__).parent / "static"
+# No request to the public validator for its badge: the page talks to this service only.
+_SWAGGER_PARAMETERS: dict[str, Any] = {"validatorUrl": None}
 
 
 def v1_router(*, secured: bool) -> APIRouter:
@@ -91,5 +102,16 @@ def add_routes(app: FastAPI, *, secured: bool) -> None:
     docs_dependencies = [Depends(require_service_key)] if secured else []
 
     @app.get("/docs", include_in_schema=False, dependencies=docs_dependencies)
-    async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="pr-review API")
+    async def docs(request: Request) -> HTMLResponse:
+        root = str(request.scope.get("root_path", ""))
+        assets = root + DOCS_ASSETS_PATH
+        return get_swagger_ui_html(
+            openapi_url=root + "/openapi.json",
+            title="pr-review API",
+            swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+            swagger_css_url=f"{assets}/swagger-ui.css",
+            swagger_favicon_url=f"{assets}/favicon.png",
+            swagger_ui_parameters=_SWAGGER_PARAMETERS,
+        )
+
+    app.mount(DOCS_ASSETS_PATH, StaticFiles(directory=DOCS_ASSETS_DIR), name="docs-assets")
