@@ -185,7 +185,10 @@ def test_compare_prints_one_verdict_per_figure(tmp_path: Path) -> None:
     assert lines[0].startswith("Paired bootstrap over the 12 cases of both reports")
     assert lines[2].startswith("recall: 0.00 (0.00 to 0.00) -> 0.75 (")
     assert lines[2].endswith(": beyond noise.")
-    assert lines[1].endswith("(no interval): within noise.")  # precision: no findings before
+    # precision: the first report has no findings, so no difference can be computed
+    assert lines[1].endswith(
+        "(no interval): not comparable (undefined in a report or every resample)."
+    )
     assert lines[-1] == "Settings that differ: review_max_rounds null -> 4."
     as_json = compare(str(first), str(second), "--format", "json")
     assert json.loads(as_json.stdout)["differences"]["recall"]["beyond_noise"] is True

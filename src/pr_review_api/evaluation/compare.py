@@ -191,6 +191,8 @@ def render_compare_text(document: dict[str, Any]) -> str:
     for name, label in _LABELS.items():
         difference = document["differences"][name]
         verdict = "beyond noise" if difference["beyond_noise"] else "within noise"
+        if difference["interval"] is None:
+            verdict = "not comparable (undefined in a report or every resample)"
         out.append(
             f"{label}: {_number(first[name])} ({_span(first[f'{name}_interval'])}) -> "
             f"{_number(second[name])} ({_span(second[f'{name}_interval'])}); difference "
