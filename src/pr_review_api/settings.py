@@ -159,6 +159,8 @@ class Settings(BaseSettings):
     review_inline_diff_bytes: int = Field(default=0, ge=0, le=1024 * 1024)
     # Issue 13 item 7: each finding confirmed or refuted in its own short tool loop.
     review_verify_findings: bool = False
+    # Issue 29 item 1: findings must quote code the model received (loop/evidence.py).
+    review_require_evidence: bool = False
     # Service mode (CONTRACT 11; jobs/). The URL may carry a password: a secret.
     pr_review_database_url: SecretStr | None = None
     pr_review_data_dir: Path = Path("~/.local/share/pr-review")

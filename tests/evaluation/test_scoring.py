@@ -31,7 +31,9 @@ def test_each_golden_issue_is_matched_at_most_once() -> None:
     golden = [_golden("a.py", 10, 10)]
     findings = [Located("a.py", 10), Located("a.py", 11), Located("a.py", 9)]
     counts = score_review(findings, golden)
-    assert counts == Counts(findings=3, matched_findings=1, golden=1, matched_golden=1)
+    assert counts == Counts(
+        findings=3, matched_findings=1, golden=1, matched_golden=1, duplicates=2
+    )
     assert counts.precision == pytest.approx(1 / 3)
     assert counts.recall == 1.0
     assert counts.f1 == pytest.approx(0.5)

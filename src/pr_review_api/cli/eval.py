@@ -1,10 +1,18 @@
-"""`pr-review eval CORPUS [--runs N] [--format text|json|html]` (CONTRACT sections 4 and 13).
+"""`pr-review eval CORPUS [--runs N] [--format text|json|html]` (CONTRACT sections 4 and 13),
+and `pr-review eval compare A.json B.json`.
+
+`eval` is a group whose default command is `run`: a first argument that names no subcommand
+(a corpus folder, an option) is `run`'s, so `pr-review eval CORPUS` works as the contract says;
+a corpus folder named `compare` or `run` is given as `./compare`.
 
 CORPUS is a built corpus (a folder with corpus.json and its repositories) or a corpus source
 (a folder with cases/*.toml, such as this repository's eval/), which is built into a temporary
 folder first. Every case is reviewed with the configured provider; the report goes to stdout,
 one line per finished review to stderr. Exit status: 0 when every review ran (whatever each
 ended with), 1 when the evaluation itself failed, 2 bad input or configuration.
+
+`compare` reads two JSON reports of the same corpus and says, per figure, whether the
+difference is beyond noise (evaluation/compare.py); exit 0, or 2 for a report it refuses.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from typing import Literal, NoReturn
 import click
 
 from pr_review_api.errors import InvalidRequest, ReviewError
+from pr_review_api.evaluation.compare import compare_document, read_report, render_compare_text
 from pr_review_api.evaluation.corpus import build_corpus, is_built, load_built
 from pr_review_api.evaluation.report import render_json, render_text, report_document
 from pr_review_api.evaluation.runner import ReviewOutcome, run_corpus
@@ -27,9 +36,39 @@ EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 _INPUT_ERROR_CODES = frozenset({"invalid_request", "configuration_error"})
+_FORMAT = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for scripts.",
+)
+DEFAULT_COMMAND = "run"
 
 
-@click.command("eval")
+class _EvalGroup(click.Group):
+    """A group whose first argument, when it names no subcommand, belongs to `run`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [DEFAULT_COMMAND, *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("eval", cls=_EvalGroup)
+def eval_command() -> None:
+    """Measure review quality on CORPUS: precision, recall and F1 against golden issues.
+
+    \b
+      pr-review eval CORPUS [--runs N] [--format text|json]   (the same as `eval run`)
+      pr-review eval compare A.json B.json                    which differences are not noise
+
+    See docs/eval.md.
+    """
+
+
+@eval_command.command(DEFAULT_COMMAND)
 @click.argument("corpus", type=click.Path(path_type=Path, file_okay=False))
 @click.option(
     "--runs",
@@ -53,7 +92,7 @@ _INPUT_ERROR_CODES = frozenset({"invalid_request", "configuration_error"})
     show_default=True,
     help="text for people, json for scripts, html for a page with a precision/recall chart.",
 )
-def eval_command(
+def run_command(
     corpus: Path,
     runs: int,
     cases: tuple[str, ...],
@@ -101,6 +140,28 @@ def eval_command(
         click.echo(render_html(document))
     else:
         click.echo(render_json(document) if output_format == "json" else render_text(document))
+
+
+@eval_command.command("compare")
+@click.argument("first", type=click.Path(path_type=Path))
+@click.argument("second", type=click.Path(path_type=Path))
+@_FORMAT
+def compare_command(first: Path, second: Path, output_format: Literal["text", "json"]) -> None:
+    """Compare two JSON reports of the same corpus: per figure, second minus first.
+
+    \b
+      pr-review eval eval/ --format json > a.json
+      REVIEW_REQUIRE_EVIDENCE=true pr-review eval eval/ --format json > b.json
+      pr-review eval compare a.json b.json
+
+    A paired bootstrap over the cases gives each difference (precision, recall, F1) a 95%
+    interval; a difference is beyond noise when its interval excludes 0.
+    """
+    try:
+        document = compare_document(read_report(first, "first"), read_report(second, "second"))
+    except ReviewError as exc:
+        _fail(exc, output_format)
+    click.echo(render_json(document) if output_format == "json" else render_compare_text(document))
 
 
 def _progress(done: int, total: int, outcome: ReviewOutcome) -> None:

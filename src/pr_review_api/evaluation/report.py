@@ -2,7 +2,10 @@
 
 Per case and in total: reviews run, the share that ended `final_review`, findings, precision,
 recall, F1, tokens, rounds and wall time (CONTRACT section 13), plus the termination reasons
-seen and, when reviews report it, the inspected share of changed files (`coverage`).
+seen and, when reviews report it, the inspected share of changed files (`coverage`). Unmatched
+findings are split into duplicates (of a matched golden issue) and false positives, and the
+findings REVIEW_REQUIRE_EVIDENCE dropped are counted. The total carries 95% bootstrap intervals
+of precision, recall and F1 over the cases (evaluation/bootstrap.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from pr_review_api.evaluation import bootstrap
 from pr_review_api.evaluation.runner import FINAL_REVIEW, CaseReport, ReviewOutcome
 from pr_review_api.evaluation.scoring import Counts
 from pr_review_api.settings import Settings
@@ -28,6 +32,7 @@ REPORTED_SETTINGS = (
     "review_tolerant_final_json",
     "review_inline_diff_bytes",
     "review_verify_findings",
+    "review_require_evidence",
 )
 
 
@@ -55,6 +60,9 @@ def _figures(outcomes: Sequence[ReviewOutcome]) -> dict[str, Any]:
         "matched_findings": counts.matched_findings,
         "golden": counts.golden,
         "matched_golden": counts.matched_golden,
+        "duplicates": counts.duplicates,
+        "false_positives": counts.false_positives,
+        "ungrounded_dropped": sum(o.ungrounded for o in outcomes),
         "precision": _ratio(counts.precision),
         "recall": _ratio(counts.recall),
         "f1": _ratio(counts.f1),
@@ -87,6 +95,8 @@ def report_document(reports: Sequence[CaseReport], settings: Settings, runs: int
                         "findings": o.counts.findings,
                         "matched_findings": o.counts.matched_findings,
                         "matched_golden": o.counts.matched_golden,
+                        "duplicates": o.counts.duplicates,
+                        "ungrounded_dropped": o.ungrounded,
                         "tokens": o.tokens,
                         "rounds": o.rounds,
                         "wall_seconds": round(o.wall_seconds, 3),
@@ -98,11 +108,21 @@ def report_document(reports: Sequence[CaseReport], settings: Settings, runs: int
             }
         )
     every = [o for report in reports for o in report.outcomes]
+    per_case = [sum((o.counts for o in report.outcomes), Counts()) for report in reports]
+    found = bootstrap.intervals(per_case)
     return {
         "runs": runs,
         "settings": {name: getattr(settings, name, None) for name in REPORTED_SETTINGS},
         "cases": cases,
-        "total": {"cases": len(reports), **_figures(every)},
+        "total": {
+            "cases": len(reports),
+            **_figures(every),
+            "intervals": {
+                name: None if interval is None else interval.rounded()
+                for name, interval in found.items()
+            },
+        },
+        "bootstrap": bootstrap.METHOD,
     }
 
 
@@ -118,6 +138,8 @@ _COLUMNS = (
     ("precision", ">"),
     ("recall", ">"),
     ("F1", ">"),
+    ("dup", ">"),
+    ("FP", ">"),
     ("tokens/review", ">"),
     ("rounds/review", ">"),
     ("wall s/review", ">"),
@@ -134,6 +156,8 @@ def _row(name: str, figures: dict[str, Any]) -> list[str]:
         _cell(figures["precision"]),
         _cell(figures["recall"]),
         _cell(figures["f1"]),
+        str(figures["duplicates"]),
+        str(figures["false_positives"]),
         f"{figures['tokens_per_review']:.0f}",
         f"{figures['rounds_per_review']:.1f}",
         f"{figures['wall_seconds_per_review']:.1f}",
@@ -159,12 +183,30 @@ def render_text(document: dict[str, Any]) -> str:
     settings = document["settings"]
     out.append("")
     out.append(f"Ended: {reasons or 'no reviews'}.")
+    out.append(_intervals_line(document["total"]))
+    dropped = document["total"]["ungrounded_dropped"]
+    if dropped or settings.get("review_require_evidence"):
+        out.append(f"Findings dropped for evidence quoting no code the model received: {dropped}.")
     out.append(
         f"Model {settings['opencode_model']}; {document['runs']} run(s) per case; "
         "final is the share that ended final_review; precision and recall match by path "
-        "and line within the golden lines widened by 3."
+        "and line within the golden lines widened by 3; dup counts second findings on a "
+        "matched golden issue, FP findings that match none."
     )
     return "\n".join(out)
+
+
+def _intervals_line(total: dict[str, Any]) -> str:
+    names = {"precision": "precision", "recall": "recall", "f1": "F1"}
+    parts = []
+    for key, label in names.items():
+        interval = total["intervals"][key]
+        shown = "-" if interval is None else f"{interval[0]:.2f}-{interval[1]:.2f}"
+        parts.append(f"{label} {shown}")
+    return (
+        f"95% bootstrap intervals over the {total['cases']} cases "
+        f"({bootstrap.RESAMPLES} resamples, seed {bootstrap.SEED}): " + ", ".join(parts) + "."
+    )
 
 
 def render_json(document: dict[str, Any]) -> str:

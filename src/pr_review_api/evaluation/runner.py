@@ -18,6 +18,7 @@ from pr_review_api.errors import ReviewError
 from pr_review_api.evaluation.corpus import BuiltCase, BuiltCorpus
 from pr_review_api.evaluation.scoring import Counts, Located, score_review
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.loop.evidence import ungrounded_count
 from pr_review_api.loop.run import LocalTarget, Progress, run_review
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.model import ReviewResult
@@ -39,6 +40,8 @@ class ReviewOutcome:
     rounds: int
     wall_seconds: float
     coverage: float | None  # inspected share of changed files, when the review reports it
+    # Findings REVIEW_REQUIRE_EVIDENCE dropped (loop/evidence.py), read from the review's notes.
+    ungrounded: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ def _scored(case: BuiltCase, run: int, result: ReviewResult, wall: float) -> Rev
         rounds=result.rounds,
         wall_seconds=wall,
         coverage=coverage_share(result),
+        ungrounded=ungrounded_count(result.review.notes),
     )
 
 

@@ -5,6 +5,12 @@ the issue's lines widened by `LINE_SLACK` on each side; a null line never matche
 issue is matched at most once and each finding counts for at most one issue; among the ways
 to pair them, the largest is taken (a maximum bipartite matching), so the order in which a
 model lists its findings never changes a score.
+
+A finding left out of that matching that still matches a golden issue is a **duplicate**: a
+second finding on an issue already matched (had the issue been free, the matching would have
+taken it). Duplicates stay findings, so precision ("matched findings over findings") counts
+them in its denominator as the contract says; they are counted apart from the other unmatched
+findings, the false positives, so a report can say which of the two a model's noise is.
 """
 
 from __future__ import annotations
@@ -34,6 +40,11 @@ def matches(finding: Located, issue: GoldenIssue) -> bool:
 
 def match_count(findings: Sequence[Located], golden: Sequence[GoldenIssue]) -> int:
     """The number of (finding, issue) pairs in a largest one-to-one matching."""
+    return len(largest_matching(findings, golden))
+
+
+def largest_matching(findings: Sequence[Located], golden: Sequence[GoldenIssue]) -> dict[int, int]:
+    """A largest one-to-one matching, as golden index -> finding index."""
     owner: dict[int, int] = {}  # golden index -> finding index
 
     def place(finding: int, seen: set[int]) -> bool:
@@ -46,17 +57,21 @@ def match_count(findings: Sequence[Located], golden: Sequence[GoldenIssue]) -> i
                 return True
         return False
 
-    return sum(1 for finding in range(len(findings)) if place(finding, set()))
+    for finding in range(len(findings)):
+        place(finding, set())
+    return owner
 
 
 @dataclass(frozen=True)
 class Counts:
-    """Sums over reviews: findings, matched findings, golden issues, matched golden issues."""
+    """Sums over reviews: findings, matched findings, golden issues, matched golden issues,
+    and the unmatched findings that duplicate a matched issue."""
 
     findings: int = 0
     matched_findings: int = 0
     golden: int = 0
     matched_golden: int = 0
+    duplicates: int = 0
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(
@@ -64,7 +79,13 @@ class Counts:
             self.matched_findings + other.matched_findings,
             self.golden + other.golden,
             self.matched_golden + other.matched_golden,
+            self.duplicates + other.duplicates,
         )
+
+    @property
+    def false_positives(self) -> int:
+        """Findings that match no golden issue at all (neither matched nor duplicates)."""
+        return self.findings - self.matched_findings - self.duplicates
 
     @property
     def precision(self) -> float | None:
@@ -92,5 +113,11 @@ class Counts:
 def score_review(findings: Sequence[Located], golden: Sequence[GoldenIssue]) -> Counts:
     """One review's counts. A review that ended without a final review has no findings, and
     still counts its case's golden issues (they were all missed)."""
-    matched = match_count(findings, golden)
-    return Counts(len(findings), matched, len(golden), matched)
+    owner = largest_matching(findings, golden)
+    matched = set(owner.values())
+    duplicates = sum(
+        1
+        for index, finding in enumerate(findings)
+        if index not in matched and any(matches(finding, issue) for issue in golden)
+    )
+    return Counts(len(findings), len(owner), len(golden), len(owner), duplicates)

@@ -23,6 +23,9 @@ that file's change, so "a diff cut in the middle of the third file covers files 
 It does not count when the cut falls inside its header lines (`diff --git`, `index`, `---`,
 `+++`), where the model saw only that the file changed; and a section without hunks (a binary
 file, a pure rename, a mode change, an empty file) counts only when it is complete.
+
+With REVIEW_REQUIRE_EVIDENCE, the same results also feed the record of the code lines the model
+received (`ReceivedCode`, loop/evidence.py), whatever the path of the file they show.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pr_review_api.errors import ToolError
+from pr_review_api.loop.evidence import ReceivedCode
 from pr_review_api.model import Coverage
 from pr_review_api.settings import MAX_NOT_INSPECTED
 
@@ -49,10 +53,19 @@ _OCTAL = re.compile(r"[0-3][0-7]{2}")
 class CoverageTracker:
     """What one review's model has seen of its changed files."""
 
-    def __init__(self, repository: PinnedRepository, changed_files: Iterable[tuple[str, str]]):
+    def __init__(
+        self,
+        repository: PinnedRepository,
+        changed_files: Iterable[tuple[str, str]],
+        *,
+        received: ReceivedCode | None = None,
+    ):
         self._repository = repository
         self._changed = dict.fromkeys(path for _, path in changed_files)
         self._inspected: set[str] = set()
+        # REVIEW_REQUIRE_EVIDENCE (loop/evidence.py): the code lines the model received are
+        # recorded from the same results coverage sees; None when the rule is off.
+        self.received = received
 
     @property
     def changed_paths(self) -> list[str]:
@@ -67,6 +80,9 @@ class CoverageTracker:
             self.saw_read(str(result["path"]))
         elif name == "inspect_git_diff":
             self.saw_diff(str(result["diff"]), truncated=bool(result["truncated"]))
+            return  # saw_diff fed the evidence recorder
+        if self.received is not None:
+            self.received.saw_tool_result(name, result)
 
     def saw_read(self, path: str) -> None:
         """A successful read of `path` at the head, as the model spelled it."""
@@ -79,6 +95,8 @@ class CoverageTracker:
     def saw_diff(self, text: str, *, truncated: bool) -> None:
         """A diff the model received; `truncated` when a byte cap cut it."""
         self._see(diff_paths(text, truncated=truncated))
+        if self.received is not None:
+            self.received.saw_diff(text)
 
     def _see(self, paths: Iterable[str]) -> None:
         self._inspected.update(path for path in paths if path in self._changed)

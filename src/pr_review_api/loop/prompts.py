@@ -37,9 +37,33 @@ Final review JSON schema:
 """
 
 
-def system_prompt() -> str:
-    """The system message: rules and the exact final-review schema."""
-    return SYSTEM_PROMPT_RULES + json.dumps(FINAL_REVIEW_SCHEMA, indent=2)
+# REVIEW_REQUIRE_EVIDENCE (loop/evidence.py): these rules come before the final-review rule.
+EVIDENCE_RULES = """\
+- Make no claim about code you have not read: read a file, or its diff, before you report \
+anything about it, and never guess what code you have not seen does.
+- Each finding's "evidence" must quote, exactly as you received it, at least one whole line of \
+code from a tool result or from the diff in the first message (the line numbers \
+read_repository_file adds and the diff's +/- marks may be kept or left out; spacing does not \
+matter). The pull request's title and description are not code and never count as evidence. A \
+finding whose evidence quotes no line of code you received is dropped.
+- Severity: "critical" is an exploitable security hole, data loss or corruption, or a crash on \
+a main path; "high" is wrong behaviour that ordinary use will hit, or a security weakness; \
+"medium" is wrong behaviour in an edge case, a missing error check or a resource leak; "low" is \
+a minor defect with little impact; "info" is an observation worth knowing, not a defect.
+"""
+_FINAL_RULE = "- When you are done, reply with the final review only"
+
+
+def system_prompt(*, require_evidence: bool = False) -> str:
+    """The system message: rules and the exact final-review schema.
+
+    `require_evidence` adds EVIDENCE_RULES; without it the message is exactly as before the
+    setting existed (a test holds it byte for byte).
+    """
+    rules = SYSTEM_PROMPT_RULES
+    if require_evidence:
+        rules = rules.replace(_FINAL_RULE, EVIDENCE_RULES + _FINAL_RULE, 1)
+    return rules + json.dumps(FINAL_REVIEW_SCHEMA, indent=2)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.background_index import hand_off
 from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
 from pr_review_api.loop.coverage import CoverageTracker
+from pr_review_api.loop.evidence import ReceivedCode, apply_evidence_rule
 from pr_review_api.loop.final_review import FinalReviewRejected, parse_final_review
 from pr_review_api.loop.prompts import system_prompt, user_message
 from pr_review_api.loop.repo_config import (
@@ -229,7 +230,10 @@ class _ReviewLoop:
         self.deadline = deadline
         self.progress = progress
         self.messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt()},
+            {
+                "role": "system",
+                "content": system_prompt(require_evidence=settings.review_require_evidence),
+            },
             {"role": "user", "content": user_message(prepared.context)},
         ]
         self.seen_ids: set[str] = set()
@@ -237,7 +241,11 @@ class _ReviewLoop:
         self.tool_content_bytes = 0
         self.usage = Usage()
         self.trace: list[TraceTurn] = []
-        self.coverage = CoverageTracker(prepared.repository, prepared.context.changed_files)
+        self.coverage = CoverageTracker(
+            prepared.repository,
+            prepared.context.changed_files,
+            received=ReceivedCode() if settings.review_require_evidence else None,
+        )
 
     async def run(self, include_trace: bool) -> ReviewResult:
         if await self.store.run(self._same_tree):
@@ -277,7 +285,10 @@ class _ReviewLoop:
         raise MaxRounds()
 
     async def _finish(self, review: FinalReview, rounds: int, include_trace: bool) -> ReviewResult:
-        """The repository's configuration, then (REVIEW_VERIFY_FINDINGS) the verification pass."""
+        """(REVIEW_REQUIRE_EVIDENCE) the evidence rule, the repository's configuration, then
+        (REVIEW_VERIFY_FINDINGS) the verification pass."""
+        if self.coverage.received is not None:
+            review = await self.store.run(apply_evidence_rule, review, self.coverage.received)
         # Off the event loop: matching the findings' paths is work the base commit sizes.
         review = await self.store.run(apply_repo_config, review, self.prepared.repo_config)
         if self.settings.review_verify_findings and review.findings:
