@@ -149,9 +149,14 @@ async def run_review(
                 if post:
                     prepared = await with_re_review(prepared, github_client, installation_id)
                 loop_run = _ReviewLoop(
-                    prepared, settings, client, deadline, progress, store=repo_store
+                    prepared,
+                    settings,
+                    client,
+                    deadline,
+                    progress,
+                    store=repo_store,
+                    metrics=metrics,
                 )
-                loop_run.metrics = metrics
                 result = await loop_run.run(include_trace)
                 if post:
                     result.publication = await publish_result(
@@ -241,6 +246,7 @@ class _ReviewLoop:
         progress: ProgressCallback | None,
         *,
         store: RepositoryStore,
+        metrics: Metrics | None = None,
     ) -> None:
         self.prepared = prepared
         # Every blocking step of the review (checks, diffs, tools) runs on the store's threads,
@@ -260,7 +266,7 @@ class _ReviewLoop:
         self.usage = Usage()
         self.trace: list[TraceTurn] = []
         self.coverage = CoverageTracker(prepared.repository, prepared.context.changed_files)
-        self.metrics: Metrics | None = None
+        self.metrics = metrics  # counts each tool call
 
     async def run(self, include_trace: bool) -> ReviewResult:
         if await self.store.run(self._same_tree):
