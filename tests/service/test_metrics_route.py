@@ -162,11 +162,14 @@ async def test_a_review_that_fails_before_the_loop_is_counted_by_its_error_code(
     assert value(scrape.text, "pr_review_provider_requests_total", outcome="ok") == 0
 
 
-@pytest.mark.parametrize("path", ["/metrics/", "/metrics?x=1"])
-async def test_the_metrics_path_variants_answer_the_contract_way(
-    path: str, fake_github: FakeGitHub, scripted_provider: ScriptedProvider
+async def test_a_query_string_is_ignored_and_post_is_refused(
+    fake_github: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     async with running(_settings(fake_github, scripted_provider)) as client:
-        answer = await client.get(path)
-    assert answer.status_code in (200, 307, 404)
-    assert answer.status_code != 500
+        with_query = await client.get("/metrics?name[]=pr_review_reviews_total&x=<script>")
+        posted = await client.post("/metrics", content=b"x")
+    assert with_query.status_code == 200
+    assert families(with_query.text) >= FAMILIES
+    assert "<script>" not in with_query.text
+    assert posted.status_code == 405
+    assert set(posted.json()) == {"error", "termination_reason", "trace"}
