@@ -233,12 +233,13 @@ def serve(host: str, port: int) -> None:
     bound_port = listener.getsockname()[1]
     logging.getLogger("pr_review_api.service").info("serving on http://%s:%d", host, bound_port)
     from pr_review_api.jobs.service import service_database  # noqa: PLC0415
+    from pr_review_api.metrics import serve_metrics  # noqa: PLC0415
 
     try:
         # Entered before the database starts: a stop signal from here on unwinds through its
         # cleanup. CONTRACT 11: the jobs database (an embedded one and its worker without a URL).
         with StopSignals(), service_database(settings) as settings_with_jobs:
-            app = create_app(settings_with_jobs)
+            app = create_app(settings_with_jobs, metrics=serve_metrics(settings))
             try:
                 uvicorn.Server(server_config(app, settings_with_jobs, host=host, port=port)).run(
                     sockets=[listener]

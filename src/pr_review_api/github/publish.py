@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -59,6 +59,9 @@ from pr_review_api.model import (
     PublicationError,
     ReviewResult,
 )
+
+if TYPE_CHECKING:
+    from pr_review_api.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -290,14 +293,15 @@ async def publish_result(
     deadline: float,
     installation_id: int | None = None,
     ledger: PublishLedger | None = None,
+    metrics: Metrics | None = None,
 ) -> Publication | None:
     """Publish a finished review of a pull request; None when there is nothing to publish
-    (a local review, or no final review from the model)."""
+    (a local review, or no final review from the model). `metrics` counts each outcome."""
     info = result.pull_request
     if info is None or result.termination_reason != "final_review":
         return None
     ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
-    return await publish(
+    publication = await publish(
         result,
         ref,
         github,
@@ -307,3 +311,6 @@ async def publish_result(
         installation_id=installation_id,
         ledger=ledger,
     )
+    if metrics is not None and publication is not None:
+        metrics.publication(publication.status)
+    return publication

@@ -37,7 +37,7 @@ import uuid
 from asyncio import FIRST_COMPLETED
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import procrastinate
 import psycopg
@@ -61,6 +61,9 @@ from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord
 from pr_review_api.jobs.runner import JobReviewer
 from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.settings import Settings
+
+if TYPE_CHECKING:
+    from pr_review_api.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +125,9 @@ class JobQueue:
         *,
         runner: ReviewRunner | None = None,
         tuning: QueueTuning | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        """`metrics` (the worker's) counts the reviews the default runner runs."""
         if settings.pr_review_database_url is None:
             raise ValueError("JobQueue needs PR_REVIEW_DATABASE_URL")
         self.settings = settings
@@ -137,7 +142,7 @@ class JobQueue:
         if runner is None:
             # The pool exists once the app is opened: look it up on each use, not now.
             ledger = DatabaseLedger(lambda: self.connector.pool.connection())  # noqa: PLW0108
-            runner = self._own_runner = JobReviewer(self.app_credentials, ledger)
+            runner = self._own_runner = JobReviewer(self.app_credentials, ledger, metrics)
         self.runner: ReviewRunner = runner
         self.app = procrastinate.App(connector=self.connector)
         # Workers fetch through it: the next job is a fair turn between tenants.
@@ -262,6 +267,11 @@ class JobQueue:
                 return await records.fetch(connection, job_id)
         except (psycopg.Error, queue_errors.ConnectorException):
             raise ServerBusy(_DATABASE_DOWN) from None
+
+    async def count_by_status(self) -> dict[str, int]:
+        """How many jobs each status has (the metrics' job gauge reads it at scrape time)."""
+        async with self.connector.pool.connection() as connection:
+            return await records.count_by_status(connection)
 
     # --- the worker side ------------------------------------------------------------------
 

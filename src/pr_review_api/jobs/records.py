@@ -276,3 +276,10 @@ async def requeue(connection: AsyncConnection[Any], job_id: uuid.UUID) -> None:
     await connection.execute(
         "UPDATE review_jobs SET status = 'queued' WHERE id = %s AND status = 'running'", (job_id,)
     )
+
+
+async def count_by_status(connection: AsyncConnection[Any]) -> dict[str, int]:
+    """How many records each status has (statuses without one are absent)."""
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute("SELECT status, count(*) AS n FROM review_jobs GROUP BY status")
+        return {str(row["status"]): int(row["n"]) for row in await cursor.fetchall()}

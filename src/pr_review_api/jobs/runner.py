@@ -9,7 +9,7 @@ database's ledger of published heads, so a job of a head already published asks 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
@@ -20,6 +20,9 @@ from pr_review_api.github.ledger import PublishLedger
 from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.settings import Settings
+
+if TYPE_CHECKING:
+    from pr_review_api.metrics import Metrics
 
 
 @dataclass(frozen=True)
@@ -40,10 +43,14 @@ class JobReviewer:
     """The default `ReviewRunner` of `JobQueue`; `close()` when the worker stops."""
 
     def __init__(
-        self, app_credentials: AppCredentials | None, ledger: PublishLedger | None = None
+        self,
+        app_credentials: AppCredentials | None,
+        ledger: PublishLedger | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._app_credentials = app_credentials
         self._ledger = ledger
+        self._metrics = metrics
         self._store: RepositoryStore | None = None
 
     def _shared_store(self, settings: Settings) -> RepositoryStore:
@@ -57,7 +64,14 @@ class JobReviewer:
         target = PullRequestTarget(url)
         store = self._shared_store(settings)
         if self._app_credentials is None or installation_id is None:
-            result = await run_review(target, settings, post=post, store=store, ledger=self._ledger)
+            result = await run_review(
+                target,
+                settings,
+                post=post,
+                store=store,
+                ledger=self._ledger,
+                metrics=self._metrics,
+            )
         else:
             credentials = _InstallationCredentials(self._app_credentials, installation_id)
             async with GitHubClient(settings, credentials=credentials) as github:
@@ -69,6 +83,7 @@ class JobReviewer:
                     installation_id=installation_id,
                     store=store,
                     ledger=self._ledger,
+                    metrics=self._metrics,
                 )
         return result.model_dump(mode="json")
 

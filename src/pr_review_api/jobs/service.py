@@ -42,6 +42,7 @@ from pydantic import SecretStr
 
 from pr_review_api.jobs.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from pr_review_api.jobs.schema import apply_migrations
+from pr_review_api.metrics import fresh_worker_directory, worker_environment
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -73,8 +74,14 @@ def service_database(settings: Settings) -> Iterator[Settings]:
             _configuration_error("the embedded PostgreSQL could not start under PR_REVIEW_DATA_DIR")
         url = database.url()
         asyncio.run(apply_migrations(url))
+        # Under the lock: no worker of an earlier serve writes there any more.
+        metrics_folder = fresh_worker_directory(database.data_dir)
         worker = start_worker_process(
-            url, EMBEDDED_WORKER_CONCURRENCY, database=database.data_dir, lock=lock
+            url,
+            EMBEDDED_WORKER_CONCURRENCY,
+            database=database.data_dir,
+            lock=lock,
+            metrics_folder=metrics_folder,
         )
         try:
             yield settings.model_copy(update={"pr_review_database_url": SecretStr(url)})
@@ -121,10 +128,16 @@ def _lock_data_dir(data_dir: Path, review_timeout: float) -> IO[bytes]:
 
 
 def start_worker_process(
-    url: str, concurrency: int, *, database: Path, lock: IO[bytes]
+    url: str,
+    concurrency: int,
+    *,
+    database: Path,
+    lock: IO[bytes],
+    metrics_folder: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """`pr-review worker` in a process of its own, against `url`: it ends with this process,
-    stopping the embedded database in `database` if it outlives it, and holds `lock` too."""
+    stopping the embedded database in `database` if it outlives it, and holds `lock` too.
+    With `metrics_folder`, it keeps its metrics there for `serve`'s /metrics to add up."""
     environment = dict(
         os.environ,
         PR_REVIEW_DATABASE_URL=url,
@@ -133,6 +146,8 @@ def start_worker_process(
             ORPHAN_STOPS_DATABASE_VARIABLE: str(database),
         },
     )
+    if metrics_folder is not None:
+        environment.update(worker_environment(metrics_folder))
     return subprocess.Popen(
         [sys.executable, "-m", "pr_review_api.cli", "worker", "--concurrency", str(concurrency)],
         env=environment,

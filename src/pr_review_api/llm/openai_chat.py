@@ -34,7 +34,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import httpx
 import tenacity
@@ -62,6 +62,9 @@ from pr_review_api.jsonutil import StrictJSONError, dumps_compact, loads_strict
 from pr_review_api.llm.envelope import turn_from_envelope
 from pr_review_api.llm.turn import Turn
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings
+
+if TYPE_CHECKING:
+    from pr_review_api.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -93,10 +96,12 @@ class ProviderClient:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         # A review has at most one request in flight; the slack covers connections still closing.
         connections = max_connections or 2 * settings.pr_review_max_concurrent_reviews
         self._settings = settings
+        self._metrics = metrics  # counts each exchange's outcome and each turn's tokens
         self._url = f"{settings.opencode_base_url}/chat/completions"
         self._client = httpx.AsyncClient(
             transport=transport,
@@ -130,7 +135,10 @@ class ProviderClient:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, deadline: float
     ) -> Turn:
         """The model's next turn (envelope checks 1 to 3 applied), finished by `deadline`."""
-        return turn_from_envelope(await self.request(messages, tools, deadline=deadline))
+        turn = turn_from_envelope(await self.request(messages, tools, deadline=deadline))
+        if self._metrics is not None:
+            self._metrics.count_tokens(turn.usage)
+        return turn
 
     async def request(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, deadline: float
@@ -173,6 +181,8 @@ class ProviderClient:
             raise
         finally:
             _log_exchange(exchange, loop.time() - started)
+            if self._metrics is not None:
+                self._metrics.provider_request(exchange.outcome)
 
     def _build_request(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]

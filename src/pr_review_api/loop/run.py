@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pr_review_api.errors import (
     InvalidModelResponse,
@@ -63,6 +63,9 @@ from pr_review_api.model import (
 from pr_review_api.settings import MAX_ACCUMULATED_TOOL_CONTENT_BYTES, Settings
 from pr_review_api.tools import TOOLS, ToolOutcome, execute_tool, map_git_errors
 
+if TYPE_CHECKING:
+    from pr_review_api.metrics import Metrics
+
 # The targets live in loop/workspace.py; callers import them from here, beside run_review.
 __all__ = [
     "LocalTarget",
@@ -72,6 +75,8 @@ __all__ = [
     "ReviewTarget",
     "run_review",
 ]
+
+_Outcome = TypeVar("_Outcome", ReviewResult, BaseException)
 
 NO_CHANGES_SUMMARY = (
     "The head commit has the same tree as the merge base: there are no changes to review."
@@ -103,6 +108,7 @@ async def run_review(
     installation_id: int | None = None,
     store: RepositoryStore | None = None,
     ledger: PublishLedger | None = None,
+    metrics: Metrics | None = None,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
@@ -113,7 +119,8 @@ async def run_review(
 
     Raises a `ReviewError` subclass for every failure the contract names. A shared `model`
     client may be passed in (the HTTP service keeps one; tests pass a `ScriptedModel`);
-    otherwise an OpenAI-compatible `ProviderClient` is made from the settings.
+    otherwise an OpenAI-compatible `ProviderClient` is made from the settings. `metrics`
+    (the process's `Metrics`) counts how the review ended, its tool calls and its provider use.
     """
     settings.require_provider_key()
     if post and isinstance(target, LocalTarget):
@@ -122,10 +129,11 @@ async def run_review(
     deadline = loop.time() + settings.review_timeout_seconds
     # The store's work stops at the deadline (loop.time() is time.monotonic()) or on cancel.
     cancel = threading.Event()
+    started = loop.time()
     try:
         async with (
             asyncio.timeout_at(deadline),
-            _model(settings, model) as client,
+            _model(settings, model, metrics) as client,
             _github(settings, github) as github_client,
             _store(settings, store) as repo_store,
         ):
@@ -138,11 +146,17 @@ async def run_review(
                         prepared, ledger, github_client, installation_id
                     )
                     if earlier is not None:
-                        return earlier
+                        return _counted(metrics, earlier, loop.time() - started)
                 if post:
                     prepared = await with_re_review(prepared, github_client, installation_id)
                 loop_run = _ReviewLoop(
-                    prepared, settings, client, deadline, progress, store=repo_store
+                    prepared,
+                    settings,
+                    client,
+                    deadline,
+                    progress,
+                    store=repo_store,
+                    metrics=metrics,
                 )
                 result = await loop_run.run(include_trace)
                 if post:
@@ -153,12 +167,23 @@ async def run_review(
                         deadline=deadline,
                         installation_id=installation_id,
                         ledger=ledger,
+                        metrics=metrics,
                     )
-                return result
+                return _counted(metrics, result, loop.time() - started)
     except TimeoutError:
-        raise ReviewTimeout() from None
+        raise _counted(metrics, ReviewTimeout(), loop.time() - started) from None
+    except BaseException as exc:
+        _counted(metrics, exc, loop.time() - started)
+        raise
     finally:
         cancel.set()
+
+
+def _counted(metrics: Metrics | None, outcome: _Outcome, seconds: float) -> _Outcome:
+    """`outcome` (a result to return, or an error to raise), counted as the review's end."""
+    if metrics is not None:
+        metrics.review_ended(outcome, seconds)
+    return outcome
 
 
 @asynccontextmanager
@@ -184,11 +209,13 @@ async def _store(
 
 
 @asynccontextmanager
-async def _model(settings: Settings, shared: ModelClient | None) -> AsyncIterator[ModelClient]:
+async def _model(
+    settings: Settings, shared: ModelClient | None, metrics: Metrics | None
+) -> AsyncIterator[ModelClient]:
     if shared is not None:
         yield shared
         return
-    async with ProviderClient(settings) as client:
+    async with ProviderClient(settings, metrics=metrics) as client:
         yield client
 
 
@@ -220,6 +247,7 @@ class _ReviewLoop:
         progress: ProgressCallback | None,
         *,
         store: RepositoryStore,
+        metrics: Metrics | None = None,
     ) -> None:
         self.prepared = prepared
         # Every blocking step of the review (checks, diffs, tools) runs on the store's threads,
@@ -246,6 +274,7 @@ class _ReviewLoop:
             prepared.context.changed_files,
             received=ReceivedCode() if settings.review_require_evidence else None,
         )
+        self.metrics = metrics  # counts each tool call
 
     async def run(self, include_trace: bool) -> ReviewResult:
         if await self.store.run(self._same_tree):
@@ -373,6 +402,8 @@ class _ReviewLoop:
         seen_ids.update(call.id for call in calls)
         self.tool_calls += len(calls)
         for call, (outcome, _) in zip(calls, outcomes, strict=True):
+            if self.metrics is not None:
+                self.metrics.tool_call(call.name, outcome.ok)
             self.tool_content_bytes += len(outcome.content.encode("utf-8"))
             if self.tool_content_bytes > MAX_ACCUMULATED_TOOL_CONTENT_BYTES:
                 raise InvalidModelResponse("The accumulated tool content exceeded its limit.")

@@ -11,6 +11,7 @@ The parts, each in its own module:
     dependencies  settings, model client, review slots and the reviewer, as `Depends`
     errors        `error_response()`: the one place a `ReviewError` becomes an answer
     server        how `pr-review serve` runs it: timeouts, a connection cap, quiet EMFILE
+    metrics_route GET /metrics (CONTRACT 18), behind the keys when set
 
 Keys and tokens never reach a log line or a response.
 """
@@ -26,10 +27,12 @@ from pr_review_api import __version__
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.workspace import repository_store
+from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import MAX_REQUEST_BODY_BYTES
 from pr_review_api.service.dependencies import Reviewer, ReviewSlots, get_reviewer
 from pr_review_api.service.errors import error_response, install_error_handlers
 from pr_review_api.service.jobs_routes import install_job_routes
+from pr_review_api.service.metrics_route import install_metrics_route
 from pr_review_api.service.middleware import AccessLog
 from pr_review_api.service.routes import add_routes
 from pr_review_api.service.server import server_config
@@ -46,14 +49,18 @@ __all__ = [
 ]
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The service, configured by `settings` (read from the environment when not given)."""
+def create_app(settings: Settings | None = None, *, metrics: Metrics | None = None) -> FastAPI:
+    """The service, configured by `settings` (read from the environment when not given).
+
+    `metrics` counts what this application does (a fresh `Metrics` when not given); `serve`
+    passes one that also reads its embedded worker's samples (pr_review_api.metrics)."""
     settings = settings if settings is not None else load_settings()
+    metrics = metrics if metrics is not None else Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # One pooled provider client for every review; closed after the last one finished.
-        async with ProviderClient(settings) as model:
+        async with ProviderClient(settings, metrics=metrics) as model:
             app.state.model = model
             # One repository store (indexes, readers, search text, git threads) per process.
             with repository_store(settings) as store:
@@ -71,9 +78,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.metrics = metrics
     app.state.slots = ReviewSlots(settings.pr_review_max_concurrent_reviews)
     install_error_handlers(app)
     app.add_middleware(AccessLog)
     add_routes(app, secured=bool(settings.pr_review_api_keys))
+    install_metrics_route(app, secured=bool(settings.pr_review_api_keys))
     install_job_routes(app, settings)  # CONTRACT 11: only when a database is configured
     return app

@@ -19,6 +19,7 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.metrics import Metrics
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 
@@ -64,6 +65,10 @@ def get_reviewer(request: Request) -> Reviewer:
     # One GitHub API client (one connection pool, the credentials) per service, too.
     github: GitHubClient | None = getattr(request.app.state, "github", None)
     shared: dict[str, object] = {}
+    # The application's metrics count every review it runs (CONTRACT 18).
+    metrics: Metrics | None = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        shared["metrics"] = metrics
     if store is not None:
         shared["store"] = store
     if github is not None:
@@ -89,3 +94,9 @@ def get_slots(request: Request) -> ReviewSlots:
     """The application's review slots."""
     slots: ReviewSlots = request.app.state.slots
     return slots
+
+
+def get_metrics(request: Request) -> Metrics | None:
+    """The application's `Metrics` (None for an app a test built without them)."""
+    metrics: Metrics | None = getattr(request.app.state, "metrics", None)
+    return metrics

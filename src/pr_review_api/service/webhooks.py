@@ -30,13 +30,15 @@ from pr_review_api.errors import (
     InvalidPullRequestUrl,
     InvalidRequest,
     InvalidSignature,
+    ReviewError,
     ServerBusy,
 )
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.queue import JobQueue, PullRequestJob
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
+from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import read_capped
-from pr_review_api.service.dependencies import get_settings
+from pr_review_api.service.dependencies import get_metrics, get_settings
 from pr_review_api.service.errors import ContractJSONResponse
 from pr_review_api.service.jobs_routes import get_jobs
 from pr_review_api.settings import Settings
@@ -125,38 +127,53 @@ def webhook_router() -> APIRouter:
         request: Request,
         settings: Annotated[Settings, Depends(get_settings)],
         queue: Annotated[JobQueue, Depends(get_jobs)],
+        metrics: Annotated[Metrics | None, Depends(get_metrics)],
     ) -> Response:
-        secret = settings.pr_review_webhook_secret
-        assert secret is not None
-        body = await read_capped(request, MAX_WEBHOOK_BODY_BYTES)
-        header = _one_header(request, "x-hub-signature-256")
-        if not signature_valid(secret.get_secret_value().encode("utf-8"), body, header):
-            raise InvalidSignature()
         event_name = _one_header(request, "x-github-event")
-        if event_name == "ping":
-            return ContractJSONResponse({"status": "ok"}, status_code=200)
-        if event_name != "pull_request":
-            return _ignored()
         try:
-            # Up to 1 MiB through Python hooks: off the loop that serves every other request.
-            event = await asyncio.to_thread(loads_strict, body)
-        except StrictJSONError:
-            raise InvalidRequest("The delivery's body is not a JSON object.") from None
-        if not isinstance(event, dict):
-            raise InvalidRequest("The delivery's body is not a JSON object.")
-        job = _job_of(event, settings)
-        if job is None:
-            return _ignored()
-        delivery = _one_header(request, "x-github-delivery")
-        if delivery is not None and not _DELIVERY.match(delivery):
-            delivery = None
-        try:
-            async with asyncio.timeout(ENQUEUE_TIMEOUT_SECONDS):
-                enqueued = await queue.enqueue(job, source="webhook", delivery_id=delivery)
-        except TimeoutError:
-            raise ServerBusy("The job queue did not answer in time; redeliver shortly.") from None
-        return ContractJSONResponse(
-            {"job_id": str(enqueued.job_id), "status": enqueued.status}, status_code=202
-        )
+            response, outcome = await _answer(request, settings, queue, event_name)
+        except ReviewError as exc:
+            if metrics is not None:
+                metrics.webhook_delivery(event_name, exc.code)
+            raise
+        if metrics is not None:
+            metrics.webhook_delivery(event_name, outcome)
+        return response
 
     return router
+
+
+async def _answer(
+    request: Request, settings: Settings, queue: JobQueue, event_name: str | None
+) -> tuple[Response, str]:
+    """The answer to one delivery, and its outcome for the metrics (`ok`, `ignored`, `queued`)."""
+    secret = settings.pr_review_webhook_secret
+    assert secret is not None
+    body = await read_capped(request, MAX_WEBHOOK_BODY_BYTES)
+    header = _one_header(request, "x-hub-signature-256")
+    if not signature_valid(secret.get_secret_value().encode("utf-8"), body, header):
+        raise InvalidSignature()
+    if event_name == "ping":
+        return ContractJSONResponse({"status": "ok"}, status_code=200), "ok"
+    if event_name != "pull_request":
+        return _ignored(), "ignored"
+    try:
+        # Up to 1 MiB through Python hooks: off the loop that serves every other request.
+        event = await asyncio.to_thread(loads_strict, body)
+    except StrictJSONError:
+        raise InvalidRequest("The delivery's body is not a JSON object.") from None
+    if not isinstance(event, dict):
+        raise InvalidRequest("The delivery's body is not a JSON object.")
+    job = _job_of(event, settings)
+    if job is None:
+        return _ignored(), "ignored"
+    delivery = _one_header(request, "x-github-delivery")
+    if delivery is not None and not _DELIVERY.match(delivery):
+        delivery = None
+    try:
+        async with asyncio.timeout(ENQUEUE_TIMEOUT_SECONDS):
+            enqueued = await queue.enqueue(job, source="webhook", delivery_id=delivery)
+    except TimeoutError:
+        raise ServerBusy("The job queue did not answer in time; redeliver shortly.") from None
+    answer = {"job_id": str(enqueued.job_id), "status": enqueued.status}
+    return ContractJSONResponse(answer, status_code=202), "queued"
