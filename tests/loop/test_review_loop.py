@@ -31,7 +31,7 @@ from pr_review_api.errors import (
 )
 from pr_review_api.llm.testing import ScriptedModel, tool_turn
 from pr_review_api.llm.testing import stop_turn as scripted_stop
-from pr_review_api.loop import run as review_module
+from pr_review_api.loop import engine as engine_module
 from pr_review_api.loop.run import NO_CHANGES_SUMMARY, LocalTarget, Progress, run_review
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import MAX_TRACE_PREVIEW_BYTES, Settings, load_settings
@@ -283,7 +283,7 @@ def count_executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         executed.append(name)
         return real(repo, name, arguments, **options)
 
-    monkeypatch.setattr(review_module, "execute_tool", counting)
+    monkeypatch.setattr(engine_module, "execute_tool", counting)
     return executed
 
 
