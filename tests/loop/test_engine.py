@@ -60,14 +60,6 @@ class AnswerPolicy:
         raise InvalidModelResponse("The answer was empty.")
 
 
-@pytest.fixture
-def prepared(tmp_path: Path) -> Prepared:
-    repo = GitRepo(tmp_path / "app")
-    base = repo.commit_files({PATH: "def f():\n    return 0\n"})
-    head = repo.commit_files({PATH: "def f():\n    return 1\n"}, message="one")
-    return prepare_local(LocalTarget(repo.path, base, head))
-
-
 def settings_of(tmp_path: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "opencode_api_key": PROVIDER_KEY,
@@ -81,6 +73,16 @@ def settings_of(tmp_path: Path, **overrides: Any) -> Settings:
 def store(tmp_path: Path) -> Iterator[RepositoryStore]:
     with repository_store(settings_of(tmp_path)) as made:
         yield made
+
+
+@pytest.fixture
+def prepared(tmp_path: Path, store: RepositoryStore) -> Prepared:
+    """The pinned repository, read through the test's store: closed at its end, never left to
+    a finalizer (a store closed by the garbage collector may close it in any thread)."""
+    repo = GitRepo(tmp_path / "app")
+    base = repo.commit_files({PATH: "def f():\n    return 0\n"})
+    head = repo.commit_files({PATH: "def f():\n    return 1\n"}, message="one")
+    return prepare_local(LocalTarget(repo.path, base, head), store)
 
 
 def engine_for(
