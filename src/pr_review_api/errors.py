@@ -30,13 +30,18 @@ in exactly one place (`api.py`, `cli.py`).
     └── Interrupted                    interrupted                     CLI exit 130
 
 Messages are fixed sentences written here or by the raiser: never a provider body, a key, a
-token, a header, a local path or a stack trace. `ToolError` is separate: it is a tool-level
+token, a header, a local path or a stack trace. An error that ended a review carries the
+review's `RunRecord` in `run` (rounds, usage, trace) for internal callers; `to_body()` never
+shows it. `ToolError` is separate: it is a tool-level
 result returned to the model (CONTRACT section 7), not a failure of the review.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+if TYPE_CHECKING:  # model.py imports settings, which imports this module
+    from pr_review_api.model import RunRecord
 
 ToolErrorCode = Literal[
     "path_not_found",
@@ -60,6 +65,9 @@ class ReviewError(Exception):
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message or self.default_message
+        # What the review had spent when this ended it (rounds, usage, trace), set by the
+        # conversation engine and run_review: for internal callers only, never in to_body().
+        self.run: RunRecord | None = None
         super().__init__(self.message)
 
     @property

@@ -118,6 +118,22 @@ class TraceTurn(BaseModel):
     tool_calls: list[TraceToolCall]
 
 
+class RunRecord(BaseModel):
+    """What a review spent up to its end, for internal callers: a failed review's data.
+
+    Every `ReviewError` a review raises carries one (`ReviewError.run`), so evaluation can count
+    the tokens and rounds of failed reviews. The edges never show it: an error document has
+    `"trace": null` (the seed: no partial trace when the review terminates with an error).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rounds: int = 0
+    tool_calls: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    trace: list[TraceTurn] = Field(default_factory=list)
+
+
 def preview(text: str) -> str:
     """At most MAX_TRACE_PREVIEW_BYTES of UTF-8, cut on a character boundary."""
     return truncate_utf8(text, MAX_TRACE_PREVIEW_BYTES)

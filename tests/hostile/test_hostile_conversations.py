@@ -29,7 +29,7 @@ from pr_review_api.jsonutil import loads_strict
 from pr_review_api.llm.envelope import turn_from_envelope
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.llm.turn import Turn
-from pr_review_api.loop import run as review_module
+from pr_review_api.loop import engine as engine_module
 from pr_review_api.loop import workspace
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
@@ -602,7 +602,7 @@ def run_conversation(
 
     result = error = None
     with (
-        mock.patch.object(review_module, "execute_tool", recording),
+        mock.patch.object(engine_module, "execute_tool", recording),
         mock.patch.object(workspace, "prepare_local", _prepared_local),
     ):
         try:

@@ -22,7 +22,6 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.testing import ScriptedModel, stop_turn, tool_turn
 from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import background_index
-from pr_review_api.loop import run as review_module
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.settings import Settings, load_settings
@@ -131,7 +130,7 @@ def test_the_background_process_completes_the_index(
 @pytest.fixture
 def one_shot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """The settings of a one-shot review whose own store indexes every repository."""
-    monkeypatch.setattr(review_module, "repository_store", indexed_store)
+    monkeypatch.setattr(background_index, "repository_store", indexed_store)
     return settings(tmp_path / "cache")
 
 

@@ -17,7 +17,8 @@ import pytest
 
 from pr_review_api.github import publish
 from pr_review_api.llm import openai_chat
-from pr_review_api.loop import run as run_module
+from pr_review_api.loop import engine as engine_module
+from pr_review_api.loop import review as review_module
 from pr_review_api.loop import verify
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.repo_config import NOTE_DROPPED
@@ -118,8 +119,8 @@ class _Heartbeat:
 
 
 STEPS: dict[str, tuple[object, str]] = {
-    "the repository configuration applied to the findings": (run_module, "apply_repo_config"),
-    "the checks of a model turn": (run_module, "check_turn"),
+    "the repository configuration applied to the findings": (review_module, "apply_repo_config"),
+    "the checks of a model turn": (engine_module, "check_turn"),
     "the coverage of a tool result": (CoverageTracker, "saw_tool_result"),
     "the provider's body parsed": (openai_chat, "_parse_object"),
     "the verdict of the verification pass": (verify, "parse_verdict"),

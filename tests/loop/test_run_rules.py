@@ -22,7 +22,7 @@ from pr_review_api.errors import (
 )
 from pr_review_api.llm.testing import ScriptedModel, tool_turn
 from pr_review_api.llm.testing import stop_turn as scripted_stop
-from pr_review_api.loop import run as review_module
+from pr_review_api.loop import engine as engine_module
 from pr_review_api.model import Usage
 from pr_review_api.tools import execute_tool
 from tests.gitrepo import GitRepo
@@ -64,7 +64,7 @@ def count_executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         executed.append(name)
         return real(repo, name, arguments, **options)
 
-    monkeypatch.setattr(review_module, "execute_tool", counting)
+    monkeypatch.setattr(engine_module, "execute_tool", counting)
     return executed
 
 

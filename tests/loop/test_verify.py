@@ -17,7 +17,7 @@ import pytest
 from pr_review_api.errors import OpenCodeUnavailable, ReviewTimeout
 from pr_review_api.llm.testing import USAGE, ScriptedModel, stop_turn, tool_turn
 from pr_review_api.llm.turn import Turn
-from pr_review_api.loop import run as run_module
+from pr_review_api.loop import engine as engine_module
 from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.loop.verify import (
     MAX_VERDICT_EVIDENCE_BYTES,
@@ -353,7 +353,7 @@ def test_the_note_fits_when_the_review_has_every_note_it_may(
 def test_the_review_tool_content_limit_holds_across_the_pass(
     widget: tuple[GitRepo, str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(run_module, "MAX_ACCUMULATED_TOOL_CONTENT_BYTES", 100)
+    monkeypatch.setattr(engine_module, "MAX_ACCUMULATED_TOOL_CONTENT_BYTES", 100)
     model = ScriptedModel(
         stop_turn(review_of(finding("Kept"))),
         tool_turn([("v_1", "read_repository_file", {"path": PATH})]),  # far past 100 bytes

@@ -4,8 +4,9 @@ A one-shot process (the CLI, a GitHub Action step) ends seconds after its review
 search index of a large repository takes minutes to build: each process would add a few
 transactions before it exits, and the next review's first search would fall back to
 `git grep` again and again. So, as `git gc --auto` detaches its housekeeping, a review that
-made its own repository store hands each build it leaves unfinished to a detached process
-(`hand_off`) that completes it at low priority and exits. The index's build lock keeps one
+made its own repository store (`one_shot_store`: run_review without a shared store, as the CLI
+calls it) hands each build it leaves unfinished to a detached process (`hand_off`) that
+completes it at low priority and exits. The index's build lock keeps one
 builder per repository across every process (a service's, a worker's, another hand-off's).
 
 The process runs this module (`main`) with the repository's git directory, the head and the
@@ -16,11 +17,13 @@ build needs, set explicitly, and none of the parent's secrets (no provider key, 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from pr_review_api.git.runner import is_sha
@@ -38,6 +41,26 @@ MAX_BUILD_SECONDS = 3600.0
 MAX_ATTEMPTS = 3
 # The only variables of the parent's environment the process keeps: what git and Python need.
 _KEPT_VARIABLES = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "SYSTEMROOT")
+
+
+@contextlib.asynccontextmanager
+async def one_shot_store(settings: Settings) -> AsyncIterator[RepositoryStore]:
+    """A store of one review, closed at its end; its unfinished builds are then handed off.
+
+    Not when the review was interrupted or ran out of time (cancelled): nothing of it is left
+    running then.
+    """
+    made = repository_store(settings)
+    interrupted = False
+    try:
+        yield made
+    except asyncio.CancelledError:
+        interrupted = True
+        raise
+    finally:
+        made.close()
+        if not interrupted:  # the process ends now: the builds go on in processes of their own
+            hand_off(settings, made)
 
 
 def hand_off(settings: Settings, store: RepositoryStore) -> list[subprocess.Popen[bytes]]:

@@ -9,59 +9,35 @@ under one deadline. Blocking git work runs in worker threads, never on the event
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import threading
-import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from pr_review_api.errors import (
-    InvalidModelResponse,
-    InvalidRequest,
-    MaxRounds,
-    ReviewTimeout,
-)
-from pr_review_api.git.runner import run_git
+from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.ledger import PublishLedger
 from pr_review_api.github.publish import publish_result
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
-from pr_review_api.loop.background_index import hand_off
-from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
-from pr_review_api.loop.coverage import CoverageTracker
-from pr_review_api.loop.evidence import ReceivedCode, apply_evidence_rule
-from pr_review_api.loop.final_review import FinalReviewRejected, parse_final_review
-from pr_review_api.loop.prompts import system_prompt, user_message
-from pr_review_api.loop.repo_config import (
-    apply_repo_config,
-)
-from pr_review_api.loop.verify import verify_findings
+from pr_review_api.loop.background_index import one_shot_store
+from pr_review_api.loop.engine import Engine, StageHook, Tally
+from pr_review_api.loop.repo_config import apply_repo_config
+from pr_review_api.loop.review import final_review, same_tree
 from pr_review_api.loop.workspace import (
     LocalTarget,
-    Prepared,
     PullRequestTarget,
     ReviewTarget,
     prepare,
     published_before,
-    repository_store,
     with_re_review,
     with_repo_config,
 )
-from pr_review_api.model import (
-    FinalReview,
-    ReviewResult,
-    Revisions,
-    TraceToolCall,
-    TraceTurn,
-    Usage,
-    preview,
-)
-from pr_review_api.settings import MAX_ACCUMULATED_TOOL_CONTENT_BYTES, Settings
-from pr_review_api.tools import TOOLS, ToolOutcome, execute_tool, map_git_errors
+from pr_review_api.model import FinalReview, ReviewResult, Revisions, Usage
+from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
@@ -76,11 +52,12 @@ __all__ = [
     "run_review",
 ]
 
-_Outcome = TypeVar("_Outcome", ReviewResult, BaseException)
-
 NO_CHANGES_SUMMARY = (
     "The head commit has the same tree as the merge base: there are no changes to review."
 )
+
+_Client = TypeVar("_Client")
+_Outcome = TypeVar("_Outcome", ReviewResult, BaseException)
 
 
 @dataclass(frozen=True)
@@ -96,7 +73,7 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
-async def run_review(
+async def run_review(  # noqa: PLR0913  (the one review function; each shell passes what it shares)
     target: ReviewTarget,
     settings: Settings,
     *,
@@ -117,9 +94,11 @@ async def run_review(
     With a `ledger` (the service's record of what it published), a head already published
     answers its earlier review document, `already_published`, before the model is asked.
 
-    Raises a `ReviewError` subclass for every failure the contract names. A shared `model`
-    client may be passed in (the HTTP service keeps one; tests pass a `ScriptedModel`);
-    otherwise an OpenAI-compatible `ProviderClient` is made from the settings. `metrics`
+    Raises a `ReviewError` subclass for every failure the contract names, carrying what the
+    review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
+    `model` client may be passed in (the HTTP service keeps one; tests pass a `ScriptedModel`);
+    otherwise an OpenAI-compatible `ProviderClient` is made from the settings. Without a
+    shared `store`, the review makes its own (`background_index.one_shot_store`). `metrics`
     (the process's `Metrics`) counts how the review ended, its tool calls and its provider use.
     """
     settings.require_provider_key()
@@ -129,15 +108,18 @@ async def run_review(
     deadline = loop.time() + settings.review_timeout_seconds
     # The store's work stops at the deadline (loop.time() is time.monotonic()) or on cancel.
     cancel = threading.Event()
+    tally = Tally()  # every conversation of this review spends from it
+    on_stage = _stage_hook(progress, tally)
     started = loop.time()
     try:
         async with (
             asyncio.timeout_at(deadline),
-            _model(settings, model, metrics) as client,
-            _github(settings, github) as github_client,
-            _store(settings, store) as repo_store,
+            _shared_or_own(model, lambda: ProviderClient(settings, metrics=metrics)) as client,
+            _shared_or_own(github, lambda: GitHubClient(settings)) as github_client,
+            _shared_or_own(store, lambda: one_shot_store(settings)) as repo_store,
         ):
-            _report(progress, "preparing", 0, 0, Usage())
+            if on_stage is not None:
+                on_stage("preparing", 0)
             work = repo_store.work(deadline, cancel)
             async with prepare(target, settings, github_client, repo_store, work) as pinned:
                 prepared = await repo_store.run(with_repo_config, pinned)
@@ -149,16 +131,17 @@ async def run_review(
                         return _counted(metrics, earlier, loop.time() - started)
                 if post:
                     prepared = await with_re_review(prepared, github_client, installation_id)
-                loop_run = _ReviewLoop(
+                engine = Engine(
+                    client,
                     prepared,
                     settings,
-                    client,
                     deadline,
-                    progress,
                     store=repo_store,
+                    tally=tally,
+                    on_stage=on_stage,
                     metrics=metrics,
                 )
-                result = await loop_run.run(include_trace)
+                result = await _review(engine, include_trace)
                 if post:
                     result.publication = await publish_result(
                         result,
@@ -171,7 +154,13 @@ async def run_review(
                     )
                 return _counted(metrics, result, loop.time() - started)
     except TimeoutError:
-        raise _counted(metrics, ReviewTimeout(), loop.time() - started) from None
+        timeout = ReviewTimeout()
+        timeout.run = tally.record()
+        raise _counted(metrics, timeout, loop.time() - started) from None
+    except ReviewError as error:
+        error.run = tally.record()
+        _counted(metrics, error, loop.time() - started)
+        raise
     except BaseException as exc:
         _counted(metrics, exc, loop.time() - started)
         raise
@@ -186,286 +175,50 @@ def _counted(metrics: Metrics | None, outcome: _Outcome, seconds: float) -> _Out
     return outcome
 
 
-@asynccontextmanager
-async def _store(
-    settings: Settings, shared: RepositoryStore | None
-) -> AsyncIterator[RepositoryStore]:
-    if shared is not None:
-        yield shared
-        return
-    made = repository_store(settings)
-    interrupted = False
-    try:
-        yield made
-    except asyncio.CancelledError:  # interrupted, or out of time: nothing is left running
-        interrupted = True
-        raise
-    finally:
-        made.close()
-        if not interrupted:
-            # A store of one review, whose process ends now: an unfinished search-index
-            # build goes on in a process of its own.
-            hand_off(settings, made)
+def _shared_or_own(
+    shared: _Client | None, own: Callable[[], AbstractAsyncContextManager[_Client]]
+) -> AbstractAsyncContextManager[_Client]:
+    """The caller's shared client as it is (never closed here), or a new one closed at the end."""
+    return contextlib.nullcontext(shared) if shared is not None else own()
 
 
-@asynccontextmanager
-async def _model(
-    settings: Settings, shared: ModelClient | None, metrics: Metrics | None
-) -> AsyncIterator[ModelClient]:
-    if shared is not None:
-        yield shared
-        return
-    async with ProviderClient(settings, metrics=metrics) as client:
-        yield client
+def _stage_hook(progress: ProgressCallback | None, tally: Tally) -> StageHook | None:
+    """The engine's stage reports as `Progress`, with the review's counts so far."""
+    if progress is None:
+        return None
+
+    def report(stage: str, round_: int) -> None:
+        progress(Progress(stage, round_, tally.tool_calls, tally.usage))
+
+    return report
 
 
-@asynccontextmanager
-async def _github(settings: Settings, shared: GitHubClient | None) -> AsyncIterator[GitHubClient]:
-    if shared is not None:
-        yield shared
-        return
-    async with GitHubClient(settings) as client:
-        yield client
-
-
-def _report(
-    progress: ProgressCallback | None, stage: str, round_: int, calls: int, usage: Usage
-) -> None:
-    if progress is not None:
-        progress(Progress(stage, round_, calls, usage))
-
-
-class _ReviewLoop:
-    """The state of one review's conversation with the model."""
-
-    def __init__(
-        self,
-        prepared: Prepared,
-        settings: Settings,
-        model: ModelClient,
-        deadline: float,
-        progress: ProgressCallback | None,
-        *,
-        store: RepositoryStore,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self.prepared = prepared
-        # Every blocking step of the review (checks, diffs, tools) runs on the store's threads,
-        # sized for the reviews the process runs at once, never asyncio's shared default pool.
-        self.store = store
-        self.settings = settings
-        self.model = model
-        self.deadline = deadline
-        self.progress = progress
-        self.messages: list[dict[str, Any]] = [
-            {
-                "role": "system",
-                "content": system_prompt(require_evidence=settings.review_require_evidence),
-            },
-            {"role": "user", "content": user_message(prepared.context)},
-        ]
-        self.seen_ids: set[str] = set()
-        self.tool_calls = 0
-        self.tool_content_bytes = 0
-        self.usage = Usage()
-        self.trace: list[TraceTurn] = []
-        self.coverage = CoverageTracker(
-            prepared.repository,
-            prepared.context.changed_files,
-            received=ReceivedCode() if settings.review_require_evidence else None,
-        )
-        self.metrics = metrics  # counts each tool call
-
-    async def run(self, include_trace: bool) -> ReviewResult:
-        if await self.store.run(self._same_tree):
-            return self._no_changes(include_trace)
-        if self.settings.review_inline_diff_bytes:
-            await self.store.run(self._inline_diff, self.settings.review_inline_diff_bytes)
-        repairs = self.settings.review_repair_attempts
-        last_round = self.settings.review_max_rounds
-        for round_ in range(1, last_round + 1):
-            self._report("waiting_for_model", round_)
-            answer = await self.model.complete(self.messages, TOOLS, deadline=self.deadline)
-            turn = await self.store.run(check_turn, answer, self.seen_ids, self._limits())
-            self.usage += turn.usage
-            if turn.finish_reason == "stop":
-                self._report("validating", round_)
-                try:
-                    review = await self.store.run(
-                        functools.partial(
-                            parse_final_review,
-                            tolerant=self.settings.review_tolerant_final_json,
-                            unreadable=self.prepared.unreadable,
-                        ),
-                        turn.content,
-                        self.prepared.repository,
-                    )
-                except FinalReviewRejected as rejected:
-                    if repairs == 0 or round_ == last_round:
-                        raise
-                    repairs -= 1
-                    self._repair(round_, turn, rejected)
-                    continue
-                self._record(round_, turn, [])
-                return await self._finish(review, round_, include_trace)
-            self._report("running_tools", round_)
-            outcomes = await self._execute(turn)
-            self._record(round_, turn, outcomes)
-        raise MaxRounds()
-
-    async def _finish(self, review: FinalReview, rounds: int, include_trace: bool) -> ReviewResult:
-        """(REVIEW_REQUIRE_EVIDENCE) the evidence rule, the repository's configuration, then
-        (REVIEW_VERIFY_FINDINGS) the verification pass."""
-        if self.coverage.received is not None:
-            review = await self.store.run(apply_evidence_rule, review, self.coverage.received)
-        # Off the event loop: matching the findings' paths is work the base commit sizes.
-        review = await self.store.run(apply_repo_config, review, self.prepared.repo_config)
-        if self.settings.review_verify_findings and review.findings:
-            prepared = self.prepared
-            review, used = await verify_findings(
-                self,
-                review,
-                prepared.context,
-                rounds,
-                repository=prepared.repository,
-                unreadable=prepared.unreadable,
-            )
-            rounds += used
-        return self._result(review, rounds, include_trace)
-
-    def _repair(self, round_: int, turn: CheckedTurn, rejected: FinalReviewRejected) -> None:
-        """Keep the failed stop turn and answer it with the rule it broke, in fixed words."""
-        self._record(round_, turn, [])
-        self.messages.append(turn.message)
-        self.messages.append({"role": "user", "content": rejected.repair})
-
-    def _same_tree(self) -> bool:
-        """Whether the merge base and the head have the same tree: nothing to review."""
-        revisions = self.prepared.repository.revisions
-        with map_git_errors(self.prepared.unreadable):
-            found = run_git(
-                self.prepared.repository.git_dir,
-                [
-                    "rev-parse",
-                    f"{revisions.merge_base_sha}^{{tree}}",
-                    f"{revisions.head_sha}^{{tree}}",
-                ],
-                timeout=30,
-            )
-        trees = found.stdout.split()
-        return len(trees) == 2 and trees[0] == trees[1]
-
-    def _no_changes(self, include_trace: bool) -> ReviewResult:
+async def _review(engine: Engine, include_trace: bool) -> ReviewResult:
+    """The final review, or no_changes when the merge base and the head have the same tree."""
+    prepared = engine.prepared
+    if await engine.store.run(same_tree, prepared):
         review = FinalReview(summary=NO_CHANGES_SUMMARY, findings=[], notes=[])
-        review = apply_repo_config(review, self.prepared.repo_config)
-        result = self._result(review, 0, include_trace)
+        review = apply_repo_config(review, prepared.repo_config)  # no findings to match
+        result = _result(engine, review, include_trace)
         return result.model_copy(update={"termination_reason": "no_changes"})
+    return _result(engine, await final_review(engine), include_trace)
 
-    def _inline_diff(self, limit: int) -> None:
-        """REVIEW_INLINE_DIFF_BYTES: the diff, cut to `limit` bytes, in the first user message."""
-        with map_git_errors(self.prepared.unreadable):
-            data, truncated = self.prepared.repository.diff([], limit)
-        text = data.decode("utf-8", "replace")
-        if truncated:  # the cut may split a character: drop its first bytes
-            text = text.rstrip("\ufffd")
-        self.messages[1] = {
-            "role": "user",
-            "content": user_message(self.prepared.context, diff=text, diff_truncated=truncated),
-        }
-        self.coverage.saw_diff(text, truncated=truncated)
 
-    def _limits(self) -> CallLimits:
-        return CallLimits(
-            per_round=self.settings.review_max_tool_calls_per_round,
-            total=self.settings.review_max_tool_calls,
-            used=self.tool_calls,
-        )
-
-    async def _execute(
-        self,
-        turn: CheckedTurn,
-        messages: list[dict[str, Any]] | None = None,
-        seen_ids: set[str] | None = None,
-    ) -> list[tuple[ToolOutcome, int]]:
-        """Run a validated round's calls in worker threads; append results in call order.
-
-        `messages` and `seen_ids` name another conversation than the review's own (the
-        verification pass, loop/verify.py); the per-review counts and limits stay shared.
-        """
-        messages = self.messages if messages is None else messages
-        seen_ids = self.seen_ids if seen_ids is None else seen_ids
-        calls = turn.calls
-        outcomes = await asyncio.gather(*(self.store.run(self._timed, call) for call in calls))
-        messages.append(turn.message)
-        # Counted before the content limit is checked: the calls ran, and a failed
-        # verification (loop/verify.py) does not end the review, whose totals must say so.
-        seen_ids.update(call.id for call in calls)
-        self.tool_calls += len(calls)
-        for call, (outcome, _) in zip(calls, outcomes, strict=True):
-            if self.metrics is not None:
-                self.metrics.tool_call(call.name, outcome.ok)
-            self.tool_content_bytes += len(outcome.content.encode("utf-8"))
-            if self.tool_content_bytes > MAX_ACCUMULATED_TOOL_CONTENT_BYTES:
-                raise InvalidModelResponse("The accumulated tool content exceeded its limit.")
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
-            # A diff to parse or a path to resolve in git: not on the event loop.
-            await self.store.run(self.coverage.saw_tool_result, call.name, outcome.result)
-        return outcomes
-
-    def _timed(self, call: ToolCall) -> tuple[ToolOutcome, int]:
-        started = time.perf_counter()
-        outcome = execute_tool(
-            self.prepared.repository,
-            call.name,
-            call.validated,
-            unreadable=self.prepared.unreadable,
-        )
-        return outcome, round((time.perf_counter() - started) * 1000)
-
-    def _record(
-        self, round_: int, turn: CheckedTurn, outcomes: list[tuple[ToolOutcome, int]]
-    ) -> None:
-        self.trace.append(
-            TraceTurn(
-                round=round_,
-                provider_request_id=turn.request_id,
-                provider_model=turn.model,
-                finish_reason=turn.finish_reason,
-                protocol_action="final_review" if turn.finish_reason == "stop" else "execute_tools",
-                usage=turn.usage,
-                tool_calls=[
-                    TraceToolCall(
-                        id=call.id,
-                        name=call.name,
-                        arguments=call.arguments,
-                        ok=outcome.ok,
-                        result_preview=preview(outcome.preview_text),
-                        result_bytes=len(outcome.content.encode("utf-8")),
-                        truncated=outcome.truncated,
-                        duration_ms=duration_ms,
-                    )
-                    for call, (outcome, duration_ms) in zip(turn.calls, outcomes, strict=True)
-                ],
-            )
-        )
-
-    def _report(self, stage: str, round_: int) -> None:
-        _report(self.progress, stage, round_, self.tool_calls, self.usage)
-
-    def _result(self, review: FinalReview, rounds: int, include_trace: bool) -> ReviewResult:
-        revisions = self.prepared.repository.revisions
-        return ReviewResult(
-            pull_request=self.prepared.pull_request,
-            revisions=Revisions(
-                base_sha=revisions.base_sha,
-                head_sha=revisions.head_sha,
-                merge_base_sha=revisions.merge_base_sha,
-            ),
-            model=self.settings.opencode_model,
-            review=review,
-            usage=self.usage,
-            rounds=rounds,
-            tool_calls=self.tool_calls,
-            coverage=self.coverage.coverage(),
-            trace=self.trace if include_trace else None,
-        )
+def _result(engine: Engine, review: FinalReview, include_trace: bool) -> ReviewResult:
+    prepared, tally = engine.prepared, engine.tally
+    revisions = prepared.repository.revisions
+    return ReviewResult(
+        pull_request=prepared.pull_request,
+        revisions=Revisions(
+            base_sha=revisions.base_sha,
+            head_sha=revisions.head_sha,
+            merge_base_sha=revisions.merge_base_sha,
+        ),
+        model=engine.settings.opencode_model,
+        review=review,
+        usage=tally.usage,
+        rounds=tally.rounds,
+        tool_calls=tally.tool_calls,
+        coverage=engine.coverage.coverage(),
+        trace=tally.trace if include_trace else None,
+    )

@@ -1,11 +1,12 @@
 """The verification pass (REVIEW_VERIFY_FINDINGS): each finding confirmed or refuted.
 
 After a final review has passed every final-review check, each finding is given back to the
-model in a fresh, short conversation with the same four read-only tools and the same checks
-(`loop/checks.py`, round-atomic; the review's tool-call and tool-content limits; its one
-deadline). The verifier ends in a stop turn whose content is one strict JSON verdict. A
-refuted finding is dropped; a verification that fails in any other way keeps the finding
-(a misbehaving verifier never loses one) and counts it as unverified. The deadline is not
+model in a fresh, short conversation over the review's conversation engine (`loop/engine.py`):
+the same four read-only tools and the same checks (`loop/checks.py`, round-atomic; the
+review's tool-call and tool-content limits; its one deadline). The verifier ends in a stop
+turn whose content is one strict JSON verdict (`VerifyPolicy`). A refuted finding is dropped;
+a verification that fails in any other way keeps the finding (a misbehaving verifier never
+loses one) and counts it as unverified. The deadline is not
 such a failure: it ends the review, as it does everywhere else.
 """
 
@@ -14,21 +15,20 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import InvalidModelResponse, ProviderError, ReviewError, ReviewTimeout
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.git.store import RepositoryStore
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
-from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.checks import CallLimits, CheckedTurn, check_turn
+from pr_review_api.loop.checks import CheckedTurn
+from pr_review_api.loop.engine import Engine, Stages
 from pr_review_api.loop.final_review import unwrap_fence
 from pr_review_api.loop.prompts import ReviewContext
-from pr_review_api.model import FinalReview, Finding, Usage
-from pr_review_api.settings import MAX_NOTES, Settings
-from pr_review_api.tools import TOOLS, ToolOutcome, execute_tool
+from pr_review_api.model import FinalReview, Finding
+from pr_review_api.settings import MAX_NOTES
+from pr_review_api.tools import execute_tool
 from pr_review_api.tools.arguments import ReadFileArguments
 
 VERIFY_MAX_ROUNDS = 3  # provider turns per finding, the stop turn included
@@ -158,64 +158,51 @@ class VerificationCounts:
         )
 
 
-class ReviewLoopPieces(Protocol):
-    """What the verification pass reuses of the review loop (`loop.run._ReviewLoop`)."""
+class VerifyPolicy:
+    """A verification's stop turn is a strict verdict, never repaired."""
 
-    settings: Settings
-    model: ModelClient
-    deadline: float
-    usage: Usage
-    store: RepositoryStore
+    stages = Stages(asking="verifying", running_tools=None, stopping=None)
 
-    def _limits(self) -> CallLimits: ...
+    def __init__(self, engine: Engine) -> None:
+        self.store = engine.store
+        self.tolerant = engine.settings.review_tolerant_final_json
 
-    async def _execute(
-        self,
-        turn: CheckedTurn,
-        messages: list[dict[str, Any]] | None = None,
-        seen_ids: set[str] | None = None,
-    ) -> list[tuple[ToolOutcome, int]]: ...
-
-    def _record(
-        self, round_: int, turn: CheckedTurn, outcomes: list[tuple[ToolOutcome, int]]
-    ) -> None: ...
-
-    def _report(self, stage: str, round_: int) -> None: ...
+    async def stop(self, turn: CheckedTurn, *, last_round: bool) -> Verdict:
+        # Off the event loop: the model sizes the verdict's JSON.
+        parse = functools.partial(parse_verdict, tolerant=self.tolerant)
+        return await self.store.run(parse, turn.content)
 
 
-async def verify_findings(
-    loop: ReviewLoopPieces,
-    review: FinalReview,
-    context: ReviewContext,
-    last_round: int,
-    *,
-    repository: PinnedRepository,
-    unreadable: type[ReviewError],
-) -> tuple[FinalReview, int]:
-    """Verify every finding of a validated review; return the review kept and rounds used.
+async def verify_findings(engine: Engine, review: FinalReview) -> FinalReview:
+    """Verify every finding of a validated review; return the review kept.
 
-    Rounds are numbered on from `last_round` (the review's last), so the trace reads in order.
-    After a provider error (not the model's fault) the remaining findings are kept unverified,
-    without more requests. ReviewTimeout, and the deadline's cancellation, end the review.
+    Each finding is a fresh conversation over the review's engine: its rounds are numbered on
+    from the review's (the trace reads in order) and count in the review's totals. After a
+    provider error (not the model's fault) the remaining findings are kept unverified, without
+    more requests. ReviewTimeout, and the deadline's cancellation, end the review.
     """
+    prepared = engine.prepared
+    policy = VerifyPolicy(engine)
     counts = VerificationCounts()
     kept: list[Finding] = []
-    rounds = 0
     provider_failed = False
     for finding in review.findings:
         verdict: Verdict | None = None
         if not provider_failed:
-            excerpt = await loop.store.run(code_excerpt, repository, finding, unreadable)
+            excerpt = await engine.store.run(
+                code_excerpt, prepared.repository, finding, prepared.unreadable
+            )
+            first = verify_user_message(prepared.context, finding, excerpt)
+            messages: list[dict[str, Any]] = [
+                {"role": "system", "content": VERIFY_SYSTEM_PROMPT},
+                {"role": "user", "content": first},
+            ]
             try:
-                verdict, used = await _verify_one(
-                    loop, verify_user_message(context, finding, excerpt), last_round + rounds
-                )
-                rounds += used
+                verdict = await engine.converse(policy, messages, max_rounds=VERIFY_MAX_ROUNDS)
             except ReviewTimeout:
                 raise
-            except _Failed as failed:
-                rounds += failed.rounds
-                provider_failed = failed.provider
+            except ReviewError as error:  # out of rounds, a bad turn or verdict, a provider error
+                provider_failed = isinstance(error, ProviderError)
         if verdict is None:
             counts.unverified += 1
         elif verdict.verdict == "refuted":
@@ -225,46 +212,4 @@ async def verify_findings(
             counts.confirmed += 1
         kept.append(finding)
     notes = [*review.notes[: MAX_NOTES - 1], counts.note()]
-    return FinalReview(summary=review.summary, findings=kept, notes=notes), rounds
-
-
-class _Failed(Exception):
-    """A verification ended without a verdict, after `rounds` provider turns."""
-
-    def __init__(self, rounds: int, *, provider: bool) -> None:
-        super().__init__("verification failed")
-        self.rounds = rounds
-        self.provider = provider
-
-
-async def _verify_one(
-    loop: ReviewLoopPieces, first_message: str, before: int
-) -> tuple[Verdict, int]:
-    """One fresh conversation: tools through the loop's own checks, then a verdict."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": VERIFY_SYSTEM_PROMPT},
-        {"role": "user", "content": first_message},
-    ]
-    seen_ids: set[str] = set()  # a fresh conversation: ids are unique within it
-    used = 0
-    try:
-        for used in range(1, VERIFY_MAX_ROUNDS + 1):
-            round_ = before + used
-            loop._report("verifying", round_)
-            answer = await loop.model.complete(messages, TOOLS, deadline=loop.deadline)
-            loop.usage += answer.usage  # counted even when the turn fails its checks
-            turn = await loop.store.run(check_turn, answer, seen_ids, loop._limits())
-            if turn.finish_reason == "stop":
-                loop._record(round_, turn, [])
-                tolerant = loop.settings.review_tolerant_final_json
-                verdict = await loop.store.run(
-                    functools.partial(parse_verdict, tolerant=tolerant), turn.content
-                )
-                return verdict, used
-            outcomes = await loop._execute(turn, messages, seen_ids)
-            loop._record(round_, turn, outcomes)
-    except ReviewTimeout:
-        raise
-    except ReviewError as error:
-        raise _Failed(used, provider=isinstance(error, ProviderError)) from None
-    raise _Failed(used, provider=False)  # out of rounds without a verdict
+    return FinalReview(summary=review.summary, findings=kept, notes=notes)

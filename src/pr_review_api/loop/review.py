@@ -1,0 +1,111 @@
+"""The review conversation: a policy over the conversation engine (`loop/engine.py`).
+
+The review's first messages are the system prompt with the final-review schema and the pull
+request's context (with REVIEW_INLINE_DIFF_BYTES, its diff). Its stop turn must pass every
+final-review check (`loop/final_review.py`); one that fails is answered in fixed words while
+REVIEW_REPAIR_ATTEMPTS last and a round is left (a repair turn), and otherwise ends the review.
+The review that passes gets (REVIEW_REQUIRE_EVIDENCE) the evidence rule, the repository's
+configuration and, with REVIEW_VERIFY_FINDINGS, the verification pass (`loop/verify.py`) over
+the same engine.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pr_review_api.git.runner import run_git
+from pr_review_api.loop.checks import CheckedTurn
+from pr_review_api.loop.coverage import CoverageTracker
+from pr_review_api.loop.engine import Engine, Repair, Stages
+from pr_review_api.loop.evidence import apply_evidence_rule
+from pr_review_api.loop.final_review import FinalReviewRejected, parse_final_review
+from pr_review_api.loop.prompts import system_prompt, user_message
+from pr_review_api.loop.repo_config import apply_repo_config
+from pr_review_api.loop.verify import verify_findings
+from pr_review_api.loop.workspace import Prepared
+from pr_review_api.model import FinalReview
+from pr_review_api.tools import map_git_errors
+
+
+class ReviewPolicy:
+    """A stop turn is a final review once it passes the checks, else a repair while one is left."""
+
+    stages = Stages()
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.repairs = engine.settings.review_repair_attempts
+
+    async def stop(self, turn: CheckedTurn, *, last_round: bool) -> FinalReview | Repair:
+        engine = self.engine
+        try:
+            return await engine.store.run(
+                functools.partial(
+                    parse_final_review,
+                    tolerant=engine.settings.review_tolerant_final_json,
+                    unreadable=engine.prepared.unreadable,
+                ),
+                turn.content,
+                engine.prepared.repository,
+            )
+        except FinalReviewRejected as rejected:
+            if self.repairs == 0 or last_round:
+                raise
+            self.repairs -= 1
+            # Keep the failed stop turn and answer it with the rule it broke, in fixed words.
+            return Repair(rejected.repair)
+
+
+async def final_review(engine: Engine) -> FinalReview:
+    """The review's conversation, its repository configuration and (when set) verification."""
+    messages = await first_messages(engine)
+    max_rounds = engine.settings.review_max_rounds
+    review = await engine.converse(ReviewPolicy(engine), messages, max_rounds=max_rounds)
+    received = engine.coverage.received  # set with REVIEW_REQUIRE_EVIDENCE
+    if received is not None:
+        review = await engine.store.run(apply_evidence_rule, review, received)
+    # Off the event loop: matching the findings' paths is work the base commit sizes.
+    review = await engine.store.run(apply_repo_config, review, engine.prepared.repo_config)
+    if engine.settings.review_verify_findings and review.findings:
+        review = await verify_findings(engine, review)
+    return review
+
+
+async def first_messages(engine: Engine) -> list[dict[str, Any]]:
+    """The system prompt and the first user message (REVIEW_INLINE_DIFF_BYTES: with the diff)."""
+    limit = engine.settings.review_inline_diff_bytes
+    if limit:  # reading, parsing and encoding the diff: on the store's threads
+        user = await engine.store.run(_with_diff, engine.prepared, engine.coverage, limit)
+    else:
+        user = user_message(engine.prepared.context)
+    system = system_prompt(require_evidence=engine.settings.review_require_evidence)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _with_diff(prepared: Prepared, coverage: CoverageTracker, limit: int) -> str:
+    """The first user message with the diff cut to `limit` bytes; the coverage sees it."""
+    with map_git_errors(prepared.unreadable):
+        data, truncated = prepared.repository.diff([], limit)
+    text = data.decode("utf-8", "replace")
+    if truncated:  # the cut may split a character: drop its first bytes
+        text = text.rstrip("\ufffd")
+    coverage.saw_diff(text, truncated=truncated)
+    return user_message(prepared.context, diff=text, diff_truncated=truncated)
+
+
+def same_tree(prepared: Prepared) -> bool:
+    """Whether the merge base and the head have the same tree: nothing to review."""
+    revisions = prepared.repository.revisions
+    with map_git_errors(prepared.unreadable):
+        found = run_git(
+            prepared.repository.git_dir,
+            [
+                "rev-parse",
+                f"{revisions.merge_base_sha}^{{tree}}",
+                f"{revisions.head_sha}^{{tree}}",
+            ],
+            timeout=30,
+        )
+    trees = found.stdout.split()
+    return len(trees) == 2 and trees[0] == trees[1]
