@@ -69,8 +69,8 @@ class OneShotBlobs:
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where a derived head's line of derivations starts (`sha`), and each file a search reads
-    that differs from that head's (path: blob id and size): a search index that covers `sha`
-    covers the derived head once it holds these blobs, however many heads lie between."""
+    that differs from that head's (path: blob id and size): a head complete in a search index
+    makes the derived head complete once it holds these blobs, however many heads lie between."""
 
     sha: str
     changed: dict[str, tuple[str, int]]
