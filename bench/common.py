@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import hashlib
 import importlib
 import json
@@ -526,13 +527,18 @@ def _wait_for_other_builders(store: Any, git_dir: Path, timeout: float = 1800) -
     """Wait while another process (the bench's parent, a worker) builds the index on disk."""
     index_dir = getattr(store, "index_dir", None)
     folder = index_dir(git_dir) if index_dir is not None else None
-    try:
-        search_index = importlib.import_module("pr_review_api.git.search_index")
-    except ImportError:
+    build_lock = None
+    # The index's folder module, or the one module of the index before it was split.
+    for name in ("pr_review_api.git.search_index.folder", "pr_review_api.git.search_index"):
+        with contextlib.suppress(ImportError):
+            build_lock = getattr(importlib.import_module(name), "build_lock", None)
+        if build_lock is not None:
+            break
+    if build_lock is None:
         return
     deadline = time.monotonic() + timeout
     while folder is not None and time.monotonic() < deadline:
-        with search_index.build_lock(folder) as free:
+        with build_lock(folder) as free:
             if free:
                 return
         time.sleep(0.2)

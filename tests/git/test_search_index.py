@@ -1,4 +1,4 @@
-"""search_index.py: the on-disk search index that every process of a cache shares.
+"""git/search_index/: the on-disk search index that every process of a cache shares.
 
 A search answered from the index must be the search `git grep` answers, hit for hit, on a
 hostile repository. The index is shared by stores (processes) over one cache directory,
@@ -25,15 +25,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pr_review_api.git import blobs, search, search_index
+from pr_review_api.git import blobs, search
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.git.search_index import (
-    MAX_QUERY_GRAMS,
-    SearchIndex,
-    build_lock,
-    matching_lines,
-    trigram_query,
-)
+from pr_review_api.git.search import MAX_QUERY_GRAMS, matching_lines, trigram_query
+from pr_review_api.git.search_index import build as index_build
+from pr_review_api.git.search_index import folder as index_folder
+from pr_review_api.git.search_index import schedule as index_schedule
+from pr_review_api.git.search_index.folder import build_lock
+from pr_review_api.git.search_index.reader import SearchIndex
+from pr_review_api.git.search_index.schema import write_blobs
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.tree import Snapshot, load_snapshot
 from pr_review_api.loop.workspace import repository_store
@@ -78,7 +78,7 @@ def pin(store: RepositoryStore, git_dir: Path, base: str, head: str) -> PinnedRe
 def index_path(store: RepositoryStore, git_dir: Path) -> Path:
     folder = store.index_dir(git_dir)
     assert folder is not None
-    return search_index.current_index(folder)
+    return index_folder.current_generation(folder)
 
 
 def eventually_ready(store: RepositoryStore, pinned: PinnedRepository) -> SearchIndex:
@@ -103,7 +103,7 @@ def held_builds(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
         release.wait(30)
         yield from real_stream(git_dir, oids)
 
-    monkeypatch.setattr(search_index, "stream_blobs", held)
+    monkeypatch.setattr(index_build, "stream_blobs", held)
     return release
 
 
@@ -114,7 +114,7 @@ def both_ways(
     assert pinned._search_index() is not None
     from_index = execute_tool(pinned, "search_repository", arguments).result
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store.indexes, "ready", lambda *_: None)  # as for an unindexed head
+        patch.setattr(store.indexes, "complete_index", lambda *_: None)  # as for an unindexed head
         assert pinned._search_index() is None
         from_git = execute_tool(pinned, "search_repository", arguments).result
     return from_index, from_git
@@ -143,7 +143,7 @@ QUERIES = [
 PATHS = ["", "src", "src/app.py", "text", "links/to_src", "links/to_app", "many", "big", "bin"]
 
 
-@pytest.mark.parametrize("probe", [0, 5, search_index.PROBE_FILES])  # index at once, later
+@pytest.mark.parametrize("probe", [0, 5, search.PROBE_FILES])  # index at once, later
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("query", QUERIES)
 def test_index_search_equals_git_grep_search(
@@ -155,7 +155,7 @@ def test_index_search_equals_git_grep_search(
     probe: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(search_index, "PROBE_FILES", probe)
+    monkeypatch.setattr(search, "PROBE_FILES", probe)
     arguments = SearchArguments(query=query, path=path, limit=100)
     pinned = pin(store, world.repo.git_dir, world.base, world.head)
     from_index, from_git = both_ways(store, pinned, arguments)
@@ -227,10 +227,10 @@ def test_a_new_head_only_adds_its_new_blobs(store: RepositoryStore, repo: GitRep
     first = pin(store, repo.git_dir, base, base)
     index = first._search_index()
     assert index is not None
-    assert len(index.stored()) == 50
+    assert len(index.stored_ids()) == 50
     second = pin(store, repo.git_dir, base, head)
     assert second._search_index() is index
-    assert len(index.stored()) == 52
+    assert len(index.stored_ids()) == 52
     hits = search_repository(second, SearchArguments(query="needle", limit=100))["matches"]
     assert {"path": "f1.txt", "line": 1, "excerpt": "needle changed"} in hits
     assert {"path": "new.txt", "line": 1, "excerpt": "needle new"} in hits
@@ -251,7 +251,7 @@ def tree_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return walks
 
 
-def test_a_new_process_uses_a_head_noted_complete_without_weighing_the_head(
+def test_a_new_process_uses_a_head_marked_complete_without_weighing_the_head(
     cache: Path, repo: GitRepo, tree_walks: list[int]
 ) -> None:
     base = repo.commit_files({f"d/f{n}.txt": f"needle {n}\n" for n in range(40)})
@@ -286,16 +286,18 @@ def test_a_derived_head_is_checked_by_its_changes_alone(
     assert len(hits) == 41
 
 
-def test_heads_derived_one_from_another_start_from_the_head_the_index_noted(
+def test_heads_derived_one_from_another_start_from_the_head_marked_complete(
     store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch, tree_walks: list[int]
 ) -> None:
-    """Fifty new heads at once: each is derived from the one before, none noted yet."""
+    """Fifty new heads at once: each is derived from the one before, none marked complete yet."""
     base = repo.commit_files({f"d/f{n}.txt": f"needle {n}\n" for n in range(40)})
     first = repo.commit_files({"d/f1.txt": "needle one\n", "d/gone.txt": "needle gone\n"})
     git(repo.path, "reset", "-q", "--hard", base)
     second = repo.commit_files({"d/f2.txt": "needle two\n"})
     assert pin(store, repo.git_dir, base, base)._search_index() is not None
-    monkeypatch.setattr(store.indexes, "prepare", lambda *_: None)  # nothing noted meanwhile
+    monkeypatch.setattr(
+        store.indexes, "prepare", lambda *_: None
+    )  # nothing marked complete meanwhile
     one = store.open(repo.git_dir, base, first)
     two = store.open(repo.git_dir, base, second)  # derived from `one`, the latest
     origin = two.snapshot.origin
@@ -313,11 +315,11 @@ def test_heads_derived_one_from_another_start_from_the_head_the_index_noted(
     assert not any(hit["path"] == "d/gone.txt" for hit in hits)
 
 
-@pytest.mark.parametrize("probe", [0, 2, search_index.PROBE_FILES])
+@pytest.mark.parametrize("probe", [0, 2, search.PROBE_FILES])
 def test_a_derived_heads_search_equals_git_grep(
     store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch, probe: int
 ) -> None:
-    monkeypatch.setattr(search_index, "PROBE_FILES", probe)
+    monkeypatch.setattr(search, "PROBE_FILES", probe)
     same = "needle shared\n"
     base = repo.commit_files({f"a/f{n}.txt": f"needle {n}\n" for n in range(12)} | {"z.txt": same})
     head = repo.commit_files(
@@ -342,20 +344,20 @@ def test_a_derived_heads_search_equals_git_grep(
 def test_a_dense_literal_is_read_in_order_and_a_sparse_one_asks_the_index(
     store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(search_index, "PROBE_FILES", 4)
+    monkeypatch.setattr(search, "PROBE_FILES", 4)
     files = {f"f{n:02}.txt": f"common {n}\n" for n in range(60)}
     files |= {"f33.txt": "common rare\n", "f51.txt": "rare\n"}
     head = repo.commit_files(files)
     pinned = pin(store, repo.git_dir, head, head)
-    asked: list[bytes] = []
+    asked: list[str] = []
     real_candidates = SearchIndex.candidates
 
-    def counting(self: SearchIndex, query: bytes) -> set[str] | None:
-        asked.append(query)
-        return real_candidates(self, query)
+    def counting(self: SearchIndex, expression: str) -> set[str]:
+        asked.append(expression)
+        return real_candidates(self, expression)
 
     monkeypatch.setattr(SearchIndex, "candidates", counting)
-    for query, expected in (("common", []), ("rare", [b"rare"])):
+    for query, expected in (("common", []), ("rare", [trigram_query(b"rare")])):
         asked.clear()
         from_index, from_git = both_ways(store, pinned, SearchArguments(query=query, limit=100))
         assert from_index == from_git
@@ -415,7 +417,7 @@ def test_another_process_reads_the_index_without_building_it(
         streamed.append(len(oids))
         yield from real_stream(git_dir, oids)
 
-    monkeypatch.setattr(search_index, "stream_blobs", counting)
+    monkeypatch.setattr(index_build, "stream_blobs", counting)
     with indexed_store(cache) as second:
         pinned = pin(second, repo.git_dir, head, head)
         assert pinned._search_index() is not None
@@ -452,15 +454,15 @@ def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
         f"""
         import time
         from pathlib import Path
-        from pr_review_api.git import search_index
+        from pr_review_api.git.search_index import build
         from pr_review_api.git.store import RepositoryStore
-        search_index.BATCH_BLOBS = 10
-        real_write = search_index.write_blobs
+        build.BATCH_BLOBS = 10
+        real_write = build.write_blobs
         def slow_write(connection, blobs, stop=None):
             real_write(connection, blobs, stop)
             Path({str(ready)!r}).touch()
             time.sleep(0.2)
-        search_index.write_blobs = slow_write
+        build.write_blobs = slow_write
         store = RepositoryStore(cache_dir=Path({str(cache)!r}))
         store.indexes.min_bytes = 0
         store.indexes.inline_bytes = 0
@@ -515,7 +517,7 @@ def test_a_corrupt_index_is_never_used_and_is_remade(
     assert search_repository(pinned, SearchArguments(query="needle", limit=100)) == found
     # Remade under a new name (a late close of the old file deletes its log by name), and
     # the old generation is gone.
-    names = [older.name for _, older in search_index.generations(path.parent)]
+    names = [older.name for _, older in index_folder.generations(path.parent)]
     assert names == ["search-2.sqlite"]
 
 
@@ -562,15 +564,15 @@ def test_an_index_grown_stale_by_old_heads_is_rebuilt_for_the_new_one(
     old = repo.commit_files({f"old{n}.txt": f"old {n}\n" * 6000 for n in range(20)})  # 840 kB
     assert pin(store, repo.git_dir, old, old)._search_index() is not None
     new = repo.commit_files({"a.txt": "new\n"}, delete=tuple(f"old{n}.txt" for n in range(20)))
-    monkeypatch.setattr(search_index, "STALE_FACTOR", 1)
-    monkeypatch.setattr(search_index, "STALE_SLACK_BYTES", 256 * 1024)  # past the old head's
+    monkeypatch.setattr(index_schedule, "STALE_FACTOR", 1)
+    monkeypatch.setattr(index_schedule, "STALE_SLACK_BYTES", 256 * 1024)  # past the old head's
     pinned = pin(store, repo.git_dir, new, new)
     index = eventually_ready(store, pinned)  # stale: rebuilt, in the background
     assert index.path.name == "search-2.sqlite"  # a new generation, for the new head only
-    assert len(index.stored()) == 1
+    assert len(index.stored_ids()) == 1
     # The build notes the head, then removes the older generation: let it finish.
     store.indexes.wait(repo.git_dir)
-    assert [older.name for _, older in search_index.generations(index.path.parent)] == [
+    assert [older.name for _, older in index_folder.generations(index.path.parent)] == [
         "search-2.sqlite"
     ]
 
@@ -641,25 +643,25 @@ def test_concurrent_searches_of_one_index_agree(store: RepositoryStore, repo: Gi
     assert results == [expected] * 8
 
 
-def test_a_complete_head_is_noted_so_a_new_process_need_not_check_its_blobs(
+def test_a_head_marked_complete_means_a_new_process_need_not_check_its_blobs(
     cache: Path, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(30)})
     with indexed_store(cache) as first:
         assert pin(first, repo.git_dir, head, head)._search_index() is not None
     checked: list[int] = []
-    real_missing = search_index.SearchIndex.missing
+    real_not_stored = SearchIndex.not_stored
 
-    def counting(self: search_index.SearchIndex, blobs: Any) -> list[tuple[str, int]]:
+    def counting(self: SearchIndex, blobs: Any) -> list[tuple[str, int]]:
         checked.append(1)
-        return real_missing(self, blobs)
+        return real_not_stored(self, blobs)
 
-    monkeypatch.setattr(search_index.SearchIndex, "missing", counting)
+    monkeypatch.setattr(SearchIndex, "not_stored", counting)
     with indexed_store(cache) as second:
         assert pin(second, repo.git_dir, head, head)._search_index() is not None
     assert checked == []
     other = repo.commit_files({"f1.txt": "needle changed\n"})
-    with indexed_store(cache) as third:  # a head never noted is checked blob by blob
+    with indexed_store(cache) as third:  # a head never marked complete is checked blob by blob
         assert pin(third, repo.git_dir, other, other)._search_index() is not None
     assert checked
 
@@ -694,7 +696,7 @@ def test_closing_the_store_stops_a_build_inside_its_transaction(
     store = indexed_store(cache)
     monkeypatch.setattr(store.indexes, "inline_bytes", 0)
     started = threading.Event()
-    real_write = search_index.write_blobs
+    real_write = write_blobs
 
     yielded: list[str] = []
 
@@ -708,7 +710,7 @@ def test_closing_the_store_stops_a_build_inside_its_transaction(
 
         real_write(connection, trickle(), stop)
 
-    monkeypatch.setattr(search_index, "write_blobs", slow)
+    monkeypatch.setattr(index_build, "write_blobs", slow)
     pinned = pin(store, repo.git_dir, head, head)
     assert pinned._search_index() is None
     assert started.wait(10)

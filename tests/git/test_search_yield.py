@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from pr_review_api.git import search_index, snapshot_file
+from pr_review_api.git import snapshot_file
 from pr_review_api.git.blobs import BlobReaders
-from pr_review_api.git.search_index import SearchIndex, build_lock, current_index, searching
+from pr_review_api.git.search_index import build as index_build
+from pr_review_api.git.search_index.folder import (
+    build_lock,
+    current_generation,
+    searching,
+    yield_to_searches,
+)
+from pr_review_api.git.search_index.reader import SearchIndex
 from pr_review_api.git.snapshots import SnapshotCache
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.tree import Snapshot
@@ -28,7 +35,7 @@ def folder(tmp_path: Path) -> Path:
 
 def yielded(folder: Path, most: float, stop: threading.Event | None = None) -> float:
     started = time.monotonic()
-    search_index.yield_to_searches(folder, stop or threading.Event(), most)
+    yield_to_searches(folder, stop or threading.Event(), most)
     return time.monotonic() - started
 
 
@@ -94,7 +101,7 @@ def test_a_build_writes_nothing_while_a_search_runs_git_grep(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo, base, head = forty_files(tmp_path)
-    monkeypatch.setattr(search_index, "YIELD_SECONDS", 30.0)
+    monkeypatch.setattr(index_build, "YIELD_SECONDS", 30.0)
     with RepositoryStore(cache_dir=tmp_path / "cache") as store:
         store.indexes.min_bytes = store.indexes.inline_bytes = 0
         store.indexes.prepare_delay = 0  # opening the head starts its build
@@ -106,11 +113,11 @@ def test_a_build_writes_nothing_while_a_search_runs_git_grep(
             wait_for_build(store, repo.git_dir)
             time.sleep(0.5)
             assert store.indexes.building(repo.git_dir)  # paused, not done
-            index = SearchIndex(current_index(folder))
-            assert index.stored() == {}
+            index = SearchIndex(current_generation(folder))
+            assert index.stored_ids() == {}
             index.close()
         store.indexes.wait(repo.git_dir, 30)
-        assert store.indexes.ready(repo.git_dir, pinned.snapshot, head) is not None
+        assert store.indexes.complete_index(repo.git_dir, pinned.snapshot, head) is not None
 
 
 def test_a_search_by_git_grep_holds_the_lock_while_it_streams(tmp_path: Path) -> None:
@@ -170,15 +177,15 @@ def test_while_a_build_of_the_head_runs_a_search_does_not_check_the_index_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo, base, head = forty_files(tmp_path)
-    monkeypatch.setattr(search_index, "YIELD_SECONDS", 30.0)
-    checks: list[str] = []
-    unstored = SearchIndex.unstored
+    monkeypatch.setattr(index_build, "YIELD_SECONDS", 30.0)
+    checks: list[Snapshot] = []
+    missing_blobs = SearchIndex.missing_blobs
 
-    def counted(index: SearchIndex, snapshot: Snapshot, sha: str) -> list[tuple[str, int]]:
-        checks.append(sha)
-        return unstored(index, snapshot, sha)
+    def counted(index: SearchIndex, snapshot: Snapshot) -> list[tuple[str, int]]:
+        checks.append(snapshot)
+        return missing_blobs(index, snapshot)
 
-    monkeypatch.setattr(SearchIndex, "unstored", counted)
+    monkeypatch.setattr(SearchIndex, "missing_blobs", counted)
     with RepositoryStore(cache_dir=tmp_path / "cache") as store:
         store.indexes.min_bytes = store.indexes.inline_bytes = 0
         store.indexes.prepare_delay = 0  # opening the head starts its build
@@ -187,10 +194,10 @@ def test_while_a_build_of_the_head_runs_a_search_does_not_check_the_index_again(
         with searching(folder):  # the build starts and pauses
             pinned = store.open(repo.git_dir, base, head)
             wait_for_build(store, repo.git_dir)
-            assert checks == [head]
+            assert len(checks) == 1
             for _ in range(3):  # a search's, each
-                assert store.indexes.ready(repo.git_dir, pinned.snapshot, head) is None
-            assert checks == [head]
+                assert store.indexes.complete_index(repo.git_dir, pinned.snapshot, head) is None
+            assert len(checks) == 1
         store.indexes.wait(repo.git_dir, 30)
-        assert store.indexes.ready(repo.git_dir, pinned.snapshot, head) is not None
-        assert checks == [head]  # the build noted the head complete: nothing to check
+        assert store.indexes.complete_index(repo.git_dir, pinned.snapshot, head) is not None
+        assert len(checks) == 1  # the build marked the head complete: nothing to check

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from pr_review_api.git.search_index import SearchIndex, build_lock, current_index
+from pr_review_api.git.search_index.folder import build_lock, current_generation
+from pr_review_api.git.search_index.reader import SearchIndex
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.testing import ScriptedModel, stop_turn, tool_turn
 from pr_review_api.llm.turn import Turn
@@ -70,9 +71,9 @@ def wait_for_head(folder: Path, head: str, timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(Exception):
-            index = SearchIndex(current_index(folder))
+            index = SearchIndex(current_generation(folder))
             try:
-                noted = index._has_head(head)
+                noted = index.is_marked_complete(head)
             finally:
                 index.close()
             with build_lock(folder) as free:
@@ -89,13 +90,13 @@ def test_unfinished_names_a_head_until_its_build_completes(
     with indexed_store(settings(tmp_path / "cache")) as store:
         with build_held(store, repo.git_dir):
             pinned = store.open(repo.git_dir, base, head)
-            assert store.indexes.ready(repo.git_dir, pinned.snapshot, head) is None
+            assert store.indexes.complete_index(repo.git_dir, pinned.snapshot, head) is None
             store.indexes.wait(repo.git_dir, 30)  # its build found the lock held: gave up
-            assert store.indexes.unfinished() == [(repo.git_dir, head)]
-        assert store.indexes.ready(repo.git_dir, pinned.snapshot, head) is None
+            assert store.indexes.incomplete_heads() == [(repo.git_dir, head)]
+        assert store.indexes.complete_index(repo.git_dir, pinned.snapshot, head) is None
         store.indexes.wait(repo.git_dir, 30)
-        assert store.indexes.ready(repo.git_dir, pinned.snapshot, head) is not None
-        assert store.indexes.unfinished() == []
+        assert store.indexes.complete_index(repo.git_dir, pinned.snapshot, head) is not None
+        assert store.indexes.incomplete_heads() == []
 
 
 def test_a_small_repository_leaves_nothing_unfinished(
@@ -104,8 +105,8 @@ def test_a_small_repository_leaves_nothing_unfinished(
     repo, base, head = widget
     with repository_store(settings(tmp_path / "cache")) as store:
         pinned = store.open(repo.git_dir, base, head)
-        assert store.indexes.ready(repo.git_dir, pinned.snapshot, head) is None  # git grep
-        assert store.indexes.unfinished() == []
+        assert store.indexes.complete_index(repo.git_dir, pinned.snapshot, head) is None  # git grep
+        assert store.indexes.incomplete_heads() == []
     assert background_index.hand_off(settings(tmp_path / "cache"), store) == []
 
 
@@ -117,7 +118,7 @@ def test_the_background_process_completes_the_index(
     store = indexed_store(values)
     with build_held(store, repo.git_dir) as folder:
         pinned = store.open(repo.git_dir, base, head)
-        store.indexes.ready(repo.git_dir, pinned.snapshot, head)
+        store.indexes.complete_index(repo.git_dir, pinned.snapshot, head)
         store.indexes.wait(repo.git_dir, 30)
         store.close()
         started = background_index.hand_off(values, store)
@@ -199,10 +200,10 @@ def test_the_hand_off_can_be_turned_off(widget: tuple[GitRepo, str, str], tmp_pa
     store = indexed_store(values)
     with build_held(store, repo.git_dir):
         pinned = store.open(repo.git_dir, base, head)
-        store.indexes.ready(repo.git_dir, pinned.snapshot, head)
+        store.indexes.complete_index(repo.git_dir, pinned.snapshot, head)
         store.indexes.wait(repo.git_dir, 30)
         store.close()
-        assert store.indexes.unfinished() == [(repo.git_dir, head)]
+        assert store.indexes.incomplete_heads() == [(repo.git_dir, head)]
         assert background_index.hand_off(values, store) == []
 
 

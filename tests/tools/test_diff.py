@@ -173,10 +173,6 @@ def test_diff_runs_git_with_the_exact_argument_vector(
     assert argv == [
         "git",
         f"--git-dir={diff_world.repo.git_dir}",
-        "-c",
-        "core.pager=cat",
-        "-c",
-        "diff.external=",
         "diff",
         "--no-ext-diff",
         "--no-textconv",
@@ -191,6 +187,11 @@ def test_diff_runs_git_with_the_exact_argument_vector(
     assert env["GIT_CONFIG_NOSYSTEM"] == "1"
     assert env["GIT_CONFIG_GLOBAL"] == env["HOME"]  # os.devnull
     assert env["GIT_LITERAL_PATHSPECS"] == "1"
+    config = {
+        (env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"])
+        for n in range(int(env["GIT_CONFIG_COUNT"]))
+    }
+    assert {("core.pager", "cat"), ("diff.external", ""), ("core.quotePath", "true")} <= config
 
 
 def _plant_hostile_config(repo: GitRepo, sentinel: Path) -> None:

@@ -34,15 +34,21 @@ _ESCAPES = {
     ord('"'): 34,
     ord("\\"): 92,
 }
-HUNK_DIFF_CONFIG = GitConfig(
+# Every diff the project reads (hunks here, the diff tool, a tree's changes in tree.py):
+# output settings a local repository's own config could change, so reviews read one format.
+DIFF_CONFIG = GitConfig(
     values=(
         ("diff.noprefix", "false"),
         ("diff.mnemonicPrefix", "false"),
         ("diff.relative", "false"),
+        # color.ui=false (runner.py) loses to a repository's own color.diff=always.
         ("color.diff", "false"),
+        # diff.submodule=log/diff would print a submodule's history or content, read from
+        # .git/modules, in place of the two gitlink SHAs.
         ("diff.submodule", "short"),
         ("diff.external", ""),
         ("core.pager", "cat"),
+        # Unusual paths C-quoted, as unquote_path and loop/coverage.py read them.
         ("core.quotePath", "true"),
     )
 )
@@ -214,6 +220,6 @@ def diff_hunks(
         head,
         "--",
     ]
-    with stream_git(git_dir, args, config=HUNK_DIFF_CONFIG) as process:
+    with stream_git(git_dir, args, config=DIFF_CONFIG) as process:
         assert process.stdout is not None
         return parse_hunks(process.stdout, wanted)

@@ -20,16 +20,16 @@ from pathlib import Path
 from pr_review_api.errors import ToolError
 from pr_review_api.git.blobs import ask_once
 from pr_review_api.git.entries import Entries, EntryKind, TreeEntry
+from pr_review_api.git.hunks import DIFF_CONFIG
 from pr_review_api.git.limits import Work
 from pr_review_api.git.paths import is_dot_git, split_path
 from pr_review_api.git.runner import GitError, check_exit, is_sha, run_git, stream_git
 from pr_review_api.git.search import GREP_CONFIG, GrepMatch, grep
 from pr_review_api.git.search import parse_grep as _parse_grep
-from pr_review_api.git.search_index import SearchIndex
+from pr_review_api.git.search_index.reader import SearchIndex
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.symlinks import ResolvedPath, resolve_in
 from pr_review_api.git.tree import (
-    DIFF_CONFIG,
     MAX_DERIVED_CHANGES,
     Snapshot,
     derive_snapshot,
@@ -40,7 +40,6 @@ from pr_review_api.git.tree import (
 from pr_review_api.settings import MAX_SOURCE_FILE_BYTES
 
 __all__ = [
-    "DIFF_CONFIG",
     "GREP_CONFIG",
     "MAX_DERIVED_CHANGES",
     "Entries",
@@ -206,8 +205,10 @@ class PinnedRepository:
         )
 
     def _search_index(self) -> SearchIndex | None:
-        """The repository's search index if it covers this head (completing it if it can)."""
-        return self._store.indexes.ready(self.git_dir, self.snapshot, self.revisions.head_sha)
+        """The repository's search index if this head is complete in it (else completed)."""
+        return self._store.indexes.complete_index(
+            self.git_dir, self.snapshot, self.revisions.head_sha
+        )
 
     def diff(self, paths: list[str], max_bytes: int, *, check: bool = False) -> tuple[bytes, bool]:
         """At most `max_bytes` of the merge-base-to-head diff and whether there was more.
@@ -216,10 +217,6 @@ class PinnedRepository:
         raises `GitError` rather than passing off the part it wrote as the whole diff.
         """
         args = [
-            "-c",
-            "core.pager=cat",
-            "-c",
-            "diff.external=",
             "diff",
             "--no-ext-diff",
             "--no-textconv",

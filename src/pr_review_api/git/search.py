@@ -1,19 +1,30 @@
-"""Search at a head commit: the strategy (the repository's search index, or `git grep`) and
-the parsing of `git grep -z` output."""
+"""Search at a head commit: the strategy (the repository's search index, or `git grep`), the
+queries a search makes of the index, and the parsing of `git grep -z` output.
+
+The index (git/search_index/) stores blobs and answers two reads: the blobs whose text holds
+every trigram of an expression, and the text of given blobs. Which files a search reads, in
+which order, how many at a time, and which lines match are decided here.
+"""
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from pr_review_api.git import search_index
 from pr_review_api.git.runner import GitConfig, GitError, check_exit, stream_git
-from pr_review_api.git.search_index import IndexUnavailable, SearchIndex, SearchIndexes
+from pr_review_api.git.search_index.reader import MAX_QUERY_VARIABLES, SearchIndex
+from pr_review_api.git.search_index.schedule import SearchIndexes
+from pr_review_api.git.search_index.schema import IndexUnavailable
 from pr_review_api.git.tree import Snapshot, files_under, is_searchable
 
+# Files a search reads before it asks the trigram index (see grep_index).
+PROBE_FILES = 128
+# A literal gives at most this many trigrams to the index: more would narrow little more.
+MAX_QUERY_GRAMS = 16
 # Up to this many candidate blobs, their paths are looked up by blob id; more (a common
 # literal) are met walking the files in order, which stops as soon as the cap is full.
 MAX_LOOKED_UP_CANDIDATES = 16384
@@ -44,12 +55,12 @@ def grep(
 ) -> Iterator[GrepMatch]:
     """Stream case-sensitive literal hits at the head commit; stop reading when dropped.
 
-    When the repository's search index holds every blob of the head (search_index.py), the
+    When the head is complete in the repository's search index (git/search_index/), the
     hits come from it: the lines `git grep -F -n -I` finds, in its order, in the files a
     search may report (regular, reachable, at most 1 MiB, no NUL byte; attributes do not hide
     a text file). Otherwise `git grep` runs, and the index is completed for next time.
     """
-    index = indexes.ready(git_dir, snapshot, head_sha)
+    index = indexes.complete_index(git_dir, snapshot, head_sha)
     if index is not None:
         hits = grep_index(index, snapshot, query, pathspec)
         try:
@@ -82,13 +93,7 @@ def git_grep(git_dir: Path, head_sha: str, query: str, pathspec: str) -> Iterato
 def grep_index(
     index: SearchIndex, snapshot: Snapshot, query: str, pathspec: str
 ) -> Iterator[GrepMatch]:
-    """The index's hits in the listed files of `pathspec`, in path order.
-
-    The first PROBE_FILES files are read without asking the trigram index, and the next
-    ones too (in windows that double) while at least one file in DENSE_FILES holds the
-    literal: a common literal fills a search's cap there, where its candidates would be most
-    of the tree. After them, only the candidate blobs are read; when they are few, their
-    paths are found by blob id (Entries.paths_of) rather than by walking the tree."""
+    """The index's hits in the listed files of `pathspec`, in path order."""
     files = snapshot.files
     start, end = files_under(files, pathspec)
     if pathspec:  # a literal pathspec: the path itself, or everything under it
@@ -96,50 +101,93 @@ def grep_index(
         if exact >= 0:
             start, end = exact, exact + 1  # a file has nothing under it
     needle = query.encode("utf-8", "surrogateescape")
-    hit_files = [0]  # files that held the literal so far: how dense it is
-    searched = _searched(index, snapshot, start, end, needle, hit_files=hit_files)
-    last = None
-    for path, line, text in index.lines(searched, needle):
-        if path != last:
-            hit_files[0] += 1
-            last = path
+    for path, line, text in _index_hits(index, snapshot, start, end, needle):
         snapshot.has_nul[snapshot.entries[path].oid] = False
         yield GrepMatch(path, line, text)
 
 
-def _searched(
-    index: SearchIndex,
-    snapshot: Snapshot,
-    start: int,
-    end: int,
-    needle: bytes,
-    *,
-    hit_files: list[int],
-) -> Iterator[tuple[str, str | None]]:
-    """The files a search of `snapshot.files[start:end]` reads, in order (see grep_index).
+def _index_hits(
+    index: SearchIndex, snapshot: Snapshot, start: int, end: int, needle: bytes
+) -> Iterator[tuple[str, int, bytes]]:
+    """(path, line number, line) of each hit in `snapshot.files[start:end]`, in order.
 
-    `hit_files` counts the files that held the literal among those read. It is up to date
-    whenever a window ends: `SearchIndex.lines` reads in chunks that end at powers of two
-    (then at multiples of 512), and so do the windows, from `start`."""
+    The first PROBE_FILES files are read without asking the trigram index, and the next
+    ones too (in windows that double) while at least one file in DENSE_FILES holds the
+    literal: a common literal fills a search's cap there, where its candidates would be most
+    of the tree. After them, only the candidate blobs are read; when they are few, their
+    paths are found by blob id (Entries.paths_of) rather than by walking the tree."""
     files = snapshot.files
-    position, window = start, search_index.PROBE_FILES
+    position, window = start, PROBE_FILES
     while window and position < end:  # PROBE_FILES 0: the index at once
         stop = min(end, start + window)
-        before = hit_files[0]
-        yield from _scope(snapshot, files[position:stop])
-        if (hit_files[0] - before) * DENSE_FILES < stop - position:
-            position = stop
-            break  # sparse here: the index narrows the rest
+        hit_files, last = 0, None
+        scope = _scope(snapshot, files[position:stop])
+        for hit in index_lines(index, scope, needle, read=position - start):
+            if hit[0] != last:
+                hit_files, last = hit_files + 1, hit[0]
+            yield hit
+        sparse = hit_files * DENSE_FILES < stop - position
         position, window = stop, window * 2
+        if sparse:
+            break  # the index narrows the rest
     if position >= end:
         return
-    candidates = index.candidates(needle)
+    expression = trigram_query(needle)
+    candidates = index.candidates(expression) if expression is not None else None
     if candidates is not None and len(candidates) <= MAX_LOOKED_UP_CANDIDATES:
         found = snapshot.entries.paths_of(candidates)
         rest = sorted(path for path in found if position <= _listed_at(files, path) < end)
     else:  # too short for a trigram, or common: walked in order until the cap is full
         rest = files[position:end]
-    yield from _scope(snapshot, rest, candidates)
+    yield from index_lines(index, _scope(snapshot, rest, candidates), needle, read=position - start)
+
+
+def index_lines(
+    index: SearchIndex, files: Iterable[tuple[str, str | None]], query: bytes, *, read: int = 0
+) -> Iterator[tuple[str, int, bytes]]:
+    """(path, line number, line) of each line holding `query`, as `git grep -F -n` finds
+    them, in the order of `files` (path, blob id or None to skip). Bodies are read one
+    first, then more at a time, `read` files having been read before these: a common
+    literal fills a search's cap in its first files. A chunk never reaches past a power of
+    two (then a multiple of MAX_QUERY_VARIABLES), where a window of `_index_hits` ends."""
+    files = iter(files)
+    while part := list(itertools.islice(files, min(max(read, 1), MAX_QUERY_VARIABLES))):
+        read += len(part)
+        bodies = index.bodies([oid for _, oid in part if oid is not None])
+        for path, oid in part:
+            data = bodies[oid] if oid is not None else None
+            if data is not None:
+                for line, text in matching_lines(data, query):
+                    yield path, line, text
+
+
+def trigram_query(query: bytes) -> str | None:
+    """An FTS5 query matching the bodies that hold every trigram of `query`, or None when the
+    literal is too short to have one."""
+    text = query.decode("latin-1")  # as the index stores bodies: one character a byte
+    grams = list(dict.fromkeys(text[i : i + 3] for i in range(len(text) - 2)))
+    if not grams:
+        return None
+    if len(grams) > MAX_QUERY_GRAMS:  # spread over the literal: both ends and between
+        step = (len(grams) - 1) / (MAX_QUERY_GRAMS - 1)
+        grams = [grams[round(i * step)] for i in range(MAX_QUERY_GRAMS)]
+    return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+
+
+def matching_lines(data: bytes, query: bytes) -> Iterator[tuple[int, bytes]]:
+    """(line number, line without its newline) of each line of `data` holding `query`, as
+    `git grep -F -n` numbers and cuts them; each line once."""
+    position = data.find(query)
+    line, counted = 1, 0
+    while position >= 0:
+        start = data.rfind(b"\n", 0, position) + 1
+        end = data.find(b"\n", position)
+        if end < 0:
+            end = len(data)
+        line += data.count(b"\n", counted, start)
+        counted = start
+        yield line, data[start:end]
+        position = data.find(query, end + 1)
 
 
 def _scope(

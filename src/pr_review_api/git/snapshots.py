@@ -24,7 +24,7 @@ from typing import Generic, TypeVar, cast
 
 from pr_review_api.git import snapshot_file
 from pr_review_api.git.limits import Work
-from pr_review_api.git.search_index import yield_to_searches
+from pr_review_api.git.search_index.folder import yield_to_searches
 from pr_review_api.git.tree import (
     BlobSource,
     Snapshot,

@@ -3,7 +3,7 @@ object with bounds, and closed explicitly.
 
 A `RepositoryStore` holds the snapshot cache (recently indexed heads), the merge bases and
 changed files of pinned pairs, the `cat-file` readers (blobs.BlobReaders), the search indexes
-on disk and their builds (search_index.SearchIndexes), the budgets of preparing a head
+on disk and their builds (search_index.schedule.SearchIndexes), the budgets of preparing a head
 (limits.PrepareLimits) and a thread pool of its own for blocking git work, sized from the
 review concurrency, so one review's slow work cannot take the threads another's tools need.
 Nothing of it is process-global: create one per worker process (the HTTP service in its
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pr_review_api.git.blobs import BlobReaders
 from pr_review_api.git.limits import UNLIMITED, PrepareLimits, Work
 from pr_review_api.git.runner import is_sha, run_git
-from pr_review_api.git.search_index import SearchIndexes
+from pr_review_api.git.search_index.schedule import SearchIndexes
 from pr_review_api.git.snapshots import SnapshotCache
 from pr_review_api.git.tree import Snapshot
 from pr_review_api.settings import Settings

@@ -16,25 +16,13 @@ from typing import Literal, Protocol
 from pr_review_api.errors import ToolError
 from pr_review_api.git.blobs import ask_once
 from pr_review_api.git.entries import MAX_ENTRY_EDITS, Entries, TreeEntry, collection_paused
+from pr_review_api.git.hunks import DIFF_CONFIG
 from pr_review_api.git.limits import Work
 from pr_review_api.git.paths import reachable
-from pr_review_api.git.runner import GitConfig, GitError, run_git, stream_git
+from pr_review_api.git.runner import GitError, run_git, stream_git
 from pr_review_api.git.symlinks import resolve_in
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES
 
-# Output settings a local repository's own config could change; reviews read one format.
-DIFF_CONFIG = GitConfig(
-    values=(
-        ("diff.noprefix", "false"),
-        ("diff.mnemonicPrefix", "false"),
-        ("diff.relative", "false"),
-        # color.ui=false (git.py) loses to a repository's own color.diff=always.
-        ("color.diff", "false"),
-        # diff.submodule=log/diff would print a submodule's history or content, read from
-        # .git/modules, in place of the two gitlink SHAs.
-        ("diff.submodule", "short"),
-    )
-)
 # A head whose tree differs from a cached one's by more entries than this is indexed afresh.
 MAX_DERIVED_CHANGES = 20_000
 # What differs between two trees: (path, old mode, new mode, new blob id) per entry.
@@ -69,8 +57,8 @@ class OneShotBlobs:
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where a derived head's line of derivations starts (`sha`), and each file a search reads
-    that differs from that head's (path: blob id and size): a search index that covers `sha`
-    covers the derived head once it holds these blobs, however many heads lie between."""
+    that differs from that head's (path: blob id and size): a head complete in a search index
+    makes the derived head complete once it holds these blobs, however many heads lie between."""
 
     sha: str
     changed: dict[str, tuple[str, int]]

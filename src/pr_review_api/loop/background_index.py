@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from pr_review_api.git.runner import is_sha
-from pr_review_api.git.search_index import build_lock
+from pr_review_api.git.search_index.folder import build_lock
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.settings import Settings, load_settings
@@ -68,7 +68,7 @@ def hand_off(settings: Settings, store: RepositoryStore) -> list[subprocess.Pope
     if not settings.pr_review_background_index or store.cache_dir is None:
         return []
     started = []
-    for git_dir, head_sha in store.indexes.unfinished():
+    for git_dir, head_sha in store.indexes.incomplete_heads():
         with contextlib.suppress(OSError):  # no process, no harm: the next review goes on
             started.append(
                 subprocess.Popen(
@@ -105,7 +105,7 @@ def _environment(settings: Settings) -> dict[str, str]:
 
 
 def build(settings: Settings, git_dir: Path, head_sha: str, min_bytes: int) -> bool:
-    """Complete the repository's search index for `head_sha`; whether it now covers it."""
+    """Complete `head_sha` in the repository's search index; whether it now is."""
     with repository_store(settings) as store:
         store.indexes.min_bytes = min_bytes
         folder = store.index_dir(git_dir)
@@ -115,13 +115,13 @@ def build(settings: Settings, git_dir: Path, head_sha: str, min_bytes: int) -> b
         snapshot = store.snapshots.get(git_dir, head_sha, store.work())
         deadline = time.monotonic() + MAX_BUILD_SECONDS
         for _ in range(MAX_ATTEMPTS):
-            if store.indexes.ready(git_dir, snapshot, head_sha) is not None:
+            if store.indexes.complete_index(git_dir, snapshot, head_sha) is not None:
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not store.indexes.building(git_dir):
                 return False  # another process builds it, or this build is over
             store.indexes.wait(git_dir, remaining)
-        return store.indexes.ready(git_dir, snapshot, head_sha) is not None
+        return store.indexes.complete_index(git_dir, snapshot, head_sha) is not None
 
 
 def _wait_for_lock(folder: Path) -> None:

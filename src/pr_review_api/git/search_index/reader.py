@@ -1,0 +1,185 @@
+"""`SearchIndex`: one generation of a repository's search index, as searches read it.
+
+Reads never write the file: what they learn (the stored blob ids, the snapshots known
+complete) is cached in memory, and marking a head complete is the caller's command
+(search_index/build.py). Any failure to read is `IndexUnavailable`. The vocabulary is the
+package's (search_index/__init__.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Collection, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pr_review_api.git.search_index.schema import IndexUnavailable, file_token, open_reader
+
+if TYPE_CHECKING:
+    from pr_review_api.git.tree import Snapshot
+
+# Blob ids bound in one query (SQLite allows 999 or more).
+MAX_QUERY_VARIABLES = 512
+_BODIES = (
+    "SELECT blobs.oid, bodies.body FROM blobs LEFT JOIN bodies ON bodies.id = blobs.id "
+    "WHERE blobs.oid IN ({})"  # one "?" a blob id: the ids themselves are bound
+)
+_CANDIDATES = "SELECT oid FROM blobs WHERE id IN (SELECT rowid FROM grams WHERE grams MATCH ?)"
+
+
+class _Reader:
+    """A thread's read-only connection, and the lock that `close` takes so it never closes a
+    connection in the middle of a query (closing one in use from another thread crashes)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+        self.lock = threading.Lock()
+        self.closed = False
+
+
+class SearchIndex:
+    """One generation of a repository's index. Safe to share across threads: each thread
+    reads through a connection of its own."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._readers: list[_Reader] = []
+        self._ids: dict[str, int] = {}  # stored blobs (text or binary), by blob id
+        self._last_id = 0
+        self._complete: dict[int, weakref.ref[Snapshot]] = {}  # snapshots known complete
+        self._lock = threading.Lock()
+        self.token: str | None = None  # of the generation this object reads
+        self.closed = False
+
+    def _reader(self) -> _Reader:
+        reader: _Reader | None = getattr(self._local, "reader", None)
+        if reader is not None:
+            return reader
+        if self.closed:
+            raise IndexUnavailable()
+        connection = open_reader(self.path)
+        try:
+            connection.execute("PRAGMA query_only = 1")
+            token: str | None = file_token(connection)
+        except (sqlite3.Error, IndexUnavailable):
+            token = None
+        reader = _Reader(connection)
+        with self._lock:
+            if token is None or not self._same_file(token) or self.closed:
+                # Remade since this object first read it: what it remembers is of the old file.
+                self.closed = True
+                connection.close()
+                raise IndexUnavailable()
+            self._readers.append(reader)
+        self._local.reader = reader
+        return reader
+
+    def _same_file(self, token: str) -> bool:
+        """Whether `token` is the generation's this object reads (the first one seen is);
+        called under the lock."""
+        if self.token is None:
+            self.token = token
+        return token == self.token
+
+    def is_same_file(self, token: str) -> bool:
+        """Whether a connection whose file has `token` opened the generation this object
+        reads, and not one remade under the same name."""
+        with self._lock:
+            return self._same_file(token)
+
+    def _query(self, sql: str, parameters: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        """All rows of a read; any failure is IndexUnavailable."""
+        reader = self._reader()
+        with reader.lock:
+            if reader.closed:
+                raise IndexUnavailable()
+            try:
+                rows: list[tuple[Any, ...]] = reader.connection.execute(sql, parameters).fetchall()
+            except sqlite3.Error:
+                raise IndexUnavailable() from None
+        return rows
+
+    def stored_ids(self) -> dict[str, int]:
+        """The row id of every stored blob, read incrementally (the file only grows)."""
+        rows = self._query("SELECT id, oid FROM blobs WHERE id > ? ORDER BY id", (self._last_id,))
+        with self._lock:
+            self._ids.update((oid, row_id) for row_id, oid in rows)
+            if rows:  # in id order: the last is the newest
+                self._last_id = max(self._last_id, rows[-1][0])
+            return self._ids
+
+    def not_stored(self, blobs: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The blobs of `blobs` (blob id, size) that are not stored, once each."""
+        ids = self.stored_ids()
+        return list(dict.fromkeys(blob for blob in blobs if blob[0] not in ids))
+
+    def missing_blobs(self, snapshot: Snapshot) -> list[tuple[str, int]]:
+        """The missing blobs of the head `snapshot` is the tree of, once each.
+
+        A head derived from one marked complete (`Snapshot.origin`) is checked by the blobs
+        of the files that differ from it alone: a service's every new head costs its few
+        changes here, not a walk over the tree."""
+        origin = snapshot.origin
+        if origin is not None and self.is_marked_complete(origin.sha):
+            return self.not_stored(origin.blobs())
+        return self.not_stored(snapshot.search_blobs())
+
+    def known_complete(self, snapshot: Snapshot, head_sha: str) -> bool:
+        """Whether the head (`snapshot` is its tree) is known complete without a look at its
+        blobs: remembered for this snapshot, or marked complete in the file."""
+        known = self._complete.get(id(snapshot))
+        if known is not None and known() is snapshot:
+            return True
+        if not self.is_marked_complete(head_sha):
+            return False
+        self.remember_complete(snapshot)
+        return True
+
+    def remember_complete(self, snapshot: Snapshot) -> None:
+        """Remember, in this process, that `snapshot`'s head is complete."""
+        with self._lock:
+            self._complete = {k: ref for k, ref in self._complete.items() if ref() is not None}
+            self._complete[id(snapshot)] = weakref.ref(snapshot)
+
+    def is_marked_complete(self, head_sha: str) -> bool:
+        return bool(self._query("SELECT 1 FROM heads WHERE sha = ?", (head_sha,)))
+
+    def candidates(self, expression: str) -> set[str]:
+        """The blob ids of the text bodies matching an FTS5 `expression` (search.py makes
+        it from a literal's trigrams)."""
+        return {row[0] for row in self._query(_CANDIDATES, (expression,))}
+
+    def bodies(self, oids: Collection[str]) -> dict[str, bytes | None]:
+        """The stored text of each blob, None for one holding a NUL byte; IndexUnavailable
+        when one is not stored (the file was remade, or the caller's head is not complete)."""
+        wanted = list(dict.fromkeys(oids))
+        found: dict[str, bytes | None] = {}
+        for start in range(0, len(wanted), MAX_QUERY_VARIABLES):
+            chunk = wanted[start : start + MAX_QUERY_VARIABLES]
+            rows = self._query(_BODIES.format(",".join("?" * len(chunk))), tuple(chunk))
+            found.update(rows)
+        if len(found) != len(wanted):
+            raise IndexUnavailable()
+        return found
+
+    def size(self) -> int:
+        """Bytes on disk, the write-ahead log included."""
+        total = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                total += os.stat(f"{self.path}{suffix}").st_size
+        return total
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            readers, self._readers = self._readers, []
+        for reader in readers:
+            with reader.lock, contextlib.suppress(sqlite3.Error):
+                reader.closed = True
+                reader.connection.close()

@@ -1,0 +1,57 @@
+"""search_index/reader.py: reads of an index generation never write it.
+
+Finding that a head has no missing blobs is a query; marking the head complete is the
+scheduler's command, done apart from it. Real repositories, a real SQLite file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pr_review_api.git.search_index.folder import current_generation
+from pr_review_api.git.search_index.reader import SearchIndex
+from pr_review_api.git.search_index.schema import IndexUnavailable, open_writer, write_blobs
+from pr_review_api.git.store import RepositoryStore
+from tests.gitrepo import GitRepo
+
+
+def marked_heads(path: Path) -> list[tuple[str]]:
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        return connection.execute("SELECT sha FROM heads").fetchall()
+
+
+def test_finding_no_missing_blobs_writes_nothing_and_the_scheduler_marks_the_head(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(10)})
+    with RepositoryStore(cache_dir=tmp_path / "cache") as store:
+        store.indexes.min_bytes = 0
+        store.indexes.prepare_delay = 3600  # no preparation in the background meanwhile
+        pinned = store.open(repo.git_dir, head, head)
+        folder = store.index_dir(repo.git_dir)
+        assert folder is not None
+        path = current_generation(folder)
+        oids = [oid for oid, _ in pinned.snapshot.search_blobs()]
+        with contextlib.closing(open_writer(path)) as connection:  # stored, never marked
+            write_blobs(connection, store.readers.reader(repo.git_dir).read(oids).items())
+        index = SearchIndex(path)
+        assert index.missing_blobs(pinned.snapshot) == []
+        assert not index.known_complete(pinned.snapshot, head)
+        assert marked_heads(path) == []  # the query left the file as it was
+        index.close()
+        assert store.indexes.complete_index(repo.git_dir, pinned.snapshot, head) is not None
+        assert marked_heads(path) == [(head,)]
+
+
+def test_reading_an_absent_generation_does_not_create_it(tmp_path: Path) -> None:
+    path = tmp_path / "search-1.sqlite"
+    index = SearchIndex(path)
+    with pytest.raises(IndexUnavailable):
+        index.stored_ids()
+    with pytest.raises(IndexUnavailable):
+        index.is_marked_complete("0" * 40)
+    assert not path.exists()
