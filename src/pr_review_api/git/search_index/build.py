@@ -110,7 +110,7 @@ def add_inline(
     return True
 
 
-def build_head(
+def build_head(  # noqa: PLR0913  (a build thread's whole brief: what to build, how to stop, whom to tell)
     git_dir: Path,
     folder: Path,
     blobs: dict[str, int],

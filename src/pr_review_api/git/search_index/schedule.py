@@ -74,7 +74,7 @@ class SearchIndexes:
         self._prepared = threading.Condition(self._lock)
         self._pid = os.getpid()
 
-    def complete_index(
+    def complete_index(  # noqa: PLR0911  (one answer per way a head can stand in the index)
         self, git_dir: Path, snapshot: Snapshot, head_sha: str
     ) -> SearchIndex | None:
         """The repository's index when the head (`snapshot` is its tree) is complete in it;
