@@ -24,8 +24,10 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checkout import RepositoryCache, open_pull_request
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.ledger import HeadKey, PublishLedger
+from pr_review_api.github.metadata import PullRequestMetadata
 from pr_review_api.github.publish import re_review
 from pr_review_api.github.urls import PullRequestRef
+from pr_review_api.loop.guidance import repository_guidance
 from pr_review_api.loop.prompts import ReviewContext
 from pr_review_api.loop.repo_config import NO_REPO_CONFIG, LoadedRepoConfig, load_repo_config
 from pr_review_api.model import PullRequestInfo, ReviewResult
@@ -60,6 +62,8 @@ class Prepared:
     pull_request: PullRequestInfo | None
     context: ReviewContext
     repo_config: LoadedRepoConfig = NO_REPO_CONFIG
+    # What the host said of the pull request (author, labels, base branch): the skip rules.
+    metadata: PullRequestMetadata | None = None
 
     @property
     def unreadable(self) -> type[ReviewError]:
@@ -98,7 +102,7 @@ async def prepare(
             context = await store.run(
                 context_for, repository, pull.info.url, pull.metadata.title, pull.metadata.body
             )
-        yield Prepared(repository, pull.info, context)
+        yield Prepared(repository, pull.info, context, metadata=pull.metadata)
 
 
 def prepare_local(
@@ -191,7 +195,11 @@ def with_repo_config(prepared: Prepared) -> Prepared:
     """.pr-review.toml from the BASE commit, never the head (loop/repo_config.py)."""
     repository = prepared.repository
     loaded = load_repo_config(repository.git_dir, repository.revisions.base_sha)
-    instructions = loaded.config.instructions or None
+    changed = [path for _, path in prepared.context.changed_files]
+    # Instructions, path instructions and instruction files: one block (loop/guidance.py).
+    instructions = repository_guidance(
+        repository.git_dir, repository.revisions.base_sha, loaded.config, changed
+    )
     context = replace(prepared.context, repository_instructions=instructions)
     return replace(prepared, context=context, repo_config=loaded)
 
