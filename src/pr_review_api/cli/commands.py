@@ -95,7 +95,13 @@ def main() -> None:
     help="Publish the validated review on the pull request (needs a token with write access "
     "to pull requests).",
 )
-def review(
+@click.option(
+    "--automatic",
+    is_flag=True,
+    help="Honour the skip rules of the base commit's .pr-review.toml: a skipped review asks no "
+    "model, exits 0 and (with --post) sets only a neutral check. The Action passes it.",
+)
+def review(  # noqa: PLR0913  (one keyword per option)
     *,
     pr_url: str | None,
     repo: Path | None,
@@ -104,6 +110,7 @@ def review(
     output_format: OutputFormat,
     trace: bool,
     post: bool = False,
+    automatic: bool = False,
 ) -> None:
     """Review the pull request at PR_URL, or --base..--head of the repository at --repo.
 
@@ -125,7 +132,14 @@ def review(
         settings.require_provider_key()
         with live_progress(enabled=_is_terminal(sys.stderr)) as progress:
             result = asyncio.run(
-                run_review(target, settings, include_trace=trace, progress=progress, post=post)
+                run_review(
+                    target,
+                    settings,
+                    include_trace=trace,
+                    progress=progress,
+                    post=post,
+                    automatic=automatic,
+                )
             )
     except ReviewError as exc:
         _fail(exc, output_format)

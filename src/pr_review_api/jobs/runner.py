@@ -52,12 +52,19 @@ class JobReviewer:
         return self._store
 
     async def __call__(
-        self, url: str, settings: Settings, post: bool, installation_id: int | None
+        self,
+        url: str,
+        settings: Settings,
+        post: bool,
+        installation_id: int | None,
+        automatic: bool = False,
     ) -> dict[str, Any]:
         target = PullRequestTarget(url)
         store = self._shared_store(settings)
         if self._app_credentials is None or installation_id is None:
-            result = await run_review(target, settings, post=post, store=store, ledger=self._ledger)
+            result = await run_review(
+                target, settings, post=post, store=store, ledger=self._ledger, automatic=automatic
+            )
         else:
             credentials = _InstallationCredentials(self._app_credentials, installation_id)
             async with GitHubClient(settings, credentials=credentials) as github:
@@ -69,6 +76,7 @@ class JobReviewer:
                     installation_id=installation_id,
                     store=store,
                     ledger=self._ledger,
+                    automatic=automatic,
                 )
         return result.model_dump(mode="json")
 

@@ -34,6 +34,7 @@ from pr_review_api.loop.background_index import hand_off
 from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.final_review import FinalReviewRejected, parse_final_review
+from pr_review_api.loop.gate import gated, open_gate, skip_review
 from pr_review_api.loop.prompts import system_prompt, user_message
 from pr_review_api.loop.repo_config import (
     apply_repo_config,
@@ -102,6 +103,7 @@ async def run_review(
     installation_id: int | None = None,
     store: RepositoryStore | None = None,
     ledger: PublishLedger | None = None,
+    automatic: bool = False,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
@@ -109,6 +111,8 @@ async def run_review(
     result's `publication`; `github` is the process's shared GitHub client (else one is made).
     With a `ledger` (the service's record of what it published), a head already published
     answers its earlier review document, `already_published`, before the model is asked.
+    `automatic` (a webhook job, `review --automatic`) honours the base's skip rules; a
+    published review sets the `pr-review` check (loop/gate.py, CONTRACT 16).
 
     Raises a `ReviewError` subclass for every failure the contract names. A shared `model`
     client may be passed in (the HTTP service keeps one; tests pass a `ScriptedModel`);
@@ -132,18 +136,22 @@ async def run_review(
             work = repo_store.work(deadline, cancel)
             async with prepare(target, settings, github_client, repo_store, work) as pinned:
                 prepared = await repo_store.run(with_repo_config, pinned)
+                gate = open_gate(prepared, settings, github_client, installation_id, post=post)
+                if automatic and (skipped := await skip_review(prepared, settings, gate)):
+                    return skipped
                 if post and ledger is not None:
                     earlier = await published_before(
                         prepared, ledger, github_client, installation_id
                     )
                     if earlier is not None:
+                        await gate.finished(earlier)  # from what was posted; no model asked
                         return earlier
                 if post:
                     prepared = await with_re_review(prepared, github_client, installation_id)
                 loop_run = _ReviewLoop(
                     prepared, settings, client, deadline, progress, store=repo_store
                 )
-                result = await loop_run.run(include_trace)
+                result = await gated(gate, deadline, functools.partial(loop_run.run, include_trace))
                 if post:
                     result.publication = await publish_result(
                         result,
@@ -153,6 +161,7 @@ async def run_review(
                         installation_id=installation_id,
                         ledger=ledger,
                     )
+                await gate.finished(result)
                 return result
     except TimeoutError:
         raise ReviewTimeout() from None
