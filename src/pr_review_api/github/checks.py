@@ -20,6 +20,7 @@ limits); the title and the summary are ours.
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -152,6 +153,32 @@ def review_outcome(
     if review_url:
         lines += ["", f"[The review]({review_url})"]
     return CheckOutcome(conclusion, title, "\n".join(lines), tuple(annotation(f) for f in kept))
+
+
+_COUNTS_LINE = re.compile(r"^\*\*Findings:\*\* (.{1,200})$", re.MULTILINE)
+_COUNT = re.compile(r"(\d{1,4}) (critical|high|medium|low|info)\b")
+
+
+def severity_counts(body: str) -> Counter[Severity]:
+    """The counts by severity that our posted review's body states (github/review_text.py
+    writes "**Findings:** 1 high, 2 low", or "none"); model text is escaped there, so the
+    first such line is ours."""
+    counts: Counter[Severity] = Counter()
+    found = _COUNTS_LINE.search(body)
+    if found is None:
+        return counts
+    for number, severity in _COUNT.findall(found.group(1)):
+        counts[severity] += int(number)
+    return counts
+
+
+def unknown_outcome() -> CheckOutcome:
+    """A head published before whose review could not be read back."""
+    return CheckOutcome(
+        "neutral",
+        "Published earlier; its findings could not be read",
+        "This head was reviewed and published before, but that review could not be read back.",
+    )
 
 
 def ended_outcome(code: str) -> CheckOutcome:

@@ -20,8 +20,11 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from pr_review_api.errors import ReviewError, ReviewTimeout
+from pydantic import ValidationError
+
+from pr_review_api.errors import GitHubUnavailable, ReviewError, ReviewTimeout
 from pr_review_api.github.checks import (
     CheckOutcome,
     CheckReporter,
@@ -29,17 +32,31 @@ from pr_review_api.github.checks import (
     GateFinding,
     ended_outcome,
     review_outcome,
+    severity_counts,
     skipped_outcome,
     stricter,
+    unknown_outcome,
 )
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.history import PostWire
 from pr_review_api.github.placement import fingerprint_of, line_texts
 from pr_review_api.loop.policy import skip_rule
-from pr_review_api.loop.workspace import Prepared
-from pr_review_api.model import FinalReview, Finding, ReviewResult, Revisions, Severity, Usage
+from pr_review_api.loop.workspace import PostedHead, Prepared
+from pr_review_api.model import (
+    FinalReview,
+    Finding,
+    Publication,
+    ReviewResult,
+    Revisions,
+    Severity,
+    Usage,
+)
 from pr_review_api.settings import Settings
 
 GATE_MARGIN_SECONDS = 1.0
+ALREADY_PUBLISHED_SUMMARY = (
+    "This head was reviewed and the review published before; no model was asked again."
+)
 SKIPPED_SUMMARY = "The review was skipped by the repository's rules (.pr-review.toml): {rule}."
 
 
@@ -70,7 +87,10 @@ class Gate:
         findings are not at hand."""
         if self.reporter is None:
             return
-        if result.termination_reason not in ("final_review", "no_changes"):
+        if result.termination_reason == "already_published" and counts is None:
+            await self._complete(unknown_outcome())
+            return
+        if result.termination_reason not in ("final_review", "no_changes", "already_published"):
             await self.ended(result.termination_reason)
             return
         findings = await asyncio.to_thread(self._gate_findings, result)
@@ -151,10 +171,63 @@ async def skip_review(prepared: Prepared, settings: Settings, gate: Gate) -> Rev
     if rule is None:
         return None
     await gate.skipped(rule)
-    revisions = prepared.repository.revisions
     notes = [prepared.repo_config.note] if prepared.repo_config.note else []
+    return _empty_result(prepared, settings, "skipped", SKIPPED_SUMMARY.format(rule=rule), notes)
+
+
+async def already_posted(
+    prepared: Prepared,
+    settings: Settings,
+    github: GitHubClient,
+    installation_id: int | None,
+    posted: PostedHead,
+    gate: Gate,
+) -> ReviewResult:
+    """A head our markers say is published: no provider request (CONTRACT 15); the check is
+    completed again from the counts by severity that our posted review's body states."""
+    result = _empty_result(prepared, settings, "already_published", ALREADY_PUBLISHED_SUMMARY, [])
+    result.publication = Publication(
+        status="already_published", review_id=posted.review_id, url=posted.url
+    )
+    if gate.reporter is not None:
+        body = await _posted_body(prepared, github, installation_id, posted.review_id)
+        counts = None if body is None else severity_counts(body)
+        await gate.finished(result, counts)
+    return result
+
+
+async def _posted_body(
+    prepared: Prepared, github: GitHubClient, installation_id: int | None, review_id: int | None
+) -> str | None:
+    info = prepared.pull_request
+    if info is None or review_id is None:
+        return None
+    url = (
+        f"{github.settings.github_api_url}/repos/{info.owner}/{info.repo}/pulls/{info.number}"
+        f"/reviews/{review_id}"
+    )
+    try:
+        response = await github.request("GET", url, installation_id=installation_id)
+    except GitHubUnavailable:
+        return None
+    if response.status != 200:
+        return None
+    try:
+        return PostWire.model_validate_json(response.body).body
+    except ValidationError:
+        return None
+
+
+def _empty_result(
+    prepared: Prepared,
+    settings: Settings,
+    reason: Literal["skipped", "already_published"],
+    summary: str,
+    notes: list[str],
+) -> ReviewResult:
+    revisions = prepared.repository.revisions
     return ReviewResult(
-        termination_reason="skipped",
+        termination_reason=reason,
         pull_request=prepared.pull_request,
         revisions=Revisions(
             base_sha=revisions.base_sha,
@@ -162,7 +235,7 @@ async def skip_review(prepared: Prepared, settings: Settings, gate: Gate) -> Rev
             merge_base_sha=revisions.merge_base_sha,
         ),
         model=settings.opencode_model,
-        review=FinalReview(summary=SKIPPED_SUMMARY.format(rule=rule), findings=[], notes=notes),
+        review=FinalReview(summary=summary, findings=[], notes=notes),
         usage=Usage(),
         rounds=0,
         tool_calls=0,

@@ -34,7 +34,7 @@ from pr_review_api.loop.background_index import hand_off
 from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.final_review import FinalReviewRejected, parse_final_review
-from pr_review_api.loop.gate import gated, open_gate, skip_review
+from pr_review_api.loop.gate import already_posted, gated, open_gate, skip_review
 from pr_review_api.loop.prompts import system_prompt, user_message
 from pr_review_api.loop.repo_config import (
     apply_repo_config,
@@ -147,7 +147,13 @@ async def run_review(
                         await gate.finished(earlier)  # from what was posted; no model asked
                         return earlier
                 if post:
-                    prepared = await with_re_review(prepared, github_client, installation_id)
+                    prepared, posted = await with_re_review(
+                        prepared, github_client, installation_id
+                    )
+                    if posted is not None:
+                        return await already_posted(
+                            prepared, settings, github_client, installation_id, posted, gate
+                        )
                 loop_run = _ReviewLoop(
                     prepared, settings, client, deadline, progress, store=repo_store
                 )
