@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from pr_review_api.loop.guidance import (
@@ -38,8 +39,8 @@ instructions = "Check the lock order."
 def _guidance(
     repo: GitRepo,
     provider: ScriptedProvider,
-    base: dict[str, str | bytes],
-    head: dict[str, str | bytes],
+    base: Mapping[str, str | bytes],
+    head: Mapping[str, str | bytes],
 ) -> str | None:
     base_sha = repo.commit_files(base, "base")
     head_sha = repo.commit_files(head, "head")
