@@ -70,6 +70,8 @@ class Gate:
     # Fingerprints dismissed in this repository (the review conversation): never fail the check.
     dismissed: Collection[str] = frozenset()
     started_already: bool = False
+    # Told every outcome the check is completed with (the CLI's --check-file; the Action).
+    on_outcome: Callable[[CheckOutcome], None] | None = None
 
     async def skipped(self, rule: str) -> None:
         await self._complete(skipped_outcome(rule))
@@ -85,7 +87,7 @@ class Gate:
     async def finished(self, result: ReviewResult, counts: Counter[Severity] | None = None) -> None:
         """The review's check; `counts` read back from a review already posted, when its
         findings are not at hand."""
-        if self.reporter is None:
+        if self.reporter is None and self.on_outcome is None:
             return
         if result.termination_reason == "already_published" and counts is None:
             await self._complete(unknown_outcome())
@@ -110,6 +112,8 @@ class Gate:
         return [_gate_finding(f, fingerprint_of(f, texts)) for f in found]
 
     async def _complete(self, outcome: CheckOutcome, url: str | None = None) -> None:
+        if self.on_outcome is not None:
+            self.on_outcome(outcome)
         if self.reporter is not None:
             await self.reporter.complete(outcome, url)
 
@@ -132,14 +136,16 @@ def open_gate(
     installation_id: int | None,
     *,
     post: bool,
+    on_outcome: Callable[[CheckOutcome], None] | None = None,
 ) -> Gate:
     fail_on = stricter(prepared.repo_config.config.fail_on, settings.pr_review_fail_on)
     info = prepared.pull_request
+    git_dir = prepared.repository.git_dir
     if not post or info is None or not settings.pr_review_check_runs:
-        return Gate(None, fail_on)
+        return Gate(None, fail_on, git_dir, on_outcome=on_outcome)
     head = prepared.repository.revisions.head_sha
     reporter = CheckReporter(github, info.owner, info.repo, head, installation_id)
-    return Gate(reporter, fail_on, prepared.repository.git_dir)
+    return Gate(reporter, fail_on, git_dir, on_outcome=on_outcome)
 
 
 async def gated(
@@ -189,7 +195,7 @@ async def already_posted(
     result.publication = Publication(
         status="already_published", review_id=posted.review_id, url=posted.url
     )
-    if gate.reporter is not None:
+    if gate.reporter is not None or gate.on_outcome is not None:
         body = await _posted_body(prepared, github, installation_id, posted.review_id)
         counts = None if body is None else severity_counts(body)
         await gate.finished(result, counts)

@@ -25,6 +25,7 @@ from pr_review_api.errors import (
 )
 from pr_review_api.git.runner import run_git
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.ledger import PublishLedger
 from pr_review_api.github.publish import publish_result
@@ -104,6 +105,7 @@ async def run_review(
     store: RepositoryStore | None = None,
     ledger: PublishLedger | None = None,
     automatic: bool = False,
+    on_check: Callable[[CheckOutcome], None] | None = None,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
@@ -112,7 +114,8 @@ async def run_review(
     With a `ledger` (the service's record of what it published), a head already published
     answers its earlier review document, `already_published`, before the model is asked.
     `automatic` (a webhook job, `review --automatic`) honours the base's skip rules; a
-    published review sets the `pr-review` check (loop/gate.py, CONTRACT 16).
+    published review sets the `pr-review` check (loop/gate.py, CONTRACT 16); `on_check` is
+    told the check's outcome (the CLI's --check-file), set or not.
 
     Raises a `ReviewError` subclass for every failure the contract names. A shared `model`
     client may be passed in (the HTTP service keeps one; tests pass a `ScriptedModel`);
@@ -136,7 +139,14 @@ async def run_review(
             work = repo_store.work(deadline, cancel)
             async with prepare(target, settings, github_client, repo_store, work) as pinned:
                 prepared = await repo_store.run(with_repo_config, pinned)
-                gate = open_gate(prepared, settings, github_client, installation_id, post=post)
+                gate = open_gate(
+                    prepared,
+                    settings,
+                    github_client,
+                    installation_id,
+                    post=post,
+                    on_outcome=on_check,
+                )
                 if automatic and (skipped := await skip_review(prepared, settings, gate)):
                     return skipped
                 if post and ledger is not None:
