@@ -102,3 +102,12 @@ def test_counts_are_read_back_from_our_posted_body_only_from_its_findings_line()
     assert severity_counts(body) == Counter({"high": 2, "low": 1})
     assert severity_counts("**Findings:** none\n") == Counter()
     assert severity_counts("no such line") == Counter()
+
+
+def test_the_summary_keeps_repository_paths_inert() -> None:
+    coverage = Coverage(
+        changed_files=2, inspected_files=0, not_inspected=["[x](https://e.x)", "@org/team.py"]
+    )
+    summary = review_outcome([], "high", (), coverage, None).summary
+    assert "](https://e.x)" not in summary
+    assert "@org" not in summary

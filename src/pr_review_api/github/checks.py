@@ -33,6 +33,7 @@ from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.model import SEVERITIES, Coverage, Severity
 from pr_review_api.output.common import coverage_line
+from pr_review_api.output.inert_markdown import escape_inline
 
 logger = logging.getLogger(__name__)
 
@@ -146,9 +147,9 @@ def review_outcome(
     lines = [
         f"**Findings:** {shown}",
         "",
-        coverage_line(coverage, _plain),
+        coverage_line(coverage, escape_inline),  # repository paths: inert Markdown
         "",
-        f"The gate {gate} (`fail_on` of the base commit's .pr-review.toml).",
+        f"The gate {gate} (`fail_on`: docs/configuration-file.md).",
     ]
     if review_url:
         lines += ["", f"[The review]({review_url})"]
@@ -197,10 +198,6 @@ def skipped_outcome(rule: str) -> CheckOutcome:
         f"skipped: {rule}",
         f"skipped: {rule}. The rule is in .pr-review.toml at the base commit; no review ran.",
     )
-
-
-def _plain(path: str) -> str:
-    return "".join(c for c in path if c.isprintable()).replace("`", "'")
 
 
 class _CreatedWire(BaseModel):
