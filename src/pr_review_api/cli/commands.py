@@ -130,7 +130,8 @@ def review(  # noqa: PLR0913  (one keyword per option)
 
     \b
     Exit status:
-      0  a validated final review was printed
+      0  a validated final review was printed (or the head was published before, or a skip
+         rule of --automatic skipped it)
       1  the review ended without one, or its publication failed (the reason is printed)
       2  bad input or configuration
     """
