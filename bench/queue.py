@@ -108,7 +108,11 @@ async def webhook_latency(url: str, deliveries: int, pulls: int, parallel: int) 
 
 async def throughput(url: str, workers: int, jobs: int, latency: float) -> float:
     async def runner(
-        pr_url: str, settings: Settings, post: bool, installation_id: int | None
+        pr_url: str,
+        settings: Settings,
+        post: bool,
+        installation_id: int | None,
+        automatic: bool = False,
     ) -> dict[str, Any]:
         await asyncio.sleep(latency)
         return {"termination_reason": "final_review", "review": {"findings": []}}

@@ -47,36 +47,22 @@ def _installed(venv: Path) -> dict[str, str]:
     return found
 
 
-@pytest.mark.skipif(shutil.which("uv") is None, reason="the Action installs pr-review with uv")
-def test_the_action_installs_the_locked_versions_and_publishes_the_review(
-    fake_github: FakeGitHub, scripted_provider: ScriptedProvider, tmp_path: Path
-) -> None:
+def _run_step(
+    fake_github: FakeGitHub, tmp_path: Path, inputs: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The review step's script, as a runner runs it; the runner's temporary folder."""
     step = _review_step()
-    fake_github.users[GITHUB_TOKEN] = BOT
-    pull = fake_github.pull_request("acme", "widget", 7, head={"a.py": "x = 1\n"})
-    scripted_provider.script(stop_turn(json.dumps({"summary": "S", "findings": [], "notes": []})))
     runner_temp = tmp_path / "runner-temp"
     runner_temp.mkdir()
-    output = runner_temp / "github-output"
-    output.touch()
-    inputs = {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "PR_URL": pull.url,
-        "INPUT_BASE_URL": scripted_provider.base_url,
-        "INPUT_MODEL": "",
-        "PR_REVIEW_MAX_INLINE_COMMENTS": "30",
-        "WANT_SARIF": "false",
-        "ACTION_PATH": str(ROOT),
-        "PR_REVIEW_CACHE_DIR": str(runner_temp / "pr-review-cache"),
-    }
+    (runner_temp / "github-output").touch()
     # Every variable the step sets is one this test gives it: a new input needs a test here.
     assert set(step["env"]) == set(inputs)
     runner = {
         "PATH": os.environ["PATH"],
         "HOME": os.environ.get("HOME", str(tmp_path)),
         "RUNNER_TEMP": str(runner_temp),
-        "GITHUB_OUTPUT": str(output),
+        "GITHUB_OUTPUT": str(runner_temp / "github-output"),
+        "GITHUB_STEP_SUMMARY": str(runner_temp / "step-summary.md"),
         "GITHUB_SERVER_URL": fake_github.server_url,
         "GITHUB_API_URL": fake_github.api_url,
         "UV_OFFLINE": "1",
@@ -84,14 +70,93 @@ def test_the_action_installs_the_locked_versions_and_publishes_the_review(
     done = subprocess.run(
         ["bash", "-c", step["run"]],
         cwd=runner_temp,
-        env={**runner, **inputs},
+        env={
+            **runner,
+            **{k: v.replace("RUNNER_TEMP", str(runner_temp)) for k, v in inputs.items()},
+        },
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
+    return done, runner_temp
+
+
+def _inputs(pull_url: str, provider: ScriptedProvider, **changed: str) -> dict[str, str]:
+    """The step's environment as a runner gives it from the inputs' defaults."""
+    return {
+        "INPUT_API_KEY": PROVIDER_KEY,
+        "INPUT_OPENCODE_API_KEY": "",
+        "GITHUB_TOKEN": GITHUB_TOKEN,
+        "PR_URL": pull_url,
+        "INPUT_BASE_URL": provider.base_url,
+        "INPUT_MODEL": "",
+        "PR_REVIEW_MAX_INLINE_COMMENTS": "30",
+        "INPUT_MAX_ROUNDS": "",
+        "INPUT_MAX_TOOL_CALLS": "",
+        "INPUT_TIMEOUT_SECONDS": "",
+        "INPUT_REPAIR_ATTEMPTS": "",
+        "INPUT_TOLERANT_FINAL_JSON": "",
+        "INPUT_INLINE_DIFF_BYTES": "",
+        "INPUT_FAIL_ON": "",
+        "PR_REVIEW_CHECK_RUNS": "true",
+        "FAIL_STEP_ON_CHECK": "false",
+        "WANT_SARIF": "false",
+        "ACTION_PATH": str(ROOT),
+        "PR_REVIEW_CACHE_DIR": "RUNNER_TEMP/pr-review-cache",
+        **changed,
+    }
+
+
+def _outputs(runner_temp: Path) -> dict[str, str]:
+    lines = (runner_temp / "github-output").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+HIGH = {
+    "severity": "high",
+    "title": "Unchecked write",
+    "explanation": "x is written without a check.",
+    "path": "a.py",
+    "line": 1,
+    "evidence": "x = 1",
+    "recommendation": "Check it.",
+}
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="the Action installs pr-review with uv")
+def test_the_action_installs_the_locked_versions_and_publishes_the_review(
+    fake_github: FakeGitHub, scripted_provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    fake_github.users[GITHUB_TOKEN] = BOT
+    pull = fake_github.pull_request(
+        "acme",
+        "widget",
+        7,
+        base={".pr-review.toml": 'fail_on = "high"\n', "README.md": "r\n"},
+        head={"a.py": "x = 1\n"},
+    )
+    scripted_provider.script(
+        stop_turn(json.dumps({"summary": "S", "findings": [HIGH], "notes": []})),
+        stop_turn(json.dumps({"summary": "S", "findings": [], "notes": []})),
+    )
+    done, runner_temp = _run_step(
+        fake_github,
+        tmp_path,
+        _inputs(pull.url, scripted_provider, FAIL_STEP_ON_CHECK="true", INPUT_MAX_ROUNDS="3"),
+    )
+    # The check failed, and the step was asked to fail with it.
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "fail-step-on-check" in done.stderr
     assert len(fake_github.posted("acme", "widget", 7)) == 1
+    (run,) = fake_github.runs_on(pull.head_sha)
+    assert run["conclusion"] == "failure"
+    assert _outputs(runner_temp)["conclusion"] == "failure"
+    summary = (runner_temp / "step-summary.md").read_text()
+    assert "**failure**" in summary
+    assert "**Findings:** 1 high" in summary
+    review_url = fake_github.posted("acme", "widget", 7)[0]["html_url"]
+    assert f"[The review]({review_url})" in summary
     installed = _installed(runner_temp / "pr-review-venv")
     locked = _locked_versions()
     assert installed["httpx"] == locked["httpx"]
@@ -100,4 +165,44 @@ def test_the_action_installs_the_locked_versions_and_publishes_the_review(
         name: locked[name] for name in installed if name in locked
     }
     assert not [name for name in _DEV_ONLY if name in installed]
-    assert PROVIDER_KEY not in done.stdout + done.stderr
+    assert PROVIDER_KEY not in done.stdout + done.stderr + summary
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="the Action installs pr-review with uv")
+def test_the_action_takes_the_old_key_name_and_skips_by_the_base_rules(
+    fake_github: FakeGitHub, scripted_provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    fake_github.users[GITHUB_TOKEN] = BOT
+    pull = fake_github.pull_request(
+        "acme",
+        "widget",
+        8,
+        base={".pr-review.toml": 'skip_labels = ["no-review"]\n', "README.md": "r\n"},
+        head={"a.py": "x = 1\n"},
+        labels=("no-review",),
+    )
+    inputs = _inputs(
+        pull.url, scripted_provider, INPUT_API_KEY="", INPUT_OPENCODE_API_KEY=PROVIDER_KEY
+    )
+    done, runner_temp = _run_step(fake_github, tmp_path, inputs)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert scripted_provider.requests == []  # skipped: --automatic is passed
+    assert fake_github.posted("acme", "widget", 8) == []
+    (run,) = fake_github.runs_on(pull.head_sha)
+    assert run["conclusion"] == "neutral"
+    assert _outputs(runner_temp)["conclusion"] == "neutral"
+    assert "skipped: a label matches skip_labels" in (runner_temp / "step-summary.md").read_text()
+
+
+def test_the_action_asks_for_a_key() -> None:
+    step = _review_step()
+    done = subprocess.run(
+        ["bash", "-c", step["run"]],
+        env={"PATH": os.environ["PATH"], "PR_URL": "https://github.com/a/b/pull/1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "api-key" in done.stderr

@@ -206,7 +206,11 @@ class ReviewResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # "no_changes": the merge base and the head have the same tree; no model was asked.
-    termination_reason: Literal["final_review", "no_changes"] = "final_review"
+    # "skipped": an automatic review that the repository's skip rules stopped (CONTRACT 16).
+    # "already_published": a head our markers say is published; no model was asked (CONTRACT 15).
+    termination_reason: Literal["final_review", "no_changes", "skipped", "already_published"] = (
+        "final_review"
+    )
     pull_request: PullRequestInfo | None
     revisions: Revisions
     model: str

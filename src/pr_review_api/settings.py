@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -152,6 +152,11 @@ class Settings(BaseSettings):
     pr_review_background_index: bool = True
     # Publishing (CONTRACT 10): inline comments in one review; the rest go in its body.
     pr_review_max_inline_comments: int = Field(default=30, ge=0, le=1000)
+    # The merge gate (CONTRACT 16): a published review sets a check run (or commit status).
+    # PR_REVIEW_FAIL_ON (not in the contract's table; the Action's `fail-on` input) can only
+    # make the base's `fail_on` stricter (loop/gate.py).
+    pr_review_check_runs: bool = True
+    pr_review_fail_on: Literal["critical", "high", "medium", "low", "info", "none"] | None = None
     # Real models (CONTRACT section 12); the defaults keep the seed's protocol exactly.
     opencode_max_retries: int = Field(default=2, ge=0, le=10)
     review_repair_attempts: int = Field(default=0, ge=0, le=10)
@@ -222,6 +227,7 @@ class Settings(BaseSettings):
         "pr_review_webhook_secret",
         "github_app_id",
         "github_app_private_key_file",
+        "pr_review_fail_on",
         mode="before",
     )
     @classmethod

@@ -90,7 +90,7 @@ class PullRequestFixture:
     url: str
 
 
-def pull_json(
+def pull_json(  # noqa: PLR0913  (every field has a default)
     number: int,
     *,
     base_sha: str,
@@ -98,6 +98,8 @@ def pull_json(
     base_ref: str = "main",
     title: str = "A change",
     body: str | None = "Please review.",
+    author: str = "octocat",
+    labels: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """A GitHub-shaped pull-request document (the fields a review reads, and some it ignores)."""
     return {
@@ -107,7 +109,8 @@ def pull_json(
         "state": "open",
         "title": title,
         "body": body,
-        "user": {"login": "octocat", "id": 1},
+        "user": {"login": author, "id": 1},
+        "labels": [{"id": 1 + i, "name": name, "color": "ededed"} for i, name in enumerate(labels)],
         "draft": False,
         "base": {"label": f"acme:{base_ref}", "ref": base_ref, "sha": base_sha},
         "head": {"label": "fork:feature", "ref": "feature", "sha": head_sha},
@@ -181,6 +184,11 @@ class FakeGitHub:
         self.review_faults: list[CannedResponse] = []  # answers to the next review POSTs
         self.list_faults: list[CannedResponse] = []  # answers to the next review listings
         self.review_posts: list[dict[str, Any]] = []  # every POSTed review payload
+        # --- the merge gate (check runs and commit statuses) ---
+        self.no_checks_tokens: set[str] = set()  # tokens answered 403 on check runs (personal)
+        self.check_runs: dict[int, dict[str, Any]] = {}  # id -> the run as GitHub keeps it
+        self.check_requests: list[tuple[str, dict[str, Any]]] = []  # (method, payload) each
+        self.statuses: list[dict[str, Any]] = []  # every commit status, with its `sha`
         self._pulls: dict[tuple[str, str, int], PullRequestFixture] = {}
         self._next_id = 1000
         self._lock = threading.Lock()
@@ -261,6 +269,8 @@ class FakeGitHub:
         base_ref: str = "main",
         title: str = "A change",
         body: str | None = "Please review.",
+        author: str = "octocat",
+        labels: tuple[str, ...] = (),
     ) -> PullRequestFixture:
         """Publish a pull request: the base branch (advanced by `base`), a head commit on it."""
         origin = self.origin(owner, repo)
@@ -283,6 +293,8 @@ class FakeGitHub:
             base_ref=base_ref,
             title=title,
             body=body,
+            author=author,
+            labels=labels,
         )
         url = f"{self.server_url}/{owner}/{repo}/pull/{number}"
         fixture = PullRequestFixture(origin, number, base_sha, head_sha, base_ref, url)
@@ -330,6 +342,10 @@ class FakeGitHub:
     def posted(self, owner: str, repo: str, number: int) -> list[dict[str, Any]]:
         """The reviews on the pull request, each with its `comments` as GitHub stored them."""
         return list(self.reviews.get((owner, repo, number), []))
+
+    def runs_on(self, head_sha: str) -> list[dict[str, Any]]:
+        """The check runs created on `head_sha`, oldest first, with all their annotations."""
+        return [run for run in self.check_runs.values() if run.get("head_sha") == head_sha]
 
     def _id(self) -> int:
         with self._lock:
@@ -468,6 +484,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._dispatch()
 
+    def do_PATCH(self) -> None:
+        self._dispatch()
+
     # --- routing ---
 
     def _dispatch(self) -> None:
@@ -493,10 +512,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(record, 404, b"not found", {"Content-Type": "text/plain"})
 
-    def _api(self, fake: FakeGitHub, record: RecordedRequest, path: str, body: bytes = b"") -> None:
+    def _api(  # noqa: PLR0911  (one return per endpoint)
+        self, fake: FakeGitHub, record: RecordedRequest, path: str, body: bytes = b""
+    ) -> None:
         pieces = path.split("/")  # "", "repos", owner, repo, "pulls", number
         if path == "/user":
             self._user(fake, record)
+            return
+        if len(pieces) >= 5 and pieces[1] == "repos" and pieces[4] in ("check-runs", "statuses"):
+            self._gate(fake, record, pieces, body)
             return
         if (
             len(pieces) == 7
@@ -510,6 +534,21 @@ class _Handler(BaseHTTPRequestHandler):
                 self._create_review(fake, record, key, body)
             else:
                 self._list(fake, record, key, pieces[6])
+            return
+        if (
+            len(pieces) == 8
+            and self.command == "GET"
+            and pieces[1] == "repos"
+            and pieces[4] == "pulls"
+            and pieces[6] == "reviews"
+            and pieces[7].isdigit()
+        ):
+            found = [
+                {k: v for k, v in r.items() if k != "comments"}
+                for r in fake.reviews.get((pieces[2], pieces[3], int(pieces[5])), [])
+                if r["id"] == int(pieces[7])
+            ]
+            self._json(record, 200, found[0]) if found else self._json(record, 404, {})
             return
         if (
             len(pieces) != 6
@@ -602,6 +641,51 @@ class _Handler(BaseHTTPRequestHandler):
             links += [f'<{base}&page={page - 1}>; rel="prev"', f'<{base}&page=1>; rel="first"']
         headers = {"Link": ", ".join(links)} if links else {}
         self._json(record, 200, chunk, headers)
+
+    def _gate(  # noqa: PLR0911  (one return per answer GitHub gives)
+        self, fake: FakeGitHub, record: RecordedRequest, pieces: list[str], body: bytes
+    ) -> None:
+        """Check runs (POST, PATCH) and commit statuses (POST), as GitHub checks them."""
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            self._json(record, 400, {"message": "Problems parsing JSON"})
+            return
+        token = self._bearer(record)
+        if token is None:
+            self._json(record, 401, {"message": "Requires authentication"})
+            return
+        if pieces[4] == "statuses" and len(pieces) == 6 and self.command == "POST":
+            fake.statuses.append({**payload, "sha": pieces[5]})
+            self._json(record, 201, {"id": fake._id(), **payload})
+            return
+        if pieces[4] != "check-runs":
+            self._json(record, 404, {"message": "Not Found"})
+            return
+        fake.check_requests.append((self.command, payload))
+        if token in fake.no_checks_tokens:
+            self._json(record, 403, {"message": "Resource not accessible by personal access token"})
+            return
+        annotations = (payload.get("output") or {}).get("annotations") or []
+        if len(annotations) > 50:
+            self._json(record, 422, {"message": "Only 50 annotations may be sent at a time"})
+            return
+        if self.command == "POST" and len(pieces) == 5:
+            run = {"id": fake._id(), "annotations": [], **payload}
+            run["annotations"] = list(annotations)
+            fake.check_runs[run["id"]] = run
+            self._json(record, 201, {k: v for k, v in run.items() if k != "annotations"})
+            return
+        if self.command == "PATCH" and len(pieces) == 6 and pieces[5].isdigit():
+            existing = fake.check_runs.get(int(pieces[5]))
+            if existing is None:
+                self._json(record, 404, {"message": "Not Found"})
+                return
+            existing["annotations"] += annotations
+            existing.update({k: v for k, v in payload.items() if k != "annotations"})
+            self._json(record, 200, {k: v for k, v in existing.items() if k != "annotations"})
+            return
+        self._json(record, 404, {"message": "Not Found"})
 
     def _create_review(
         self, fake: FakeGitHub, record: RecordedRequest, key: tuple[str, str, int], body: bytes

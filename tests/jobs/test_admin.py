@@ -156,7 +156,12 @@ class CountingRunner:
         self.ran: list[str] = []
 
     async def __call__(
-        self, url: str, settings: Settings, post: bool, installation_id: int | None
+        self,
+        url: str,
+        settings: Settings,
+        post: bool,
+        installation_id: int | None,
+        automatic: bool,
     ) -> dict[str, Any]:
         self.ran.append(url)
         if self.failing:

@@ -244,7 +244,11 @@ def test_each_job_uses_its_installations_token_and_never_stores_it(
     seen: dict[str, str | None] = {}
 
     async def runner(
-        url: str, job_settings: Settings, post: bool, installation_id: int | None
+        url: str,
+        job_settings: Settings,
+        post: bool,
+        installation_id: int | None,
+        automatic: bool = False,
     ) -> dict[str, Any]:
         token = job_settings.github_token
         seen[url] = None if token is None else token.get_secret_value()

@@ -48,7 +48,12 @@ class Turnstile:
         return self._release.setdefault(url, asyncio.Event())
 
     async def __call__(
-        self, url: str, settings: Settings, post: bool, installation_id: int | None
+        self,
+        url: str,
+        settings: Settings,
+        post: bool,
+        installation_id: int | None,
+        automatic: bool = False,
     ) -> dict[str, Any]:
         owner = url.split("/")[3].lower()  # GitHub owners are case-insensitive
         self.started.append(url)

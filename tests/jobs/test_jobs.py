@@ -191,7 +191,12 @@ class Gate:
         self.released: set[str] = set()
 
     async def __call__(
-        self, url: str, settings: Settings, post: bool, installation_id: int | None
+        self,
+        url: str,
+        settings: Settings,
+        post: bool,
+        installation_id: int | None,
+        automatic: bool = False,
     ) -> dict[str, Any]:
         self.started.append(url)
         self.running[url] = self.running.get(url, 0) + 1
@@ -432,7 +437,11 @@ def test_rate_limited_job_is_retried_later_not_slept_on(database_url: str) -> No
     calls: list[str] = []
 
     async def runner(
-        url: str, settings: Settings, post: bool, installation_id: int | None
+        url: str,
+        settings: Settings,
+        post: bool,
+        installation_id: int | None,
+        automatic: bool = False,
     ) -> dict[str, Any]:
         calls.append(url)
         if url.endswith("/7"):

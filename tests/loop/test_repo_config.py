@@ -19,11 +19,13 @@ from pr_review_api.loop.repo_config import (
     MAX_REPO_CONFIG_BYTES,
     NOTE_DROPPED,
     NOTE_INVALID,
+    REASON_BAD_VALUE,
     REASON_INSTRUCTIONS,
-    REASON_INVALID,
     REASON_NOT_A_FILE,
     REASON_NOT_TOML,
+    REASON_TOML_LINE,
     REASON_TOO_LARGE,
+    REASON_UNKNOWN_KEY,
     LoadedRepoConfig,
     RepoConfig,
     apply_repo_config,
@@ -152,17 +154,60 @@ def test_config_file_changed_at_the_head_keeps_the_base_rules(
     assert "Head rules." not in message
 
 
+def _bad(key: str) -> str:
+    return REASON_BAD_VALUE.format(key=f'"{key}"')
+
+
 @pytest.mark.parametrize(
     ("content", "reason"),
     [
         pytest.param(f"instructions = 'unclosed {SECRET_MARKER}\n", REASON_NOT_TOML, id="toml"),
+        pytest.param(
+            f"a = 1\nb = {SECRET_MARKER}\n", REASON_TOML_LINE.format(line=2), id="toml-line"
+        ),
+        pytest.param(
+            "[[path_instructions]]\npaths = []\ninstructions = 'x'\n",
+            _bad("path_instructions[0].paths"),
+            id="path-instructions-without-paths",
+        ),
+        pytest.param(
+            f"fail_on = '{SECRET_MARKER}'\n", _bad("fail_on"), id="fail-on-not-a-severity"
+        ),
+        pytest.param(
+            "[[path_instructions]]\npaths = ['a']\ninstructions = '"
+            + "x" * (MAX_INSTRUCTIONS_BYTES + 1)
+            + "'\n",
+            _bad("path_instructions[0].instructions"),
+            id="path-instructions-too-long",
+        ),
+        pytest.param(
+            "".join(
+                "[[path_instructions]]\npaths = ['a']\ninstructions = 'x'\n" for _ in range(51)
+            ),
+            _bad("path_instructions"),
+            id="too-many-path-instructions",
+        ),
+        pytest.param(
+            "skip_authors = ['" + "\u00e9<b>" * 200 + "']\n",
+            _bad("skip_authors[0]"),
+            id="glob-too-long",
+        ),
+        pytest.param(
+            '["' + "\u00e9<" * 150 + '"]\nz = 1\n',
+            REASON_UNKNOWN_KEY.format(key='"' + "?" * 60 + '..."'),
+            id="unknown-table-escaped-and-cut",
+        ),
         pytest.param(b"instructions = '\xff\xfe'\n", REASON_NOT_TOML, id="not-utf8"),
-        pytest.param(f"max_findings = '{SECRET_MARKER}'\n", REASON_INVALID, id="wrong-type"),
-        pytest.param("exclude = 'docs/'\n", REASON_INVALID, id="exclude-not-a-list"),
-        pytest.param("min_severity = 'urgent'\n", REASON_INVALID, id="unknown-severity"),
-        pytest.param("max_findings = -1\n", REASON_INVALID, id="negative"),
-        pytest.param("max_findings = true\n", REASON_INVALID, id="bool-for-int"),
-        pytest.param(f"colour = '{SECRET_MARKER}'\n", REASON_INVALID, id="unknown-key"),
+        pytest.param(f"max_findings = '{SECRET_MARKER}'\n", _bad("max_findings"), id="wrong-type"),
+        pytest.param("exclude = 'docs/'\n", _bad("exclude"), id="exclude-not-a-list"),
+        pytest.param("min_severity = 'urgent'\n", _bad("min_severity"), id="unknown-severity"),
+        pytest.param("max_findings = -1\n", _bad("max_findings"), id="negative"),
+        pytest.param("max_findings = true\n", _bad("max_findings"), id="bool-for-int"),
+        pytest.param(
+            f"colour = '{SECRET_MARKER}'\n",
+            REASON_UNKNOWN_KEY.format(key='"colour"'),
+            id="unknown-key",
+        ),
         pytest.param(
             "instructions = '" + "x" * (MAX_INSTRUCTIONS_BYTES + 1) + "'\n",
             REASON_INSTRUCTIONS,

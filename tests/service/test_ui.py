@@ -113,7 +113,7 @@ def assert_inert(page: Page) -> None:
 
 async def _hostile_job(settings: Settings) -> uuid.UUID:
     async def runner(
-        url: str, settings: Settings, post: bool, installation_id: int | None
+        url: str, settings: Settings, post: bool, installation_id: int | None, automatic: bool
     ) -> dict[str, Any]:
         return hostile_document(url)
 

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -26,6 +27,7 @@ from pr_review_api.cli.jobs import jobs_command
 from pr_review_api.cli.progress import describe_progress, live_progress
 from pr_review_api.cli.worker import worker as worker_command
 from pr_review_api.errors import ConfigurationError, Interrupted, InvalidRequest, ReviewError
+from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.loop.final_review import review_schema_json
 from pr_review_api.loop.run import (
     LocalTarget,
@@ -96,7 +98,20 @@ def main() -> None:
     help="Publish the validated review on the pull request (needs a token with write access "
     "to pull requests).",
 )
-def review(
+@click.option(
+    "--automatic",
+    is_flag=True,
+    help="Honour the skip rules of the base commit's .pr-review.toml: a skipped review asks no "
+    "model, exits 0 and (with --post) sets only a neutral check. The Action passes it.",
+)
+@click.option(
+    "--check-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="PATH",
+    help="Write the merge gate's outcome (conclusion, title, summary) as JSON to PATH, "
+    "whether or not a check run was set (the Action reads it).",
+)
+def review(  # noqa: PLR0913  (one keyword per option)
     *,
     pr_url: str | None,
     repo: Path | None,
@@ -105,6 +120,8 @@ def review(
     output_format: OutputFormat,
     trace: bool,
     post: bool = False,
+    automatic: bool = False,
+    check_file: Path | None = None,
 ) -> None:
     """Review the pull request at PR_URL, or --base..--head of the repository at --repo.
 
@@ -114,7 +131,8 @@ def review(
 
     \b
     Exit status:
-      0  a validated final review was printed
+      0  a validated final review was printed (or the head was published before, or a skip
+         rule of --automatic skipped it)
       1  the review ended without one, or its publication failed (the reason is printed)
       2  bad input or configuration
     """
@@ -126,7 +144,15 @@ def review(
         settings.require_provider_key()
         with live_progress(enabled=_is_terminal(sys.stderr)) as progress:
             result = asyncio.run(
-                run_review(target, settings, include_trace=trace, progress=progress, post=post)
+                run_review(
+                    target,
+                    settings,
+                    include_trace=trace,
+                    progress=progress,
+                    post=post,
+                    automatic=automatic,
+                    on_check=None if check_file is None else _check_writer(check_file),
+                )
             )
     except ReviewError as exc:
         _fail(exc, output_format)
@@ -145,6 +171,23 @@ def review(
         # CONTRACT 4: the review is printed, then the reason its publication failed.
         click.echo(f"error: {publication.error.message} ({publication.error.code})", err=True)
         sys.exit(EXIT_NO_REVIEW)
+
+
+def _check_writer(path: Path) -> Callable[[CheckOutcome], None]:
+    """Writes each outcome the gate completes with (the last one stays)."""
+
+    def write(outcome: CheckOutcome) -> None:
+        document = {
+            "conclusion": outcome.conclusion,
+            "title": outcome.title,
+            "summary": outcome.summary,
+        }
+        try:
+            path.write_text(json.dumps(document), encoding="utf-8")
+        except OSError:
+            click.echo("warning: the --check-file could not be written.", err=True)
+
+    return write
 
 
 def _target(

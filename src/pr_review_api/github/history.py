@@ -253,6 +253,11 @@ async def re_review(
         state = await prior_state(github, ref, installation_id, head_sha=head_sha)
     except (PublishFailure, GitHubUnavailable):
         return None
+    return await re_review_of(state, git_dir, head_sha)
+
+
+async def re_review_of(state: PriorState, git_dir: Path, head_sha: str) -> ReReview | None:
+    """`re_review` from markers already read (the caller also wants them for other ends)."""
     last = state.last_head
     if last is None or last == head_sha:
         return None

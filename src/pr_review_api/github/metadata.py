@@ -20,6 +20,9 @@ from pr_review_api.jsonutil import truncate_utf8
 MAX_BRANCH_BYTES = 1024
 MAX_TITLE_CHARS = 1024
 MAX_BODY_BYTES = 64 * 1024
+MAX_LOGIN_CHARS = 256
+MAX_LABELS = 100
+MAX_LABEL_CHARS = 256
 
 _BRANCH_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 
@@ -35,6 +38,11 @@ class PullRequestMetadata:
     base_ref: str  # a branch name, without refs/heads/
     title: str
     body: str
+    # Who opened it, its labels and whether it is a draft: the skip rules of .pr-review.toml
+    # (loop/policy.py, CONTRACT 16) read them.
+    author: str = ""
+    labels: tuple[str, ...] = ()
+    draft: bool = False
 
 
 def is_valid_branch_name(name: str) -> bool:
@@ -70,6 +78,18 @@ class _HeadWire(BaseModel):
     sha: Sha
 
 
+class _UserWire(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    login: str = ""
+
+
+class _LabelWire(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    name: str = ""
+
+
 class _PullWire(BaseModel):
     """The fields of GitHub's pull-request document that a review uses."""
 
@@ -80,6 +100,9 @@ class _PullWire(BaseModel):
     body: str | None = None
     base: _BaseWire
     head: _HeadWire
+    user: _UserWire | None = None
+    labels: list[_LabelWire] = []
+    draft: bool | None = None
 
 
 def parse_metadata(data: bytes, ref: PullRequestRef) -> PullRequestMetadata:
@@ -96,4 +119,7 @@ def parse_metadata(data: bytes, ref: PullRequestRef) -> PullRequestMetadata:
         base_ref=wire.base.ref,
         title=wire.title[:MAX_TITLE_CHARS],
         body=truncate_utf8(wire.body or "", MAX_BODY_BYTES),
+        author=(wire.user.login if wire.user else "")[:MAX_LOGIN_CHARS],
+        labels=tuple(label.name[:MAX_LABEL_CHARS] for label in wire.labels[:MAX_LABELS]),
+        draft=bool(wire.draft),
     )

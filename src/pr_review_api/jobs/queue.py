@@ -75,9 +75,10 @@ MAX_RETRY_DELAY_SECONDS = 15 * 60
 WORKER_RESTART_SECONDS = 1.0
 _DATABASE_DOWN = "The job database is not available; try again shortly."
 
-ReviewRunner = Callable[[str, Settings, bool, int | None], Awaitable[dict[str, Any]]]
-"""Runs one review: (pull request URL, settings, post, installation id) -> the review
-document (CONTRACT 5). Raises `ReviewError` for a review that ended without one. The settings
+ReviewRunner = Callable[[str, Settings, bool, int | None, bool], Awaitable[dict[str, Any]]]
+"""Runs one review: (pull request URL, settings, post, installation id, automatic) -> the
+review document (CONTRACT 5); `automatic` (a webhook's job) honours the base's skip rules
+(CONTRACT 16). Raises `ReviewError` for a review that ended without one. The settings
 carry the installation's token as `github_token` when the App's credentials are configured."""
 
 
@@ -366,7 +367,11 @@ class JobQueue:
         try:
             settings = await self._settings_for(record)
             document = await self.runner(
-                record.pull_request_url, settings, record.post, record.installation_id
+                record.pull_request_url,
+                settings,
+                record.post,
+                record.installation_id,
+                record.source == "webhook",
             )
         except ReviewError as exc:
             if isinstance(exc, RETRYABLE_ERRORS) and record.attempts < (

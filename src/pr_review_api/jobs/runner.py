@@ -59,7 +59,12 @@ class JobReviewer:
         return self._store
 
     async def __call__(
-        self, url: str, settings: Settings, post: bool, installation_id: int | None
+        self,
+        url: str,
+        settings: Settings,
+        post: bool,
+        installation_id: int | None,
+        automatic: bool = False,
     ) -> dict[str, Any]:
         target = PullRequestTarget(url)
         store = self._shared_store(settings)
@@ -71,6 +76,7 @@ class JobReviewer:
                 store=store,
                 ledger=self._ledger,
                 metrics=self._metrics,
+                automatic=automatic,
             )
         else:
             credentials = _InstallationCredentials(self._app_credentials, installation_id)
@@ -84,6 +90,7 @@ class JobReviewer:
                     store=store,
                     ledger=self._ledger,
                     metrics=self._metrics,
+                    automatic=automatic,
                 )
         return result.model_dump(mode="json")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.ledger import PublishLedger
 from pr_review_api.github.publish import publish_result
@@ -25,6 +27,7 @@ from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.background_index import one_shot_store
 from pr_review_api.loop.engine import Engine, StageHook, Tally
+from pr_review_api.loop.gate import already_posted, gated, open_gate, skip_review
 from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.review import final_review, same_tree
 from pr_review_api.loop.workspace import (
@@ -73,7 +76,7 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
-async def run_review(  # noqa: PLR0913  (the one review function; each shell passes what it shares)
+async def run_review(  # noqa: C901, PLR0913  (the one review function: each shell passes what it shares, and each early answer of CONTRACT 15 and 16 is one branch)
     target: ReviewTarget,
     settings: Settings,
     *,
@@ -86,6 +89,8 @@ async def run_review(  # noqa: PLR0913  (the one review function; each shell pas
     store: RepositoryStore | None = None,
     ledger: PublishLedger | None = None,
     metrics: Metrics | None = None,
+    automatic: bool = False,
+    on_check: Callable[[CheckOutcome], None] | None = None,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
@@ -93,6 +98,9 @@ async def run_review(  # noqa: PLR0913  (the one review function; each shell pas
     result's `publication`; `github` is the process's shared GitHub client (else one is made).
     With a `ledger` (the service's record of what it published), a head already published
     answers its earlier review document, `already_published`, before the model is asked.
+    `automatic` (a webhook job, `review --automatic`) honours the base's skip rules; a
+    published review sets the `pr-review` check (loop/gate.py, CONTRACT 16); `on_check` is
+    told the check's outcome (the CLI's --check-file), set or not.
 
     Raises a `ReviewError` subclass for every failure the contract names, carrying what the
     review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
@@ -123,14 +131,32 @@ async def run_review(  # noqa: PLR0913  (the one review function; each shell pas
             work = repo_store.work(deadline, cancel)
             async with prepare(target, settings, github_client, repo_store, work) as pinned:
                 prepared = await repo_store.run(with_repo_config, pinned)
+                gate = open_gate(
+                    prepared,
+                    settings,
+                    github_client,
+                    installation_id,
+                    post=post,
+                    on_outcome=on_check,
+                )
+                if automatic and (skipped := await skip_review(prepared, settings, gate)):
+                    return _counted(metrics, skipped, loop.time() - started)
                 if post and ledger is not None:
                     earlier = await published_before(
                         prepared, ledger, github_client, installation_id
                     )
                     if earlier is not None:
+                        await gate.finished(earlier)  # from what was posted; no model asked
                         return _counted(metrics, earlier, loop.time() - started)
                 if post:
-                    prepared = await with_re_review(prepared, github_client, installation_id)
+                    prepared, posted = await with_re_review(
+                        prepared, github_client, installation_id
+                    )
+                    if posted is not None:
+                        done = await already_posted(
+                            prepared, settings, github_client, installation_id, posted, gate
+                        )
+                        return _counted(metrics, done, loop.time() - started)
                 engine = Engine(
                     client,
                     prepared,
@@ -141,7 +167,9 @@ async def run_review(  # noqa: PLR0913  (the one review function; each shell pas
                     on_stage=on_stage,
                     metrics=metrics,
                 )
-                result = await _review(engine, include_trace)
+                result = await gated(
+                    gate, deadline, functools.partial(_review, engine, include_trace)
+                )
                 if post:
                     result.publication = await publish_result(
                         result,
@@ -152,6 +180,7 @@ async def run_review(  # noqa: PLR0913  (the one review function; each shell pas
                         ledger=ledger,
                         metrics=metrics,
                     )
+                await gate.finished(result)
                 return _counted(metrics, result, loop.time() - started)
     except TimeoutError:
         timeout = ReviewTimeout()

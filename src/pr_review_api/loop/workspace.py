@@ -23,9 +23,11 @@ from pr_review_api.git.runner import run_git
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checkout import RepositoryCache, open_pull_request
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.history import PublishFailure, prior_state, re_review_of
 from pr_review_api.github.ledger import HeadKey, PublishLedger
-from pr_review_api.github.publish import re_review
+from pr_review_api.github.metadata import PullRequestMetadata
 from pr_review_api.github.urls import PullRequestRef
+from pr_review_api.loop.guidance import repository_guidance
 from pr_review_api.loop.prompts import ReviewContext
 from pr_review_api.loop.repo_config import NO_REPO_CONFIG, LoadedRepoConfig, load_repo_config
 from pr_review_api.model import PullRequestInfo, ReviewResult
@@ -60,6 +62,8 @@ class Prepared:
     pull_request: PullRequestInfo | None
     context: ReviewContext
     repo_config: LoadedRepoConfig = NO_REPO_CONFIG
+    # What the host said of the pull request (author, labels, base branch): the skip rules.
+    metadata: PullRequestMetadata | None = None
 
     @property
     def unreadable(self) -> type[ReviewError]:
@@ -98,7 +102,7 @@ async def prepare(
             context = await store.run(
                 context_for, repository, pull.info.url, pull.metadata.title, pull.metadata.body
             )
-        yield Prepared(repository, pull.info, context)
+        yield Prepared(repository, pull.info, context, metadata=pull.metadata)
 
 
 def prepare_local(
@@ -149,28 +153,41 @@ def _local_git_dir(repo: Path) -> Path:
     return Path(found.stdout.decode(errors="surrogateescape").strip())
 
 
+@dataclass(frozen=True)
+class PostedHead:
+    """Our review of this head, already on the pull request (its markers say so)."""
+
+    review_id: int | None
+    url: str | None
+
+
 async def with_re_review(
     prepared: Prepared, github: GitHubClient, installation_id: int | None
-) -> Prepared:
-    """A re-review names the files changed since our last reviewed head (CONTRACT 10)."""
-    if prepared.pull_request is None:
-        return prepared
+) -> tuple[Prepared, PostedHead | None]:
+    """A re-review names the files changed since our last reviewed head (CONTRACT 10); one
+    read of our earlier reviews also tells whether this head is published already."""
+    info = prepared.pull_request
+    if info is None:
+        return prepared, None
     repository = prepared.repository
-    found = await re_review(
-        github,
-        prepared.pull_request,
-        repository.git_dir,
-        repository.revisions.head_sha,
-        installation_id,
-    )
+    head = repository.revisions.head_sha
+    ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
+    try:
+        state = await prior_state(github, ref, installation_id, head_sha=head)
+    except (PublishFailure, GitHubUnavailable):
+        return prepared, None  # publishing decides again
+    done = state.review_of(head)
+    if done is not None:
+        return prepared, PostedHead(*done)
+    found = await re_review_of(state, repository.git_dir, head)
     if found is None:
-        return prepared
+        return prepared, None
     context = replace(
         prepared.context,
         last_reviewed_head=found.last_head,
         changed_since_last_review=found.changed,
     )
-    return replace(prepared, context=context)
+    return replace(prepared, context=context), None
 
 
 async def published_before(
@@ -191,7 +208,11 @@ def with_repo_config(prepared: Prepared) -> Prepared:
     """.pr-review.toml from the BASE commit, never the head (loop/repo_config.py)."""
     repository = prepared.repository
     loaded = load_repo_config(repository.git_dir, repository.revisions.base_sha)
-    instructions = loaded.config.instructions or None
+    changed = [path for _, path in prepared.context.changed_files]
+    # Instructions, path instructions and instruction files: one block (loop/guidance.py).
+    instructions = repository_guidance(
+        repository.git_dir, repository.revisions.base_sha, loaded.config, changed
+    )
     context = replace(prepared.context, repository_instructions=instructions)
     return replace(prepared, context=context, repo_config=loaded)
 

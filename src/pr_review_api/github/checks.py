@@ -1,0 +1,312 @@
+"""The merge gate on GitHub: a check run `pr-review` on the head (CONTRACT 16).
+
+Two parts with a clear boundary, so that another forge can have its own reporter:
+
+- what the check says (`CheckOutcome`): pure functions of the review, the repository's
+  `fail_on` and the dismissed fingerprints: the conclusion, a title, a summary (counts by
+  severity, coverage, the review's link) and one annotation per finding;
+- `CheckReporter`: the requests. `start` creates the run `in_progress`; `complete` completes it
+  (or creates it completed, when it was never started) with the first 50 annotations, and
+  sends the rest 50 at a time with PATCH, as GitHub requires. A token that may not create
+  check runs (GitHub answers 403 or 404: a personal token, a workflow token without
+  `checks: write`) gets a commit status `pr-review` with the same outcome instead (`neutral`,
+  which statuses lack, is `success`: neither blocks a merge).
+
+Nothing here ever fails a review: a refused or failed request is logged in fixed words and the
+review goes on. Model text reaches only the annotations (plain text on GitHub, cut to its
+limits); the title and the summary are ours.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pr_review_api.errors import GitHubUnavailable
+from pr_review_api.github.client import GitHubClient
+from pr_review_api.model import SEVERITIES, Coverage, Severity
+from pr_review_api.output.common import coverage_line
+from pr_review_api.output.inert_markdown import escape_inline
+
+logger = logging.getLogger(__name__)
+
+CHECK_NAME = "pr-review"
+MAX_ANNOTATIONS_PER_REQUEST = 50  # GitHub's limit for one create or update
+MAX_ANNOTATION_TITLE_CHARS = 255
+MAX_ANNOTATION_MESSAGE_CHARS = 4000
+MAX_STATUS_DESCRIPTION_CHARS = 140
+NO_ACCESS = (403, 404)  # the token may not create check runs
+
+Conclusion = Literal["success", "failure", "neutral"]
+FailOn = Literal["critical", "high", "medium", "low", "info", "none"]
+_LEVEL: dict[Severity, str] = {
+    "critical": "failure",
+    "high": "failure",
+    "medium": "warning",
+    "low": "notice",
+    "info": "notice",
+}
+
+
+@dataclass(frozen=True)
+class GateFinding:
+    """A finding as the gate sees it: its severity, where it is, and its fingerprint."""
+
+    severity: Severity
+    path: str
+    line: int | None
+    title: str
+    message: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """What the completed check says."""
+
+    conclusion: Conclusion
+    title: str
+    summary: str
+    annotations: tuple[dict[str, Any], ...] = field(default=())
+
+
+def fails(severity: Severity, fail_on: FailOn) -> bool:
+    """Whether a finding of `severity` is at or above `fail_on` ("none": never)."""
+    if fail_on == "none":
+        return False
+    return SEVERITIES.index(severity) <= SEVERITIES.index(fail_on)
+
+
+def conclusion_of(
+    findings: Sequence[GateFinding], fail_on: FailOn, dismissed: Collection[str]
+) -> Conclusion:
+    """`failure` exactly when an undismissed finding is at or above `fail_on`."""
+    blocking = (f for f in findings if f.fingerprint not in dismissed)
+    return "failure" if any(fails(f.severity, fail_on) for f in blocking) else "success"
+
+
+def stricter(base: FailOn, override: FailOn | None) -> FailOn:
+    """The stricter of the base's `fail_on` and an operator's override (the Action's input):
+    an override can only make the gate fail on more, never relax what the base commit says."""
+    if override is None or override == "none":
+        return base
+    if base == "none":
+        return override
+    return base if SEVERITIES.index(base) >= SEVERITIES.index(override) else override
+
+
+def annotation(finding: GateFinding) -> dict[str, Any]:
+    line = finding.line or 1  # GitHub needs a line; a finding without one points at the top
+    return {
+        "path": finding.path,
+        "start_line": line,
+        "end_line": line,
+        "annotation_level": _LEVEL[finding.severity],
+        "title": f"{finding.severity}: {finding.title}"[:MAX_ANNOTATION_TITLE_CHARS],
+        "message": finding.message[:MAX_ANNOTATION_MESSAGE_CHARS] or finding.title[:255],
+    }
+
+
+def batches(items: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Annotations in requests of at most 50; one empty batch when there are none."""
+    size = MAX_ANNOTATIONS_PER_REQUEST
+    return [list(items[i : i + size]) for i in range(0, len(items), size)] or [[]]
+
+
+def review_outcome(
+    findings: Sequence[GateFinding],
+    fail_on: FailOn,
+    dismissed: Collection[str],
+    coverage: Coverage,
+    review_url: str | None,
+    counts: Counter[Severity] | None = None,
+) -> CheckOutcome:
+    """The check of a review that ended with a final review. `counts` (severity counts read
+    back from a review already posted) stand in for findings the check cannot list."""
+    kept = [f for f in findings if f.fingerprint not in dismissed]
+    tally = counts if counts is not None else Counter(f.severity for f in kept)
+    conclusion = conclusion_of(kept, fail_on, ())
+    if counts is not None and fail_on != "none":
+        conclusion = (
+            "failure" if any(fails(s, fail_on) for s in counts if counts[s]) else conclusion
+        )
+    total = sum(tally.values())
+    shown = ", ".join(f"{tally[s]} {s}" for s in SEVERITIES if tally[s]) or "none"
+    if conclusion == "failure":
+        title = f"Findings at or above {fail_on}: {shown}"
+    else:
+        title = f"{total} finding{'' if total == 1 else 's'}" + (f": {shown}" if total else "")
+    gate = "never fails" if fail_on == "none" else f"fails on {fail_on} or above"
+    lines = [
+        f"**Findings:** {shown}",
+        "",
+        coverage_line(coverage, escape_inline),  # repository paths: inert Markdown
+        "",
+        f"The gate {gate} (`fail_on`: docs/configuration-file.md).",
+    ]
+    if review_url:
+        lines += ["", f"[The review]({review_url})"]
+    return CheckOutcome(conclusion, title, "\n".join(lines), tuple(annotation(f) for f in kept))
+
+
+_COUNTS_LINE = re.compile(r"^\*\*Findings:\*\* (.{1,200})$", re.MULTILINE)
+_COUNT = re.compile(r"(\d{1,4}) (critical|high|medium|low|info)\b")
+
+
+def severity_counts(body: str) -> Counter[Severity]:
+    """The counts by severity that our posted review's body states (github/review_text.py
+    writes "**Findings:** 1 high, 2 low", or "none"); model text is escaped there, so the
+    first such line is ours."""
+    counts: Counter[Severity] = Counter()
+    found = _COUNTS_LINE.search(body)
+    if found is None:
+        return counts
+    for number, severity in _COUNT.findall(found.group(1)):
+        counts[severity] += int(number)
+    return counts
+
+
+def unknown_outcome() -> CheckOutcome:
+    """A head published before whose review could not be read back."""
+    return CheckOutcome(
+        "neutral",
+        "Published earlier; its findings could not be read",
+        "This head was reviewed and published before, but that review could not be read back.",
+    )
+
+
+def ended_outcome(code: str) -> CheckOutcome:
+    """The check of a review that ended without a final review."""
+    return CheckOutcome(
+        "neutral",
+        "The review ended without a final review",
+        f"The review ended with `{code}`; nothing was published.",
+    )
+
+
+def skipped_outcome(rule: str) -> CheckOutcome:
+    """The check of an automatic review that a skip rule of the base commit skipped."""
+    return CheckOutcome(
+        "neutral",
+        f"skipped: {rule}",
+        f"skipped: {rule}. The rule is in .pr-review.toml at the base commit; no review ran.",
+    )
+
+
+class _CreatedWire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: int
+
+
+class CheckReporter:
+    """The `pr-review` check run (or commit status) on one head; see the module docstring."""
+
+    def __init__(
+        self,
+        github: GitHubClient,
+        owner: str,
+        repo: str,
+        head_sha: str,
+        installation_id: int | None = None,
+    ) -> None:
+        self.github = github
+        self.base = f"{github.settings.github_api_url}/repos/{owner}/{repo}"
+        self.head_sha = head_sha
+        self.installation_id = installation_id
+        self.run_id: int | None = None
+        self.use_status = False
+
+    async def start(self) -> None:
+        """The check run `in_progress` (or a `pending` status)."""
+        payload = {
+            "name": CHECK_NAME,
+            "head_sha": self.head_sha,
+            "status": "in_progress",
+            "started_at": _now(),
+        }
+        await self._create(payload)
+        if self.use_status:
+            await self._status("pending", "The review is running.")
+
+    async def complete(self, outcome: CheckOutcome, review_url: str | None = None) -> None:
+        """Complete the run with `outcome`: annotations 50 per request."""
+        first, *rest = batches(outcome.annotations)
+        finished = {
+            "status": "completed",
+            "conclusion": outcome.conclusion,
+            "completed_at": _now(),
+            "output": _output(outcome, first),
+        }
+        if self.run_id is None and not self.use_status:
+            await self._create({"name": CHECK_NAME, "head_sha": self.head_sha, **finished})
+        elif self.run_id is not None:
+            await self._update(finished)
+        if self.use_status:
+            state = "failure" if outcome.conclusion == "failure" else "success"
+            await self._status(state, outcome.title, review_url)
+            return
+        if self.run_id is None:
+            return
+        for batch in rest:
+            await self._update({"output": _output(outcome, batch)})
+
+    async def _create(self, payload: dict[str, Any]) -> None:
+        response = await self._send("POST", f"{self.base}/check-runs", payload)
+        if response is None:
+            return
+        status, body = response
+        if status in NO_ACCESS:
+            logger.info("the token may not create check runs; a commit status stands in")
+            self.use_status = True
+            return
+        if status not in (200, 201):
+            logger.info("GitHub refused the check run (status %d)", status)
+            return
+        try:
+            self.run_id = _CreatedWire.model_validate_json(body).id
+        except ValidationError:
+            logger.info("GitHub's answer to the check run has no id")
+
+    async def _update(self, payload: dict[str, Any]) -> None:
+        response = await self._send("PATCH", f"{self.base}/check-runs/{self.run_id}", payload)
+        if response is not None and response[0] not in (200, 201):
+            logger.info("GitHub refused to update the check run (status %d)", response[0])
+
+    async def _status(self, state: str, description: str, url: str | None = None) -> None:
+        payload: dict[str, Any] = {
+            "state": state,
+            "context": CHECK_NAME,
+            "description": description[:MAX_STATUS_DESCRIPTION_CHARS],
+        }
+        if url:
+            payload["target_url"] = url
+        response = await self._send("POST", f"{self.base}/statuses/{self.head_sha}", payload)
+        if response is not None and response[0] not in (200, 201):
+            logger.info("GitHub refused the commit status (status %d)", response[0])
+
+    async def _send(
+        self, method: str, url: str, payload: dict[str, Any]
+    ) -> tuple[int, bytes] | None:
+        try:
+            response = await self.github.request(
+                method, url, json_body=payload, installation_id=self.installation_id
+            )
+        except GitHubUnavailable as exc:
+            logger.info("the check could not be sent: %s", exc.message)
+            return None
+        return response.status, response.body
+
+
+def _output(outcome: CheckOutcome, annotations: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"title": outcome.title, "summary": outcome.summary, "annotations": annotations}
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,266 @@
+"""The merge gate end to end (CONTRACT 16): `pr-review review --post [--automatic]` through the
+CLI against the fake GitHub (check runs, PATCHed annotation batches of at most 50, commit
+statuses, a personal token refused check runs) and the scripted provider.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from pr_review_api.cli import commands as cli
+from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.fakes.github_server import FakeGitHub, PullRequestFixture, fake_github
+from tests.fakes.provider_server import ScriptedProvider, stop_turn
+
+__all__ = ["fake_github"]
+
+BOT = "pr-review-bot"
+TEN = "".join(f"line {n}\n" for n in range(1, 11))
+HEAD_A = TEN.replace("line 5\n", "line five\n")
+MANY = "".join(f"row {n}\n" for n in range(1, 81))
+
+
+def finding(path: str, line: int | None, severity: str, title: str = "T") -> dict[str, Any]:
+    return {
+        "severity": severity,
+        "title": title,
+        "explanation": f"Explained {path}:{line}.",
+        "path": path,
+        "line": line,
+        "evidence": "e",
+        "recommendation": "r",
+    }
+
+
+def final(*findings: dict[str, Any]) -> dict[str, Any]:
+    return stop_turn(json.dumps({"summary": "S", "findings": list(findings), "notes": []}))
+
+
+@pytest.fixture
+def env(
+    fake_github: FakeGitHub,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> FakeGitHub:
+    fake_github.users.setdefault(GITHUB_TOKEN, BOT)
+    for name, value in {
+        "OPENCODE_API_KEY": PROVIDER_KEY,
+        "OPENCODE_BASE_URL": scripted_provider.base_url,
+        "OPENCODE_MAX_RETRIES": "0",
+        "REVIEW_TIMEOUT_SECONDS": "30",
+        "GITHUB_TOKEN": GITHUB_TOKEN,
+        "GITHUB_SERVER_URL": fake_github.server_url,
+        "GITHUB_API_URL": fake_github.api_url,
+        "PR_REVIEW_CACHE_DIR": str(tmp_path / "cache"),
+    }.items():
+        monkeypatch.setenv(name, value)
+    return fake_github
+
+
+def pull(fake: FakeGitHub, config: str | None = None, **extra: Any) -> PullRequestFixture:
+    base: dict[str, str] = {"a.py": TEN, "many.py": TEN}
+    if config is not None:
+        base[".pr-review.toml"] = config
+    head = {"a.py": HEAD_A, "many.py": MANY}
+    return fake.pull_request("acme", "widget", 7, base=base, head=head, **extra)
+
+
+def review(pr: PullRequestFixture, *options: str) -> Result:
+    return CliRunner().invoke(cli.main, ["review", pr.url, "--post", "--format", "json", *options])
+
+
+def only_run(fake: FakeGitHub, pr: PullRequestFixture) -> dict[str, Any]:
+    (run,) = fake.runs_on(pr.head_sha)
+    return run
+
+
+def test_a_finding_at_fail_on_fails_the_check_with_its_annotations(
+    env: FakeGitHub, scripted_provider: ScriptedProvider
+) -> None:
+    pr = pull(env, 'fail_on = "high"\n')
+    scripted_provider.script(final(finding("a.py", 5, "high"), finding("a.py", 6, "low")))
+    done = review(pr)
+    assert done.exit_code == 0, done.output
+    run = only_run(env, pr)
+    methods = [method for method, _ in env.check_requests]
+    assert methods == ["POST", "PATCH"]  # in_progress when the review started, then completed
+    assert env.check_requests[0][1]["status"] == "in_progress"
+    assert run["status"] == "completed"
+    assert run["conclusion"] == "failure"
+    assert run["name"] == "pr-review"
+    assert "1 high, 1 low" in run["output"]["summary"]
+    assert "Inspected" in run["output"]["summary"] or "changed" in run["output"]["summary"]
+    levels = sorted((a["start_line"], a["annotation_level"]) for a in run["annotations"])
+    assert levels == [(5, "failure"), (6, "notice")]
+    assert env.statuses == []
+
+
+def test_findings_below_fail_on_pass_the_check(
+    env: FakeGitHub, scripted_provider: ScriptedProvider
+) -> None:
+    pr = pull(env, 'fail_on = "critical"\n')
+    scripted_provider.script(final(finding("a.py", 5, "high"), finding("a.py", 6, "medium")))
+    assert review(pr).exit_code == 0
+    run = only_run(env, pr)
+    assert run["conclusion"] == "success"
+    assert [a["annotation_level"] for a in run["annotations"]] == ["failure", "warning"]
+
+
+def test_without_a_configuration_the_check_never_fails(
+    env: FakeGitHub, scripted_provider: ScriptedProvider
+) -> None:
+    pr = pull(env)
+    scripted_provider.script(final(finding("a.py", 5, "critical")))
+    assert review(pr).exit_code == 0
+    assert only_run(env, pr)["conclusion"] == "success"
+
+
+def test_more_than_50_annotations_go_in_patches_of_at_most_50(
+    env: FakeGitHub, scripted_provider: ScriptedProvider
+) -> None:
+    pr = pull(env, 'fail_on = "medium"\n')
+    findings = [finding("many.py", n, "info", title=f"T{n}") for n in range(1, 61)]
+    findings += [finding("a.py", n, "low", title=f"A{n}") for n in range(1, 11)]
+    findings += [finding("many.py", n, "medium", title=f"M{n}") for n in range(1, 31)]
+    scripted_provider.script(final(*findings))  # 100 findings: the most a review holds
+    done = review(pr)
+    assert done.exit_code == 0, done.output
+    run = only_run(env, pr)
+    sizes = [len((p.get("output") or {}).get("annotations") or []) for _, p in env.check_requests]
+    assert sizes == [0, 50, 50]
+    assert len(run["annotations"]) == 100
+    assert run["conclusion"] == "failure"
+
+
+def test_a_review_that_ends_without_a_final_review_is_neutral(
+    env: FakeGitHub, scripted_provider: ScriptedProvider
+) -> None:
+    pr = pull(env, 'fail_on = "info"\n')
+    scripted_provider.script(stop_turn("this is not JSON"))
+    done = review(pr)
+    assert done.exit_code == 1
+    run = only_run(env, pr)
+    assert run["conclusion"] == "neutral"
+    assert "invalid_model_response" in run["output"]["summary"]
+    assert env.posted("acme", "widget", 7) == []
+
+
+@pytest.mark.parametrize(
+    ("config", "extra", "rule"),
+    [
+        ("", {"author": "dependabot[bot]"}, "the author is a bot"),
+        ('skip_authors = ["renovate*"]\n', {"author": "renovate-bot"}, "skip_authors"),
+        ('skip_labels = ["no-review", "wip*"]\n', {"labels": ("x", "WIP-2")}, None),
+        ('skip_labels = ["wip*"]\n', {"labels": ("x", "wip-2")}, "skip_labels"),
+        ('skip_base_branches = ["release/**"]\n', {"base_ref": "release/2.0"}, "skip_base"),
+        ('skip_title = ["[WIP]"]\n', {"title": "[wip] half done"}, "skip_title"),
+    ],
+)
+def test_a_skip_rule_skips_an_automatic_review_with_a_neutral_check(
+    env: FakeGitHub,
+    scripted_provider: ScriptedProvider,
+    config: str,
+    extra: dict[str, Any],
+    rule: str | None,
+) -> None:
+    pr = pull(env, config, **extra)
+    scripted_provider.script(final())
+    done = review(pr, "--automatic")
+    assert done.exit_code == 0, done.output
+    document = json.loads(done.stdout)
+    run = only_run(env, pr)
+    if rule is None:  # label globs are case-sensitive: "WIP-2" is not "wip*"
+        assert document["termination_reason"] == "final_review"
+        assert run["conclusion"] == "success"
+        return
+    assert document["termination_reason"] == "skipped"
+    assert document["publication"] is None
+    assert document["rounds"] == 0
+    assert scripted_provider.requests == []
+    assert env.posted("acme", "widget", 7) == []
+    assert run["status"] == "completed"
+    assert run["conclusion"] == "neutral"
+    assert run["output"]["title"].startswith("skipped: ")
+    assert rule in run["output"]["title"]
+
+
+def test_a_bot_is_reviewed_when_review_bots_is_set_and_skips_apply_only_when_automatic(
+    env: FakeGitHub, scripted_provider: ScriptedProvider
+) -> None:
+    pr = pull(env, "review_bots = true\n", author="dependabot[bot]")
+    scripted_provider.script(final())
+    assert json.loads(review(pr, "--automatic").stdout)["termination_reason"] == "final_review"
+    other = pull(env, 'skip_title = ["wip"]\n', title="WIP")
+    scripted_provider.script(final())
+    assert json.loads(review(other).stdout)["termination_reason"] == "final_review"
+
+
+def test_a_token_that_may_not_create_check_runs_sets_a_commit_status(
+    env: FakeGitHub, scripted_provider: ScriptedProvider
+) -> None:
+    env.no_checks_tokens.add(GITHUB_TOKEN)
+    pr = pull(env, 'fail_on = "high"\n')
+    scripted_provider.script(final(finding("a.py", 5, "critical")))
+    assert review(pr).exit_code == 0
+    assert env.check_runs == {}
+    assert [s["state"] for s in env.statuses] == ["pending", "failure"]
+    assert {s["context"] for s in env.statuses} == {"pr-review"}
+    assert {s["sha"] for s in env.statuses} == {pr.head_sha}
+    assert env.statuses[-1]["target_url"].startswith("http")
+
+
+def test_check_runs_off_sets_neither_a_check_nor_a_status(
+    env: FakeGitHub, scripted_provider: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PR_REVIEW_CHECK_RUNS", "false")
+    pr = pull(env, 'fail_on = "info"\n')
+    scripted_provider.script(final(finding("a.py", 5, "critical")))
+    assert review(pr).exit_code == 0
+    assert env.check_requests == []
+    assert env.statuses == []
+    assert len(env.posted("acme", "widget", 7)) == 1
+
+
+def test_without_post_no_check_is_set(env: FakeGitHub, scripted_provider: ScriptedProvider) -> None:
+    pr = pull(env, 'fail_on = "info"\n')
+    scripted_provider.script(final(finding("a.py", 5, "critical")))
+    done = CliRunner().invoke(cli.main, ["review", pr.url, "--format", "json"])
+    assert done.exit_code == 0
+    assert env.check_requests == []
+
+
+def test_fail_on_override_only_makes_the_gate_stricter(
+    env: FakeGitHub, scripted_provider: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PR_REVIEW_FAIL_ON", "critical")  # laxer than the base's: ignored
+    pr = pull(env, 'fail_on = "high"\n')
+    scripted_provider.script(final(finding("a.py", 5, "high")))
+    assert review(pr).exit_code == 0
+    assert only_run(env, pr)["conclusion"] == "failure"
+    monkeypatch.setenv("PR_REVIEW_FAIL_ON", "low")  # stricter than none: applies
+    other = pull(env, None)
+    scripted_provider.script(final(finding("a.py", 6, "low")))
+    assert review(other).exit_code == 0
+    assert only_run(env, other)["conclusion"] == "failure"
+
+
+def test_a_head_already_published_completes_its_check_again_from_what_was_posted(
+    env: FakeGitHub, scripted_provider: ScriptedProvider
+) -> None:
+    pr = pull(env, 'fail_on = "high"\n')
+    scripted_provider.script(final(finding("a.py", 5, "high")))
+    assert review(pr).exit_code == 0
+    asked = len(scripted_provider.requests)
+    done = review(pr)
+    assert done.exit_code == 0, done.output
+    assert len(scripted_provider.requests) == asked  # no provider request the second time
+    assert json.loads(done.stdout)["publication"]["status"] == "already_published"
+    runs = env.runs_on(pr.head_sha)
+    assert [run["conclusion"] for run in runs] == ["failure", "failure"]
+    assert len(env.posted("acme", "widget", 7)) == 1
