@@ -14,6 +14,7 @@ check:
 lint:
 	uv run ruff check src tests bench
 	uv run ruff format --check src tests bench
+	uv run lint-imports
 
 typecheck:
 	uv run mypy

@@ -520,7 +520,7 @@ def open_pinned(git_dir: Path, base_sha: str, head_sha: str) -> Any:
     store = bench_store()
     if store is None:
         return repository.PinnedRepository.open(git_dir, base_sha, head_sha)
-    return store.open(git_dir, base_sha, head_sha)
+    return repository.PinnedRepository.open(git_dir, base_sha, head_sha, store=store)
 
 
 def _wait_for_other_builders(store: Any, git_dir: Path, timeout: float = 1800) -> None:

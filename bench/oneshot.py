@@ -191,8 +191,11 @@ def build_index(repo: BenchRepo, cache_dir: Path) -> None:
     """Complete the repository's search index in `cache_dir`, as a long-lived process would
     (nothing is left to do once a background build the last review handed off has ended)."""
     store_module = importlib.import_module("pr_review_api.git.store")
+    repository = importlib.import_module("pr_review_api.git.repository")
     with store_module.RepositoryStore(cache_dir=cache_dir) as store:
-        pinned = store.open(repo.git_dir, repo.base_sha, repo.head_sha)
+        pinned = repository.PinnedRepository.open(
+            repo.git_dir, repo.base_sha, repo.head_sha, store=store
+        )
         if pinned.snapshot.search_bytes() < store.indexes.min_bytes:
             return  # small enough that search keeps git grep: there is no index to build
         deadline = time.monotonic() + 900

@@ -39,7 +39,7 @@ def test_lint_typecheck_and_test_are_the_ci_steps_in_order() -> None:
     found = recipes()
     steps = found["lint"] + found["typecheck"] + found["test"]
     assert steps == ci_steps()
-    assert len(steps) == 4  # ruff check, ruff format --check, mypy, pytest
+    assert len(steps) == 5  # ruff check, ruff format --check, lint-imports, mypy, pytest
 
 
 def test_the_habits_people_expect_are_there() -> None:

@@ -25,7 +25,7 @@ from pydantic_settings import (
 )
 
 from pr_review_api.errors import ConfigurationError
-from pr_review_api.git.runner import GitConfig, run_git
+from pr_review_api.git_runner import GitConfig, run_git
 
 # --- Tool limits (seed: "How each repository tool is interpreted") ---
 MAX_READ_LINES = 400

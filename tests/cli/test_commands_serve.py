@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
-from pr_review_api.cli import commands as cli
+from pr_review_api.cli.hosts import is_loopback
 from tests.cli.support import assert_one_error_line, run
 from tests.conftest import PROVIDER_KEY
 
@@ -34,7 +34,7 @@ from tests.conftest import PROVIDER_KEY
     ],
 )
 def test_is_loopback(host: str, loopback: bool) -> None:
-    assert cli.is_loopback(host) is loopback
+    assert is_loopback(host) is loopback
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from pr_review_api.cli import commands as cli
+from pr_review_api.cli.progress import describe_progress
 from pr_review_api.loop.run import Progress
 from pr_review_api.model import Usage
 from tests.cli.support import FakeRunReview, run
@@ -28,12 +29,12 @@ def test_progress_is_reported_only_when_stderr_is_a_terminal(
 
 
 def test_progress_lines_name_the_round_tool_calls_and_tokens() -> None:
-    assert cli.describe_progress(Progress("preparing", 0, 0, Usage())) == (
+    assert describe_progress(Progress("preparing", 0, 0, Usage())) == (
         "Reviewing: preparing the repository"
     )
-    assert cli.describe_progress(Progress("running_tools", 2, 1, Usage(total_tokens=4380))) == (
+    assert describe_progress(Progress("running_tools", 2, 1, Usage(total_tokens=4380))) == (
         "Round 2: running tool calls · 1 tool call · 4,380 tokens"
     )
-    assert cli.describe_progress(Progress("waiting_for_model", 3, 5, Usage())) == (
+    assert describe_progress(Progress("waiting_for_model", 3, 5, Usage())) == (
         "Round 3: waiting for the model · 5 tool calls · 0 tokens"
     )

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from pr_review_api import git_runner as git_module
 from pr_review_api.git import repository
-from pr_review_api.git import runner as git_module
 from pr_review_api.git.blobs import BlobReader
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.store import RepositoryStore
@@ -45,7 +45,7 @@ def describer_for(git_dir: Path) -> BlobReader:
 
 
 def pin(git_dir: Path, base: str, head: str) -> PinnedRepository:
-    return STORE[-1].open(git_dir, base, head)
+    return PinnedRepository.open(git_dir, base, head, store=STORE[-1])
 
 
 def blob_ids(repo: GitRepo, revision: str) -> dict[str, str]:

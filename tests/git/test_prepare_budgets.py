@@ -22,6 +22,7 @@ import pytest
 
 from pr_review_api.errors import ReviewTimeout
 from pr_review_api.git.limits import UNLIMITED, PrepareLimits, RepositoryTooLarge
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
 from tests.gitrepo import GitRepo, git
 
@@ -73,7 +74,9 @@ def test_a_link_bomb_exceeds_its_link_budget_quickly(
         RepositoryStore(limits=PrepareLimits()) as store,
         pytest.raises(RepositoryTooLarge) as raised,
     ):
-        store.open(repo.git_dir, bomb, bomb, store.work(time.monotonic() + 60))
+        PinnedRepository.open(
+            repo.git_dir, bomb, bomb, store=store, work=store.work(time.monotonic() + 60)
+        )
     assert raised.value.code == "invalid_repository"
     assert "PR_REVIEW_MAX_LINK" in raised.value.message
 
@@ -83,7 +86,9 @@ def test_a_link_bomb_stops_at_its_deadline(hostile: tuple[GitRepo, str, str]) ->
     with RepositoryStore(limits=UNLIMITED) as store:
         started = time.monotonic()
         with pytest.raises(ReviewTimeout):
-            store.open(repo.git_dir, bomb, bomb, store.work(started + 1.0))
+            PinnedRepository.open(
+                repo.git_dir, bomb, bomb, store=store, work=store.work(started + 1.0)
+            )
         elapsed = time.monotonic() - started
     assert elapsed < 4, f"{elapsed:.1f} s for a 1 s deadline"
 
@@ -97,7 +102,7 @@ def test_a_wide_tree_exceeds_its_entry_budget_in_bounded_memory(
         tracemalloc.start()
         try:
             with pytest.raises(RepositoryTooLarge) as raised:
-                store.open(repo.git_dir, wide, wide)
+                PinnedRepository.open(repo.git_dir, wide, wide, store=store)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -110,11 +115,11 @@ def test_a_wide_tree_within_its_budgets_is_indexed(
 ) -> None:
     repo, _, wide = hostile
     with RepositoryStore(limits=PrepareLimits()) as store:
-        pinned = store.open(repo.git_dir, wide, wide)
+        pinned = PinnedRepository.open(repo.git_dir, wide, wide, store=store)
         assert len(pinned.snapshot.files) == 200_000
     small = PrepareLimits(max_index_bytes=8 * 1024**2)
     with RepositoryStore(limits=small) as store, pytest.raises(RepositoryTooLarge) as raised:
-        store.open(repo.git_dir, wide, wide)
+        PinnedRepository.open(repo.git_dir, wide, wide, store=store)
     assert "PR_REVIEW_MAX_INDEX_BYTES" in raised.value.message
 
 
@@ -130,14 +135,23 @@ def test_a_warm_review_is_not_starved_while_link_bombs_run(
         cancels = [threading.Event() for _ in range(reviews - 1)]
         bombs = [
             asyncio.ensure_future(
-                store.run(store.open, repo.git_dir, bomb, bomb, store.work(None, cancel))
+                store.run(
+                    PinnedRepository.open,
+                    repo.git_dir,
+                    bomb,
+                    bomb,
+                    store=store,
+                    work=store.work(None, cancel),
+                )
             )
             for cancel in cancels
         ]
         await asyncio.sleep(0.2)  # every bomb is indexing now
         # Starved behind the unbounded bombs, the warm review would meet its own deadline.
         limit = store.work(time.monotonic() + 60)
-        pinned = await store.run(store.open, other.git_dir, warm, warm, limit)
+        pinned = await store.run(
+            PinnedRepository.open, other.git_dir, warm, warm, store=store, work=limit
+        )
         reads = [store.run(pinned.resolve_file, "a.py") for _ in range(8)]  # one round's tools
         await asyncio.gather(*reads)
         assert not any(task.done() for task in bombs)  # the bombs were still running
@@ -155,7 +169,7 @@ def test_a_closed_store_reads_through_one_shot_processes(tmp_path: Path) -> None
     repo = GitRepo(tmp_path / "repo")
     head = repo.commit_files({"a.txt": "one\ntwo\n"})
     store = RepositoryStore()
-    pinned = store.open(repo.git_dir, head, head)
+    pinned = PinnedRepository.open(repo.git_dir, head, head, store=store)
     store.close()
     store.close()  # idempotent
     file = pinned.resolve_file("a.txt")

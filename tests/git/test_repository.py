@@ -197,8 +197,13 @@ def test_diff_is_cut_at_max_bytes_and_says_so(repo: GitRepo) -> None:
 
 def test_snapshots_of_one_head_are_shared(world: HostileWorld) -> None:
     with RepositoryStore() as store:
-        first = store.open(world.repo.git_dir, world.base, world.head)
-        assert first.snapshot is store.open(world.repo.git_dir, world.base, world.head).snapshot
+        first = PinnedRepository.open(world.repo.git_dir, world.base, world.head, store=store)
+        assert (
+            first.snapshot
+            is PinnedRepository.open(
+                world.repo.git_dir, world.base, world.head, store=store
+            ).snapshot
+        )
 
 
 # --- the head tree, never the working tree -------------------------------------------------
@@ -598,7 +603,7 @@ def test_line_counts_stream_and_stop_at_1_mib_of_a_huge_blob(repo: GitRepo) -> N
     head = repo.commit_files({"huge.bin": huge, "small.txt": small})
     del huge
     with RepositoryStore() as store:
-        pinned = store.open(repo.git_dir, head, head)
+        pinned = PinnedRepository.open(repo.git_dir, head, head, store=store)
         files = [pinned.resolve_file("huge.bin"), pinned.resolve_file("small.txt")]
         tracemalloc.start()
         try:

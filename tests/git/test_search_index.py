@@ -70,7 +70,7 @@ def store(cache: Path) -> Iterator[RepositoryStore]:
 def pin(store: RepositoryStore, git_dir: Path, base: str, head: str) -> PinnedRepository:
     """Open a head, and let the store's own preparation of its index (started by opening it)
     finish first, so that what a test does next does not race it."""
-    pinned = store.open(git_dir, base, head)
+    pinned = PinnedRepository.open(git_dir, base, head, store=store)
     store.indexes.wait(git_dir, builds=False)
     return pinned
 
@@ -298,8 +298,10 @@ def test_heads_derived_one_from_another_start_from_the_head_marked_complete(
     monkeypatch.setattr(
         store.indexes, "prepare", lambda *_: None
     )  # nothing marked complete meanwhile
-    one = store.open(repo.git_dir, base, first)
-    two = store.open(repo.git_dir, base, second)  # derived from `one`, the latest
+    one = PinnedRepository.open(repo.git_dir, base, first, store=store)
+    two = PinnedRepository.open(
+        repo.git_dir, base, second, store=store
+    )  # derived from `one`, the latest
     origin = two.snapshot.origin
     assert origin is not None
     assert origin.sha == base
@@ -427,11 +429,14 @@ def test_another_process_reads_the_index_without_building_it(
     script = textwrap.dedent(
         f"""
         from pathlib import Path
+        from pr_review_api.git.repository import PinnedRepository
+        from pr_review_api.git.repository import PinnedRepository
         from pr_review_api.git.store import RepositoryStore
         from pr_review_api.tools import SearchArguments, search_repository
         with RepositoryStore(cache_dir=Path({str(cache)!r})) as store:
             store.indexes.min_bytes = 0
-            pinned = store.open(Path({str(repo.git_dir)!r}), {head!r}, {head!r})
+            git_dir = Path({str(repo.git_dir)!r})
+            pinned = PinnedRepository.open(git_dir, {head!r}, {head!r}, store=store)
             assert pinned._search_index() is not None
             assert not store.indexes._builds
             print(len(search_repository(pinned, SearchArguments(query="needle 2"))["matches"]))
@@ -466,7 +471,7 @@ def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
         store = RepositoryStore(cache_dir=Path({str(cache)!r}))
         store.indexes.min_bytes = 0
         store.indexes.inline_bytes = 0
-        pinned = store.open(Path({str(repo.git_dir)!r}), {head!r}, {head!r})
+        pinned = PinnedRepository.open(Path({str(repo.git_dir)!r}), {head!r}, {head!r}, store=store)
         assert pinned._search_index() is None
         time.sleep(60)
         """
@@ -615,7 +620,7 @@ def test_a_build_trims_the_cache_it_grows(tmp_path: Path, repo: GitRepo) -> None
     head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(20)})
     with repository_store(settings) as store:
         store.indexes.min_bytes, store.indexes.inline_bytes = 0, 0
-        pinned = store.open(repo.git_dir, head, head)
+        pinned = PinnedRepository.open(repo.git_dir, head, head, store=store)
         index = eventually_ready(store, pinned)
         assert not old.exists()
         assert index.path.is_file()
@@ -731,7 +736,7 @@ def test_an_index_others_may_write_is_never_read(
     index.path.chmod(0o666)  # as if another user could have written it
     other = repo.commit_files({"f1.txt": "changed\n"})
     monkeypatch.setattr(store.indexes, "inline_bytes", 0)
-    fresh = store.open(repo.git_dir, other, other)
+    fresh = PinnedRepository.open(repo.git_dir, other, other, store=store)
     found = search_repository(fresh, SearchArguments(query="needle", limit=100))
     assert len(found["matches"]) == 9  # git grep answered
     remade = eventually_ready(store, fresh)

@@ -12,6 +12,7 @@ import pytest
 
 from pr_review_api.git import snapshot_file
 from pr_review_api.git.blobs import BlobReaders
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.search_index import build as index_build
 from pr_review_api.git.search_index.folder import (
     build_lock,
@@ -109,7 +110,7 @@ def test_a_build_writes_nothing_while_a_search_runs_git_grep(
         assert folder is not None
         folder.mkdir(parents=True)
         with searching(folder):
-            pinned = store.open(repo.git_dir, base, head)
+            pinned = PinnedRepository.open(repo.git_dir, base, head, store=store)
             wait_for_build(store, repo.git_dir)
             time.sleep(0.5)
             assert store.indexes.building(repo.git_dir)  # paused, not done
@@ -126,7 +127,7 @@ def test_a_search_by_git_grep_holds_the_lock_while_it_streams(tmp_path: Path) ->
     head = repo.commit_files({"b.txt": "needle\n"}, "head")
     with RepositoryStore(cache_dir=tmp_path / "cache") as store:
         store.indexes.min_bytes = store.indexes.inline_bytes = 0  # indexed, by a build
-        pinned = store.open(repo.git_dir, base, head)
+        pinned = PinnedRepository.open(repo.git_dir, base, head, store=store)
         folder = store.index_dir(repo.git_dir)
         assert folder is not None
         folder.mkdir(parents=True, exist_ok=True)
@@ -143,7 +144,7 @@ def test_a_repository_too_small_to_index_gets_no_lock_file(tmp_path: Path) -> No
     base = repo.commit_files({"a.txt": "needle\n"}, "base")
     head = repo.commit_files({"b.txt": "needle\n"}, "head")
     with RepositoryStore(cache_dir=tmp_path / "cache") as store:
-        pinned = store.open(repo.git_dir, base, head)
+        pinned = PinnedRepository.open(repo.git_dir, base, head, store=store)
         folder = store.index_dir(repo.git_dir)
         assert folder is not None
         folder.mkdir(parents=True, exist_ok=True)
@@ -192,7 +193,7 @@ def test_while_a_build_of_the_head_runs_a_search_does_not_check_the_index_again(
         folder = store.index_dir(repo.git_dir)
         assert folder is not None
         with searching(folder):  # the build starts and pauses
-            pinned = store.open(repo.git_dir, base, head)
+            pinned = PinnedRepository.open(repo.git_dir, base, head, store=store)
             wait_for_build(store, repo.git_dir)
             assert len(checks) == 1
             for _ in range(3):  # a search's, each

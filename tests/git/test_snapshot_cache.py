@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pr_review_api import git_runner as git_module
 from pr_review_api.git import repository, tree
-from pr_review_api.git import runner as git_module
 from pr_review_api.git import snapshots as snapshots_module
 from pr_review_api.git import store as store_module
 from pr_review_api.git.repository import PinnedRepository, Snapshot, derive_snapshot, load_snapshot
@@ -172,9 +172,9 @@ def test_a_new_head_of_a_cached_repository_is_derived(
 ) -> None:
     base = repo.commit_files({"a.txt": "a\n", "b.txt": "b\n"})
     head = repo.commit_files({"c.txt": "c\n"})
-    store.open(repo.git_dir, base, base)
+    PinnedRepository.open(repo.git_dir, base, base, store=store)
     loads = count_full_loads(monkeypatch)
-    pinned = store.open(repo.git_dir, base, head)
+    pinned = PinnedRepository.open(repo.git_dir, base, head, store=store)
     assert loads == []
     assert pinned.snapshot.files == ["a.txt", "b.txt", "c.txt"]
 
@@ -196,7 +196,11 @@ def test_concurrent_reviews_of_a_new_repository_load_it_once(
     monkeypatch.setattr(snapshots_module, "load_snapshot", slow_load)
     pinned: list[PinnedRepository] = []
     threads = [
-        threading.Thread(target=lambda h=head: pinned.append(store.open(repo.git_dir, base, h)))
+        threading.Thread(
+            target=lambda h=head: pinned.append(
+                PinnedRepository.open(repo.git_dir, base, h, store=store)
+            )
+        )
         for head in [heads[0], heads[0], heads[0], *heads[1:]]
     ]
     for thread in threads:
@@ -217,7 +221,7 @@ def test_merge_bases_and_changed_files_are_remembered(
 ) -> None:
     base = repo.commit_files({"a.txt": "a\n"})
     head = repo.commit_files({"b.txt": "b\n"})
-    first = store.open(repo.git_dir, base, head)
+    first = PinnedRepository.open(repo.git_dir, base, head, store=store)
     changes = first.changed_files()
     changes.append(("M", "mutated by a caller"))
     calls: list[list[str]] = []
@@ -229,7 +233,7 @@ def test_merge_bases_and_changed_files_are_remembered(
 
     monkeypatch.setattr(repository, "run_git", recording)
     monkeypatch.setattr(store_module, "run_git", recording)
-    again = store.open(repo.git_dir, base, head)
+    again = PinnedRepository.open(repo.git_dir, base, head, store=store)
     assert again.revisions == first.revisions
     assert again.changed_files() == [("A", "b.txt")]
     assert calls == []

@@ -25,6 +25,7 @@ from pr_review_api.git import snapshot_file
 from pr_review_api.git.blobs import BlobReaders
 from pr_review_api.git.entries import TreeEntry
 from pr_review_api.git.limits import PrepareLimits, RepositoryTooLarge, Work
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.snapshots import SnapshotCache
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.tree import load_snapshot
@@ -82,15 +83,15 @@ def test_a_new_process_derives_its_first_head_from_the_last_ones_file(
     base, head = two_heads(repo)
     settings = Settings(pr_review_cache_dir=tmp_path / "cache")
     with RepositoryStore(settings) as first:
-        first.open(repo.git_dir, base, base)
+        PinnedRepository.open(repo.git_dir, base, base, store=first)
         first.snapshots.wait_for_saves()
     folder = RepositoryStore(settings).index_dir(repo.git_dir)
     assert folder is not None
     assert (folder / snapshot_file.FILE_NAME).is_file()
     loads = count_full_loads(monkeypatch)
     with RepositoryStore(settings) as second:
-        pinned = second.open(repo.git_dir, base, head)
-        again = second.open(repo.git_dir, base, base)
+        pinned = PinnedRepository.open(repo.git_dir, base, head, store=second)
+        again = PinnedRepository.open(repo.git_dir, base, base, store=second)
         second.snapshots.wait_for_saves()
     assert loads == []
     same(pinned.snapshot, load_snapshot(repo.git_dir, head))
@@ -103,7 +104,7 @@ def test_a_new_process_derives_its_first_head_from_the_last_ones_file(
 def test_a_store_without_a_cache_folder_saves_nothing(repo: GitRepo, tmp_path: Path) -> None:
     base, _ = two_heads(repo)
     with RepositoryStore() as store:
-        store.open(repo.git_dir, base, base)
+        PinnedRepository.open(repo.git_dir, base, base, store=store)
         store.snapshots.wait_for_saves()
         assert store.index_dir(repo.git_dir) is None
     assert list(tmp_path.rglob(snapshot_file.FILE_NAME)) == []

@@ -10,8 +10,8 @@ import pytest
 
 from pr_review_api.git.entries import TreeEntry
 from pr_review_api.git.limits import Work
-from pr_review_api.git.runner import GitError
 from pr_review_api.git.tree import _parse_ls_tree, load_snapshot
+from pr_review_api.git_runner import GitError
 from tests.gitrepo import FILE, GITLINK, LINK, GitRepo
 
 A = "a" * 40

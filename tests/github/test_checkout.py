@@ -17,7 +17,7 @@ import pytest
 
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.git.runner import run_git
+from pr_review_api.git_runner import run_git
 from pr_review_api.github import checkout as cache_module
 from pr_review_api.github.checkout import (
     HEAD_MOVED,

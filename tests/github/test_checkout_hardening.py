@@ -11,7 +11,7 @@ import pytest
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.git.runner import run_git
+from pr_review_api.git_runner import run_git
 from pr_review_api.github import checkout as cache_module
 from pr_review_api.github.checkout import fetch_config
 from pr_review_api.settings import Settings

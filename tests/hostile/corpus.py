@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from pr_review_api.git.runner import run_git
+from pr_review_api.git_runner import run_git
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES, MAX_SYMLINK_HOPS
 from tests.gitrepo import GitRepo, git
 

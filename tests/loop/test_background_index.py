@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.search_index.folder import build_lock, current_generation
 from pr_review_api.git.search_index.reader import SearchIndex
 from pr_review_api.git.store import RepositoryStore
@@ -89,7 +90,7 @@ def test_unfinished_names_a_head_until_its_build_completes(
     repo, base, head = widget
     with indexed_store(settings(tmp_path / "cache")) as store:
         with build_held(store, repo.git_dir):
-            pinned = store.open(repo.git_dir, base, head)
+            pinned = PinnedRepository.open(repo.git_dir, base, head, store=store)
             assert store.indexes.complete_index(repo.git_dir, pinned.snapshot, head) is None
             store.indexes.wait(repo.git_dir, 30)  # its build found the lock held: gave up
             assert store.indexes.incomplete_heads() == [(repo.git_dir, head)]
@@ -104,7 +105,7 @@ def test_a_small_repository_leaves_nothing_unfinished(
 ) -> None:
     repo, base, head = widget
     with repository_store(settings(tmp_path / "cache")) as store:
-        pinned = store.open(repo.git_dir, base, head)
+        pinned = PinnedRepository.open(repo.git_dir, base, head, store=store)
         assert store.indexes.complete_index(repo.git_dir, pinned.snapshot, head) is None  # git grep
         assert store.indexes.incomplete_heads() == []
     assert background_index.hand_off(settings(tmp_path / "cache"), store) == []
@@ -117,7 +118,7 @@ def test_the_background_process_completes_the_index(
     values = settings(tmp_path / "cache")
     store = indexed_store(values)
     with build_held(store, repo.git_dir) as folder:
-        pinned = store.open(repo.git_dir, base, head)
+        pinned = PinnedRepository.open(repo.git_dir, base, head, store=store)
         store.indexes.complete_index(repo.git_dir, pinned.snapshot, head)
         store.indexes.wait(repo.git_dir, 30)
         store.close()
@@ -199,7 +200,7 @@ def test_the_hand_off_can_be_turned_off(widget: tuple[GitRepo, str, str], tmp_pa
     values = settings(tmp_path / "cache", pr_review_background_index=False)
     store = indexed_store(values)
     with build_held(store, repo.git_dir):
-        pinned = store.open(repo.git_dir, base, head)
+        pinned = PinnedRepository.open(repo.git_dir, base, head, store=store)
         store.indexes.complete_index(repo.git_dir, pinned.snapshot, head)
         store.indexes.wait(repo.git_dir, 30)
         store.close()

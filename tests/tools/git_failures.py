@@ -14,7 +14,7 @@ import pytest
 
 from pr_review_api.errors import ReviewError
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.git.runner import GitError
+from pr_review_api.git_runner import GitError
 from pr_review_api.tools import (
     TOOLS_BY_NAME,
     execute_tool,

@@ -167,7 +167,7 @@ def test_diff_runs_git_with_the_exact_argument_vector(
         recorded.append((list(args), kwargs))
         return real_popen(args, **kwargs)
 
-    monkeypatch.setattr(subprocess, "Popen", recording_popen)  # as pr_review_api.git.runner sees it
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)  # as pr_review_api.git_runner sees it
     call(pinned, "inspect_git_diff", paths=["a.txt", "docs"])
     [(argv, kwargs)] = recorded
     assert argv == [

@@ -20,7 +20,7 @@ import pytest
 from pr_review_api import errors
 from pr_review_api.errors import GitHubUnavailable, InvalidRepository, ReviewError
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.git.runner import GitError
+from pr_review_api.git_runner import GitError
 from pr_review_api.loop import repo_config
 from pr_review_api.loop.final_review import parse_final_review
 from pr_review_api.tools import (

@@ -19,9 +19,9 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from pr_review_api import git_runner as runner
 from pr_review_api.cli import commands as cli
 from pr_review_api.errors import InvalidRepository, ReviewError
-from pr_review_api.git import runner
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github import checkout

@@ -9,7 +9,6 @@ ever prints a traceback. Exit status: 0 a validated review, 1 the review ended w
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import os
@@ -23,8 +22,9 @@ import click
 
 from pr_review_api import __version__
 from pr_review_api.cli.eval import eval_command
+from pr_review_api.cli.hosts import is_loopback
 from pr_review_api.cli.jobs import jobs_command
-from pr_review_api.cli.progress import describe_progress, live_progress
+from pr_review_api.cli.progress import live_progress
 from pr_review_api.cli.worker import worker as worker_command
 from pr_review_api.errors import ConfigurationError, Interrupted, InvalidRequest, ReviewError
 from pr_review_api.github.checks import CheckOutcome
@@ -43,8 +43,6 @@ from pr_review_api.output.formats import (
     render_json,
 )
 from pr_review_api.settings import load_settings
-
-__all__ = ["describe_progress", "is_loopback", "main"]
 
 EXIT_NO_REVIEW = 1
 EXIT_BAD_INPUT = 2
@@ -291,16 +289,6 @@ def serve(host: str, port: int) -> None:
                 listener.close()
     except StopRequested as stop:
         sys.exit(EXIT_INTERRUPTED if stop.signal_number == signal.SIGINT else 0)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names only this machine (`localhost` or a loopback address)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_loopback
-    except ValueError:
-        return False
 
 
 @main.command()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from pr_review_api.cli.hosts import is_loopback
 from pr_review_api.errors import ConfigurationError, ReviewError
 from pr_review_api.settings import Settings, load_settings
 
@@ -96,7 +97,6 @@ def _run_worker(concurrency: int, metrics_port: int | None, metrics_host: str) -
 
 def _metrics_listener(settings: Settings, host: str, port: int | None) -> socket.socket | None:
     """The bound socket of `--metrics-port`, or None without it (a clear error when taken)."""
-    from pr_review_api.cli.commands import is_loopback  # noqa: PLC0415
     from pr_review_api.service.server import listen_socket  # noqa: PLC0415
 
     if port is None:

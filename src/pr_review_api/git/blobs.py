@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-from pr_review_api.git.runner import (
+from pr_review_api.git_runner import (
     GitConfig,
     GitError,
     git_command,

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pr_review_api.git.runner import GitConfig, stream_git
+from pr_review_api.git_runner import GitConfig, stream_git
 
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _ESCAPES = {

@@ -23,7 +23,6 @@ from pr_review_api.git.entries import Entries, EntryKind, TreeEntry
 from pr_review_api.git.hunks import DIFF_CONFIG
 from pr_review_api.git.limits import Work
 from pr_review_api.git.paths import is_dot_git, split_path
-from pr_review_api.git.runner import GitError, check_exit, is_sha, run_git, stream_git
 from pr_review_api.git.search import GREP_CONFIG, GrepMatch, grep
 from pr_review_api.git.search import parse_grep as _parse_grep
 from pr_review_api.git.search_index.reader import SearchIndex
@@ -37,6 +36,7 @@ from pr_review_api.git.tree import (
     is_searchable,
     load_snapshot,
 )
+from pr_review_api.git_runner import GitError, check_exit, is_sha, run_git, stream_git
 from pr_review_api.settings import MAX_SOURCE_FILE_BYTES
 
 __all__ = [

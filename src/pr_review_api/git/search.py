@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from pr_review_api.git.runner import GitConfig, GitError, check_exit, stream_git
 from pr_review_api.git.search_index.reader import MAX_QUERY_VARIABLES, SearchIndex
 from pr_review_api.git.search_index.schedule import SearchIndexes
 from pr_review_api.git.search_index.schema import IndexUnavailable
 from pr_review_api.git.tree import Snapshot, files_under, is_searchable
+from pr_review_api.git_runner import GitConfig, GitError, check_exit, stream_git
 
 # Files a search reads before it asks the trigram index (see grep_index).
 PROBE_FILES = 128

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from pr_review_api.git.entries import Entries, TreeEntry, collection_paused
-from pr_review_api.git.runner import is_sha
 from pr_review_api.git.tree import Snapshot
+from pr_review_api.git_runner import is_sha
 
 FILE_NAME = "head-snapshot"
 _TEMPORARY_PREFIX = ".head-snapshot-"

@@ -7,7 +7,7 @@ on disk and their builds (search_index.schedule.SearchIndexes), the budgets of p
 (limits.PrepareLimits) and a thread pool of its own for blocking git work, sized from the
 review concurrency, so one review's slow work cannot take the threads another's tools need.
 Nothing of it is process-global: create one per worker process (the HTTP service in its
-lifespan, the CLI per run), hand its `PinnedRepository` views to tools and checks, and
+lifespan, the CLI per run), pin heads with `PinnedRepository.open(..., store=store)`, and
 `close()` it at the end. `before_build(index folder)` runs before a search index is built
 (the process's cache trims itself there: loop.workspace.repository_store).
 """
@@ -24,18 +24,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from pr_review_api.git.blobs import BlobReaders
 from pr_review_api.git.limits import UNLIMITED, PrepareLimits, Work
-from pr_review_api.git.runner import is_sha, run_git
 from pr_review_api.git.search_index.schedule import SearchIndexes
 from pr_review_api.git.snapshots import SnapshotCache
 from pr_review_api.git.tree import Snapshot
+from pr_review_api.git_runner import is_sha, run_git
 from pr_review_api.settings import Settings
-
-if TYPE_CHECKING:
-    from pr_review_api.git.repository import PinnedRepository, Revisions
 
 SNAPSHOT_CACHE_SIZE = 8
 PAIR_CACHE_SIZE = 256
@@ -133,21 +130,6 @@ class RepositoryStore:
             work.cancel = cancel
         return work
 
-    def open(
-        self, git_dir: Path, base_sha: str, head_sha: str, work: Work | None = None
-    ) -> PinnedRepository:
-        """Pin a base and a head commit (see PinnedRepository.open)."""
-        from pr_review_api.git.repository import PinnedRepository  # noqa: PLC0415
-
-        return PinnedRepository.open(git_dir, base_sha, head_sha, store=self, work=work)
-
-    def pin(
-        self, git_dir: Path, revisions: Revisions, work: Work | None = None
-    ) -> PinnedRepository:
-        from pr_review_api.git.repository import PinnedRepository  # noqa: PLC0415
-
-        return PinnedRepository(git_dir, revisions, store=self, work=work)
-
     def snapshot(self, git_dir: Path, head_sha: str, work: Work | None = None) -> Snapshot:
         """The index of a head, from the cache or made within `work`'s budgets. The head's
         search index is made ready in the background, off the review's critical path."""
@@ -169,10 +151,11 @@ class RepositoryStore:
             return merge_base
         return base_sha
 
-    async def run(self, function: Callable[..., _R], /, *args: object) -> _R:
+    async def run(self, function: Callable[..., _R], /, *args: object, **kwargs: object) -> _R:
         """Run blocking git work on the store's own threads."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, functools.partial(function, *args))
+        call = functools.partial(function, *args, **kwargs)
+        return await loop.run_in_executor(self.executor, call)
 
     def close(self) -> None:
         """Stop the readers and background builds, drop every cache; idempotent."""

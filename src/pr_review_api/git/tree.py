@@ -19,8 +19,8 @@ from pr_review_api.git.entries import MAX_ENTRY_EDITS, Entries, TreeEntry, colle
 from pr_review_api.git.hunks import DIFF_CONFIG
 from pr_review_api.git.limits import Work
 from pr_review_api.git.paths import reachable
-from pr_review_api.git.runner import GitError, run_git, stream_git
 from pr_review_api.git.symlinks import resolve_in
+from pr_review_api.git_runner import GitError, run_git, stream_git
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES
 
 # A head whose tree differs from a cached one's by more entries than this is indexed afresh.

@@ -43,7 +43,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
-from pr_review_api.git.runner import GitConfig, GitError, is_sha, run_git
+from pr_review_api.git_runner import GitConfig, GitError, is_sha, run_git
 from pr_review_api.github.cache_files import Lease, heal, last_used, lock, tree_size
 from pr_review_api.github.client import (
     GitHubClient,

@@ -18,7 +18,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
-from pr_review_api.git.runner import GitError, run_git
+from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
 from pr_review_api.github.markers import (
     Post,

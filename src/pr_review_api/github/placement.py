@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pr_review_api.git.hunks import FileHunks
-from pr_review_api.git.runner import GitError, run_git
+from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.model import (
     SEVERITIES,
     Finding,

@@ -62,11 +62,11 @@ async def list_jobs(queue: JobQueue, where: JobFilter, limit: int) -> JobPage | 
 
 async def cancel(queue: JobQueue, job_id: uuid.UUID) -> AdminResult:
     """Mark a queued job so that it never runs (see the module docstring)."""
-    async with queue._transaction() as connection:
+    async with queue.transaction() as connection:
         record = await records.fetch(connection, job_id)
         if record is None:
             raise JobNotFound()
-        await queue._lock_pull_request(connection, record.pr_key)
+        await queue.lock_pull_request(connection, record.pr_key)
         current = await records.fetch_for_update(connection, job_id)
         assert current is not None
         if current.status != "queued":
@@ -82,13 +82,13 @@ async def retry(queue: JobQueue, job_id: uuid.UUID) -> AdminResult:
     """Queue a failed job's pull request again (see the module docstring)."""
     from pr_review_api.jobs.queue import PullRequestJob  # noqa: PLC0415 (an import cycle)
 
-    async with queue._transaction() as connection:
+    async with queue.transaction() as connection:
         record = await records.fetch(connection, job_id)
         if record is None:
             raise JobNotFound()
         if record.status != "failed":
             return AdminResult(job_id, record.status, "not_failed")
-        await queue._lock_pull_request(connection, record.pr_key)
+        await queue.lock_pull_request(connection, record.pr_key)
         waiting = await records.waiting_for(connection, record.pr_key)
         if waiting:
             return AdminResult(waiting[0].id, waiting[0].status, "already_waiting")

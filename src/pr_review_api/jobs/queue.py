@@ -168,11 +168,11 @@ class JobQueue:
             yield self
 
     @contextlib.asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[AsyncConnection[Any]]:
+    async def transaction(self) -> AsyncIterator[AsyncConnection[Any]]:
         async with self.connector.pool.connection() as connection, connection.transaction():
             yield connection
 
-    async def _lock_pull_request(self, connection: AsyncConnection[Any], key: str) -> None:
+    async def lock_pull_request(self, connection: AsyncConnection[Any], key: str) -> None:
         await connection.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pr:" + key,)
         )
@@ -184,7 +184,7 @@ class JobQueue:
     ) -> Enqueued:
         """Queue a review of `job`; a repeated delivery id answers the job it queued."""
         try:
-            async with self._transaction() as connection:
+            async with self.transaction() as connection:
                 return await self._enqueue(connection, job, source, delivery_id)
         except queue_errors.AlreadyEnqueued:
             # The records and the queue disagree (should not happen: both change under the
@@ -201,7 +201,7 @@ class JobQueue:
         source: str,
         delivery_id: str | None,
     ) -> Enqueued:
-        await self._lock_pull_request(connection, job.key)
+        await self.lock_pull_request(connection, job.key)
         if delivery_id is not None:
             known = await records.by_delivery(connection, delivery_id)
             if known is not None:
@@ -232,7 +232,7 @@ class JobQueue:
         for record in waiting:
             if record.queue_job_id is not None and await self._cancel(connection, record):
                 await records.supersede(connection, record.id, job_id)
-        queue_job_id = await self._defer(connection, job.key, job_id)
+        queue_job_id = await self.defer(connection, job.key, job_id)
         await records.set_queue_job(connection, job_id, queue_job_id)
         if delivery_id is not None:
             await records.remember_delivery(connection, delivery_id, job_id)
@@ -249,7 +249,7 @@ class JobQueue:
         )
         return row["id"] is not None
 
-    async def _defer(
+    async def defer(
         self,
         connection: AsyncConnection[Any],
         key: str,
@@ -340,13 +340,13 @@ class JobQueue:
 
     async def recover_stalled(self) -> int:
         """Put jobs of workers that stopped sending heartbeats back in the queue."""
-        return await recovery.recover_stalled(self)
+        return await recovery.recover_stalled(self, self.tuning.stalled_after)
 
     async def recover_orphans(self) -> int:
         """Queue again the records whose queue job ended without them."""
         return await recovery.recover_orphans(self)
 
-    async def _finish_queue_job(
+    async def finish_queue_job(
         self, connection: AsyncConnection[Any], queue_job_id: int, status: str
     ) -> None:
         await self.connector.execute_query_one_async_with_connection(
@@ -390,7 +390,7 @@ class JobQueue:
 
     async def _claim(self, record_id: uuid.UUID, queue_job_id: int | None) -> JobRecord | None:
         """Mark the record running, or None when there is nothing to run now."""
-        async with self._transaction() as connection:
+        async with self.transaction() as connection:
             record = await records.fetch_for_update(connection, record_id)
             if record is None or record.status in FINAL_STATUSES:
                 return None
@@ -410,8 +410,8 @@ class JobQueue:
 
     async def _defer_again(self, record: JobRecord, delay: float) -> None:
         """The job waits in the queue for `delay` seconds; a newer head supersedes it."""
-        async with self._transaction() as connection:
-            await self._lock_pull_request(connection, record.pr_key)
+        async with self.transaction() as connection:
+            await self.lock_pull_request(connection, record.pr_key)
             current = await records.fetch_for_update(connection, record.id)
             if current is None or current.status in FINAL_STATUSES:
                 return
@@ -421,13 +421,13 @@ class JobQueue:
             if newer:
                 await records.supersede(connection, record.id, newer[0].id)
                 return
-            queue_job_id = await self._defer(connection, record.pr_key, record.id, delay)
+            queue_job_id = await self.defer(connection, record.pr_key, record.id, delay)
             await records.set_queue_job(connection, record.id, queue_job_id)
         logger.info("job %s deferred for %.0f s", record.id, delay)
 
     async def _finish(self, record: JobRecord, status: str, document: dict[str, Any]) -> None:
         assert status in ("succeeded", "failed")
-        async with self._transaction() as connection:
+        async with self.transaction() as connection:
             current = await records.fetch_for_update(connection, record.id)
             if current is None or current.status in FINAL_STATUSES:
                 return

@@ -9,35 +9,59 @@ from __future__ import annotations
 
 import logging
 import uuid
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+import procrastinate
 from procrastinate import sql as queue_sql
+from psycopg import AsyncConnection
 
 from pr_review_api.errors import ReviewError
 from pr_review_api.jobs import records
 from pr_review_api.jobs.records import FINAL_STATUSES
-
-if TYPE_CHECKING:  # the queue imports this module
-    from pr_review_api.jobs.queue import JobQueue
+from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 
-async def recover_stalled(queue: JobQueue) -> int:
-    """Put jobs of workers that stopped sending heartbeats back in the queue."""
+class Queue(Protocol):
+    """What recovery needs of the job queue (`jobs.queue.JobQueue`, which runs it): its
+    procrastinate parts, its settings and its locked transactions."""
+
+    app: procrastinate.App
+    connector: procrastinate.PsycopgConnector
+    settings: Settings
+
+    @property
+    def task(self) -> procrastinate.tasks.Task[Any, Any, Any]: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[AsyncConnection[Any]]: ...
+
+    async def lock_pull_request(self, connection: AsyncConnection[Any], key: str) -> None: ...
+
+    async def finish_queue_job(
+        self, connection: AsyncConnection[Any], queue_job_id: int, status: str
+    ) -> None: ...
+
+    async def defer(self, connection: AsyncConnection[Any], key: str, job_id: uuid.UUID) -> int: ...
+
+
+async def recover_stalled(queue: Queue, stalled_after: float) -> int:
+    """Put jobs of workers that sent no heartbeat for `stalled_after` seconds back in the
+    queue."""
     stalled = await queue.app.job_manager.get_stalled_jobs(
         queue=queue.task.queue,
         task_name=queue.task.name,
-        seconds_since_heartbeat=queue.tuning.stalled_after,
+        seconds_since_heartbeat=stalled_after,
     )
     recovered = 0
     for job in stalled:
         raw_id = job.task_kwargs.get("job_id")
         if job.id is None or job.lock is None or not isinstance(raw_id, str):
             continue
-        async with queue._transaction() as connection:
-            await queue._lock_pull_request(connection, job.lock)
+        async with queue.transaction() as connection:
+            await queue.lock_pull_request(connection, job.lock)
             record = await records.fetch_for_update(connection, uuid.UUID(raw_id))
             newer = [
                 other
@@ -45,7 +69,7 @@ async def recover_stalled(queue: JobQueue) -> int:
                 if record is None or other.id != record.id
             ]
             if record is None or record.status in FINAL_STATUSES or newer:
-                await queue._finish_queue_job(connection, job.id, "failed")
+                await queue.finish_queue_job(connection, job.id, "failed")
                 if record is not None and newer:
                     await records.supersede(connection, record.id, newer[0].id)
                 continue
@@ -64,7 +88,7 @@ async def recover_stalled(queue: JobQueue) -> int:
     return recovered
 
 
-async def recover_orphans(queue: JobQueue) -> int:
+async def recover_orphans(queue: Queue) -> int:
     """Queue again the records whose queue job ended without them (their worker lost the
     database while it stored the outcome, say): no job is ever left waiting forever."""
     async with queue.connector.pool.connection() as connection:
@@ -75,11 +99,11 @@ async def recover_orphans(queue: JobQueue) -> int:
         )
         orphans = [uuid.UUID(str(row[0])) for row in await cursor.fetchall()]
     for record_id in orphans:
-        async with queue._transaction() as connection:
+        async with queue.transaction() as connection:
             record = await records.fetch_for_update(connection, record_id)
             if record is None or record.status in FINAL_STATUSES:
                 continue
-            await queue._lock_pull_request(connection, record.pr_key)
+            await queue.lock_pull_request(connection, record.pr_key)
             state = await connection.execute(
                 "SELECT status FROM procrastinate_jobs WHERE id = %s", (record.queue_job_id,)
             )
@@ -97,7 +121,7 @@ async def recover_orphans(queue: JobQueue) -> int:
                 body = ReviewError("The review job could not be completed.").to_body()
                 await records.finish(connection, record.id, status="failed", document=body)
             else:
-                queue_job_id = await queue._defer(connection, record.pr_key, record.id)
+                queue_job_id = await queue.defer(connection, record.pr_key, record.id)
                 await records.set_queue_job(connection, record.id, queue_job_id)
             logger.info("job %s had lost its queue job and was recovered", record.id)
     return len(orphans)

@@ -26,9 +26,9 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from pr_review_api.git.runner import is_sha
 from pr_review_api.git.search_index.folder import build_lock
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.git_runner import is_sha
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.settings import Settings, load_settings
 

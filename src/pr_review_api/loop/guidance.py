@@ -21,7 +21,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from pr_review_api.git.runner import GitError, git_command, git_environment, run_git
+from pr_review_api.git_runner import GitError, git_command, git_environment, run_git
 from pr_review_api.globs import compiled_globs
 from pr_review_api.jsonutil import truncate_utf8
 from pr_review_api.loop.repo_config import RepoConfig

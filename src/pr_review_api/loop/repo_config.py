@@ -33,7 +33,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pr_review_api.git.runner import GitError, run_git
+from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.globs import MAX_GLOB_CHARS, MAX_GLOBS, matches_any
 from pr_review_api.model import SEVERITIES, FinalReview, Finding, Severity
 from pr_review_api.settings import MAX_NOTES

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from pr_review_api.git.runner import run_git
+from pr_review_api.git_runner import run_git
 from pr_review_api.loop.checks import CheckedTurn
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.engine import Engine, Repair, Stages

@@ -19,8 +19,8 @@ from pathlib import Path
 from pr_review_api.errors import GitHubUnavailable, InvalidRepository, ReviewError
 from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
-from pr_review_api.git.runner import run_git
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.git_runner import run_git
 from pr_review_api.github.checkout import RepositoryCache, open_pull_request
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.history import PublishFailure, prior_state, re_review_of
@@ -96,8 +96,14 @@ async def prepare(
         return
     async with open_pull_request(target.url, settings, github) as pull:
         with map_git_errors(GitHubUnavailable):  # pinning reads the cache: the one git edge
+            metadata = pull.metadata
             repository = await store.run(
-                store.open, pull.git_dir, pull.metadata.base_sha, pull.metadata.head_sha, work
+                PinnedRepository.open,
+                pull.git_dir,
+                metadata.base_sha,
+                metadata.head_sha,
+                store=store,
+                work=work,
             )
             context = await store.run(
                 context_for, repository, pull.info.url, pull.metadata.title, pull.metadata.body

@@ -29,9 +29,8 @@ from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import MAX_REQUEST_BODY_BYTES
-from pr_review_api.service.dependencies import Reviewer, ReviewSlots, get_reviewer
+from pr_review_api.service.dependencies import QUEUE_STATE_KEY, Reviewer, ReviewSlots, get_reviewer
 from pr_review_api.service.errors import error_response, install_error_handlers
-from pr_review_api.service.jobs_routes import install_job_routes
 from pr_review_api.service.metrics_route import install_metrics_route
 from pr_review_api.service.middleware import AccessLog
 from pr_review_api.service.routes import add_routes
@@ -86,3 +85,34 @@ def create_app(settings: Settings | None = None, *, metrics: Metrics | None = No
     install_metrics_route(app, secured=bool(settings.pr_review_api_keys))
     install_job_routes(app, settings)  # CONTRACT 11: only when a database is configured
     return app
+
+
+def install_job_routes(app: FastAPI, settings: Settings) -> None:
+    """The job routes, the webhook receiver, the `/ui` pages (which read the same records) and
+    the queue's lifespan, when the settings name a database (`pr-review serve` always does: an
+    embedded one without `PR_REVIEW_DATABASE_URL`). The queue's connection pool opens in the
+    application's lifespan and migrations are applied then."""
+    if settings.pr_review_database_url is None:
+        return
+    # Imported here: the queue's libraries (and the pages' templates) load only with a database.
+    from pr_review_api.jobs.queue import JobQueue  # noqa: PLC0415
+    from pr_review_api.service.jobs_routes import jobs_router  # noqa: PLC0415
+    from pr_review_api.service.ui import ui_router  # noqa: PLC0415
+    from pr_review_api.service.webhooks import webhook_router  # noqa: PLC0415
+
+    @asynccontextmanager
+    async def lifespan(application: FastAPI) -> AsyncIterator[None]:
+        queue = JobQueue(settings)
+        try:
+            async with queue.opened():
+                setattr(application.state, QUEUE_STATE_KEY, queue)
+                yield
+        finally:
+            setattr(application.state, QUEUE_STATE_KEY, None)
+
+    router = jobs_router(secured=bool(settings.pr_review_api_keys))
+    router.lifespan_context = lifespan
+    app.include_router(router)
+    app.include_router(ui_router(secured=bool(settings.pr_review_api_keys)))  # CONTRACT 18
+    if settings.pr_review_webhook_secret is not None:
+        app.include_router(webhook_router())

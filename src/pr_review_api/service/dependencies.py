@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import Request
 
@@ -22,6 +22,12 @@ from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.metrics import Metrics
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
+
+if TYPE_CHECKING:  # the queue's libraries load only when a database is configured
+    from pr_review_api.jobs.queue import JobQueue
+
+# The job queue's place on app.state, set by the job routes' lifespan (service/app.py).
+QUEUE_STATE_KEY = "review_jobs"
 
 
 class Reviewer(Protocol):
@@ -100,3 +106,11 @@ def get_metrics(request: Request) -> Metrics | None:
     """The application's `Metrics` (None for an app a test built without them)."""
     metrics: Metrics | None = getattr(request.app.state, "metrics", None)
     return metrics
+
+
+def get_jobs(request: Request) -> JobQueue:
+    """The application's job queue (opened by the lifespan)."""
+    queue: JobQueue | None = getattr(request.app.state, QUEUE_STATE_KEY, None)
+    if queue is None:
+        raise ServerBusy("The job queue is not ready yet; try again shortly.")
+    return queue

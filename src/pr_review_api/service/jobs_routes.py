@@ -1,31 +1,26 @@
 """`POST /v1/review-jobs`, `GET /v1/review-jobs` (a page of jobs, service/job_listing.py) and
-`GET /v1/review-jobs/{id}` (CONTRACT section 11), and the job queue's place in the application.
+`GET /v1/review-jobs/{id}` (CONTRACT section 11).
 
-`install_job_routes(app, settings)` adds these routes, the webhook receiver and the `/ui`
-pages (which read the same records) when the settings name a database (`pr-review serve`
-always does: an embedded one without `PR_REVIEW_DATABASE_URL`). The queue's connection pool
-opens in the application's lifespan and migrations are applied then. Every job route and
-page needs a service key when keys are set.
+`service.app.install_job_routes` adds them, with the webhook receiver and the `/ui` pages,
+when the settings name a database. Every job route needs a service key when keys are set.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from pr_review_api.errors import InvalidRequest, JobNotFound, ReviewError, ServerBusy
+from pr_review_api.errors import InvalidRequest, JobNotFound
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.admin import list_jobs
 from pr_review_api.jobs.queue import JobQueue, PullRequestJob
 from pr_review_api.service.auth import require_service_key
 from pr_review_api.service.body import json_body
-from pr_review_api.service.dependencies import get_settings
+from pr_review_api.service.dependencies import get_jobs, get_settings
 from pr_review_api.service.documents import ERROR_RESPONSES
 from pr_review_api.service.errors import ContractJSONResponse
 from pr_review_api.service.job_listing import (
@@ -37,7 +32,6 @@ from pr_review_api.service.job_listing import (
 from pr_review_api.settings import Settings
 
 MAX_JOB_REQUEST_BYTES = 64 * 1024
-QUEUE_STATE_KEY = "review_jobs"
 
 
 class ReviewJobRequest(BaseModel):
@@ -47,14 +41,6 @@ class ReviewJobRequest(BaseModel):
 
     pull_request_url: str = Field(description="A pull request on the configured GitHub host.")
     post: bool = Field(default=False, description="Publish the review on the pull request.")
-
-
-def get_jobs(request: Request) -> JobQueue:
-    """The application's job queue (opened by the lifespan)."""
-    queue: JobQueue | None = getattr(request.app.state, QUEUE_STATE_KEY, None)
-    if queue is None:
-        raise ServerBusy("The job queue is not ready yet; try again shortly.")
-    return queue
 
 
 def jobs_router(*, secured: bool) -> APIRouter:
@@ -112,31 +98,3 @@ def jobs_router(*, secured: bool) -> APIRouter:
         return ContractJSONResponse(record.document())
 
     return router
-
-
-def install_job_routes(app: FastAPI, settings: Settings) -> None:
-    """The job routes, the webhook receiver and the queue's lifespan, when a database is set."""
-    if settings.pr_review_database_url is None:
-        return
-    from pr_review_api.service.ui import ui_router  # noqa: PLC0415
-    from pr_review_api.service.webhooks import webhook_router  # noqa: PLC0415
-
-    @asynccontextmanager
-    async def lifespan(application: Any) -> AsyncIterator[None]:
-        queue = JobQueue(settings)
-        try:
-            async with queue.opened():
-                setattr(application.state, QUEUE_STATE_KEY, queue)
-                yield
-        finally:
-            setattr(application.state, QUEUE_STATE_KEY, None)
-
-    router = jobs_router(secured=bool(settings.pr_review_api_keys))
-    router.lifespan_context = lifespan
-    app.include_router(router)
-    app.include_router(ui_router(secured=bool(settings.pr_review_api_keys)))  # CONTRACT 18
-    if settings.pr_review_webhook_secret is not None:
-        app.include_router(webhook_router())
-
-
-__all__ = ["ReviewError", "get_jobs", "install_job_routes", "jobs_router"]

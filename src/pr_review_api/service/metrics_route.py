@@ -28,7 +28,7 @@ from procrastinate import exceptions as queue_errors
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.metrics import CONTENT_TYPE, Metrics
 from pr_review_api.service.auth import require_service_key
-from pr_review_api.service.dependencies import get_metrics
+from pr_review_api.service.dependencies import QUEUE_STATE_KEY, get_metrics
 from pr_review_api.service.errors import install_error_handlers
 from pr_review_api.service.server import server_config
 from pr_review_api.settings import Settings
@@ -37,9 +37,6 @@ logger = logging.getLogger(__name__)
 
 JOBS_READ_TIMEOUT_SECONDS = 1.0
 METRICS_PATH = "/metrics"
-# The queue's place on app.state (service/jobs_routes.py); read here without importing the
-# routes, so the worker's small app needs none of them.
-_QUEUE_STATE_KEY = "review_jobs"
 
 
 def install_metrics_route(app: FastAPI, *, secured: bool) -> None:
@@ -51,7 +48,7 @@ def install_metrics_route(app: FastAPI, *, secured: bool) -> None:
         request: Request, metrics: Annotated[Metrics | None, Depends(get_metrics)]
     ) -> Response:
         own = metrics if metrics is not None else Metrics()
-        queue: JobQueue | None = getattr(request.app.state, _QUEUE_STATE_KEY, None)
+        queue: JobQueue | None = getattr(request.app.state, QUEUE_STATE_KEY, None)
         jobs = await job_counts(queue) if queue is not None else None
         return Response(own.exposition(jobs), media_type=CONTENT_TYPE)
 

@@ -34,8 +34,8 @@ from pr_review_api.jobs.records import JobFilter, JobRecord
 from pr_review_api.jobs.summary import JobSummary
 from pr_review_api.model import SEVERITIES
 from pr_review_api.service.auth import require_service_key
+from pr_review_api.service.dependencies import get_jobs
 from pr_review_api.service.job_listing import parse_listing_query
-from pr_review_api.service.jobs_routes import get_jobs
 
 UI_PAGE_SIZE = 50
 _HEAD_CHARS = 12

@@ -38,9 +38,8 @@ from pr_review_api.jobs.queue import JobQueue, PullRequestJob
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import read_capped
-from pr_review_api.service.dependencies import get_metrics, get_settings
+from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.service.errors import ContractJSONResponse
-from pr_review_api.service.jobs_routes import get_jobs
 from pr_review_api.settings import Settings
 
 WEBHOOK_PATH = "/v1/webhooks/github"

@@ -6,7 +6,7 @@ from typing import Any
 
 from pr_review_api.errors import ToolError
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.git.runner import GitError
+from pr_review_api.git_runner import GitError
 from pr_review_api.tools.arguments import DiffArguments
 from pr_review_api.tools.budget import cut_to_escaped, normalized
 

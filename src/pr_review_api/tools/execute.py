@@ -22,7 +22,7 @@ from typing import Any
 
 from pr_review_api.errors import InvalidRepository, ReviewError, ToolError
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.git.runner import GitError
+from pr_review_api.git_runner import GitError
 from pr_review_api.jsonutil import dumps_compact
 from pr_review_api.tools.arguments import (
     DiffArguments,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.search_index.folder import current_generation
 from pr_review_api.git.search_index.reader import SearchIndex
 from pr_review_api.git.search_index.schema import IndexUnavailable, open_writer, write_blobs
@@ -31,7 +32,7 @@ def test_finding_no_missing_blobs_writes_nothing_and_the_scheduler_marks_the_hea
     with RepositoryStore(cache_dir=tmp_path / "cache") as store:
         store.indexes.min_bytes = 0
         store.indexes.prepare_delay = 3600  # no preparation in the background meanwhile
-        pinned = store.open(repo.git_dir, head, head)
+        pinned = PinnedRepository.open(repo.git_dir, head, head, store=store)
         folder = store.index_dir(repo.git_dir)
         assert folder is not None
         path = current_generation(folder)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pr_review_api.git.blobs import BlobReaders, lower_priority, stream_blobs
-from pr_review_api.git.runner import GitError
 from pr_review_api.git.search_index.folder import (
     build_lock,
     current_generation,
@@ -39,6 +38,7 @@ from pr_review_api.git.search_index.schema import (
     open_writer,
     write_blobs,
 )
+from pr_review_api.git_runner import GitError
 
 if TYPE_CHECKING:
     from pr_review_api.git.tree import Snapshot
