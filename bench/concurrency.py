@@ -51,7 +51,8 @@ from bench.common import (
 )
 from bench.harness import Call, bench_settings, provider_process
 from pr_review_api.llm.openai_chat import ProviderClient
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 
 
 def plan_for(repo: BenchRepo, search: str) -> list[list[Call]]:

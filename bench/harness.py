@@ -32,7 +32,8 @@ from tests.fakes.provider_server import (
 )
 
 from bench.common import bench_store
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings, load_settings
 

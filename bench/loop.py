@@ -36,7 +36,7 @@ from bench.common import (
     runs_for,
 )
 from bench.harness import Call, Script, bench_settings, review, scripted_provider
-from pr_review_api.loop.run import LocalTarget
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.tools import ListFilesArguments, list_repository_files
 
 CALL: Call = ("list_repository_files", {"limit": 1})

@@ -48,7 +48,8 @@ from bench.common import (
     writable_repository,
 )
 from bench.harness import Script, bench_settings, scripted_provider, shared_store
-from pr_review_api.loop.run import LocalTarget, ReviewTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget, ReviewTarget
 
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 
@@ -179,7 +180,7 @@ def measure_github(
         return
     from tests.fakes.github_server import FakeGitHub
 
-    from pr_review_api.loop.run import PullRequestTarget
+    from pr_review_api.loop.workspace import PullRequestTarget
 
     near = None if repo.worktree is None else repo.worktree.parent
     with tempfile.TemporaryDirectory(dir=near, prefix="pr-review-bench-") as scratch:

@@ -55,7 +55,8 @@ from bench.common import (
 )
 from bench.harness import Call, bench_settings, provider_process
 from pr_review_api.git.store import RepositoryStore
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.errors import ProviderError, ReviewError, ReviewTerminated
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import ORIGINAL_ENVIRONMENT
 from tests.gitrepo import GitRepo

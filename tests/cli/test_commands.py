@@ -22,7 +22,7 @@ from pr_review_api.cli import commands as cli
 from pr_review_api.loop.final_review import review_schema_json
 from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
 from pr_review_api.model import ReviewResult
-from pr_review_api.output.formats import render_json
+from pr_review_api.output.json import render_json
 from pr_review_api.service.app import create_app
 from pr_review_api.service.dependencies import get_reviewer
 from pr_review_api.settings import load_settings

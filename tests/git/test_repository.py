@@ -16,15 +16,10 @@ import pytest
 
 from pr_review_api.errors import ToolError
 from pr_review_api.git.limits import Work
-from pr_review_api.git.repository import (
-    GrepMatch,
-    PinnedRepository,
-    Revisions,
-    _parse_grep,
-    is_dot_git,
-    resolve_commit,
-    split_path,
-)
+from pr_review_api.git.paths import is_dot_git, split_path
+from pr_review_api.git.repository import PinnedRepository, Revisions, resolve_commit
+from pr_review_api.git.search import GrepMatch
+from pr_review_api.git.search import parse_grep as _parse_grep
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.symlinks import resolve_in
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES, MAX_SYMLINK_HOPS

@@ -22,8 +22,9 @@ from pr_review_api import git_runner as git_module
 from pr_review_api.git import repository, tree
 from pr_review_api.git import snapshots as snapshots_module
 from pr_review_api.git import store as store_module
-from pr_review_api.git.repository import PinnedRepository, Snapshot, derive_snapshot, load_snapshot
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.git.tree import Snapshot, derive_snapshot, load_snapshot
 from tests.gitrepo import EXECUTABLE, FILE, GITLINK, LINK, Entry, GitRepo, git
 from tests.hostile.world import HostileWorld, build_hostile_world
 

@@ -16,7 +16,8 @@ from pr_review_api.errors import ServerBusy
 from pr_review_api.github.history import MAX_LIST_PAGES
 from pr_review_api.github.ledger import HeadKey, PublishedHead
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY

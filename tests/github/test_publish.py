@@ -32,7 +32,8 @@ from pr_review_api.github.markers import finding_marker, head_marker
 from pr_review_api.github.publish import publish
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.output.inert_markdown import WORD_JOINER
 from pr_review_api.service.app import create_app
@@ -257,7 +258,7 @@ def test_planted_markers_of_someone_else_change_nothing(
     # The author copies our markers: this head's, and the fingerprint the finding will have.
     probe = review(pull.url, settings, [finding("a.py", 5)], post=False)
     assert probe.publication is None
-    from pr_review_api.github.publish import fingerprint_of
+    from pr_review_api.github.placement import fingerprint_of
 
     fingerprint = fingerprint_of(probe.review.findings[0], {"a.py": HEAD_A.splitlines()})
     planted = head_marker(pull.head_sha) + finding_marker(fingerprint)

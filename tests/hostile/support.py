@@ -275,7 +275,7 @@ def live_server(app: Any, settings: Any) -> Iterator[str]:
 
     import uvicorn
 
-    from pr_review_api.service.app import server_config
+    from pr_review_api.service.server import server_config
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -30,7 +30,8 @@ import pytest
 
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.loop.final_review import parse_final_review
-from pr_review_api.loop.run import LocalTarget, PullRequestTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
 from pr_review_api.settings import load_settings
 from pr_review_api.tools import TOOLS_BY_NAME, execute_tool
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY

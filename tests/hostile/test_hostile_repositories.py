@@ -22,10 +22,12 @@ from typing import Any, get_args
 import pytest
 
 from pr_review_api.errors import InvalidModelResponse, ReviewError, ToolError, ToolErrorCode
-from pr_review_api.git.repository import PinnedRepository, is_dot_git, split_path
+from pr_review_api.git.paths import is_dot_git, split_path
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import compact_size, loads_strict
 from pr_review_api.loop.final_review import parse_final_review
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import (
     MAX_DIFF_BYTES,
     MAX_READ_LINES,

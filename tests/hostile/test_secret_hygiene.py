@@ -26,7 +26,8 @@ from click.testing import CliRunner
 
 from pr_review_api.cli import commands as cli
 from pr_review_api.errors import ConfigurationError, ReviewError
-from pr_review_api.loop.run import LocalTarget, PullRequestTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY

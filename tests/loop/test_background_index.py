@@ -24,8 +24,8 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.testing import ScriptedModel, stop_turn, tool_turn
 from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import background_index
-from pr_review_api.loop.run import LocalTarget, run_review
-from pr_review_api.loop.workspace import repository_store
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget, repository_store
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import PROVIDER_KEY
 from tests.gitrepo import GitRepo

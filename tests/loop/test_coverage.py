@@ -16,13 +16,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.github.publish import Placement, render_body
+from pr_review_api.github.placement import Placement
+from pr_review_api.github.review_text import render_body
 from pr_review_api.loop.coverage import CoverageTracker, diff_paths
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import Coverage, ReviewResult
 from pr_review_api.output import formats
 from pr_review_api.output.common import coverage_line
 from pr_review_api.output.inert_markdown import escape_inline
+from pr_review_api.output.markdown import render_markdown
+from pr_review_api.output.sarif import sarif_document
+from pr_review_api.output.text import render_text
 from pr_review_api.settings import MAX_DIFF_BYTES, MAX_NOT_INSPECTED, load_settings
 from pr_review_api.tools import TOOLS_BY_NAME, execute_tool
 from tests.conftest import PROVIDER_KEY
@@ -431,37 +436,37 @@ def test_coverage_line_names_the_counts_and_a_bounded_list() -> None:
 
 
 def test_text_report_has_the_coverage_line() -> None:
-    text = formats.render_text(partial())
+    text = render_text(partial())
     assert "\nInspected 12 of 15 changed files; not inspected: a.py, b.py, c.py.\n" in text
 
 
 def test_text_coverage_line_strips_controls_from_path_names() -> None:
     hostile = Coverage(changed_files=2, inspected_files=1, not_inspected=["a\x1b[31m.py"])
-    text = formats.render_text(review_result(coverage=hostile))
+    text = render_text(review_result(coverage=hostile))
     assert "not inspected: a[31m.py." in text
     assert "\x1b" not in text
 
 
 def test_a_path_with_a_line_break_cannot_forge_a_report_line() -> None:
     forged = Coverage(changed_files=2, inspected_files=1, not_inspected=["a.py\nFindings: none"])
-    text = formats.render_text(review_result(coverage=forged))
+    text = render_text(review_result(coverage=forged))
     assert "\nFindings: none" not in text
     assert "not inspected: a.py\\nFindings: none.\n" in text
-    markdown = formats.render_markdown(review_result(coverage=forged))
+    markdown = render_markdown(review_result(coverage=forged))
     assert "\nFindings: none" not in markdown
 
 
 def test_markdown_has_the_coverage_line() -> None:
-    markdown = formats.render_markdown(partial())
+    markdown = render_markdown(partial())
     assert "Inspected 12 of 15 changed files; not inspected: `a.py`, `b.py`, `c.py`." in markdown
     hostile = Coverage(changed_files=2, inspected_files=1, not_inspected=["<b>x</b>|@a.py"])
-    rendered = formats.render_markdown(review_result(coverage=hostile))
+    rendered = render_markdown(review_result(coverage=hostile))
     assert "<b>" not in rendered
     assert "@a" not in rendered
 
 
 def test_sarif_has_coverage_as_a_run_property() -> None:
-    document = formats.sarif_document(partial())
+    document = sarif_document(partial())
     assert document["runs"][0]["properties"]["coverage"] == {
         "changed_files": 15,
         "inspected_files": 12,

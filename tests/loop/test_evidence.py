@@ -18,7 +18,8 @@ from pr_review_api.loop.evidence import (
     ungrounded_count,
 )
 from pr_review_api.loop.prompts import EVIDENCE_RULES, system_prompt
-from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import FinalReview, Finding
 from pr_review_api.settings import MAX_NOTES
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY

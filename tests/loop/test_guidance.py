@@ -16,7 +16,8 @@ from pr_review_api.loop.guidance import (
     repository_guidance,
 )
 from pr_review_api.loop.repo_config import RepoConfig
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import load_settings
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitrepo import GitRepo

@@ -32,7 +32,8 @@ from pr_review_api.loop.repo_config import (
     excluded,
     parse_repo_config,
 )
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview, Finding, ReviewResult
 from pr_review_api.settings import load_settings
 from tests.fakes.provider_server import ScriptedProvider, stop_turn

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from pr_review_api.errors import InvalidPullRequestUrl, PullRequestNotFound
-from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY

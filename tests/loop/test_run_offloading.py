@@ -22,7 +22,8 @@ from pr_review_api.loop import review as review_module
 from pr_review_api.loop import verify
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.repo_config import NOTE_DROPPED
-from pr_review_api.loop.run import LocalTarget, PullRequestTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import load_settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY

@@ -18,12 +18,13 @@ from pr_review_api.errors import OpenCodeUnavailable, ReviewTimeout
 from pr_review_api.llm.testing import USAGE, ScriptedModel, stop_turn, tool_turn
 from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import engine as engine_module
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
 from pr_review_api.loop.verify import (
     MAX_VERDICT_EVIDENCE_BYTES,
     VERIFY_MAX_ROUNDS,
     VERIFY_SYSTEM_PROMPT,
 )
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import ReviewResult, Usage
 from pr_review_api.settings import MAX_NOTES, load_settings
 from pr_review_api.tools import TOOLS

@@ -19,7 +19,12 @@ from markdown_it.token import Token
 from pr_review_api import __version__
 from pr_review_api.model import SEVERITIES
 from pr_review_api.output import formats
+from pr_review_api.output.common import clean
 from pr_review_api.output.inert_markdown import WORD_JOINER, break_references
+from pr_review_api.output.json import render_json
+from pr_review_api.output.markdown import md_code, md_escape, md_inline, render_markdown
+from pr_review_api.output.sarif import render_sarif
+from pr_review_api.output.text import render_text
 from tests.github.test_publish_text import FORBIDDEN, GITHUB_RULES, rendered, visible_text
 from tests.results import (
     HEAD_SHA,
@@ -59,7 +64,7 @@ def test_json_keeps_hostile_text_exactly() -> None:
 
 
 def test_text_groups_findings_by_severity_most_severe_first() -> None:
-    text = formats.render_text(review_result(every_severity()))
+    text = render_text(review_result(every_severity()))
     headings = [text.index(f"\n{severity.upper()} (1)\n") for severity in SEVERITIES]
     assert headings == sorted(headings)
     titles = [text.index(f"{s.capitalize()} finding") for s in SEVERITIES]
@@ -67,7 +72,7 @@ def test_text_groups_findings_by_severity_most_severe_first() -> None:
 
 
 def test_text_shows_location_summary_notes_and_usage_footer() -> None:
-    text = formats.render_text(review_result())
+    text = render_text(review_result())
     assert "Review of acme/widget#7" in text
     assert PR_URL in text
     assert "src/widgets/service.py:42  Validation occurs after the write" in text
@@ -83,43 +88,43 @@ def test_text_shows_location_summary_notes_and_usage_footer() -> None:
 
 
 def test_text_location_without_a_line_is_the_path_alone() -> None:
-    text = formats.render_text(review_result([finding(path="README.md", line=None)]))
+    text = render_text(review_result([finding(path="README.md", line=None)]))
     assert "  README.md  Validation occurs after the write" in text
 
 
 def test_text_says_so_when_there_are_no_findings() -> None:
-    text = formats.render_text(review_result([], notes=[]))
+    text = render_text(review_result([], notes=[]))
     assert "Findings: no findings" in text
     assert "Notes" not in text
 
 
 def test_text_for_a_local_review_names_no_pull_request() -> None:
-    text = formats.render_text(review_result(pull_request=False))
+    text = render_text(review_result(pull_request=False))
     assert text.startswith("Review of a local repository\n")
 
 
 def test_text_has_no_colour_unless_asked() -> None:
-    assert not ANSI.search(formats.render_text(review_result(every_severity())))
+    assert not ANSI.search(render_text(review_result(every_severity())))
 
 
 def test_text_has_colour_when_asked_and_the_same_words() -> None:
     result = review_result(every_severity())
-    coloured = formats.render_text(result, color=True)
+    coloured = render_text(result, color=True)
     assert ANSI.search(coloured)
-    assert ANSI.sub("", coloured) == formats.render_text(result)
+    assert ANSI.sub("", coloured) == render_text(result)
 
 
 def test_text_strips_terminal_controls_and_bidi_overrides_from_model_text() -> None:
     hostile = finding(title=HOSTILE, explanation=HOSTILE, evidence=HOSTILE, path="a\x1bb.py")
     result = review_result([hostile], summary=HOSTILE, notes=[HOSTILE])
     for color in (False, True):
-        text = ANSI.sub("", formats.render_text(result, color=color))
+        text = ANSI.sub("", render_text(result, color=color))
         assert not UNSAFE.search(text.replace("\n", "")), color
         assert "[31mred[0m" in text  # the words stay, the escape character goes
 
 
 def test_text_with_trace_lists_rounds_and_tool_calls() -> None:
-    text = formats.render_text(review_result(trace=True))
+    text = render_text(review_result(trace=True))
     assert "round 1: finish_reason=tool_calls → execute_tools · 4,380 tokens" in text
     assert 'read_repository_file {"path":"src/widgets/service.py"' in text
     assert "→ ok, 6,240 bytes, 3 ms" in text
@@ -127,7 +132,7 @@ def test_text_with_trace_lists_rounds_and_tool_calls() -> None:
 
 
 def test_text_without_trace_has_no_trace_section() -> None:
-    assert "Trace" not in formats.render_text(review_result())
+    assert "Trace" not in render_text(review_result())
 
 
 # --- Markdown --------------------------------------------------------------------------------
@@ -149,7 +154,7 @@ def _inline_text(token: Token) -> str:
 def _expected_paragraphs(text: str) -> list[str]:
     """The paragraphs md_escape must show for `text`: cleaned, lines trimmed, GitHub's
     mention, reference and autolink filters defused (issue 9 item 8)."""
-    lines = [break_references(line.strip()) for line in formats.clean(text).split("\n")]
+    lines = [break_references(line.strip()) for line in clean(text).split("\n")]
     joined = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
     return [paragraph for paragraph in joined.split("\n\n") if paragraph]
 
@@ -162,7 +167,7 @@ def _rendered_paragraphs(markdown: str) -> list[str]:
 
 
 def test_markdown_escape_shows_hostile_text_literally() -> None:
-    escaped = formats.md_escape(HOSTILE)
+    escaped = md_escape(HOSTILE)
     assert _rendered_paragraphs(escaped) == _expected_paragraphs(HOSTILE)
     assert "<" not in escaped
     assert "\x1b" not in escaped
@@ -179,7 +184,7 @@ def test_markdown_escape_shows_hostile_text_literally() -> None:
     )
 )
 def test_markdown_escape_never_lets_text_become_markup(text: str) -> None:
-    assert _rendered_paragraphs(formats.md_escape(text)) == _expected_paragraphs(text)
+    assert _rendered_paragraphs(md_escape(text)) == _expected_paragraphs(text)
 
 
 @pytest.mark.parametrize("text", FORBIDDEN)
@@ -191,20 +196,20 @@ def test_markdown_report_text_matches_no_github_filter(text: str) -> None:
     result = result.model_copy(
         update={"review": result.review.model_copy(update={"summary": text, "notes": [text]})}
     )
-    shown = visible_text(rendered(formats.render_markdown(result)))
+    shown = visible_text(rendered(render_markdown(result)))
     shown = shown.replace("acme/widget#\u20607", "")  # the heading's own subject, defused
     for rule, pattern in GITHUB_RULES.items():
         assert pattern.search(shown) is None, (rule, text)
 
 
 def test_markdown_code_spans_only_plain_paths() -> None:
-    assert formats.md_code("src/app.py:42") == "`src/app.py:42`"
-    assert formats.md_code("a`b|c.py") == "a\\`b\\|c.py"
-    assert formats.md_code("x <y>.py") == "x &lt;y&gt;.py"
+    assert md_code("src/app.py:42") == "`src/app.py:42`"
+    assert md_code("a`b|c.py") == "a\\`b\\|c.py"
+    assert md_code("x <y>.py") == "x &lt;y&gt;.py"
 
 
 def test_markdown_has_heading_summary_and_a_section_per_severity() -> None:
-    markdown = formats.render_markdown(review_result(every_severity()))
+    markdown = render_markdown(review_result(every_severity()))
     # The subject is defused too: GitHub would turn `acme/widget#7` into a cross-reference.
     assert markdown.startswith(f"## pr-review: acme/widget#{WORD_JOINER}7\n")
     assert "### Summary\n\nValidation occurs after persistence." in markdown
@@ -224,13 +229,13 @@ def test_markdown_structure_survives_hostile_model_text() -> None:
         path="src/a|b `c`.py",
     )
     result = review_result([hostile, finding("low")], summary=HOSTILE, notes=[HOSTILE, "fine"])
-    tokens = _markdown().parse(formats.render_markdown(result))
+    tokens = _markdown().parse(render_markdown(result))
 
     headings = [
         (t.tag, tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open"
     ]
     assert [tag for tag, _ in headings] == ["h2", "h3", "h3", "h4", "h3", "h4", "h3"]
-    assert headings[3][1] == formats.md_inline(HOSTILE)
+    assert headings[3][1] == md_inline(HOSTILE)
     html = [t.content.strip() for t in tokens if t.type in {"html_block", "html_inline"}]
     assert all(re.fullmatch(r"</?sub>", fragment) for fragment in html), html
     inline_html = [
@@ -257,13 +262,13 @@ def test_markdown_structure_survives_hostile_model_text() -> None:
 
 
 def test_markdown_trace_is_a_collapsed_table() -> None:
-    markdown = formats.render_markdown(review_result(trace=True))
+    markdown = render_markdown(review_result(trace=True))
     assert "<details>\n<summary>Trace (2 rounds)</summary>" in markdown
     assert "| 1 | tool\\_calls | execute_tools | read\\_repository\\_file |" in markdown
 
 
 def test_markdown_footer_has_usage() -> None:
-    markdown = formats.render_markdown(review_result())
+    markdown = render_markdown(review_result())
     assert markdown.rstrip().endswith("8,760 tokens (8,400 prompt, 360 completion)</sub>")
 
 
@@ -278,7 +283,7 @@ def _sarif_validator() -> Any:
 
 
 def _sarif(result: Any) -> dict[str, Any]:
-    document: dict[str, Any] = json.loads(formats.render_sarif(result))
+    document: dict[str, Any] = json.loads(render_sarif(result))
     errors = sorted(_sarif_validator().iter_errors(document), key=str)
     assert not errors, [error.message for error in errors]
     return document
@@ -301,7 +306,7 @@ def test_sarif_validates_against_the_official_schema() -> None:
 
 
 def test_sarif_an_invalid_document_is_caught_by_the_validator() -> None:
-    document = json.loads(formats.render_sarif(review_result()))
+    document = json.loads(render_sarif(review_result()))
     document["runs"][0]["results"][0]["level"] = "critical"
     assert list(_sarif_validator().iter_errors(document))
 
@@ -403,7 +408,7 @@ def test_sarif_keeps_hostile_text_as_data() -> None:
 
 def test_render_dispatches_every_format() -> None:
     result = review_result()
-    assert formats.render(result, "text") == formats.render_text(result)
-    assert formats.render(result, "markdown") == formats.render_markdown(result)
-    assert formats.render(result, "sarif") == formats.render_sarif(result)
-    assert formats.render(result, "json") == formats.render_json(result.model_dump(mode="json"))
+    assert formats.render(result, "text") == render_text(result)
+    assert formats.render(result, "markdown") == render_markdown(result)
+    assert formats.render(result, "sarif") == render_sarif(result)
+    assert formats.render(result, "json") == render_json(result.model_dump(mode="json"))

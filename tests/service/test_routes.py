@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pr_review_api.loop.workspace import PullRequestTarget
-from pr_review_api.output.formats import render_json
+from pr_review_api.output.json import render_json
 from tests.results import PR_URL, as_json, review_result
 from tests.service.support import FakeReviewer, app_with, client_for, post_review
 

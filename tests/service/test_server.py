@@ -36,7 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 @contextmanager
 def guarded_server(app: Any, **bounds: Any) -> Iterator[int]:
     """Serve `app` with `server_config` (the guard included) on loopback; yield the port."""
-    from pr_review_api.service.app import server_config
+    from pr_review_api.service.server import server_config
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))

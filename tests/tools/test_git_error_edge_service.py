@@ -26,7 +26,8 @@ from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github import checkout
 from pr_review_api.loop import workspace as workspace_module
-from pr_review_api.loop.run import LocalTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings, load_settings
 from pr_review_api.tools.execute import REPOSITORY_UNREADABLE

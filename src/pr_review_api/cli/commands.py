@@ -29,19 +29,11 @@ from pr_review_api.cli.worker import worker as worker_command
 from pr_review_api.errors import ConfigurationError, Interrupted, InvalidRequest, ReviewError
 from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.loop.final_review import review_schema_json
-from pr_review_api.loop.run import (
-    LocalTarget,
-    PullRequestTarget,
-    ReviewTarget,
-    run_review,
-)
-from pr_review_api.output.formats import (
-    OUTPUT_FORMATS,
-    LocalSubject,
-    OutputFormat,
-    render,
-    render_json,
-)
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget, ReviewTarget
+from pr_review_api.output.common import OUTPUT_FORMATS, LocalSubject, OutputFormat
+from pr_review_api.output.formats import render
+from pr_review_api.output.json import render_json
 from pr_review_api.settings import load_settings
 
 EXIT_NO_REVIEW = 1
@@ -249,12 +241,13 @@ def serve(host: str, port: int) -> None:
     # Imported here: the web stack takes a while to load and only `serve` needs it.
     import uvicorn  # noqa: PLC0415
 
-    from pr_review_api.service.app import create_app, server_config  # noqa: PLC0415
+    from pr_review_api.service.app import create_app  # noqa: PLC0415
     from pr_review_api.service.server import (  # noqa: PLC0415
         StopRequested,
         StopSignals,
         configure_service_logging,
         listen_socket,
+        server_config,
     )
 
     try:

@@ -19,8 +19,8 @@ from pr_review_api.evaluation.corpus import BuiltCase, BuiltCorpus
 from pr_review_api.evaluation.scoring import Counts, Located, score_review
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.loop.evidence import ungrounded_count
-from pr_review_api.loop.run import LocalTarget, Progress, run_review
-from pr_review_api.loop.workspace import repository_store
+from pr_review_api.loop.run import Progress, run_review
+from pr_review_api.loop.workspace import LocalTarget, repository_store
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 

@@ -19,46 +19,18 @@ from pathlib import Path
 
 from pr_review_api.errors import ToolError
 from pr_review_api.git.blobs import ask_once
-from pr_review_api.git.entries import Entries, EntryKind, TreeEntry
 from pr_review_api.git.hunks import DIFF_CONFIG
 from pr_review_api.git.limits import Work
-from pr_review_api.git.paths import is_dot_git, split_path
-from pr_review_api.git.search import GREP_CONFIG, GrepMatch, grep
-from pr_review_api.git.search import parse_grep as _parse_grep
+from pr_review_api.git.search import GrepMatch, grep
 from pr_review_api.git.search_index.reader import SearchIndex
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.symlinks import ResolvedPath, resolve_in
 from pr_review_api.git.tree import (
-    MAX_DERIVED_CHANGES,
-    Snapshot,
-    derive_snapshot,
     files_under,
     is_searchable,
-    load_snapshot,
 )
 from pr_review_api.git_runner import GitError, check_exit, is_sha, run_git, stream_git
 from pr_review_api.settings import MAX_SOURCE_FILE_BYTES
-
-__all__ = [
-    "GREP_CONFIG",
-    "MAX_DERIVED_CHANGES",
-    "Entries",
-    "EntryKind",
-    "GrepMatch",
-    "PinnedRepository",
-    "RepositoryStore",
-    "ResolvedPath",
-    "Revisions",
-    "Snapshot",
-    "TreeEntry",
-    "_parse_grep",
-    "derive_snapshot",
-    "is_dot_git",
-    "load_snapshot",
-    "resolve_commit",
-    "resolve_in",
-    "split_path",
-]
 
 
 @dataclass(frozen=True, slots=True)

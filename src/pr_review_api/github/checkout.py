@@ -45,14 +45,9 @@ from urllib.parse import urlsplit
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
 from pr_review_api.git_runner import GitConfig, GitError, is_sha, run_git
 from pr_review_api.github.cache_files import Lease, heal, last_used, lock, tree_size
-from pr_review_api.github.client import (
-    GitHubClient,
-    PullRequestMetadata,
-    PullRequestRef,
-    fetch_metadata,
-    is_valid_branch_name,
-    parse_pull_request_url,
-)
+from pr_review_api.github.client import GitHubClient, fetch_metadata
+from pr_review_api.github.metadata import PullRequestMetadata, is_valid_branch_name
+from pr_review_api.github.urls import PullRequestRef, parse_pull_request_url
 from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
 

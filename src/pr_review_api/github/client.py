@@ -34,21 +34,11 @@ from pr_review_api import __version__
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
 from pr_review_api.github.credentials import Credentials, credentials_from_settings
 from pr_review_api.github.metadata import (
-    MAX_BODY_BYTES,
-    MAX_TITLE_CHARS,
     PullRequestMetadata,
-    is_valid_branch_name,
     parse_metadata,
 )
 from pr_review_api.github.urls import (
-    MAX_OWNER_CHARS,
-    MAX_PULL_NUMBER,
-    MAX_REPO_CHARS,
-    MAX_URL_CHARS,
     PullRequestRef,
-    is_valid_owner,
-    is_valid_repo,
-    parse_pull_request_url,
 )
 from pr_review_api.http import (
     ACCEPTED_ENCODINGS,
@@ -60,28 +50,6 @@ from pr_review_api.http import (
 )
 from pr_review_api.jsonutil import dumps_compact
 from pr_review_api.settings import Settings
-
-__all__ = [
-    "GITHUB_API_VERSION",
-    "MAX_BODY_BYTES",
-    "MAX_METADATA_RESPONSE_BYTES",
-    "MAX_OWNER_CHARS",
-    "MAX_PULL_NUMBER",
-    "MAX_REPO_CHARS",
-    "MAX_TITLE_CHARS",
-    "MAX_URL_CHARS",
-    "GitHubClient",
-    "GitHubResponse",
-    "PullRequestMetadata",
-    "PullRequestRef",
-    "fetch_metadata",
-    "is_rate_limited",
-    "is_valid_branch_name",
-    "is_valid_owner",
-    "is_valid_repo",
-    "parse_pull_request_url",
-    "rate_limit_wait",
-]
 
 logger = logging.getLogger(__name__)
 

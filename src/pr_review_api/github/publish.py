@@ -38,15 +38,12 @@ from pr_review_api.github.history import (
     MAX_LIST_PAGES,
     PostWire,
     PublishFailure,
-    ReReview,
     prior_state,
-    re_review,
     status_failure,
 )
 from pr_review_api.github.ledger import HeadKey, PublishLedger
 from pr_review_api.github.placement import (
     RANK,
-    Placed,
     Placement,
     fingerprint_of,
     line_texts,
@@ -68,20 +65,6 @@ logger = logging.getLogger(__name__)
 MAX_POST_ATTEMPTS = 5
 DEFAULT_RATE_LIMIT_WAIT_SECONDS = 60
 DEADLINE_MARGIN_SECONDS = 0.5
-
-__all__ = [
-    "Placed",
-    "Placement",
-    "ReReview",
-    "fingerprint_of",
-    "place",
-    "prior_state",
-    "publish",
-    "publish_result",
-    "re_review",
-    "render_body",
-    "render_comment",
-]
 
 
 async def _post(

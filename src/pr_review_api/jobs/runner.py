@@ -17,8 +17,8 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.ledger import PublishLedger
-from pr_review_api.loop.run import PullRequestTarget, run_review
-from pr_review_api.loop.workspace import repository_store
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import PullRequestTarget, repository_store
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:

@@ -32,7 +32,6 @@ from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.review import final_review, same_tree
 from pr_review_api.loop.workspace import (
     LocalTarget,
-    PullRequestTarget,
     ReviewTarget,
     prepare,
     published_before,
@@ -45,15 +44,6 @@ from pr_review_api.settings import Settings
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
 
-# The targets live in loop/workspace.py; callers import them from here, beside run_review.
-__all__ = [
-    "LocalTarget",
-    "Progress",
-    "ProgressCallback",
-    "PullRequestTarget",
-    "ReviewTarget",
-    "run_review",
-]
 
 NO_CHANGES_SUMMARY = (
     "The head commit has the same tree as the merge base: there are no changes to review."

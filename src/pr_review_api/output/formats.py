@@ -14,46 +14,15 @@ from __future__ import annotations
 
 from pr_review_api.model import ReviewResult
 from pr_review_api.output.common import (
-    OUTPUT_FORMATS,
     LocalSubject,
     OutputFormat,
-    clean,
-    location,
-    severity_counts,
 )
 from pr_review_api.output.json import render_json
-from pr_review_api.output.markdown import md_code, md_escape, md_inline, render_markdown
+from pr_review_api.output.markdown import render_markdown
 from pr_review_api.output.sarif import (
-    SARIF_LEVELS,
-    SARIF_SCHEMA_URI,
-    TOOL_NAME,
     render_sarif,
-    sarif_document,
-    sarif_uri,
 )
 from pr_review_api.output.text import render_text
-
-__all__ = [
-    "OUTPUT_FORMATS",
-    "SARIF_LEVELS",
-    "SARIF_SCHEMA_URI",
-    "TOOL_NAME",
-    "LocalSubject",
-    "OutputFormat",
-    "clean",
-    "location",
-    "md_code",
-    "md_escape",
-    "md_inline",
-    "render",
-    "render_json",
-    "render_markdown",
-    "render_sarif",
-    "render_text",
-    "sarif_document",
-    "sarif_uri",
-    "severity_counts",
-]
 
 
 def render(

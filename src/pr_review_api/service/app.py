@@ -28,24 +28,12 @@ from pr_review_api.github.client import GitHubClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.metrics import Metrics
-from pr_review_api.service.body import MAX_REQUEST_BODY_BYTES
-from pr_review_api.service.dependencies import QUEUE_STATE_KEY, Reviewer, ReviewSlots, get_reviewer
-from pr_review_api.service.errors import error_response, install_error_handlers
+from pr_review_api.service.dependencies import QUEUE_STATE_KEY, ReviewSlots
+from pr_review_api.service.errors import install_error_handlers
 from pr_review_api.service.metrics_route import install_metrics_route
 from pr_review_api.service.middleware import AccessLog
 from pr_review_api.service.routes import add_routes
-from pr_review_api.service.server import server_config
 from pr_review_api.settings import Settings, load_settings
-
-__all__ = [
-    "MAX_REQUEST_BODY_BYTES",
-    "ReviewSlots",
-    "Reviewer",
-    "create_app",
-    "error_response",
-    "get_reviewer",
-    "server_config",
-]
 
 
 def create_app(settings: Settings | None = None, *, metrics: Metrics | None = None) -> FastAPI:

@@ -18,7 +18,8 @@ from pr_review_api.errors import ServerBusy
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.loop.run import run_review
+from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.metrics import Metrics
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings

@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.run import PullRequestTarget
+from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.service.auth import require_service_key
 from pr_review_api.service.body import review_request

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pr_review_api.git.repository import split_path
+from pr_review_api.git.paths import split_path
 
 
 def escaped_bytes(text: str) -> int:

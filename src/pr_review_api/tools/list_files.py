@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pr_review_api.errors import ToolError
-from pr_review_api.git.repository import PinnedRepository, split_path
+from pr_review_api.git.paths import split_path
+from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import compact_size
 from pr_review_api.settings import MAX_TOOL_RESULT_BYTES
 from pr_review_api.tools.arguments import ListFilesArguments
