@@ -49,6 +49,9 @@ MAX_ACCUMULATED_TOOL_CONTENT_BYTES = 1024 * 1024
 MAX_FINDINGS = 100
 MAX_NOTES = 100
 MAX_FINAL_TEXT_BYTES = 8 * 1024
+# CONTRACT 14: a suggestion replaces at most this many lines with at most 8 KiB of text.
+MAX_SUGGESTION_LINES = 50
+MAX_SUGGESTION_BYTES = 8 * 1024
 
 # --- Trace limits (seed: "Trace interpretation") ---
 MAX_TRACE_PREVIEW_BYTES = 4 * 1024
@@ -159,6 +162,8 @@ class Settings(BaseSettings):
     review_inline_diff_bytes: int = Field(default=0, ge=0, le=1024 * 1024)
     # Issue 13 item 7: each finding confirmed or refuted in its own short tool loop.
     review_verify_findings: bool = False
+    # CONTRACT 14: findings may carry a committable replacement (loop/suggestions.py).
+    review_suggestions: bool = False
     # Service mode (CONTRACT 11; jobs/). The URL may carry a password: a secret.
     pr_review_database_url: SecretStr | None = None
     pr_review_data_dir: Path = Path("~/.local/share/pr-review")

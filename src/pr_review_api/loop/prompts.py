@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 
 from pr_review_api.jsonutil import truncate_utf8
-from pr_review_api.loop.final_review import FINAL_REVIEW_SCHEMA
+from pr_review_api.loop.final_review import final_review_schema
 from pr_review_api.loop.repo_config import instructions_block
 from pr_review_api.settings import MAX_PROMPT_CHANGED_FILES, MAX_PROMPT_DESCRIPTION_BYTES
 
@@ -37,9 +37,26 @@ Final review JSON schema:
 """
 
 
-def system_prompt() -> str:
-    """The system message: rules and the exact final-review schema."""
-    return SYSTEM_PROMPT_RULES + json.dumps(FINAL_REVIEW_SCHEMA, indent=2)
+# REVIEW_SUGGESTIONS (CONTRACT 14): when a finding should carry a committable fix, and when not.
+SUGGESTION_RULES = """\
+- A finding may carry a "suggestion": a fix the author can commit with one click. Give one \
+only for a small, local fix of the finding's own lines: start_line..end_line of the file at the \
+head commit (read them first; the finding's line lies inside them, at most 50 lines), and \
+replacement, the exact new text of those lines with their indentation, without line numbers \
+or Markdown. The fixed file must still parse. Give "suggestion": null when the fix is a design \
+change, needs code elsewhere, or you are not sure of the exact lines.
+"""
+_SCHEMA_HEADING = "\nFinal review JSON schema:\n"
+
+
+def system_prompt(*, suggestions: bool = False) -> str:
+    """The system message: rules and the exact final-review schema (with `suggestion` and
+    its rule when REVIEW_SUGGESTIONS is on; byte for byte as before when off)."""
+    if not suggestions:
+        return SYSTEM_PROMPT_RULES + json.dumps(final_review_schema(), indent=2)
+    rules = SYSTEM_PROMPT_RULES.removesuffix(_SCHEMA_HEADING) + SUGGESTION_RULES
+    schema = json.dumps(final_review_schema(suggestions=True), indent=2)
+    return rules + _SCHEMA_HEADING + schema
 
 
 @dataclass(frozen=True)

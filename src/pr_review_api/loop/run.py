@@ -229,7 +229,7 @@ class _ReviewLoop:
         self.deadline = deadline
         self.progress = progress
         self.messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt()},
+            {"role": "system", "content": system_prompt(suggestions=settings.review_suggestions)},
             {"role": "user", "content": user_message(prepared.context)},
         ]
         self.seen_ids: set[str] = set()
@@ -259,6 +259,7 @@ class _ReviewLoop:
                             parse_final_review,
                             tolerant=self.settings.review_tolerant_final_json,
                             unreadable=self.prepared.unreadable,
+                            suggestions=self.settings.review_suggestions,
                         ),
                         turn.content,
                         self.prepared.repository,
