@@ -40,6 +40,19 @@ def dropped_note(index: int, rule: str) -> str:
     return f"The suggestion of finding {index} was dropped ({rule}): {RULES[rule]}."
 
 
+def dropped_rules(review: FinalReview) -> list[str]:
+    """The rule of each suggestion a review's notes say was dropped (for the evaluation): a
+    note counts only when it is exactly `dropped_note` of a finding that has no suggestion."""
+    notes = set(review.notes)
+    return [
+        rule
+        for index, finding in enumerate(review.findings, start=1)
+        if finding.offered() is None
+        for rule in RULES
+        if dropped_note(index, rule) in notes
+    ]
+
+
 @dataclass(frozen=True)
 class HeadText:
     """A file's text at the head, split as an editor numbers its lines."""
