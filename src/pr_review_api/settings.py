@@ -52,6 +52,8 @@ MAX_FINAL_TEXT_BYTES = 8 * 1024
 # CONTRACT 14: a suggestion replaces at most this many lines with at most 8 KiB of text.
 MAX_SUGGESTION_LINES = 50
 MAX_SUGGESTION_BYTES = 8 * 1024
+# The parses that prove one review's suggestions keep the file parsing share this many seconds.
+MAX_SYNTAX_CHECK_SECONDS = 20.0
 
 # --- Trace limits (seed: "Trace interpretation") ---
 MAX_TRACE_PREVIEW_BYTES = 4 * 1024

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from pr_review_api.cli.commands import main
 from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.loop import suggestions
 from pr_review_api.loop.final_review import (
     FINAL_REVIEW_SCHEMA,
     FinalReviewRejected,
@@ -203,3 +204,17 @@ def test_the_schema_command_follows_the_setting() -> None:
     assert json.loads(on.output) == final_review_schema(suggestions=True)
     off = runner.invoke(main, ["schema", "review"], env={"REVIEW_SUGGESTIONS": "false"})
     assert off.output == review_schema_json() + "\n"
+
+
+def test_parses_past_the_reviews_budget_drop_the_suggestion(
+    repository: PinnedRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(suggestions, "MAX_SYNTAX_CHECK_SECONDS", -1.0)
+    review = parsed(
+        repository,
+        finding(fix(2, 2, "    validate(user)  # first")),
+        finding(fix(3, 3, "    store(user)  # again"), line=3),
+        finding(fix(1, 1, "line one"), path="src/long.txt", line=1),  # not parsed: kept
+    )
+    assert [f.offered() is None for f in review.findings] == [True, True, False]
+    assert review.notes == ["kept", dropped_note(1, "syntax_time"), dropped_note(2, "syntax_time")]

@@ -12,13 +12,19 @@ This runs where the line check runs: inside `parse_final_review`, on a worker th
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from pr_review_api.errors import InvalidRepository, ReviewError, ToolError
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.loop.syntax import language_of, syntax_errors
+from pr_review_api.loop.syntax import ParseTooSlow, SyntaxBaseline, language_of
 from pr_review_api.model import FinalReview, Finding, Suggestion
-from pr_review_api.settings import MAX_NOTES, MAX_SUGGESTION_BYTES, MAX_SUGGESTION_LINES
+from pr_review_api.settings import (
+    MAX_NOTES,
+    MAX_SUGGESTION_BYTES,
+    MAX_SUGGESTION_LINES,
+    MAX_SYNTAX_CHECK_SECONDS,
+)
 from pr_review_api.tools.execute import map_git_errors
 
 # Rule name -> what the note says the suggestion did. Fixed words: never the model's text.
@@ -32,6 +38,10 @@ RULES: dict[str, str] = {
     "unchanged": "its replacement does not change the lines it replaces",
     "line": "the finding's line is outside the lines it replaces",
     "syntax": "the file with it applied has more syntax errors than the file at the head",
+    "syntax_time": (
+        f"its file could not be parsed within the review's {MAX_SYNTAX_CHECK_SECONDS:g} "
+        "seconds for syntax checks"
+    ),
 }
 
 
@@ -100,15 +110,12 @@ def check_suggestions(
     unreadable: type[ReviewError] = InvalidRepository,
 ) -> FinalReview:
     """Every finding with its suggestion kept or set to null; one note per one dropped."""
+    checker = _Checker(repository, unreadable)
     findings: list[Finding] = []
     notes = list(review.notes)
     for index, finding in enumerate(review.findings, start=1):
         suggestion = finding.offered()
-        rule = (
-            None
-            if suggestion is None
-            else _broken_rule(finding, suggestion, repository, unreadable)
-        )
+        rule = None if suggestion is None else checker.broken_rule(finding, suggestion)
         if rule is not None:
             suggestion = None
             if len(notes) < MAX_NOTES:  # the review's bound holds; the rest are not noted
@@ -117,50 +124,64 @@ def check_suggestions(
     return review.model_copy(update={"findings": findings, "notes": notes})
 
 
-def _broken_rule(
-    finding: Finding,
-    suggestion: Suggestion,
-    repository: PinnedRepository,
-    unreadable: type[ReviewError],
-) -> str | None:
-    """The first rule of RULES the suggestion breaks, or None."""
-    if not finding.path:
-        return "path"
-    start, end = suggestion.start_line, suggestion.end_line
-    if end < start or end - start + 1 > MAX_SUGGESTION_LINES:
-        return "range"
-    head = _head_text(finding.path, repository, unreadable)
-    if head is None or end > len(head.lines):
-        return "range"
-    if len(suggestion.replacement.encode("utf-8", "surrogatepass")) > MAX_SUGGESTION_BYTES:
-        return "size"
-    if suggestion_lines(suggestion.replacement) == head.replaced(start, end):
-        return "unchanged"
-    if finding.line is not None and not start <= finding.line <= end:
-        return "line"
-    if not _parses_as_well(finding.path, head, suggestion):
-        return "syntax"
-    return None
+class _Checker:
+    """The checks of one review's suggestions; each file is read, and parsed, once."""
 
+    def __init__(self, repository: PinnedRepository, unreadable: type[ReviewError]) -> None:
+        self.repository = repository
+        self.unreadable = unreadable
+        self.heads: dict[str, HeadText | None] = {}
+        self.baselines: dict[str, SyntaxBaseline | None] = {}  # None: too slow to parse
+        # Every parse of this review's suggestions shares one budget (loop/syntax.py).
+        self.deadline = time.monotonic() + MAX_SYNTAX_CHECK_SECONDS
 
-def _head_text(
-    path: str, repository: PinnedRepository, unreadable: type[ReviewError]
-) -> HeadText | None:
-    """The file's text at the head, or None when it is not UTF-8 text within 1 MiB."""
-    try:
-        with map_git_errors(unreadable):
-            text = repository.read_source(repository.resolve_file(path))
-    except ToolError:
+    def broken_rule(self, finding: Finding, suggestion: Suggestion) -> str | None:
+        """The first rule of RULES the suggestion breaks, or None."""
+        if not finding.path:
+            return "path"
+        start, end = suggestion.start_line, suggestion.end_line
+        if end < start or end - start + 1 > MAX_SUGGESTION_LINES:
+            return "range"
+        head = self._head_text(finding.path)
+        if head is None or end > len(head.lines):
+            return "range"
+        if len(suggestion.replacement.encode("utf-8", "surrogatepass")) > MAX_SUGGESTION_BYTES:
+            return "size"
+        if suggestion_lines(suggestion.replacement) == head.replaced(start, end):
+            return "unchanged"
+        if finding.line is not None and not start <= finding.line <= end:
+            return "line"
+        try:
+            if not self._parses_as_well(finding.path, head, suggestion):
+                return "syntax"
+        except ParseTooSlow:
+            return "syntax_time"
         return None
-    return HeadText.of(text)
 
+    def _head_text(self, path: str) -> HeadText | None:
+        """The file's text at the head, or None when it is not UTF-8 text within 1 MiB."""
+        if path not in self.heads:
+            try:
+                with map_git_errors(self.unreadable):
+                    text = self.repository.read_source(self.repository.resolve_file(path))
+            except ToolError:
+                self.heads[path] = None
+            else:
+                self.heads[path] = HeadText.of(text)
+        return self.heads[path]
 
-def _parses_as_well(path: str, head: HeadText, suggestion: Suggestion) -> bool:
-    """Whether the patched file has no more syntax errors than the head's (a language we
-    parse), or True for any other file."""
-    language = language_of(path)
-    if language is None:
-        return True
-    after = head.applied(suggestion).encode("utf-8", "surrogatepass")
-    before = head.text.encode("utf-8", "surrogatepass")
-    return syntax_errors(language, after) <= syntax_errors(language, before)
+    def _parses_as_well(self, path: str, head: HeadText, suggestion: Suggestion) -> bool:
+        """Whether the patched file has no more syntax errors than the head's (a language
+        we parse), or True for any other file."""
+        language = language_of(path)
+        if language is None:
+            return True
+        if path not in self.baselines:
+            self.baselines[path] = None  # stays None when the head's parse is too slow
+            source = head.text.encode("utf-8", "surrogatepass")
+            self.baselines[path] = SyntaxBaseline(language, source, self.deadline)
+        baseline = self.baselines[path]
+        if baseline is None:
+            raise ParseTooSlow
+        after = head.applied(suggestion).encode("utf-8", "surrogatepass")
+        return baseline.errors_with(after, self.deadline) <= baseline.errors
