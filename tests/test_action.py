@@ -68,6 +68,7 @@ def test_the_action_installs_the_locked_versions_and_publishes_the_review(
         "INPUT_BASE_URL": scripted_provider.base_url,
         "INPUT_MODEL": "",
         "PR_REVIEW_MAX_INLINE_COMMENTS": "30",
+        "REVIEW_SUGGESTIONS": "true",
         "WANT_SARIF": "false",
         "ACTION_PATH": str(ROOT),
         "PR_REVIEW_CACHE_DIR": str(runner_temp / "pr-review-cache"),
