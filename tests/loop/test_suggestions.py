@@ -3,7 +3,10 @@ never the finding or the review; off, a suggestion is an unknown field as in sec
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +14,7 @@ from click.testing import CliRunner
 
 from pr_review_api.cli.commands import main
 from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop import suggestions
 from pr_review_api.loop.final_review import (
     FINAL_REVIEW_SCHEMA,
@@ -20,8 +24,11 @@ from pr_review_api.loop.final_review import (
     review_schema_json,
 )
 from pr_review_api.loop.prompts import system_prompt
+from pr_review_api.loop.run import LocalTarget, run_review
 from pr_review_api.loop.suggestions import RULES, HeadText, dropped_note
+from pr_review_api.loop.syntax import SyntaxBaseline
 from pr_review_api.model import FinalReview, Suggestion
+from pr_review_api.settings import load_settings
 from tests.gitrepo import FILE, GitRepo
 
 SERVICE = "def save(user):\n    validate(user)\n    store(user)\n    return user\n"
@@ -218,3 +225,28 @@ def test_parses_past_the_reviews_budget_drop_the_suggestion(
     )
     assert [f.offered() is None for f in review.findings] == [True, True, False]
     assert review.notes == ["kept", dropped_note(1, "syntax_time"), dropped_note(2, "syntax_time")]
+
+
+def test_the_syntax_proof_runs_on_a_worker_thread(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = repo.commit_files({"src/service.py": "pass\n"})
+    head = repo.commit_files({"src/service.py": SERVICE})
+    threads: list[str] = []
+    real = SyntaxBaseline
+
+    def recording(language: str, source: bytes, deadline: float) -> SyntaxBaseline:
+        threads.append(threading.current_thread().name)
+        return real(language, source, deadline)
+
+    monkeypatch.setattr(suggestions, "SyntaxBaseline", recording)
+    reply = {"summary": "s", "findings": [finding(fix(2, 3, "    store(validate(user))"))]}
+    model = ScriptedModel(stop_turn({**reply, "notes": []}))
+    settings = load_settings(
+        opencode_api_key="key", review_suggestions=True, pr_review_cache_dir=tmp_path / "c"
+    )
+    target = LocalTarget(repo.path, base, head)
+    result = asyncio.run(run_review(target, settings, model=model))
+    assert result.review.findings[0].offered() is not None
+    assert threads
+    assert threading.main_thread().name not in threads
