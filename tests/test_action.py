@@ -101,6 +101,7 @@ def _inputs(pull_url: str, provider: ScriptedProvider, **changed: str) -> dict[s
         "INPUT_FAIL_ON": "",
         "PR_REVIEW_CHECK_RUNS": "true",
         "FAIL_STEP_ON_CHECK": "false",
+        "REVIEW_SUGGESTIONS": "true",
         "WANT_SARIF": "false",
         "ACTION_PATH": str(ROOT),
         "PR_REVIEW_CACHE_DIR": "RUNNER_TEMP/pr-review-cache",

@@ -11,7 +11,16 @@ import hashlib
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import (
+    MISSING,
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from pr_review_api.jsonutil import truncate_utf8
 from pr_review_api.settings import (
@@ -35,8 +44,28 @@ def _bounded_text(value: str) -> str:
 BoundedText = Annotated[str, AfterValidator(_bounded_text)]
 
 
+# `model_validate(..., context=SUGGESTIONS_OFF)`: a finding's `suggestion` is an unknown field,
+# as it is in CONTRACT 8 (REVIEW_SUGGESTIONS off).
+SUGGESTIONS_OFF = {"suggestions": False}
+
+
+class Suggestion(BaseModel):
+    """A committable replacement of lines `start_line`..`end_line` of the finding's file at the
+    head (CONTRACT 14). Bounds beyond the types are loop/suggestions.py's checks, which drop a
+    suggestion rather than fail the review."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    start_line: Annotated[int, Field(ge=1)]
+    end_line: Annotated[int, Field(ge=1)]
+    replacement: str
+
+
 class Finding(BaseModel):
-    """One problem the model found, tied to a file and optionally a line."""
+    """One problem the model found, tied to a file and optionally a line.
+
+    `suggestion` is MISSING (absent from every document, byte for byte as CONTRACT 8) unless
+    REVIEW_SUGGESTIONS is on; then it is null or a checked `Suggestion`."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -47,6 +76,18 @@ class Finding(BaseModel):
     line: Annotated[int, Field(ge=1)] | None
     evidence: BoundedText
     recommendation: BoundedText
+    suggestion: Suggestion | MISSING | None = MISSING
+
+    @field_validator("suggestion", mode="before")
+    @classmethod
+    def _known_only_when_on(cls, value: object, info: ValidationInfo) -> object:
+        if info.context == SUGGESTIONS_OFF:
+            raise PydanticCustomError("extra_forbidden", "Extra inputs are not permitted")
+        return value
+
+    def offered(self) -> Suggestion | None:
+        """The suggestion the finding carries, if any (absent and null alike: None)."""
+        return None if self.suggestion is MISSING else self.suggestion
 
     def fingerprint(self, line_text: str | None = None) -> str:
         """Stable for the same path, severity, title and text of the anchored line, whatever the

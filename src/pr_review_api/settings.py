@@ -49,6 +49,11 @@ MAX_ACCUMULATED_TOOL_CONTENT_BYTES = 1024 * 1024
 MAX_FINDINGS = 100
 MAX_NOTES = 100
 MAX_FINAL_TEXT_BYTES = 8 * 1024
+# CONTRACT 14: a suggestion replaces at most this many lines with at most 8 KiB of text.
+MAX_SUGGESTION_LINES = 50
+MAX_SUGGESTION_BYTES = 8 * 1024
+# The parses that prove one review's suggestions keep the file parsing share this many seconds.
+MAX_SYNTAX_CHECK_SECONDS = 20.0
 
 # --- Trace limits (seed: "Trace interpretation") ---
 MAX_TRACE_PREVIEW_BYTES = 4 * 1024
@@ -166,6 +171,8 @@ class Settings(BaseSettings):
     review_verify_findings: bool = False
     # Issue 29 item 1: findings must quote code the model received (loop/evidence.py).
     review_require_evidence: bool = False
+    # CONTRACT 14: findings may carry a committable replacement (loop/suggestions.py).
+    review_suggestions: bool = False
     # Service mode (CONTRACT 11; jobs/). The URL may carry a password: a secret.
     pr_review_database_url: SecretStr | None = None
     pr_review_data_dir: Path = Path("~/.local/share/pr-review")

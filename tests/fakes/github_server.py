@@ -371,6 +371,13 @@ class FakeGitHub:
     def right_lines(self, owner: str, repo: str, number: int) -> dict[str, set[int]]:
         """Per new path, the RIGHT-side lines GitHub accepts: inside a hunk of the diff from the
         merge base to the head, computed with git (renames detected, 3 lines of context)."""
+        return {
+            path: {line for hunk in hunks for line in hunk}
+            for path, hunks in self.right_hunks(owner, repo, number).items()
+        }
+
+    def right_hunks(self, owner: str, repo: str, number: int) -> dict[str, list[range]]:
+        """Per new path, each hunk's RIGHT-side lines: a multi-line comment must lie in one."""
         pull = self._pulls[(owner, repo, number)]
         bare = pull.origin.bare
         merge_base = git(bare, "merge-base", pull.base_sha, pull.head_sha)
@@ -396,8 +403,8 @@ class FakeGitHub:
                 "HOME": os.devnull,
             },
         ).stdout.decode("utf-8", "replace")
-        lines: dict[str, set[int]] = {}
-        current: set[int] | None = None
+        lines: dict[str, list[range]] = {}
+        current: list[range] | None = None
         remaining = 0
         for line in diff.split("\n"):
             if remaining > 0:
@@ -407,15 +414,13 @@ class FakeGitHub:
             if line.startswith("+++ "):
                 name = line[4:].rstrip("\t")
                 current = (
-                    None
-                    if name == "/dev/null"
-                    else lines.setdefault(name.removeprefix("b/"), set())
+                    None if name == "/dev/null" else lines.setdefault(name.removeprefix("b/"), [])
                 )
             elif line.startswith("@@ ") and current is not None:
                 new_range = line.split(" ")[2].removeprefix("+")
                 start, _, count = new_range.partition(",")
                 size = 1 if not count else int(count)
-                current.update(range(int(start), int(start) + size))
+                current.append(range(int(start), int(start) + size))
                 remaining = size
         return lines
 
@@ -742,15 +747,16 @@ class _Handler(BaseHTTPRequestHandler):
         comments = payload.get("comments", [])
         if not comments:
             return None
-        right = fake.right_lines(*key)
+        hunks = fake.right_hunks(*key)
         for comment in comments:
             line = comment.get("line")
             if comment.get("side") != "RIGHT" or not isinstance(line, int):
                 return "side and line are required"
             if len(comment.get("body", "")) > 65536:
                 return "comment body is too long"
-            if line not in right.get(comment.get("path"), set()):
-                return "Pull request review thread line must be part of the diff"
+            problem = _range_problem(comment, hunks.get(comment.get("path"), []))
+            if problem is not None:
+                return problem
         return None
 
     def _git(
@@ -828,6 +834,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+def _range_problem(comment: dict[str, Any], hunks: list[range]) -> str | None:
+    """GitHub's rules for a comment's lines: `line` (and `start_line`, which must come before
+    it, with `start_side` only beside it) on the RIGHT side of one hunk: no deleted line, no
+    range across hunks."""
+    line = comment["line"]
+    start = comment.get("start_line", line)
+    if "start_side" in comment and "start_line" not in comment:
+        return "start_side requires start_line"
+    if "start_line" in comment:
+        if not isinstance(start, int) or start >= line:
+            return "start_line must precede line"
+        if comment.get("start_side") not in (None, "RIGHT"):
+            return "start_side must be RIGHT here"
+    if not any(start in hunk and line in hunk for hunk in hunks):
+        if any(line in hunk for hunk in hunks):
+            return "Pull request review thread start_line must be in the same hunk as line"
+        return "Pull request review thread line must be part of the diff"
+    return None
 
 
 @pytest.fixture

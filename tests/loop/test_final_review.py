@@ -206,7 +206,8 @@ def test_schema_matches_the_model_on_required_fields() -> None:
     item = FINAL_REVIEW_SCHEMA["properties"]["findings"]["items"]
     from pr_review_api.model import Finding
 
-    assert set(item["required"]) == set(Finding.model_fields)
+    # `suggestion` is CONTRACT 14's, not section 8's (tests/loop/test_suggestions.py).
+    assert set(item["required"]) == set(Finding.model_fields) - {"suggestion"}
     assert FINAL_REVIEW_SCHEMA["additionalProperties"] is False
     assert item["additionalProperties"] is False
 

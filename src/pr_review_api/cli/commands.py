@@ -294,7 +294,12 @@ def schema(which: str) -> None:
 
         click.echo(json.dumps(TOOLS, indent=2))
     else:
-        click.echo(review_schema_json())
+        # The schema the model is given: with `suggestion` when REVIEW_SUGGESTIONS is on.
+        try:
+            settings = load_settings()
+        except ReviewError as exc:
+            _fail(exc, "text")
+        click.echo(review_schema_json(suggestions=settings.review_suggestions))
 
 
 main.add_command(eval_command)

@@ -95,11 +95,15 @@ class CaseSource(_Strict):
 
 
 class GoldenIssue(_Strict):
-    """A planted defect: a file at the head, a line range (inclusive), one sentence."""
+    """A planted defect: a file at the head, a line range (inclusive), one sentence, and
+    optionally the fixed text of those lines."""
 
     path: Annotated[str, Field(min_length=1)]
     lines: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]]
     issue: Annotated[str, Field(min_length=1)]
+    # The fixed text of `lines` (lines joined by \n; "" deletes them), when the base holds
+    # the correct code: a kept suggestion that makes it counts as a fix (CONTRACT 14).
+    fix: Annotated[str, Field(max_length=8192)] | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> GoldenIssue:
@@ -434,4 +438,7 @@ def check_case(folder: Path, case: BuiltCase) -> list[str]:
             problems.append(f"{case.id}: {shown} is not inside the diff")
         elif not wanted & changed:
             problems.append(f"{case.id}: {shown} touches no changed line")
+        lines = text.split("\n")
+        if issue.fix is not None and issue.fix == "\n".join(lines[issue.start - 1 : issue.end]):
+            problems.append(f"{case.id}: {shown} has a fix that changes nothing")
     return problems

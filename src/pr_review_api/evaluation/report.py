@@ -17,7 +17,7 @@ from typing import Any
 
 from pr_review_api.evaluation import bootstrap
 from pr_review_api.evaluation.runner import FINAL_REVIEW, CaseReport, ReviewOutcome
-from pr_review_api.evaluation.scoring import Counts
+from pr_review_api.evaluation.scoring import Counts, SuggestionCounts
 from pr_review_api.settings import Settings
 
 # Settings that change what a review does; recorded so that two reports can be compared.
@@ -33,6 +33,7 @@ REPORTED_SETTINGS = (
     "review_inline_diff_bytes",
     "review_verify_findings",
     "review_require_evidence",
+    "review_suggestions",
 )
 
 
@@ -73,6 +74,21 @@ def _figures(outcomes: Sequence[ReviewOutcome]) -> dict[str, Any]:
         "wall_seconds": round(wall, 3),
         "wall_seconds_per_review": round(wall / per, 3),
         "coverage": _ratio(sum(known) / len(known)) if known else None,
+        "suggestions": _suggestion_figures(
+            sum((o.suggestions for o in outcomes), SuggestionCounts())
+        ),
+    }
+
+
+def _suggestion_figures(counts: SuggestionCounts) -> dict[str, Any]:
+    """CONTRACT 14: suggestions offered, kept, dropped by rule; fixes of golden issues."""
+    return {
+        "offered": counts.offered,
+        "kept": counts.kept,
+        "dropped": dict(counts.dropped),
+        "golden_with_fix": counts.golden_with_fix,
+        "fixes": counts.fixes,
+        "fix_rate": _ratio(counts.fix_rate),
     }
 
 
@@ -187,6 +203,8 @@ def render_text(document: dict[str, Any]) -> str:
     dropped = document["total"]["ungrounded_dropped"]
     if dropped or settings.get("review_require_evidence"):
         out.append(f"Findings dropped for evidence quoting no code the model received: {dropped}.")
+    if settings.get("review_suggestions"):
+        out.append(_suggestions_line(document["total"]["suggestions"]))
     out.append(
         f"Model {settings['opencode_model']}; {document['runs']} run(s) per case; "
         "final is the share that ended final_review; precision and recall match by path "
@@ -206,6 +224,15 @@ def _intervals_line(total: dict[str, Any]) -> str:
     return (
         f"95% bootstrap intervals over the {total['cases']} cases "
         f"({bootstrap.RESAMPLES} resamples, seed {bootstrap.SEED}): " + ", ".join(parts) + "."
+    )
+
+
+def _suggestions_line(figures: dict[str, Any]) -> str:
+    dropped = ", ".join(f"{rule} {n}" for rule, n in figures["dropped"].items()) or "none"
+    return (
+        f"Suggestions: {figures['offered']} offered, {figures['kept']} kept, dropped {dropped}; "
+        f"{figures['fixes']} of {figures['golden_with_fix']} golden issues with a fix fixed "
+        f"(rate {_cell(figures['fix_rate'])})."
     )
 
 

@@ -9,17 +9,28 @@ reports had seen when it ended (the failing turn's own usage may be missing).
 
 from __future__ import annotations
 
+import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pr_review_api.errors import ReviewError
 from pr_review_api.evaluation.corpus import BuiltCase, BuiltCorpus
-from pr_review_api.evaluation.scoring import Counts, Located, score_review
+from pr_review_api.evaluation.scoring import (
+    Counts,
+    Kept,
+    Located,
+    SuggestionCounts,
+    fix_count,
+    score_review,
+)
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.loop.evidence import ungrounded_count
 from pr_review_api.loop.run import Progress, run_review
+from pr_review_api.loop.suggestions import dropped_rules
 from pr_review_api.loop.workspace import LocalTarget, repository_store
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
@@ -42,6 +53,7 @@ class ReviewOutcome:
     coverage: float | None  # inspected share of changed files, when the review reports it
     # Findings REVIEW_REQUIRE_EVIDENCE dropped (loop/evidence.py), read from the review's notes.
     ungrounded: int = 0
+    suggestions: SuggestionCounts = field(default_factory=SuggestionCounts)
 
 
 @dataclass(frozen=True)
@@ -87,15 +99,64 @@ async def review_case(
     except Exception:  # a bug ends this review, never the whole evaluation
         reason = "internal_error"
     else:
-        return _scored(case, run, result, time.perf_counter() - started)
+        wall = time.perf_counter() - started
+        suggestions = _suggestions(folder / case.repository, case, result)
+        return _scored(case, run, result, wall, suggestions)
     wall = time.perf_counter() - started
     counts = score_review([], case.golden)
+    missed = SuggestionCounts(golden_with_fix=_with_fix(case))
     return ReviewOutcome(
-        case.id, run, reason, [], counts, seen["tokens"], seen["round"], wall, None
+        case.id,
+        run,
+        reason,
+        [],
+        counts,
+        seen["tokens"],
+        seen["round"],
+        wall,
+        None,
+        suggestions=missed,
     )
 
 
-def _scored(case: BuiltCase, run: int, result: ReviewResult, wall: float) -> ReviewOutcome:
+def _with_fix(case: BuiltCase) -> int:
+    return sum(1 for issue in case.golden if issue.fix is not None)
+
+
+def _suggestions(repository: Path, case: BuiltCase, result: ReviewResult) -> SuggestionCounts:
+    """Kept, dropped by rule, and fixes of one review's suggestions (CONTRACT 14)."""
+    kept = [
+        Kept(f.path, s.start_line, s.end_line, s.replacement)
+        for f in result.review.findings
+        if (s := f.offered()) is not None
+    ]
+    fixable = {issue.path for issue in case.golden if issue.fix is not None}
+    wanted = fixable & {k.path for k in kept}
+    heads = _head_lines(repository, case.head, wanted)
+    return SuggestionCounts(
+        kept=len(kept),
+        dropped=dict(sorted(Counter(dropped_rules(result.review)).items())),
+        golden_with_fix=_with_fix(case),
+        fixes=fix_count(kept, case.golden, heads),
+    )
+
+
+def _head_lines(repository: Path, head: str, paths: set[str]) -> dict[str, list[str]]:
+    """The lines of each path at the case's head (a file that cannot be read is left out)."""
+    lines: dict[str, list[str]] = {}
+    for path in sorted(paths):
+        try:
+            found = run_git(repository / ".git", ["cat-file", "blob", f"{head}:{path}"], timeout=30)
+        except (GitError, OSError, subprocess.SubprocessError):
+            continue
+        text = found.stdout.decode("utf-8", "replace").replace("\r\n", "\n")
+        lines[path] = text.removesuffix("\n").split("\n")
+    return lines
+
+
+def _scored(
+    case: BuiltCase, run: int, result: ReviewResult, wall: float, suggestions: SuggestionCounts
+) -> ReviewOutcome:
     findings = [Located(f.path, f.line) for f in result.review.findings]
     return ReviewOutcome(
         case_id=case.id,
@@ -108,6 +169,7 @@ def _scored(case: BuiltCase, run: int, result: ReviewResult, wall: float) -> Rev
         wall_seconds=wall,
         coverage=coverage_share(result),
         ungrounded=ungrounded_count(result.review.notes),
+        suggestions=suggestions,
     )
 
 

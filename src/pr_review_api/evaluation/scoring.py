@@ -1,5 +1,10 @@
 """Matching findings with golden issues, and precision, recall and F1 (CONTRACT section 13).
 
+Suggestions (CONTRACT 14) are counted too: offered, kept, dropped by rule, and fixes: a golden
+issue with a `fix` is fixed when a kept suggestion on its file, over lines that meet the issue's,
+turns the head's file into the file with the issue's lines replaced by the fix (compared token
+by token, whitespace aside), each suggestion fixing at most one issue.
+
 A finding matches a golden issue when the paths are equal and the finding's line lies within
 the issue's lines widened by `LINE_SLACK` on each side; a null line never matches. Each golden
 issue is matched at most once and each finding counts for at most one issue; among the ways
@@ -15,8 +20,9 @@ findings, the false positives, so a report can say which of the two a model's no
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from pr_review_api.evaluation.corpus import GoldenIssue
 
@@ -121,3 +127,78 @@ def score_review(findings: Sequence[Located], golden: Sequence[GoldenIssue]) -> 
         if index not in matched and any(matches(finding, issue) for issue in golden)
     )
     return Counts(len(findings), len(owner), len(golden), len(owner), duplicates)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A kept suggestion: the lines it replaces in a file at the head, and with what."""
+
+    path: str
+    start_line: int
+    end_line: int
+    replacement: str
+
+
+def _replaced(lines: Sequence[str], start: int, end: int, text: str) -> list[str]:
+    """The file's whitespace-separated tokens once lines start..end become `text`."""
+    new = [] if text == "" else text.split("\n")
+    return " ".join([*lines[: start - 1], *new, *lines[end:]]).split()
+
+
+def fix_count(
+    kept: Sequence[Kept], golden: Sequence[GoldenIssue], heads: Mapping[str, Sequence[str]]
+) -> int:
+    """Golden issues with a `fix` that a kept suggestion makes; `heads` is the lines of each
+    file at the head (a file missing from it fixes nothing)."""
+    used: set[int] = set()
+    fixed = 0
+    for issue in golden:
+        lines = heads.get(issue.path)
+        if issue.fix is None or lines is None or issue.end > len(lines):
+            continue
+        wanted = _replaced(lines, issue.start, issue.end, issue.fix)
+        for index, suggestion in enumerate(kept):
+            if index in used or suggestion.path != issue.path:
+                continue
+            if suggestion.start_line > issue.end or suggestion.end_line < issue.start:
+                continue
+            if suggestion.end_line > len(lines):
+                continue
+            made = _replaced(
+                lines, suggestion.start_line, suggestion.end_line, suggestion.replacement
+            )
+            if made == wanted:
+                used.add(index)
+                fixed += 1
+                break
+    return fixed
+
+
+@dataclass(frozen=True)
+class SuggestionCounts:
+    """Sums over reviews: suggestions offered (kept + dropped), kept, dropped by rule, golden
+    issues that have a `fix`, and those a kept suggestion fixed."""
+
+    kept: int = 0
+    dropped: Mapping[str, int] = field(default_factory=dict)
+    golden_with_fix: int = 0
+    fixes: int = 0
+
+    @property
+    def offered(self) -> int:
+        return self.kept + sum(self.dropped.values())
+
+    @property
+    def fix_rate(self) -> float | None:
+        """Fixed golden issues over golden issues with a fix; None when none has one."""
+        return self.fixes / self.golden_with_fix if self.golden_with_fix else None
+
+    def __add__(self, other: SuggestionCounts) -> SuggestionCounts:
+        dropped = Counter(self.dropped)
+        dropped.update(other.dropped)
+        return SuggestionCounts(
+            self.kept + other.kept,
+            dict(sorted(dropped.items())),
+            self.golden_with_fix + other.golden_with_fix,
+            self.fixes + other.fixes,
+        )

@@ -64,10 +64,18 @@ class FileHunks:
     context: set[int] = field(default_factory=set)
     deleted_lines: int = 0
     binary: bool = False
+    # Each hunk's right-side lines, first and last (a hunk of deletions only has none).
+    hunks: list[tuple[int, int]] = field(default_factory=list)
 
     def anchors(self, line: int) -> bool:
         """Whether a RIGHT-side comment on `line` lands inside one of this file's hunks."""
         return line in self.added or line in self.context
+
+    def spans(self, start: int, end: int) -> bool:
+        """Whether RIGHT-side lines `start`..`end` all lie in one hunk: the range GitHub
+        accepts for a multi-line comment (every right-side line of a hunk is added or
+        context)."""
+        return any(first <= start <= end <= last for first, last in self.hunks)
 
 
 def unquote_path(raw: bytes) -> bytes:
@@ -156,6 +164,8 @@ class _Parser:
                 self.old_left = 1 if match[2] is None else int(match[2])
                 self.new_left = 1 if match[4] is None else int(match[4])
                 self.right = int(match[3])
+                if self.current is not None and self.new_left > 0:
+                    self.current.hunks.append((self.right, self.right + self.new_left - 1))
 
     def _new_file(self, line: bytes) -> None:
         path = _header_path(line[4:], b"b/")

@@ -5,7 +5,8 @@
 only from reviews and comments whose author is the publishing identity (CONTRACT section 10):
 anyone can write the same text in a comment of their own, and it must change nothing. Model
 text can never contain a marker of ours: `markdown.escape` turns its `<` into `\\<`, and the
-pattern below refuses a marker preceded by a backslash.
+pattern below refuses a marker preceded by a backslash. A suggestion's replacement, which a
+code block shows exactly, is never posted raw when it holds one (`holds_marker`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 _MARKER = re.compile(r"(?<!\\)<!-- pr-review:(head|finding)=([0-9a-f]{16,64}) -->")
+
+
+def holds_marker(text: str) -> bool:
+    """Whether raw text (a suggestion's replacement, shown unescaped in a code block) would
+    read as one of our markers: such text is never posted raw."""
+    return _MARKER.search(text) is not None
 
 
 def head_marker(sha: str) -> str:

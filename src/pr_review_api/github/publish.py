@@ -43,11 +43,13 @@ from pr_review_api.github.history import (
 )
 from pr_review_api.github.ledger import HeadKey, PublishLedger
 from pr_review_api.github.placement import (
-    RANK,
+    Placed,
     Placement,
     fingerprint_of,
     line_texts,
     place,
+    placed_order,
+    suggestion_texts,
 )
 from pr_review_api.github.review_text import render_body, render_comment
 from pr_review_api.github.urls import PullRequestRef
@@ -182,7 +184,8 @@ async def _publish(  # noqa: PLR0913  (as publish)
     hunks = await asyncio.to_thread(diff_hunks, git_dir, merge_base, head, wanted)
     texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
     fingerprints = [fingerprint_of(f, texts) for f in findings]
-    placement = place(findings, hunks, fingerprints, posted, max_inline)
+    replaced = await asyncio.to_thread(suggestion_texts, git_dir, head, findings)
+    placement = place(findings, hunks, fingerprints, posted, max_inline, texts=replaced)
     status, created, placement = await _attempts(
         result, ref, github, placement, deadline=deadline, installation_id=installation_id
     )
@@ -233,10 +236,7 @@ async def _attempts(
         # GitHub refused a comment's line (it never says which): everything in the body.
         logger.info("GitHub refused the inline comments; posting every finding in the body")
         placement = Placement(
-            body=sorted(
-                [*placement.inline, *placement.body],
-                key=lambda p: (RANK[p.finding.severity], p.finding.path, p.finding.line or 0),
-            ),
+            body=sorted([*placement.inline, *placement.body], key=placed_order),
             skipped=placement.skipped,
         )
         payload = await asyncio.to_thread(_payload, result, placement)
@@ -256,16 +256,16 @@ def _payload(result: ReviewResult, placement: Placement) -> dict[str, Any]:
         "commit_id": result.revisions.head_sha,
         "event": "COMMENT",
         "body": body,
-        "comments": [
-            {
-                "path": p.finding.path,
-                "line": p.finding.line,
-                "side": "RIGHT",
-                "body": render_comment(p),
-            }
-            for p in placement.inline
-        ],
+        "comments": [_comment(p) for p in placement.inline],
     }
+
+
+def _comment(placed: Placed) -> dict[str, Any]:
+    """An inline comment; a committable suggestion's spans its lines (CONTRACT 14)."""
+    comment: dict[str, Any] = {"path": placed.finding.path}
+    if placed.start_line is not None:
+        comment |= {"start_line": placed.start_line, "start_side": "RIGHT"}
+    return comment | {"line": placed.line, "side": "RIGHT", "body": render_comment(placed)}
 
 
 async def publish_result(

@@ -13,24 +13,43 @@ from pr_review_api.model import (
     SEVERITIES,
     ReviewResult,
 )
-from pr_review_api.output.common import coverage_line
-from pr_review_api.output.inert_markdown import escape, escape_inline
+from pr_review_api.output.common import coverage_line, suggestion_diff, suggestion_heading
+from pr_review_api.output.inert_markdown import WORD_JOINER, code_block, escape, escape_inline
 
 MAX_BODY_CHARS = 60_000  # GitHub refuses bodies over 65,536 characters
 
 
 def render_comment(placed: Placed) -> str:
-    """The body of an inline comment."""
+    """The body of an inline comment; a committable suggestion's ends with its block."""
     finding = placed.finding
-    return "\n\n".join(
-        [
-            f"**{finding.severity}** · {escape_inline(finding.title)}",
-            escape(finding.explanation),
-            f"**Evidence:** {escape(finding.evidence)}",
-            f"**Recommendation:** {escape(finding.recommendation)}",
-            finding_marker(placed.fingerprint),
-        ]
-    )
+    parts = [
+        f"**{finding.severity}** · {escape_inline(finding.title)}",
+        escape(finding.explanation),
+        f"**Evidence:** {escape(finding.evidence)}",
+        f"**Recommendation:** {escape(finding.recommendation)}",
+        finding_marker(placed.fingerprint),
+    ]
+    suggestion = placed.suggestion
+    if suggestion is not None and placed.committable:
+        # Exact: GitHub commits this text as is (CONTRACT 14); the fence keeps it in the block.
+        parts.append(code_block("suggestion", suggestion.replacement))
+    elif suggestion is not None:
+        parts += _diff_block(placed)
+    return "\n\n".join(parts)
+
+
+def _diff_block(placed: Placed, indent: str = "") -> list[str]:
+    """A suggestion that is not committable here, as a diff in a code block."""
+    suggestion = placed.suggestion
+    assert suggestion is not None
+    where = suggestion_heading(suggestion)
+    diff = suggestion_diff(suggestion, placed.replaced)
+    # Shown raw, text that would read as one of our markers is broken (github/markers.py).
+    diff = diff.replace("<!--", "<" + WORD_JOINER + "!--")
+    return [
+        f"{indent}**Suggested change** ({where}, not committable here):",
+        code_block("diff", diff, indent),
+    ]
 
 
 def _body_entry(placed: Placed) -> str:
@@ -44,6 +63,7 @@ def _body_entry(placed: Placed) -> str:
             "",
             "  **Recommendation:** " + escape(finding.recommendation).replace("\n", "\n  "),
             "  " + finding_marker(placed.fingerprint),
+            *(["", *_diff_block(placed, "  ")] if placed.suggestion is not None else []),
         ]
     )
 

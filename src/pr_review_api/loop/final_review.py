@@ -7,6 +7,7 @@ finding names an existing regular file at the head commit with a line inside tha
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -15,8 +16,15 @@ from pydantic import ValidationError
 from pr_review_api.errors import InvalidModelResponse, InvalidRepository, ReviewError, ToolError
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
-from pr_review_api.model import SEVERITIES, FinalReview
-from pr_review_api.settings import MAX_FINAL_TEXT_BYTES, MAX_FINDINGS, MAX_NOTES
+from pr_review_api.loop.suggestions import check_suggestions
+from pr_review_api.model import SEVERITIES, SUGGESTIONS_OFF, FinalReview
+from pr_review_api.settings import (
+    MAX_FINAL_TEXT_BYTES,
+    MAX_FINDINGS,
+    MAX_NOTES,
+    MAX_SUGGESTION_BYTES,
+    MAX_SUGGESTION_LINES,
+)
 from pr_review_api.tools.execute import map_git_errors
 
 _TEXT = {"type": "string", "maxLength": MAX_FINAL_TEXT_BYTES}
@@ -65,6 +73,41 @@ FINAL_REVIEW_SCHEMA: dict[str, Any] = {
 }
 
 
+# CONTRACT 14 (REVIEW_SUGGESTIONS on): a finding may carry this; it is not required.
+SUGGESTION_SCHEMA: dict[str, Any] = {
+    "description": (
+        "Optional. A small fix of this finding's own lines that the author can commit as is: "
+        "lines start_line..end_line (inclusive, 1-based) of the finding's file at the head "
+        "commit, replaced by replacement (lines joined by \\n, exact indentation, no Markdown "
+        'fence; "" deletes them). At most '
+        f"{MAX_SUGGESTION_LINES} lines; the finding's line, when not null, lies in the range. "
+        "null when the fix is not local to these lines."
+    ),
+    "anyOf": [
+        {"type": "null"},
+        {
+            "type": "object",
+            "properties": {
+                "start_line": {"type": "integer", "minimum": 1},
+                "end_line": {"type": "integer", "minimum": 1},
+                "replacement": {"type": "string", "maxLength": MAX_SUGGESTION_BYTES},
+            },
+            "required": ["start_line", "end_line", "replacement"],
+            "additionalProperties": False,
+        },
+    ],
+}
+
+
+def final_review_schema(*, suggestions: bool = False) -> dict[str, Any]:
+    """The schema the model is given: section 8's exactly, or with `suggestion` (CONTRACT 14)."""
+    if not suggestions:
+        return FINAL_REVIEW_SCHEMA
+    schema = copy.deepcopy(FINAL_REVIEW_SCHEMA)
+    schema["properties"]["findings"]["items"]["properties"]["suggestion"] = SUGGESTION_SCHEMA
+    return schema
+
+
 _AGAIN = (
     " Reply with the final review only: one JSON object matching the schema in the system "
     "message, with no Markdown fence and no text before or after it."
@@ -76,6 +119,7 @@ SCHEMA_NAMES = frozenset(
         *FINAL_REVIEW_SCHEMA["properties"]["findings"]["items"]["properties"],
     }
 )
+SUGGESTION_NAMES = SCHEMA_NAMES | {"suggestion", *SUGGESTION_SCHEMA["anyOf"][1]["properties"]}
 _FENCE = "```"
 
 
@@ -97,12 +141,15 @@ def parse_final_review(
     *,
     tolerant: bool = False,
     unreadable: type[ReviewError] = InvalidRepository,
+    suggestions: bool = False,
 ) -> FinalReview:
     """Apply every stop-turn check to a stop turn's content.
 
     With `tolerant` (REVIEW_TOLERANT_FINAL_JSON), one JSON object inside one Markdown code
     fence, closed or not, is unwrapped first. Paths come back in canonical form (CONTRACT 8).
     A git failure while checking paths and lines raises `unreadable` (`map_git_errors`).
+    With `suggestions` (REVIEW_SUGGESTIONS), a finding may carry a suggestion; each is then
+    checked (loop/suggestions.py), and one that fails is dropped with a note, never rejected.
     """
     if not isinstance(content, str) or not content.strip():
         raise FinalReviewRejected(
@@ -124,10 +171,15 @@ def parse_final_review(
             "The final review was not valid JSON.", "Your final review was not valid JSON." + _AGAIN
         ) from None
     try:
-        review = FinalReview.model_validate(document)
+        review = FinalReview.model_validate(
+            document, context=None if suggestions else SUGGESTIONS_OFF
+        )
     except ValidationError as exc:
-        raise _schema_problem(exc) from None
-    return _check_locations(review, repository, unreadable)
+        raise _schema_problem(exc, SUGGESTION_NAMES if suggestions else SCHEMA_NAMES) from None
+    review = _check_locations(review, repository, unreadable)
+    if not suggestions:
+        return review
+    return check_suggestions(review, repository, unreadable)
 
 
 def unwrap_fence(text: str) -> str | None:
@@ -145,7 +197,7 @@ def unwrap_fence(text: str) -> str | None:
     return body
 
 
-def _schema_problem(exc: ValidationError) -> FinalReviewRejected:
+def _schema_problem(exc: ValidationError, names: frozenset[str]) -> FinalReviewRejected:
     """The first schema error, named in our own field names and indexes only."""
     first = exc.errors()[0]
     loc = list(first["loc"])
@@ -155,13 +207,13 @@ def _schema_problem(exc: ValidationError) -> FinalReviewRejected:
     for part in loc:
         if isinstance(part, int):
             parts.append(str(part))
-        elif part in SCHEMA_NAMES:
+        elif part in names:
             parts.append(part)
         else:
             break  # a union's tag or anything else that is not a name of ours
     where = ".".join(parts) or "the top level"
     if unknown:
-        field = f'the unknown field "{name}"' if name in SCHEMA_NAMES else "an unknown field"
+        field = f'the unknown field "{name}"' if name in names else "an unknown field"
         return FinalReviewRejected(
             f"The final review has {field} at {where}.",
             f"Your final review has {field} at {where}." + _AGAIN,
@@ -209,6 +261,6 @@ def _check_locations(
     return review.model_copy(update={"findings": findings})
 
 
-def review_schema_json() -> str:
+def review_schema_json(*, suggestions: bool = False) -> str:
     """The final-review JSON schema as `pr-review schema review` prints it."""
-    return json.dumps(FINAL_REVIEW_SCHEMA, indent=2)
+    return json.dumps(final_review_schema(suggestions=suggestions), indent=2)

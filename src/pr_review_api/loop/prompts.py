@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 
 from pr_review_api.jsonutil import truncate_utf8
-from pr_review_api.loop.final_review import FINAL_REVIEW_SCHEMA
+from pr_review_api.loop.final_review import final_review_schema
 from pr_review_api.loop.repo_config import instructions_block
 from pr_review_api.settings import MAX_PROMPT_CHANGED_FILES, MAX_PROMPT_DESCRIPTION_BYTES
 
@@ -54,16 +54,31 @@ a minor defect with little impact; "info" is an observation worth knowing, not a
 _FINAL_RULE = "- When you are done, reply with the final review only"
 
 
-def system_prompt(*, require_evidence: bool = False) -> str:
+# REVIEW_SUGGESTIONS (CONTRACT 14): when a finding should carry a committable fix, and when not.
+SUGGESTION_RULES = """\
+- A finding may carry a "suggestion": a fix the author can commit with one click. Give one \
+only for a small, local fix of the finding's own lines: start_line..end_line of the file at the \
+head commit (read them first; the finding's line lies inside them, at most 50 lines), and \
+replacement, the exact new text of those lines with their indentation, without line numbers \
+or Markdown. The fixed file must still parse. Give "suggestion": null when the fix is a design \
+change, needs code elsewhere, or you are not sure of the exact lines.
+"""
+_SCHEMA_HEADING = "\nFinal review JSON schema:\n"
+
+
+def system_prompt(*, require_evidence: bool = False, suggestions: bool = False) -> str:
     """The system message: rules and the exact final-review schema.
 
-    `require_evidence` adds EVIDENCE_RULES; without it the message is exactly as before the
-    setting existed (a test holds it byte for byte).
+    `require_evidence` adds EVIDENCE_RULES before the final-review rule; `suggestions`
+    (REVIEW_SUGGESTIONS) adds SUGGESTION_RULES and `suggestion` to the schema. With neither, the
+    message is exactly as before those settings existed (tests hold it byte for byte).
     """
     rules = SYSTEM_PROMPT_RULES
     if require_evidence:
         rules = rules.replace(_FINAL_RULE, EVIDENCE_RULES + _FINAL_RULE, 1)
-    return rules + json.dumps(FINAL_REVIEW_SCHEMA, indent=2)
+    if suggestions:
+        rules = rules.removesuffix(_SCHEMA_HEADING) + SUGGESTION_RULES + _SCHEMA_HEADING
+    return rules + json.dumps(final_review_schema(suggestions=suggestions), indent=2)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ class ReviewPolicy:
                     parse_final_review,
                     tolerant=engine.settings.review_tolerant_final_json,
                     unreadable=engine.prepared.unreadable,
+                    suggestions=engine.settings.review_suggestions,
                 ),
                 turn.content,
                 engine.prepared.repository,
@@ -79,7 +80,10 @@ async def first_messages(engine: Engine) -> list[dict[str, Any]]:
         user = await engine.store.run(_with_diff, engine.prepared, engine.coverage, limit)
     else:
         user = user_message(engine.prepared.context)
-    system = system_prompt(require_evidence=engine.settings.review_require_evidence)
+    settings = engine.settings
+    system = system_prompt(
+        require_evidence=settings.review_require_evidence, suggestions=settings.review_suggestions
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

@@ -4,12 +4,19 @@ cleaning, and the counts and lines the reports repeat."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pr_review_api.jsonutil import dumps_compact
-from pr_review_api.model import SEVERITIES, Coverage, Finding, ReviewResult, Severity
+from pr_review_api.model import (
+    SEVERITIES,
+    Coverage,
+    Finding,
+    ReviewResult,
+    Severity,
+    Suggestion,
+)
 
 OutputFormat = Literal["text", "json", "markdown", "sarif"]
 
@@ -109,3 +116,19 @@ def coverage_line(coverage: Coverage, path: Callable[[str], str] = str) -> str:
 def _one_line(path: str) -> str:
     """A path that keeps a report line one line: git allows line breaks in names."""
     return path.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+
+
+def suggestion_heading(suggestion: Suggestion) -> str:
+    """Which lines a suggestion replaces, in words: "lines 3-5" or "line 3"."""
+    start, end = suggestion.start_line, suggestion.end_line
+    return f"line {start}" if start == end else f"lines {start}-{end}"
+
+
+def suggestion_diff(suggestion: Suggestion, replaced: Sequence[str] | None = None) -> str:
+    """A kept suggestion as a small diff (CONTRACT 14): a hunk header, `-` each line it replaces
+    (when the head's text is at hand) and `+` each line of its replacement."""
+    start, end = suggestion.start_line, suggestion.end_line
+    new = [] if suggestion.replacement == "" else suggestion.replacement.split("\n")
+    header = f"@@ -{start},{end - start + 1} +{start},{len(new)} @@"
+    old = [] if replaced is None else ["-" + line for line in replaced]
+    return "\n".join([header, *old, *("+" + line for line in new)])

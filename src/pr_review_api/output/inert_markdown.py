@@ -67,3 +67,17 @@ def escape(text: str) -> str:
 def escape_inline(text: str) -> str:
     """`text` on one line (a title, a path): line breaks become spaces."""
     return escape(" ".join(text.split()))
+
+
+_BACKTICK_RUN = re.compile(r"`+")
+
+
+def code_block(info: str, text: str, indent: str = "") -> str:
+    """`text` exactly, in a fenced code block (CONTRACT 14): fenced with more backticks than
+    any run inside it (three at least), so no line of it can close the block; inside a block
+    Markdown and GitHub's mentions and references are not read. `indent` prefixes every line,
+    fence and blank lines included, so that a block inside a list item stays inside it."""
+    longest = max((len(run) for run in _BACKTICK_RUN.findall(text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    lines = [fence + info, *text.split("\n"), fence]
+    return "\n".join(indent + line for line in lines)

@@ -16,9 +16,11 @@ from pr_review_api.output.common import (
     location,
     severity_counts,
     subject,
+    suggestion_diff,
+    suggestion_heading,
     usage_line,
 )
-from pr_review_api.output.inert_markdown import break_references
+from pr_review_api.output.inert_markdown import break_references, code_block
 
 _ICONS: Mapping[Severity, str] = {
     "critical": "🔴",
@@ -96,15 +98,19 @@ def _md_overview(result: ReviewResult) -> str:
 
 
 def _md_finding(finding: Finding) -> str:
-    return "\n\n".join(
-        [
-            f"#### {md_inline(finding.title)}",
-            md_code(location(finding)),
-            md_escape(finding.explanation),
-            f"**Evidence:** {md_escape(finding.evidence)}",
-            f"**Recommendation:** {md_escape(finding.recommendation)}",
-        ]
-    )
+    parts = [
+        f"#### {md_inline(finding.title)}",
+        md_code(location(finding)),
+        md_escape(finding.explanation),
+        f"**Evidence:** {md_escape(finding.evidence)}",
+        f"**Recommendation:** {md_escape(finding.recommendation)}",
+    ]
+    suggestion = finding.offered()
+    if suggestion is not None:
+        # Inside a fence no Markdown, mention or reference is read; controls are dropped.
+        diff = code_block("diff", clean(suggestion_diff(suggestion)))
+        parts += [f"**Suggested change** ({suggestion_heading(suggestion)}):", diff]
+    return "\n\n".join(parts)
 
 
 def _md_trace(trace: list[TraceTurn]) -> str:

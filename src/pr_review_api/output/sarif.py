@@ -9,7 +9,8 @@ from typing import Any
 from urllib.parse import quote
 
 from pr_review_api import __version__
-from pr_review_api.model import SEVERITIES, Finding, ReviewResult, Severity
+from pr_review_api.model import SEVERITIES, Finding, ReviewResult, Severity, Suggestion
+from pr_review_api.output.common import suggestion_heading
 
 TOOL_NAME = "pr-review"
 # No `informationUri`: it is optional in SARIF 2.1.0, and the project has no public home page
@@ -90,7 +91,7 @@ def _sarif_result(finding: Finding) -> dict[str, Any]:
         f"{finding.title}\n\n{finding.explanation}\n\nEvidence: {finding.evidence}\n\n"
         f"Recommendation: {finding.recommendation}"
     )
-    return {
+    sarif: dict[str, Any] = {
         "ruleId": _rule_id(finding.severity),
         "ruleIndex": SEVERITIES.index(finding.severity),
         "level": SARIF_LEVELS[finding.severity],
@@ -98,6 +99,32 @@ def _sarif_result(finding: Finding) -> dict[str, Any]:
         "locations": [{"physicalLocation": physical}],
         "partialFingerprints": {"prReviewFinding/v1": _fingerprint(finding)},
         "properties": {"severity": finding.severity, "title": finding.title},
+    }
+    suggestion = finding.offered()
+    if suggestion is not None:
+        sarif["fixes"] = [_sarif_fix(finding.path, suggestion)]
+    return sarif
+
+
+def _sarif_fix(path: str, suggestion: Suggestion) -> dict[str, Any]:
+    """A kept suggestion as a SARIF fix (CONTRACT 14): the whole lines start..end, without the
+    last one's line break (a region without columns, SARIF 3.30.5), become the replacement."""
+    return {
+        "description": {"text": f"Suggested change ({suggestion_heading(suggestion)})."},
+        "artifactChanges": [
+            {
+                "artifactLocation": {"uri": sarif_uri(path), "uriBaseId": "%SRCROOT%"},
+                "replacements": [
+                    {
+                        "deletedRegion": {
+                            "startLine": suggestion.start_line,
+                            "endLine": suggestion.end_line,
+                        },
+                        "insertedContent": {"text": suggestion.replacement},
+                    }
+                ],
+            }
+        ],
     }
 
 

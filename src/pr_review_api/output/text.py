@@ -19,6 +19,8 @@ from pr_review_api.output.common import (
     coverage_line,
     location,
     subject,
+    suggestion_diff,
+    suggestion_heading,
     usage_line,
 )
 
@@ -99,6 +101,13 @@ def _append_text_finding(report: Text, finding: Finding) -> None:
     report.append(_indented(finding.evidence, 6).lstrip() + "\n")
     report.append("      Recommendation: ", style="italic")
     report.append(_indented(finding.recommendation, 6).lstrip() + "\n")
+    suggestion = finding.offered()
+    if suggestion is not None:
+        report.append(
+            f"      Suggested change ({suggestion_heading(suggestion)}):\n", style="italic"
+        )
+        # Kept exact but for controls and bidi overrides, like every text of the report.
+        report.append(_indented(suggestion_diff(suggestion), 8) + "\n")
 
 
 def _append_text_trace(report: Text, trace: list[TraceTurn]) -> None:
