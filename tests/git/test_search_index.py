@@ -459,6 +459,7 @@ def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
         f"""
         import time
         from pathlib import Path
+        from pr_review_api.git.repository import PinnedRepository
         from pr_review_api.git.search_index import build
         from pr_review_api.git.store import RepositoryStore
         build.BATCH_BLOBS = 10
@@ -471,7 +472,8 @@ def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
         store = RepositoryStore(cache_dir=Path({str(cache)!r}))
         store.indexes.min_bytes = 0
         store.indexes.inline_bytes = 0
-        pinned = PinnedRepository.open(Path({str(repo.git_dir)!r}), {head!r}, {head!r}, store=store)
+        git_dir = Path({str(repo.git_dir)!r})
+        pinned = PinnedRepository.open(git_dir, {head!r}, {head!r}, store=store)
         assert pinned._search_index() is None
         time.sleep(60)
         """
