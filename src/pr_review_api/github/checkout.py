@@ -1,8 +1,9 @@
 """The repository cache: one bare object store per repository, shared by concurrent reviews.
 
 `open_pull_request` is the entry point the review loop uses: parse the URL, read the
-metadata, then fetch and pin the two commits under the repository's locks. The repository
-stays protected from eviction until the context exits.
+metadata, then fetch and pin the two commits under the repository's locks, as the GitHub
+client's identity (its credentials' token; `github/credentials.py`). The repository stays
+protected from eviction until the context exits.
 
 Layout under PR_REVIEW_CACHE_DIR (every name is ours; none comes from a request):
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import logging
 import os
@@ -42,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pydantic import SecretStr
+
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
 from pr_review_api.git.runner import GitConfig, GitError, is_sha, run_git
 from pr_review_api.github.cache_files import Lease, heal, last_used, lock, tree_size
@@ -53,6 +57,7 @@ from pr_review_api.github.client import (
     is_valid_branch_name,
     parse_pull_request_url,
 )
+from pr_review_api.github.credentials import credentials_for
 from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
 
@@ -84,8 +89,9 @@ class PreparedPullRequest:
     git_dir: Path  # bare repo holding base_sha and head_sha
 
 
-def fetch_config(settings: Settings) -> GitConfig:
-    """Configuration for a fetch from the configured server, the token scoped to its origin."""
+def fetch_config(settings: Settings, token: SecretStr | None) -> GitConfig:
+    """Configuration for a fetch from the configured server, `token` (None: anonymous) scoped
+    to its origin."""
     server = settings.github_server_url
     values = (
         ("http.followRedirects", "false"),  # a redirect could carry the header elsewhere
@@ -98,9 +104,9 @@ def fetch_config(settings: Settings) -> GitConfig:
         ("core.logAllRefUpdates", "false"),
     )
     secret: tuple[tuple[str, str], ...] = ()
-    if settings.github_token is not None:
-        token = settings.github_token.get_secret_value()
-        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode("ascii")
+    if token is not None:
+        secret_value = token.get_secret_value()
+        basic = base64.b64encode(f"x-access-token:{secret_value}".encode()).decode("ascii")
         secret = ((f"http.{server}/.extraHeader", f"Authorization: Basic {basic}"),)
     scheme = urlsplit(server).scheme.lower()
     return GitConfig(values=values, secret=secret, allowed_protocols=(scheme,))
@@ -134,8 +140,11 @@ class RepositoryCache:
 
     # --- pinning ---
 
-    def prepare(self, ref: PullRequestRef, metadata: PullRequestMetadata) -> Lease:
-        """Hold the repository shared, make sure both pinned commits are in it, return the hold."""
+    def prepare(
+        self, ref: PullRequestRef, metadata: PullRequestMetadata, *, token: SecretStr | None
+    ) -> Lease:
+        """Hold the repository shared, make sure both pinned commits are in it (fetched with
+        `token`, None: anonymous), return the hold."""
         key = self.key(ref)
         try:
             self._ensure_layout()
@@ -146,7 +155,7 @@ class RepositoryCache:
             raise GitHubUnavailable(CACHE_BUSY)
         lease = Lease(fd, self._repositories / key)
         try:
-            fetched = self._pin(key, ref, metadata)
+            fetched = self._pin(key, ref, metadata, token)
             lease.touch()
         except BaseException:
             lease.release()
@@ -155,7 +164,13 @@ class RepositoryCache:
             self._evict_quietly(keep=key)
         return lease
 
-    def _pin(self, key: str, ref: PullRequestRef, metadata: PullRequestMetadata) -> bool:
+    def _pin(
+        self,
+        key: str,
+        ref: PullRequestRef,
+        metadata: PullRequestMetadata,
+        token: SecretStr | None,
+    ) -> bool:
         """Fetch unless both commits are present; whether a fetch ran."""
         pinned = (metadata.base_sha, metadata.head_sha)
         if not all(is_sha(sha) for sha in pinned) or not is_valid_branch_name(metadata.base_ref):
@@ -175,7 +190,7 @@ class RepositoryCache:
             if _has_commits(git_dir, pinned):
                 return False  # another review fetched them while this one waited
             try:
-                self._fetch(git_dir, ref, metadata)
+                self._fetch(git_dir, ref, metadata, token)
             except BaseException:
                 heal(git_dir)  # a failed or cancelled fetch leaves no partial pack behind
                 raise
@@ -206,7 +221,13 @@ class RepositoryCache:
         staging.rename(git_dir)
         return git_dir
 
-    def _fetch(self, git_dir: Path, ref: PullRequestRef, metadata: PullRequestMetadata) -> None:
+    def _fetch(
+        self,
+        git_dir: Path,
+        ref: PullRequestRef,
+        metadata: PullRequestMetadata,
+        token: SecretStr | None,
+    ) -> None:
         branch = metadata.base_ref
         if not _git_accepts_branch(git_dir, branch):
             raise GitHubUnavailable(INVALID_METADATA)
@@ -225,7 +246,7 @@ class RepositoryCache:
         ]
         started = time.monotonic()
         try:
-            run_git(git_dir, args, config=fetch_config(self.settings), timeout=self._wait)
+            run_git(git_dir, args, config=fetch_config(self.settings, token), timeout=self._wait)
         except GitError as exc:
             # stderr stays in the GitError: it may quote the server, and is never shown.
             logger.info(
@@ -426,12 +447,14 @@ async def open_pull_request(
 ) -> AsyncIterator[PreparedPullRequest]:
     """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit.
 
-    `github` is the process's shared API client (None: a short-lived one for the metadata).
+    `github` is the API client of the review's identity (None: a short-lived one with the
+    settings' token); the fetch uses the same identity's token.
     """
     ref = parse_pull_request_url(url, settings)
     metadata = await fetch_metadata(ref, settings, github)
-    cache = RepositoryCache(settings)
-    lease = await _prepare_in_thread(cache.prepare, ref, metadata)
+    credentials = credentials_for(settings) if github is None else github.credentials
+    prepare = functools.partial(RepositoryCache(settings).prepare, token=await credentials.token())
+    lease = await _prepare_in_thread(prepare, ref, metadata)
     try:
         yield PreparedPullRequest(info=ref.info, metadata=metadata, git_dir=lease.git_dir)
     finally:
