@@ -5,18 +5,11 @@ metadata, then fetch and pin the two commits under the repository's locks, as th
 client's identity (its credentials' token; `github/credentials.py`). The repository stays
 protected from eviction until the context exits.
 
-Layout under PR_REVIEW_CACHE_DIR (every name is ours; none comes from a request):
-
-    repositories/<key>/git        bare repository: refs/pr-review/pull/N, refs/pr-review/base/H
-    repositories/<key>/last-used  touched on every use; its mtime orders eviction
-    locks/<key>.use               shared by every review of <key>; exclusive to evict <key>
-    locks/<key>.fetch             exclusive while fetching into <key>
-    locks/evict                   one evictor at a time
-    trash/                        evicted repositories being deleted
-
-`<key>` is a hash of the server URL and the lower-cased owner and repository (GitHub names
-are case-insensitive), so no part of a URL ever becomes a path. Locks are `flock(2)` locks on
-files that are never deleted, so a waiter can never hold a lock on an unlinked file.
+The folders and locks under PR_REVIEW_CACHE_DIR are named in `pr_review_api.cache_layout`.
+A repository's key is a hash of the server URL and the lower-cased owner and repository
+(GitHub names are case-insensitive), so no part of a URL ever becomes a path. Locks are
+`flock(2)` locks on files that are never deleted, so a waiter can never hold a lock on an
+unlinked file.
 
 Only `refs/pull/N/head` and `refs/heads/<base>` are fetched, into refs of our own namespace;
 those refs are what a later fetch offers as "haves", so it downloads only new objects. A
@@ -46,6 +39,12 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
+from pr_review_api.cache_layout import (
+    CacheLayout,
+    git_dir_of,
+    last_used_file_of,
+    staging_git_dir_of,
+)
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
 from pr_review_api.git.runner import GitConfig, GitError, is_sha, run_git
 from pr_review_api.github.cache_files import Lease, heal, last_used, lock, tree_size
@@ -117,11 +116,9 @@ class RepositoryCache:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.root = settings.pr_review_cache_dir
+        self.layout = CacheLayout(settings.pr_review_cache_dir)
+        self.root = self.layout.root
         self.max_bytes = settings.pr_review_cache_max_bytes
-        self._repositories = self.root / "repositories"
-        self._locks = self.root / "locks"
-        self._trash = self.root / "trash"
         self._wait = settings.review_timeout_seconds
 
     def key(self, ref: PullRequestRef) -> str:
@@ -131,11 +128,11 @@ class RepositoryCache:
 
     def repository(self, ref: PullRequestRef) -> Path:
         """The folder holding the repository's bare git directory (`git/`)."""
-        return self._repositories / self.key(ref)
+        return self.layout.repository(self.key(ref))
 
     def _ensure_layout(self) -> None:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for folder in (self._repositories, self._locks, self._trash):
+        for folder in self.layout.folders:
             folder.mkdir(mode=0o700, exist_ok=True)
 
     # --- pinning ---
@@ -148,12 +145,12 @@ class RepositoryCache:
         key = self.key(ref)
         try:
             self._ensure_layout()
-            fd = lock(self._locks / f"{key}.use", shared=True, timeout=self._wait)
+            fd = lock(self.layout.use_lock(key), shared=True, timeout=self._wait)
         except OSError:
             raise ConfigurationError(CACHE_UNUSABLE) from None
         if fd is None:
             raise GitHubUnavailable(CACHE_BUSY)
-        lease = Lease(fd, self._repositories / key)
+        lease = Lease(fd, self.layout.repository(key))
         try:
             fetched = self._pin(key, ref, metadata, token)
             lease.touch()
@@ -175,10 +172,10 @@ class RepositoryCache:
         pinned = (metadata.base_sha, metadata.head_sha)
         if not all(is_sha(sha) for sha in pinned) or not is_valid_branch_name(metadata.base_ref):
             raise GitHubUnavailable(INVALID_METADATA)
-        git_dir = self._repositories / key / "git"
+        git_dir = git_dir_of(self.layout.repository(key))
         if (git_dir / "HEAD").is_file() and _has_commits(git_dir, pinned):
             return False  # a repeat review of the same head: nothing to fetch, no lock to wait for
-        fetch_lock = lock(self._locks / f"{key}.fetch", shared=False, timeout=self._wait)
+        fetch_lock = lock(self.layout.fetch_lock(key), shared=False, timeout=self._wait)
         if fetch_lock is None:
             raise GitHubUnavailable(CACHE_BUSY)
         try:
@@ -201,12 +198,12 @@ class RepositoryCache:
 
     def _ensure_repository(self, key: str) -> Path:
         """The repository's bare git directory, created atomically if missing (fetch lock held)."""
-        repository = self._repositories / key
-        git_dir = repository / "git"
+        repository = self.layout.repository(key)
+        git_dir = git_dir_of(repository)
         if (git_dir / "HEAD").is_file():
             return git_dir
         repository.mkdir(mode=0o700, exist_ok=True)
-        staging = repository / "git.new"
+        staging = staging_git_dir_of(repository)
         for leftover in (staging, git_dir):  # from an interrupted creation
             shutil.rmtree(leftover, ignore_errors=True)
         try:
@@ -275,7 +272,7 @@ class RepositoryCache:
         """(last used, size, key) of every cached repository."""
         entries = []
         try:
-            children = list(self._repositories.iterdir())
+            children = list(self.layout.repositories.iterdir())
         except FileNotFoundError:
             return []
         for child in children:
@@ -290,7 +287,7 @@ class RepositoryCache:
         Returns the keys removed. Another evictor already at work makes this a no-op.
         """
         self._ensure_layout()
-        fd = lock(self._locks / "evict", shared=False, timeout=0)
+        fd = lock(self.layout.evict_lock, shared=False, timeout=0)
         if fd is None:
             return []
         try:
@@ -314,7 +311,7 @@ class RepositoryCache:
         the cache too, but a local repository's index grows it with no fetch at all."""
         repository = index_dir.parent
         try:
-            (repository / "last-used").touch(mode=0o600, exist_ok=True)
+            last_used_file_of(repository).touch(mode=0o600, exist_ok=True)
             removed = self.evict(keep=repository.name)
         except OSError:
             logger.warning("the repository cache could not be trimmed to its size bound")
@@ -340,13 +337,13 @@ class RepositoryCache:
 
     def _remove(self, key: str) -> bool:
         """Move a repository nobody uses to the trash and delete it."""
-        fd = lock(self._locks / f"{key}.use", shared=False, timeout=0)
+        fd = lock(self.layout.use_lock(key), shared=False, timeout=0)
         if fd is None:
             return False  # a review is reading it
         try:
-            target = self._trash / f"{key}-{secrets.token_hex(8)}"
+            target = self.layout.trash / f"{key}-{secrets.token_hex(8)}"
             try:
-                (self._repositories / key).rename(target)
+                self.layout.repository(key).rename(target)
             except FileNotFoundError:
                 return False
         finally:
@@ -355,7 +352,7 @@ class RepositoryCache:
         return True
 
     def _empty_trash(self) -> None:
-        for child in self._trash.iterdir():
+        for child in self.layout.trash.iterdir():
             shutil.rmtree(child, ignore_errors=True)
 
 
