@@ -213,10 +213,10 @@ async def test_base_branch_is_checked_before_git_sees_it(
     ref = parse_pull_request_url(pull.url, settings)
     metadata = PullRequestMetadata(pull.base_sha, pull.head_sha, "--upload-pack=touch x", "", "")
     with pytest.raises(GitHubUnavailable, match="not valid"):
-        RepositoryCache(settings).prepare(ref, metadata)
+        RepositoryCache(settings).prepare(ref, metadata, token=None)
     bad_sha = PullRequestMetadata("HEAD", pull.head_sha, "main", "", "")
     with pytest.raises(GitHubUnavailable, match="not valid"):
-        RepositoryCache(settings).prepare(ref, bad_sha)
+        RepositoryCache(settings).prepare(ref, bad_sha, token=None)
     assert fake_github.git_requests() == []
 
 
@@ -282,11 +282,12 @@ def test_token_header_is_scoped_to_the_server_origin(
     other_origin = (
         f"http://localhost:{fake_github.port}/acme/widget.git"  # same server, other origin
     )
-    run_git(git_dir, ["ls-remote", "--end-of-options", other_origin], config=fetch_config(settings))
+    config = fetch_config(settings, settings.github_token)
+    run_git(git_dir, ["ls-remote", "--end-of-options", other_origin], config=config)
     run_git(
         git_dir,
         ["ls-remote", "--end-of-options", pull.url.rsplit("/pull/", 1)[0] + ".git"],
-        config=fetch_config(settings),
+        config=config,
     )
     first, second = [r for r in fake_github.git_requests() if r.path.endswith("/info/refs")]
     assert first.authorization is None

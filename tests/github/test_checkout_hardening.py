@@ -83,9 +83,9 @@ async def test_every_git_invocation_is_hardened(
 
 def test_only_the_configured_scheme_is_allowed(fake_github: FakeGitHub, tmp_path: Path) -> None:
     https = Settings(github_server_url="https://ghe.example.com", pr_review_cache_dir=tmp_path)
-    assert fetch_config(https).allowed_protocols == ("https",)
+    assert fetch_config(https, None).allowed_protocols == ("https",)
     local = fake_github.settings(tmp_path)
-    assert fetch_config(local).allowed_protocols == ("http",)
+    assert fetch_config(local, None).allowed_protocols == ("http",)
     git_dir = tmp_path / "probe.git"
     git(tmp_path, "init", "-q", "--bare", str(git_dir))
     for url in (
@@ -93,9 +93,8 @@ def test_only_the_configured_scheme_is_allowed(fake_github: FakeGitHub, tmp_path
         "ext::sh -c true",
         "ssh://127.0.0.1/x",
     ):
-        done = run_git(
-            git_dir, ["ls-remote", "--end-of-options", url], config=fetch_config(local), check=False
-        )
+        config = fetch_config(local, None)
+        done = run_git(git_dir, ["ls-remote", "--end-of-options", url], config=config, check=False)
         assert done.returncode != 0
 
 

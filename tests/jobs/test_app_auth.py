@@ -23,7 +23,11 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
 from pr_review_api.github.app_auth import AppCredentials
-from pr_review_api.github.credentials import Credentials
+from pr_review_api.github.credentials import (
+    Credentials,
+    InstallationCredentials,
+    credentials_for,
+)
 from pr_review_api.settings import Settings
 
 APP_ID = 4242
@@ -153,7 +157,7 @@ def test_installation_tokens_are_cached_per_installation_until_shortly_before_ex
     tmp_path: Path, rsa_key: rsa.RSAPrivateKey, app_api: FakeAppApi
 ) -> None:
     app = credentials(tmp_path, rsa_key, app_api.url)
-    assert isinstance(app, Credentials)
+    assert isinstance(InstallationCredentials(app, 1), Credentials)
 
     async def scenario() -> list[str]:
         tokens = [
@@ -242,6 +246,7 @@ def test_each_job_uses_its_installations_token_and_never_stores_it(
         github_api_url=app_api.url,
     )
     seen: dict[str, str | None] = {}
+    apps: list[AppCredentials | None] = []
 
     async def runner(
         url: str,
@@ -250,12 +255,14 @@ def test_each_job_uses_its_installations_token_and_never_stores_it(
         installation_id: int | None,
         automatic: bool = False,
     ) -> dict[str, Any]:
-        token = job_settings.github_token
+        # As the default runner (jobs/runner.py) binds its client to the job's identity.
+        token = await credentials_for(job_settings, installation_id, app=apps[0]).token()
         seen[url] = None if token is None else token.get_secret_value()
         return review_document(url)
 
     async def scenario() -> None:
         async with worker(settings, runner) as queue:
+            apps.append(queue.app_credentials)
             jobs = [
                 await queue.enqueue(pull(1, installation_id=11), source="webhook"),
                 await queue.enqueue(pull(2, installation_id=22), source="webhook"),

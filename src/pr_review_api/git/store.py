@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
+from pr_review_api.cache_layout import CacheLayout, index_dir_of
 from pr_review_api.git.blobs import BlobReaders
 from pr_review_api.git.limits import UNLIMITED, PrepareLimits, Work
 from pr_review_api.git.search_index.schedule import SearchIndexes
@@ -106,22 +107,20 @@ class RepositoryStore:
         """Where the on-disk indexes of a repository live (search text, snapshots), or None
         when this store has no cache directory.
 
-        A repository of the pull-request cache (`<cache>/repositories/<key>/git`) keeps them
-        beside its object store, so they count in the cache's size and go when it is evicted;
-        any other repository gets a folder of its own in the cache, named by a hash of its
-        real path, which the same eviction bounds. Nothing in the name comes from the
-        repository's content.
+        A repository of the pull-request cache (`<cache>/repositories/<key>/git`, see
+        `pr_review_api.cache_layout`) keeps them beside its object store, so they count in
+        the cache's size and go when it is evicted; any other repository gets a folder of its
+        own in the cache, named by a hash of its real path, which the same eviction bounds.
+        Nothing in the name comes from the repository's content.
         """
         if self.cache_dir is None:
             return None
-        repositories = self.cache_dir / "repositories"
-        real = Path(os.path.realpath(git_dir))
-        if real.name == "git" and real.parent.parent == Path(os.path.realpath(repositories)):
-            folder = real.parent
-        else:
-            key = hashlib.sha256(os.fsencode(real)).hexdigest()[:32]
-            folder = repositories / key
-        return folder / "index"
+        layout = CacheLayout(self.cache_dir)
+        folder = layout.cached_repository_of(git_dir)
+        if folder is None:
+            key = hashlib.sha256(os.fsencode(os.path.realpath(git_dir))).hexdigest()[:32]
+            folder = layout.repository(key)
+        return index_dir_of(folder)
 
     def work(self, deadline: float | None = None, cancel: threading.Event | None = None) -> Work:
         """A new preparation's budgets; `deadline` is on the `time.monotonic()` clock."""

@@ -61,8 +61,8 @@ def load_private_key(path: Path) -> RSAPrivateKey:
 
 
 class AppCredentials:
-    """Installation tokens of one GitHub App, cached per installation; implements
-    `github.credentials.Credentials` (`token(installation_id)`, `app_login()`)."""
+    """Installation tokens of one GitHub App, cached per installation, for the whole process;
+    `github.credentials.credentials_for` binds one installation of it to a client."""
 
     def __init__(
         self,

@@ -14,6 +14,8 @@ import shutil
 import time
 from pathlib import Path
 
+from pr_review_api.cache_layout import git_dir_of, last_used_file_of
+
 logger = logging.getLogger(__name__)
 
 LOCK_POLL_SECONDS = 0.05
@@ -53,11 +55,11 @@ class Lease:
 
     @property
     def git_dir(self) -> Path:
-        return self.repository / "git"
+        return git_dir_of(self.repository)
 
     def touch(self) -> None:
         """Mark the repository as used now, for least-recently-used eviction."""
-        (self.repository / "last-used").touch(mode=0o600, exist_ok=True)
+        last_used_file_of(self.repository).touch(mode=0o600, exist_ok=True)
 
     def release(self) -> None:
         """Mark the repository used and let eviction have it again; idempotent."""
@@ -84,7 +86,7 @@ def tree_size(top: Path) -> int:
 
 
 def last_used(repository: Path) -> float:
-    for candidate in (repository / "last-used", repository):
+    for candidate in (last_used_file_of(repository), repository):
         try:
             return candidate.stat().st_mtime
         except FileNotFoundError:

@@ -1,21 +1,15 @@
 """The repository cache: one bare object store per repository, shared by concurrent reviews.
 
 `open_pull_request` is the entry point the review loop uses: parse the URL, read the
-metadata, then fetch and pin the two commits under the repository's locks. The repository
-stays protected from eviction until the context exits.
+metadata, then fetch and pin the two commits under the repository's locks, as the GitHub
+client's identity (its credentials' token; `github/credentials.py`). The repository stays
+protected from eviction until the context exits.
 
-Layout under PR_REVIEW_CACHE_DIR (every name is ours; none comes from a request):
-
-    repositories/<key>/git        bare repository: refs/pr-review/pull/N, refs/pr-review/base/H
-    repositories/<key>/last-used  touched on every use; its mtime orders eviction
-    locks/<key>.use               shared by every review of <key>; exclusive to evict <key>
-    locks/<key>.fetch             exclusive while fetching into <key>
-    locks/evict                   one evictor at a time
-    trash/                        evicted repositories being deleted
-
-`<key>` is a hash of the server URL and the lower-cased owner and repository (GitHub names
-are case-insensitive), so no part of a URL ever becomes a path. Locks are `flock(2)` locks on
-files that are never deleted, so a waiter can never hold a lock on an unlinked file.
+The folders and locks under PR_REVIEW_CACHE_DIR are named in `pr_review_api.cache_layout`.
+A repository's key is a hash of the server URL and the lower-cased owner and repository
+(GitHub names are case-insensitive), so no part of a URL ever becomes a path. Locks are
+`flock(2)` locks on files that are never deleted, so a waiter can never hold a lock on an
+unlinked file.
 
 Only `refs/pull/N/head` and `refs/heads/<base>` are fetched, into refs of our own namespace;
 those refs are what a later fetch offers as "haves", so it downloads only new objects. A
@@ -28,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import logging
 import os
@@ -42,12 +37,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pydantic import SecretStr
+
+from pr_review_api.cache_layout import (
+    CacheLayout,
+    git_dir_of,
+    last_used_file_of,
+    staging_git_dir_of,
+)
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
 from pr_review_api.git_runner import GitConfig, GitError, is_sha, run_git
 from pr_review_api.github.cache_files import Lease, heal, last_used, lock, tree_size
 from pr_review_api.github.client import GitHubClient, fetch_metadata
 from pr_review_api.github.metadata import PullRequestMetadata, is_valid_branch_name
 from pr_review_api.github.urls import PullRequestRef, parse_pull_request_url
+from pr_review_api.github.credentials import credentials_for
 from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
 
@@ -79,8 +83,9 @@ class PreparedPullRequest:
     git_dir: Path  # bare repo holding base_sha and head_sha
 
 
-def fetch_config(settings: Settings) -> GitConfig:
-    """Configuration for a fetch from the configured server, the token scoped to its origin."""
+def fetch_config(settings: Settings, token: SecretStr | None) -> GitConfig:
+    """Configuration for a fetch from the configured server, `token` (None: anonymous) scoped
+    to its origin."""
     server = settings.github_server_url
     values = (
         ("http.followRedirects", "false"),  # a redirect could carry the header elsewhere
@@ -93,9 +98,9 @@ def fetch_config(settings: Settings) -> GitConfig:
         ("core.logAllRefUpdates", "false"),
     )
     secret: tuple[tuple[str, str], ...] = ()
-    if settings.github_token is not None:
-        token = settings.github_token.get_secret_value()
-        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode("ascii")
+    if token is not None:
+        secret_value = token.get_secret_value()
+        basic = base64.b64encode(f"x-access-token:{secret_value}".encode()).decode("ascii")
         secret = ((f"http.{server}/.extraHeader", f"Authorization: Basic {basic}"),)
     scheme = urlsplit(server).scheme.lower()
     return GitConfig(values=values, secret=secret, allowed_protocols=(scheme,))
@@ -106,11 +111,9 @@ class RepositoryCache:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.root = settings.pr_review_cache_dir
+        self.layout = CacheLayout(settings.pr_review_cache_dir)
+        self.root = self.layout.root
         self.max_bytes = settings.pr_review_cache_max_bytes
-        self._repositories = self.root / "repositories"
-        self._locks = self.root / "locks"
-        self._trash = self.root / "trash"
         self._wait = settings.review_timeout_seconds
 
     def key(self, ref: PullRequestRef) -> str:
@@ -120,28 +123,31 @@ class RepositoryCache:
 
     def repository(self, ref: PullRequestRef) -> Path:
         """The folder holding the repository's bare git directory (`git/`)."""
-        return self._repositories / self.key(ref)
+        return self.layout.repository(self.key(ref))
 
     def _ensure_layout(self) -> None:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for folder in (self._repositories, self._locks, self._trash):
+        for folder in self.layout.folders:
             folder.mkdir(mode=0o700, exist_ok=True)
 
     # --- pinning ---
 
-    def prepare(self, ref: PullRequestRef, metadata: PullRequestMetadata) -> Lease:
-        """Hold the repository shared, make sure both pinned commits are in it, return the hold."""
+    def prepare(
+        self, ref: PullRequestRef, metadata: PullRequestMetadata, *, token: SecretStr | None
+    ) -> Lease:
+        """Hold the repository shared, make sure both pinned commits are in it (fetched with
+        `token`, None: anonymous), return the hold."""
         key = self.key(ref)
         try:
             self._ensure_layout()
-            fd = lock(self._locks / f"{key}.use", shared=True, timeout=self._wait)
+            fd = lock(self.layout.use_lock(key), shared=True, timeout=self._wait)
         except OSError:
             raise ConfigurationError(CACHE_UNUSABLE) from None
         if fd is None:
             raise GitHubUnavailable(CACHE_BUSY)
-        lease = Lease(fd, self._repositories / key)
+        lease = Lease(fd, self.layout.repository(key))
         try:
-            fetched = self._pin(key, ref, metadata)
+            fetched = self._pin(key, ref, metadata, token)
             lease.touch()
         except BaseException:
             lease.release()
@@ -150,15 +156,21 @@ class RepositoryCache:
             self._evict_quietly(keep=key)
         return lease
 
-    def _pin(self, key: str, ref: PullRequestRef, metadata: PullRequestMetadata) -> bool:
+    def _pin(
+        self,
+        key: str,
+        ref: PullRequestRef,
+        metadata: PullRequestMetadata,
+        token: SecretStr | None,
+    ) -> bool:
         """Fetch unless both commits are present; whether a fetch ran."""
         pinned = (metadata.base_sha, metadata.head_sha)
         if not all(is_sha(sha) for sha in pinned) or not is_valid_branch_name(metadata.base_ref):
             raise GitHubUnavailable(INVALID_METADATA)
-        git_dir = self._repositories / key / "git"
+        git_dir = git_dir_of(self.layout.repository(key))
         if (git_dir / "HEAD").is_file() and _has_commits(git_dir, pinned):
             return False  # a repeat review of the same head: nothing to fetch, no lock to wait for
-        fetch_lock = lock(self._locks / f"{key}.fetch", shared=False, timeout=self._wait)
+        fetch_lock = lock(self.layout.fetch_lock(key), shared=False, timeout=self._wait)
         if fetch_lock is None:
             raise GitHubUnavailable(CACHE_BUSY)
         try:
@@ -170,7 +182,7 @@ class RepositoryCache:
             if _has_commits(git_dir, pinned):
                 return False  # another review fetched them while this one waited
             try:
-                self._fetch(git_dir, ref, metadata)
+                self._fetch(git_dir, ref, metadata, token)
             except BaseException:
                 heal(git_dir)  # a failed or cancelled fetch leaves no partial pack behind
                 raise
@@ -181,12 +193,12 @@ class RepositoryCache:
 
     def _ensure_repository(self, key: str) -> Path:
         """The repository's bare git directory, created atomically if missing (fetch lock held)."""
-        repository = self._repositories / key
-        git_dir = repository / "git"
+        repository = self.layout.repository(key)
+        git_dir = git_dir_of(repository)
         if (git_dir / "HEAD").is_file():
             return git_dir
         repository.mkdir(mode=0o700, exist_ok=True)
-        staging = repository / "git.new"
+        staging = staging_git_dir_of(repository)
         for leftover in (staging, git_dir):  # from an interrupted creation
             shutil.rmtree(leftover, ignore_errors=True)
         try:
@@ -201,7 +213,13 @@ class RepositoryCache:
         staging.rename(git_dir)
         return git_dir
 
-    def _fetch(self, git_dir: Path, ref: PullRequestRef, metadata: PullRequestMetadata) -> None:
+    def _fetch(
+        self,
+        git_dir: Path,
+        ref: PullRequestRef,
+        metadata: PullRequestMetadata,
+        token: SecretStr | None,
+    ) -> None:
         branch = metadata.base_ref
         if not _git_accepts_branch(git_dir, branch):
             raise GitHubUnavailable(INVALID_METADATA)
@@ -220,7 +238,7 @@ class RepositoryCache:
         ]
         started = time.monotonic()
         try:
-            run_git(git_dir, args, config=fetch_config(self.settings), timeout=self._wait)
+            run_git(git_dir, args, config=fetch_config(self.settings, token), timeout=self._wait)
         except GitError as exc:
             # stderr stays in the GitError: it may quote the server, and is never shown.
             logger.info(
@@ -249,7 +267,7 @@ class RepositoryCache:
         """(last used, size, key) of every cached repository."""
         entries = []
         try:
-            children = list(self._repositories.iterdir())
+            children = list(self.layout.repositories.iterdir())
         except FileNotFoundError:
             return []
         for child in children:
@@ -264,7 +282,7 @@ class RepositoryCache:
         Returns the keys removed. Another evictor already at work makes this a no-op.
         """
         self._ensure_layout()
-        fd = lock(self._locks / "evict", shared=False, timeout=0)
+        fd = lock(self.layout.evict_lock, shared=False, timeout=0)
         if fd is None:
             return []
         try:
@@ -288,7 +306,7 @@ class RepositoryCache:
         the cache too, but a local repository's index grows it with no fetch at all."""
         repository = index_dir.parent
         try:
-            (repository / "last-used").touch(mode=0o600, exist_ok=True)
+            last_used_file_of(repository).touch(mode=0o600, exist_ok=True)
             removed = self.evict(keep=repository.name)
         except OSError:
             logger.warning("the repository cache could not be trimmed to its size bound")
@@ -314,13 +332,13 @@ class RepositoryCache:
 
     def _remove(self, key: str) -> bool:
         """Move a repository nobody uses to the trash and delete it."""
-        fd = lock(self._locks / f"{key}.use", shared=False, timeout=0)
+        fd = lock(self.layout.use_lock(key), shared=False, timeout=0)
         if fd is None:
             return False  # a review is reading it
         try:
-            target = self._trash / f"{key}-{secrets.token_hex(8)}"
+            target = self.layout.trash / f"{key}-{secrets.token_hex(8)}"
             try:
-                (self._repositories / key).rename(target)
+                self.layout.repository(key).rename(target)
             except FileNotFoundError:
                 return False
         finally:
@@ -329,7 +347,7 @@ class RepositoryCache:
         return True
 
     def _empty_trash(self) -> None:
-        for child in self._trash.iterdir():
+        for child in self.layout.trash.iterdir():
             shutil.rmtree(child, ignore_errors=True)
 
 
@@ -421,12 +439,14 @@ async def open_pull_request(
 ) -> AsyncIterator[PreparedPullRequest]:
     """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit.
 
-    `github` is the process's shared API client (None: a short-lived one for the metadata).
+    `github` is the API client of the review's identity (None: a short-lived one with the
+    settings' token); the fetch uses the same identity's token.
     """
     ref = parse_pull_request_url(url, settings)
     metadata = await fetch_metadata(ref, settings, github)
-    cache = RepositoryCache(settings)
-    lease = await _prepare_in_thread(cache.prepare, ref, metadata)
+    credentials = credentials_for(settings) if github is None else github.credentials
+    prepare = functools.partial(RepositoryCache(settings).prepare, token=await credentials.token())
+    lease = await _prepare_in_thread(prepare, ref, metadata)
     try:
         yield PreparedPullRequest(info=ref.info, metadata=metadata, git_dir=lease.git_dir)
     finally:

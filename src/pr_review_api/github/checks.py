@@ -214,12 +214,10 @@ class CheckReporter:
         owner: str,
         repo: str,
         head_sha: str,
-        installation_id: int | None = None,
     ) -> None:
         self.github = github
         self.base = f"{github.settings.github_api_url}/repos/{owner}/{repo}"
         self.head_sha = head_sha
-        self.installation_id = installation_id
         self.run_id: int | None = None
         self.use_status = False
 
@@ -295,9 +293,7 @@ class CheckReporter:
         self, method: str, url: str, payload: dict[str, Any]
     ) -> tuple[int, bytes] | None:
         try:
-            response = await self.github.request(
-                method, url, json_body=payload, installation_id=self.installation_id
-            )
+            response = await self.github.request(method, url, json_body=payload)
         except GitHubUnavailable as exc:
             logger.info("the check could not be sent: %s", exc.message)
             return None

@@ -2,11 +2,13 @@
 
 `GitHubClient` holds one long-lived `httpx.AsyncClient` (no proxy, netrc or CA settings from the
 environment, certifi's CA bundle, redirects never followed by httpx) shared by every review the
-process runs, and a `Credentials` provider (`github/credentials.py`) that supplies the token of
-each request. Every request goes to `GITHUB_API_URL`'s origin and nowhere else: a URL on another
-origin (a `Link` header, a redirect) is refused, so the token reaches only GitHub. Every body is
-read with the shared capped reader (`pr_review_api.http`), so a gzip bomb costs no more memory
-here than from the provider.
+process runs (or by one job), and the `Credentials` it is bound to (`github/credentials.py:
+credentials_for`), which supply the token of each request and the publishing identity: a
+client is one identity on GitHub, so its callers never say on whose behalf they ask. Every
+request goes to `GITHUB_API_URL`'s origin and nowhere else: a URL on another origin (a `Link`
+header, a redirect) is refused, so the token reaches only GitHub. Every body is read with the
+shared capped reader (`pr_review_api.http`), so a gzip bomb costs no more memory here than
+from the provider.
 
 `fetch_metadata` asks `GET {GITHUB_API_URL}/repos/{owner}/{repo}/pulls/{number}` for the two
 commits a review is pinned to. The answer is untrusted: its size is capped here, and its JSON
@@ -32,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api import __version__
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
-from pr_review_api.github.credentials import Credentials, credentials_from_settings
+from pr_review_api.github.credentials import Credentials, credentials_for
 from pr_review_api.github.metadata import (
     PullRequestMetadata,
     parse_metadata,
@@ -101,16 +103,14 @@ def is_rate_limited(status: int, headers: httpx.Headers) -> bool:
     )
 
 
-def _status_error(response: GitHubResponse, settings: Settings) -> Exception:
+def _status_error(response: GitHubResponse, *, anonymous: bool) -> Exception:
     status = response.status
     if status in (404, 410):
         return PullRequestNotFound()
     if is_rate_limited(status, response.headers):
         wait = rate_limit_wait(response.headers)
         when = "later" if wait is None or wait > 86_400 else f"in {wait} seconds"
-        hint = (
-            "" if settings.github_token is not None else " (setting GITHUB_TOKEN raises the limit)"
-        )
+        hint = " (setting GITHUB_TOKEN raises the limit)" if anonymous else ""
         return GitHubUnavailable(f"GitHub's API rate limit was reached; try again {when}{hint}.")
     if status == 401:
         return GitHubUnavailable("GitHub rejected the credentials; check GITHUB_TOKEN.")
@@ -148,13 +148,13 @@ class GitHubClient:
         max_connections: int | None = None,
     ) -> None:
         self.settings = settings
-        self.credentials = credentials or credentials_from_settings(settings)
+        self.credentials = credentials or credentials_for(settings)
         self._origin = httpx.URL(settings.github_api_url)
         self._http = http
         self._owned = http is None
         self._transport = transport
         self._connections = max_connections or 2 * settings.pr_review_max_concurrent_reviews
-        self._logins: dict[int | None, str] = {}
+        self._login: str | None = None
         self._lock = asyncio.Lock()
 
     async def __aenter__(self) -> Self:
@@ -202,7 +202,7 @@ class GitHubClient:
         """Whether `url` is on `GITHUB_API_URL`'s origin, the only one the token may reach."""
         return _same_origin(url, self._origin)
 
-    async def _headers(self, installation_id: int | None, has_body: bool) -> dict[str, str]:
+    async def _headers(self, has_body: bool) -> dict[str, str]:
         headers = {
             "Accept": "application/vnd.github+json",
             "Accept-Encoding": ACCEPTED_ENCODINGS,
@@ -211,7 +211,7 @@ class GitHubClient:
         }
         if has_body:
             headers["Content-Type"] = "application/json"
-        token = await self.credentials.token(installation_id)
+        token = await self.credentials.token()
         if token is not None:
             headers["Authorization"] = f"Bearer {token.get_secret_value()}"
         return headers
@@ -222,7 +222,6 @@ class GitHubClient:
         url: httpx.URL | str,
         *,
         json_body: Mapping[str, Any] | None = None,
-        installation_id: int | None = None,
         limit: int = MAX_RESPONSE_BYTES,
     ) -> GitHubResponse:
         """One API request; same-origin redirects of a GET are followed (a renamed repository).
@@ -235,7 +234,7 @@ class GitHubClient:
         content = None if json_body is None else dumps_compact(json_body).encode("utf-8")
         try:
             client = await self._pool()
-            headers = await self._headers(installation_id, content is not None)
+            headers = await self._headers(content is not None)
             for _ in range(MAX_REDIRECTS + 1):
                 if not self.is_api_url(target):
                     raise GitHubUnavailable(
@@ -271,33 +270,26 @@ class GitHubClient:
             raise GitHubUnavailable("GitHub could not be reached.") from None
         raise GitHubUnavailable("GitHub redirected the request too many times.")
 
-    async def pull_metadata(
-        self, ref: PullRequestRef, installation_id: int | None = None
-    ) -> PullRequestMetadata:
+    async def pull_metadata(self, ref: PullRequestRef) -> PullRequestMetadata:
         """The pull request's base and head commits, base branch, title and body."""
         response = await self.request(
-            "GET",
-            ref.api_url(self.settings),
-            installation_id=installation_id,
-            limit=MAX_METADATA_RESPONSE_BYTES,
+            "GET", ref.api_url(self.settings), limit=MAX_METADATA_RESPONSE_BYTES
         )
         if response.status != 200:
-            raise _status_error(response, self.settings)
+            anonymous = await self.credentials.token() is None
+            raise _status_error(response, anonymous=anonymous)
         return parse_metadata(response.body, ref)
 
-    async def login(self, installation_id: int | None = None) -> str:
+    async def login(self) -> str:
         """The publishing identity (CONTRACT 10): `<slug>[bot]`, the token's login, or
         `github-actions[bot]` for a workflow token, which may not read `/user`."""
-        if installation_id in self._logins:
-            return self._logins[installation_id]
-        login = await self.credentials.app_login()
-        if login is None:
-            response = await self.request(
-                "GET", self.api_url("/user"), installation_id=installation_id, limit=256 * 1024
-            )
-            login = _login_of(response) or "github-actions[bot]"
-        self._logins[installation_id] = login
-        return login
+        if self._login is None:
+            login = await self.credentials.app_login()
+            if login is None:
+                response = await self.request("GET", self.api_url("/user"), limit=256 * 1024)
+                login = _login_of(response) or "github-actions[bot]"
+            self._login = login
+        return self._login
 
 
 class _UserWire(BaseModel):
@@ -319,15 +311,13 @@ async def fetch_metadata(
     ref: PullRequestRef,
     settings: Settings,
     client: GitHubClient | httpx.AsyncClient | None = None,
-    *,
-    installation_id: int | None = None,
 ) -> PullRequestMetadata:
     """The pull request's metadata through `client` (a short-lived one when None)."""
     try:
         async with asyncio.timeout(METADATA_TIMEOUT_SECONDS):
             if isinstance(client, GitHubClient):
-                return await client.pull_metadata(ref, installation_id)
+                return await client.pull_metadata(ref)
             async with GitHubClient(settings, http=client) as github:
-                return await github.pull_metadata(ref, installation_id)
+                return await github.pull_metadata(ref)
     except TimeoutError:
         raise GitHubUnavailable("GitHub did not answer in time.") from None

@@ -108,13 +108,11 @@ class _Walk:
         self,
         github: GitHubClient,
         login: str,
-        installation_id: int | None,
         wait_until: float | None,
         stop: Callable[[Post], bool] | None,
     ) -> None:
         self.github = github
         self.ours = login.lower()
-        self.installation_id = installation_id
         self.wait_until = wait_until
         self.stop = stop
         self.kept: list[Post] = []
@@ -156,7 +154,7 @@ class _Walk:
 
     async def _page(self, url: str) -> tuple[list[PostWire], dict[str, str]]:
         for _ in range(MAX_RATE_LIMIT_WAITS + 1):
-            response = await self.github.request("GET", url, installation_id=self.installation_id)
+            response = await self.github.request("GET", url)
             if is_rate_limited(response.status, response.headers) and await _waited(
                 response.headers, self.wait_until
             ):
@@ -194,7 +192,6 @@ def _json_list(body: bytes) -> list[Any]:
 async def prior_state(
     github: GitHubClient,
     ref: PullRequestRef,
-    installation_id: int | None = None,
     *,
     wait_until: float | None = None,
     head_sha: str | None = None,
@@ -207,16 +204,16 @@ async def prior_state(
     Review comments carry only finding markers; a budget that runs out there can only let a
     finding of ours be posted again on a new head, never a second review of one head.
     """
-    login = await github.login(installation_id)
+    login = await github.login()
     settings = github.settings
 
     def is_this_head(post: Post) -> bool:
         return head_sha is not None and head_sha in marked_heads(post.body)
 
-    reviews = await _Walk(github, login, installation_id, wait_until, is_this_head).run(
+    reviews = await _Walk(github, login, wait_until, is_this_head).run(
         str(ref.api_url(settings, "/reviews"))
     )
-    comments = await _Walk(github, login, installation_id, wait_until, None).run(
+    comments = await _Walk(github, login, wait_until, None).run(
         str(ref.api_url(settings, "/comments"))
     )
     state = read_markers(reviews.posts, login, reviews=True)
@@ -240,7 +237,6 @@ async def re_review(
     info: PullRequestInfo,
     git_dir: Path,
     head_sha: str,
-    installation_id: int | None = None,
 ) -> ReReview | None:
     """What the first user message of a re-review names (CONTRACT 10), or None.
 
@@ -250,7 +246,7 @@ async def re_review(
     """
     ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
     try:
-        state = await prior_state(github, ref, installation_id, head_sha=head_sha)
+        state = await prior_state(github, ref, head_sha=head_sha)
     except (PublishFailure, GitHubUnavailable):
         return None
     return await re_review_of(state, git_dir, head_sha)

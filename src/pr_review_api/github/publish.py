@@ -75,15 +75,12 @@ async def _post(
     payload: dict[str, Any],
     *,
     deadline: float,
-    installation_id: int | None,
 ) -> tuple[int, PostWire | None]:
     """(status, created review) after waiting out secondary rate limits within the deadline."""
     loop = asyncio.get_running_loop()
     url = ref.api_url(github.settings, "/reviews")
     for _ in range(MAX_POST_ATTEMPTS):
-        response = await github.request(
-            "POST", url, json_body=payload, installation_id=installation_id
-        )
+        response = await github.request("POST", url, json_body=payload)
         if response.status in (200, 201):
             try:
                 return response.status, PostWire.model_validate_json(response.body)
@@ -100,7 +97,7 @@ async def _post(
     raise PublishFailure("GitHub kept answering with its rate limit.")
 
 
-async def publish(  # noqa: PLR0913  (installation_id goes once the client is bound to it)
+async def publish(
     result: ReviewResult,
     ref: PullRequestRef,
     github: GitHubClient,
@@ -108,7 +105,6 @@ async def publish(  # noqa: PLR0913  (installation_id goes once the client is bo
     *,
     deadline: float,
     max_inline: int,
-    installation_id: int | None = None,
     ledger: PublishLedger | None = None,
 ) -> Publication:
     """Publish `result` on the pull request; never raises for a GitHub failure.
@@ -124,7 +120,6 @@ async def publish(  # noqa: PLR0913  (installation_id goes once the client is bo
                 git_dir,
                 deadline=deadline,
                 max_inline=max_inline,
-                installation_id=installation_id,
                 ledger=ledger,
             )
     except PublishFailure as failure:
@@ -140,7 +135,7 @@ def _failed(message: str) -> Publication:
     return Publication(status="failed", error=PublicationError(message=message))
 
 
-async def _publish(  # noqa: PLR0913  (as publish)
+async def _publish(
     result: ReviewResult,
     ref: PullRequestRef,
     github: GitHubClient,
@@ -148,11 +143,10 @@ async def _publish(  # noqa: PLR0913  (as publish)
     *,
     deadline: float,
     max_inline: int,
-    installation_id: int | None,
     ledger: PublishLedger | None,
 ) -> Publication:
     head = result.revisions.head_sha
-    key = HeadKey.of(ref, await github.login(installation_id), head)
+    key = HeadKey.of(ref, await github.login(), head)
     try:
         recorded = None if ledger is None else await ledger.find(key)
     except ServerBusy:
@@ -162,11 +156,7 @@ async def _publish(  # noqa: PLR0913  (as publish)
     if recorded is not None:
         return _already(recorded.review_id, recorded.url)
     state = await prior_state(
-        github,
-        ref,
-        installation_id,
-        wait_until=deadline - DEADLINE_MARGIN_SECONDS,
-        head_sha=head,
+        github, ref, wait_until=deadline - DEADLINE_MARGIN_SECONDS, head_sha=head
     )
     done = state.review_of(head)
     if done is not None:
@@ -187,7 +177,7 @@ async def _publish(  # noqa: PLR0913  (as publish)
     replaced = await asyncio.to_thread(suggestion_texts, git_dir, head, findings)
     placement = place(findings, hunks, fingerprints, posted, max_inline, texts=replaced)
     status, created, placement = await _attempts(
-        result, ref, github, placement, deadline=deadline, installation_id=installation_id
+        result, ref, github, placement, deadline=deadline
     )
     if created is None or status not in (200, 201):
         raise status_failure(status, "publish the review")
@@ -225,13 +215,10 @@ async def _attempts(
     placement: Placement,
     *,
     deadline: float,
-    installation_id: int | None,
 ) -> tuple[int, PostWire | None, Placement]:
     # Rendering escapes up to megabytes of model text: on a worker thread, off the event loop.
     payload = await asyncio.to_thread(_payload, result, placement)
-    status, created = await _post(
-        github, ref, payload, deadline=deadline, installation_id=installation_id
-    )
+    status, created = await _post(github, ref, payload, deadline=deadline)
     if status == 422 and placement.inline:
         # GitHub refused a comment's line (it never says which): everything in the body.
         logger.info("GitHub refused the inline comments; posting every finding in the body")
@@ -240,13 +227,7 @@ async def _attempts(
             skipped=placement.skipped,
         )
         payload = await asyncio.to_thread(_payload, result, placement)
-        status, created = await _post(
-            github,
-            ref,
-            payload,
-            deadline=deadline,
-            installation_id=installation_id,
-        )
+        status, created = await _post(github, ref, payload, deadline=deadline)
     return status, created, placement
 
 
@@ -274,7 +255,6 @@ async def publish_result(
     git_dir: Path,
     *,
     deadline: float,
-    installation_id: int | None = None,
     ledger: PublishLedger | None = None,
     metrics: Metrics | None = None,
 ) -> Publication | None:
@@ -291,7 +271,6 @@ async def publish_result(
         git_dir,
         deadline=deadline,
         max_inline=github.settings.pr_review_max_inline_comments,
-        installation_id=installation_id,
         ledger=ledger,
     )
     if metrics is not None and publication is not None:

@@ -44,7 +44,6 @@ import psycopg
 from procrastinate import exceptions as queue_errors
 from procrastinate import sql as queue_sql
 from psycopg import AsyncConnection
-from pydantic import SecretStr
 
 from pr_review_api.errors import (
     GitHubUnavailable,
@@ -78,8 +77,9 @@ _DATABASE_DOWN = "The job database is not available; try again shortly."
 ReviewRunner = Callable[[str, Settings, bool, int | None, bool], Awaitable[dict[str, Any]]]
 """Runs one review: (pull request URL, settings, post, installation id, automatic) -> the
 review document (CONTRACT 5); `automatic` (a webhook's job) honours the base's skip rules
-(CONTRACT 16). Raises `ReviewError` for a review that ended without one. The settings
-carry the installation's token as `github_token` when the App's credentials are configured."""
+(CONTRACT 16). Raises `ReviewError` for a review that ended without one. The runner decides
+who it is on GitHub from the installation id (`github.credentials.credentials_for`, with the
+queue's `app_credentials`); the settings are the queue's own."""
 
 
 @dataclass(frozen=True)
@@ -365,10 +365,9 @@ class JobQueue:
         if record is None:
             return
         try:
-            settings = await self._settings_for(record)
             document = await self.runner(
                 record.pull_request_url,
-                settings,
+                self.settings,
                 record.post,
                 record.installation_id,
                 record.source == "webhook",
@@ -437,14 +436,3 @@ class JobQueue:
                 status="succeeded" if status == "succeeded" else "failed",
                 document=document,
             )
-
-    async def _settings_for(self, record: JobRecord) -> Settings:
-        """The settings a job reviews with: the installation's token under a GitHub App."""
-        if self.app_credentials is None or record.installation_id is None:
-            return self.settings
-        token = await self.app_credentials.token(record.installation_id)
-        if token is None:
-            return self.settings
-        return self.settings.model_copy(
-            update={"github_token": SecretStr(token.get_secret_value())}
-        )

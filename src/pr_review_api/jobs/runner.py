@@ -1,21 +1,21 @@
 """The review a worker runs for one job: `run_review`, published when asked (CONTRACT 10/11).
 
 A worker process keeps one `RepositoryStore` (indexes, `cat-file` readers, search text, git
-threads) for every job it runs, so the second job of a repository starts warm, and under a
-GitHub App each job talks to GitHub with its own installation's token. The queue lends it the
-database's ledger of published heads, so a job of a head already published asks no model.
+threads) for every job it runs, so the second job of a repository starts warm. Each job gets
+a `GitHubClient` bound to its identity (`github.credentials.credentials_for`: its App
+installation's token, or `GITHUB_TOKEN`), and everything below it uses that client. The queue
+lends it the database's ledger of published heads, so a job of a head already published asks
+no model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from pydantic import SecretStr
 
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.credentials import credentials_for
 from pr_review_api.github.ledger import PublishLedger
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget, repository_store
@@ -23,20 +23,6 @@ from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
-
-
-@dataclass(frozen=True)
-class _InstallationCredentials:
-    """`github.credentials.Credentials` for one job: its installation's App token."""
-
-    app: AppCredentials
-    installation_id: int
-
-    async def token(self, installation_id: int | None = None) -> SecretStr | None:
-        return await self.app.token(self.installation_id)
-
-    async def app_login(self) -> str | None:
-        return await self.app.app_login()
 
 
 class JobReviewer:
@@ -68,30 +54,18 @@ class JobReviewer:
     ) -> dict[str, Any]:
         target = PullRequestTarget(url)
         store = self._shared_store(settings)
-        if self._app_credentials is None or installation_id is None:
+        credentials = credentials_for(settings, installation_id, app=self._app_credentials)
+        async with GitHubClient(settings, credentials=credentials) as github:
             result = await run_review(
                 target,
                 settings,
                 post=post,
+                github=github,
                 store=store,
                 ledger=self._ledger,
                 metrics=self._metrics,
                 automatic=automatic,
             )
-        else:
-            credentials = _InstallationCredentials(self._app_credentials, installation_id)
-            async with GitHubClient(settings, credentials=credentials) as github:
-                result = await run_review(
-                    target,
-                    settings,
-                    post=post,
-                    github=github,
-                    installation_id=installation_id,
-                    store=store,
-                    ledger=self._ledger,
-                    metrics=self._metrics,
-                    automatic=automatic,
-                )
         return result.model_dump(mode="json")
 
     def close(self) -> None:

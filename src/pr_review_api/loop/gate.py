@@ -133,7 +133,6 @@ def open_gate(
     prepared: Prepared,
     settings: Settings,
     github: GitHubClient,
-    installation_id: int | None,
     *,
     post: bool,
     on_outcome: Callable[[CheckOutcome], None] | None = None,
@@ -144,7 +143,7 @@ def open_gate(
     if not post or info is None or not settings.pr_review_check_runs:
         return Gate(None, fail_on, git_dir, on_outcome=on_outcome)
     head = prepared.repository.revisions.head_sha
-    reporter = CheckReporter(github, info.owner, info.repo, head, installation_id)
+    reporter = CheckReporter(github, info.owner, info.repo, head)
     return Gate(reporter, fail_on, git_dir, on_outcome=on_outcome)
 
 
@@ -185,7 +184,6 @@ async def already_posted(
     prepared: Prepared,
     settings: Settings,
     github: GitHubClient,
-    installation_id: int | None,
     posted: PostedHead,
     gate: Gate,
 ) -> ReviewResult:
@@ -196,14 +194,14 @@ async def already_posted(
         status="already_published", review_id=posted.review_id, url=posted.url
     )
     if gate.reporter is not None or gate.on_outcome is not None:
-        body = await _posted_body(prepared, github, installation_id, posted.review_id)
+        body = await _posted_body(prepared, github, posted.review_id)
         counts = None if body is None else severity_counts(body)
         await gate.finished(result, counts)
     return result
 
 
 async def _posted_body(
-    prepared: Prepared, github: GitHubClient, installation_id: int | None, review_id: int | None
+    prepared: Prepared, github: GitHubClient, review_id: int | None
 ) -> str | None:
     info = prepared.pull_request
     if info is None or review_id is None:
@@ -213,7 +211,7 @@ async def _posted_body(
         f"/reviews/{review_id}"
     )
     try:
-        response = await github.request("GET", url, installation_id=installation_id)
+        response = await github.request("GET", url)
     except GitHubUnavailable:
         return None
     if response.status != 200:

@@ -75,7 +75,6 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     model: ModelClient | None = None,
     post: bool = False,
     github: GitHubClient | None = None,
-    installation_id: int | None = None,
     store: RepositoryStore | None = None,
     ledger: PublishLedger | None = None,
     metrics: Metrics | None = None,
@@ -85,7 +84,9 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
     `post` publishes the validated review on the pull request (CONTRACT 10) and sets the
-    result's `publication`; `github` is the process's shared GitHub client (else one is made).
+    result's `publication`; `github` is the GitHub client of the review's identity (the
+    process's shared one, or a job's bound to its App installation; else one is made with
+    `GITHUB_TOKEN`): every read, fetch, check and publication goes through it.
     With a `ledger` (the service's record of what it published), a head already published
     answers its earlier review document, `already_published`, before the model is asked.
     `automatic` (a webhook job, `review --automatic`) honours the base's skip rules; a
@@ -121,31 +122,18 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
             work = repo_store.work(deadline, cancel)
             async with prepare(target, settings, github_client, repo_store, work) as pinned:
                 prepared = await repo_store.run(with_repo_config, pinned)
-                gate = open_gate(
-                    prepared,
-                    settings,
-                    github_client,
-                    installation_id,
-                    post=post,
-                    on_outcome=on_check,
-                )
+                gate = open_gate(prepared, settings, github_client, post=post, on_outcome=on_check)
                 if automatic and (skipped := await skip_review(prepared, settings, gate)):
                     return _counted(metrics, skipped, loop.time() - started)
                 if post and ledger is not None:
-                    earlier = await published_before(
-                        prepared, ledger, github_client, installation_id
-                    )
+                    earlier = await published_before(prepared, ledger, github_client)
                     if earlier is not None:
                         await gate.finished(earlier)  # from what was posted; no model asked
                         return _counted(metrics, earlier, loop.time() - started)
                 if post:
-                    prepared, posted = await with_re_review(
-                        prepared, github_client, installation_id
-                    )
+                    prepared, posted = await with_re_review(prepared, github_client)
                     if posted is not None:
-                        done = await already_posted(
-                            prepared, settings, github_client, installation_id, posted, gate
-                        )
+                        done = await already_posted(prepared, settings, github_client, posted, gate)
                         return _counted(metrics, done, loop.time() - started)
                 engine = Engine(
                     client,
@@ -166,7 +154,6 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                         github_client,
                         prepared.repository.git_dir,
                         deadline=deadline,
-                        installation_id=installation_id,
                         ledger=ledger,
                         metrics=metrics,
                     )

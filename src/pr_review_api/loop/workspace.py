@@ -168,7 +168,7 @@ class PostedHead:
 
 
 async def with_re_review(
-    prepared: Prepared, github: GitHubClient, installation_id: int | None
+    prepared: Prepared, github: GitHubClient
 ) -> tuple[Prepared, PostedHead | None]:
     """A re-review names the files changed since our last reviewed head (CONTRACT 10); one
     read of our earlier reviews also tells whether this head is published already."""
@@ -179,7 +179,7 @@ async def with_re_review(
     head = repository.revisions.head_sha
     ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
     try:
-        state = await prior_state(github, ref, installation_id, head_sha=head)
+        state = await prior_state(github, ref, head_sha=head)
     except (PublishFailure, GitHubUnavailable):
         return prepared, None  # publishing decides again
     done = state.review_of(head)
@@ -197,14 +197,14 @@ async def with_re_review(
 
 
 async def published_before(
-    prepared: Prepared, ledger: PublishLedger, github: GitHubClient, installation_id: int | None
+    prepared: Prepared, ledger: PublishLedger, github: GitHubClient
 ) -> ReviewResult | None:
     """The review the service already published of this head, from its ledger, or None."""
     info = prepared.pull_request
     if info is None:
         return None
     ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
-    identity = await github.login(installation_id)
+    identity = await github.login()
     head = prepared.repository.revisions.head_sha
     recorded = await ledger.find(HeadKey.of(ref, identity, head))
     return None if recorded is None else recorded.already_published()
