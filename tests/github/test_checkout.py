@@ -22,9 +22,9 @@ from pr_review_api.github import checkout as cache_module
 from pr_review_api.github.checkout import (
     HEAD_MOVED,
     RepositoryCache,
-    fetch_config,
     open_pull_request,
 )
+from pr_review_api.github.git_http import fetch_config
 from pr_review_api.github.metadata import PullRequestMetadata
 from pr_review_api.github.urls import parse_pull_request_url
 from tests.conftest import GITHUB_TOKEN

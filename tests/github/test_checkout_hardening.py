@@ -13,7 +13,7 @@ from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git_runner import run_git
 from pr_review_api.github import checkout as cache_module
-from pr_review_api.github.checkout import fetch_config
+from pr_review_api.github.git_http import fetch_config
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub

@@ -5,8 +5,8 @@ metadata, then fetch and pin the two commits under the repository's locks, as th
 client's identity (its credentials' token; `github/credentials.py`). The repository stays
 protected from eviction until the context exits.
 
-The folders and locks under PR_REVIEW_CACHE_DIR are named in `pr_review_api.cache_layout`.
-A repository's key is a hash of the server URL and the lower-cased owner and repository
+The folders and locks under PR_REVIEW_CACHE_DIR are named in `cache_layout`. A repository's
+key is a hash of the server URL and the lower-cased owner and repository
 (GitHub names are case-insensitive), so no part of a URL ever becomes a path. Locks are
 `flock(2)` locks on files that are never deleted, so a waiter can never hold a lock on an
 unlinked file.
@@ -21,7 +21,6 @@ a repository in use is never removed, so the bound can be exceeded while it is.
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
 import hashlib
 import logging
@@ -35,7 +34,6 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
@@ -46,20 +44,19 @@ from pr_review_api.cache_layout import (
     staging_git_dir_of,
 )
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
-from pr_review_api.git_runner import GitConfig, GitError, is_sha, run_git
+from pr_review_api.git_runner import GitError, is_sha, run_git
 from pr_review_api.github.cache_files import Lease, heal, last_used, lock, tree_size
 from pr_review_api.github.client import GitHubClient, fetch_metadata
+from pr_review_api.github.credentials import credentials_for
+from pr_review_api.github.git_http import fetch_config
 from pr_review_api.github.metadata import PullRequestMetadata, is_valid_branch_name
 from pr_review_api.github.urls import PullRequestRef, parse_pull_request_url
-from pr_review_api.github.credentials import credentials_for
 from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 LOCAL_GIT_TIMEOUT_SECONDS = 60.0
-HTTP_LOW_SPEED_LIMIT = 1000  # bytes per second ...
-HTTP_LOW_SPEED_TIME = 60  # ... for this many seconds, and the fetch is abandoned
 # Before a fetch, unused repositories are evicted while the cache's file system has less free.
 FETCH_RESERVE_BYTES = 256 * 1024**2
 
@@ -81,29 +78,6 @@ class PreparedPullRequest:
     info: PullRequestInfo
     metadata: PullRequestMetadata
     git_dir: Path  # bare repo holding base_sha and head_sha
-
-
-def fetch_config(settings: Settings, token: SecretStr | None) -> GitConfig:
-    """Configuration for a fetch from the configured server, `token` (None: anonymous) scoped
-    to its origin."""
-    server = settings.github_server_url
-    values = (
-        ("http.followRedirects", "false"),  # a redirect could carry the header elsewhere
-        ("http.proxy", ""),
-        ("http.lowSpeedLimit", str(HTTP_LOW_SPEED_LIMIT)),
-        ("http.lowSpeedTime", str(HTTP_LOW_SPEED_TIME)),
-        ("protocol.version", "2"),
-        ("fetch.writeCommitGraph", "false"),
-        ("fetch.showForcedUpdates", "false"),
-        ("core.logAllRefUpdates", "false"),
-    )
-    secret: tuple[tuple[str, str], ...] = ()
-    if token is not None:
-        secret_value = token.get_secret_value()
-        basic = base64.b64encode(f"x-access-token:{secret_value}".encode()).decode("ascii")
-        secret = ((f"http.{server}/.extraHeader", f"Authorization: Basic {basic}"),)
-    scheme = urlsplit(server).scheme.lower()
-    return GitConfig(values=values, secret=secret, allowed_protocols=(scheme,))
 
 
 class RepositoryCache:

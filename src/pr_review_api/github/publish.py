@@ -176,9 +176,7 @@ async def _publish(
     fingerprints = [fingerprint_of(f, texts) for f in findings]
     replaced = await asyncio.to_thread(suggestion_texts, git_dir, head, findings)
     placement = place(findings, hunks, fingerprints, posted, max_inline, texts=replaced)
-    status, created, placement = await _attempts(
-        result, ref, github, placement, deadline=deadline
-    )
+    status, created, placement = await _attempts(result, ref, github, placement, deadline=deadline)
     if created is None or status not in (200, 201):
         raise status_failure(status, "publish the review")
     _, shown = await asyncio.to_thread(render_body, result, placement)
