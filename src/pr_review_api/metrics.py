@@ -63,6 +63,7 @@ TERMINATION_REASONS = frozenset(
         "invalid_model_response",
         "upstream_response_too_large",
         "unsupported_finish_reason",
+        "token_budget",
         "review_timeout",
         # A review that failed before or outside the loop is counted by its error code.
         "invalid_request",

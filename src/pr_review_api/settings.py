@@ -166,6 +166,9 @@ class Settings(BaseSettings):
     review_verify_findings: bool = False
     # Issue 29 item 1: findings must quote code the model received (loop/evidence.py).
     review_require_evidence: bool = False
+    # Issue 29 item 3: the tokens one review may spend over all its conversations (the
+    # engine's Tally); none by default. Reaching it stops new provider requests.
+    review_max_total_tokens: int | None = Field(default=None, ge=1)
     # Service mode (CONTRACT 11; jobs/). The URL may carry a password: a secret.
     pr_review_database_url: SecretStr | None = None
     pr_review_data_dir: Path = Path("~/.local/share/pr-review")

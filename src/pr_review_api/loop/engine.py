@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from pr_review_api.errors import InvalidModelResponse, MaxRounds, ReviewError
+from pr_review_api.errors import InvalidModelResponse, MaxRounds, ReviewError, TokenBudget
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
@@ -87,6 +87,12 @@ class Tally:
     usage: Usage = field(default_factory=Usage)
     trace: list[TraceTurn] = field(default_factory=list)
 
+    @property
+    def tokens(self) -> int:
+        """The tokens spent so far (a provider that reports no total: prompt + completion)."""
+        usage = self.usage
+        return max(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens)
+
     def record(self) -> RunRecord:
         """A copy of the counts and the trace so far, for an error to carry."""
         return RunRecord(
@@ -149,6 +155,7 @@ class Engine:
         seen_ids: set[str] = set()
         stages = policy.stages
         for number in range(1, max_rounds + 1):
+            self.check_budget()  # before every provider request, a repair's included
             # Rounds are numbered on across conversations, so the trace reads in order.
             self.tally.rounds += 1
             round_ = self.tally.rounds
@@ -170,6 +177,16 @@ class Engine:
             outcomes = await self._execute(turn, messages, seen_ids)
             self._record(round_, turn, outcomes)
         raise MaxRounds()
+
+    def check_budget(self) -> None:
+        """Raise `TokenBudget` once the review's tokens reached REVIEW_MAX_TOTAL_TOKENS.
+
+        Checked before each request: a request already sent is never cut, so a review may
+        end a little over its budget (by at most one answer of each conversation in flight).
+        """
+        budget = self.settings.review_max_total_tokens
+        if budget is not None and self.tally.tokens >= budget:
+            raise TokenBudget()
 
     def report(self, stage: str | None, round_: int) -> None:
         """Tell the progress hook a stage began (nothing when `stage` is None)."""
