@@ -22,7 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from pr_review_api.errors import InvalidModelResponse, MaxRounds, ReviewError, TokenBudget
+from pr_review_api.errors import (
+    InvalidModelResponse,
+    MaxRounds,
+    MaxToolCalls,
+    ReviewError,
+    TokenBudget,
+)
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
@@ -125,6 +131,9 @@ class Engine:
         self.tally = Tally() if tally is None else tally
         self.on_stage = on_stage
         self.metrics = metrics  # counts each tool call
+        # Calls checked and running but not yet in the tally: conversations that run at once
+        # (loop/batches.py) check their rounds against the same total, so each reserves first.
+        self._running_calls = 0
         # REVIEW_REQUIRE_EVIDENCE: what the model received, for loop/evidence.py's rule.
         self.coverage = CoverageTracker(
             prepared.repository,
@@ -174,6 +183,7 @@ class Engine:
                 messages.append({"role": "user", "content": outcome.words})
                 continue
             self.report(stages.running_tools, round_)
+            self._reserve(len(turn.calls))  # no await since the check: atomic on the loop
             outcomes = await self._execute(turn, messages, seen_ids)
             self._record(round_, turn, outcomes)
         raise MaxRounds()
@@ -197,15 +207,29 @@ class Engine:
         return CallLimits(
             per_round=self.settings.review_max_tool_calls_per_round,
             total=self.settings.review_max_tool_calls,
-            used=self.tally.tool_calls,
+            used=self.tally.tool_calls + self._running_calls,
         )
+
+    def _reserve(self, calls: int) -> None:
+        """Hold `calls` of the review's total for a checked round, or raise `MaxToolCalls`.
+
+        The check ran on a thread with the counts of its start; another conversation of the
+        review may have run calls meanwhile, so the total is checked again here.
+        """
+        used = self.tally.tool_calls + self._running_calls
+        if used + calls > self.settings.review_max_tool_calls:
+            raise MaxToolCalls()
+        self._running_calls += calls
 
     async def _execute(
         self, turn: CheckedTurn, messages: list[dict[str, Any]], seen_ids: set[str]
     ) -> list[tuple[ToolOutcome, int]]:
         """Run a validated round's calls in worker threads; append results in call order."""
         calls = turn.calls
-        outcomes = await asyncio.gather(*(self.store.run(self._timed, call) for call in calls))
+        try:
+            outcomes = await asyncio.gather(*(self.store.run(self._timed, call) for call in calls))
+        finally:  # the reservation ends; no await before the tally counts the calls
+            self._running_calls -= len(calls)
         messages.append(turn.message)
         # Counted before the content limit is checked: the calls ran, and a failed
         # verification (loop/verify.py) does not end the review, whose totals must say so.

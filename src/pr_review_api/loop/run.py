@@ -26,6 +26,7 @@ from pr_review_api.github.publish import publish_result
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.background_index import one_shot_store
+from pr_review_api.loop.batches import batched_review
 from pr_review_api.loop.engine import Engine, StageHook, Tally
 from pr_review_api.loop.gate import already_posted, gated, open_gate, skip_review
 from pr_review_api.loop.repo_config import apply_repo_config
@@ -220,7 +221,8 @@ async def _review(engine: Engine, include_trace: bool) -> ReviewResult:
         review = apply_repo_config(review, prepared.repo_config)  # no findings to match
         result = _result(engine, review, include_trace)
         return result.model_copy(update={"termination_reason": "no_changes"})
-    return _result(engine, await final_review(engine), include_trace)
+    batched = await batched_review(engine)  # None when the change fits one loop
+    return _result(engine, await final_review(engine, batched), include_trace)
 
 
 def _result(engine: Engine, review: FinalReview, include_trace: bool) -> ReviewResult:
