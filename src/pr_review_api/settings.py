@@ -169,6 +169,10 @@ class Settings(BaseSettings):
     # Issue 29 item 3: the tokens one review may spend over all its conversations (the
     # engine's Tally); none by default. Reaching it stops new provider requests.
     review_max_total_tokens: int | None = Field(default=None, ge=1)
+    # US dollars per million prompt (input) and completion (output) tokens: with either set,
+    # the document, the reports, the job record and the metrics carry an estimated cost.
+    review_price_input_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
+    review_price_output_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
     # Issue 29 item 2 (loop/batches.py): a change of more files or diff bytes than these is
     # reviewed in batches of related files; 0 files turns batching off. A batch's files fit
     # one inspect_git_diff call (MAX_DIFF_PATHS paths; the default diff size in a result).

@@ -39,7 +39,7 @@ from pr_review_api.loop.workspace import (
     with_re_review,
     with_repo_config,
 )
-from pr_review_api.model import FinalReview, ReviewResult, Revisions, Usage
+from pr_review_api.model import FinalReview, ReviewResult, Revisions, Usage, estimated_cost
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ async def _review(engine: Engine, include_trace: bool) -> ReviewResult:
 
 
 def _result(engine: Engine, review: FinalReview, include_trace: bool) -> ReviewResult:
-    prepared, tally = engine.prepared, engine.tally
+    prepared, tally, settings = engine.prepared, engine.tally, engine.settings
     revisions = prepared.repository.revisions
     return ReviewResult(
         pull_request=prepared.pull_request,
@@ -235,11 +235,16 @@ def _result(engine: Engine, review: FinalReview, include_trace: bool) -> ReviewR
             head_sha=revisions.head_sha,
             merge_base_sha=revisions.merge_base_sha,
         ),
-        model=engine.settings.opencode_model,
+        model=settings.opencode_model,
         review=review,
         usage=tally.usage,
         rounds=tally.rounds,
         tool_calls=tally.tool_calls,
         coverage=engine.coverage.coverage(),
         trace=tally.trace if include_trace else None,
+        cost=estimated_cost(
+            tally.usage,
+            settings.review_price_input_per_mtok,
+            settings.review_price_output_per_mtok,
+        ),
     )
