@@ -94,9 +94,10 @@ class NamingModel:
     `hang` never answers (the deadline test). Counts every request and each first message.
     """
 
-    def __init__(self, *, reads: int = 0, hang: bool = False) -> None:
+    def __init__(self, *, reads: int = 0, hang: bool = False, look: bool = True) -> None:
         self.reads = reads
         self.hang = hang
+        self.look = look  # False: stop at once (the inline diff test)
         self.requests = 0
         self.first_messages: list[str] = []
 
@@ -116,7 +117,7 @@ class NamingModel:
                 call = (f"r{done}", "read_repository_file", {"path": names[done]})
                 return tool_turn([call])
             return stop_turn(EMPTY_REVIEW)
-        if done == 0:
+        if done == 0 and self.look:
             return tool_turn([("d1", "inspect_git_diff", {"paths": names[:MAX_DIFF_PATHS]})])
         return stop_turn(EMPTY_REVIEW)
 
@@ -216,6 +217,18 @@ def test_a_change_that_fits_is_one_loop(tmp_path: Path) -> None:
     assert "untrusted_batch_files" not in model.first_messages[0]
     assert result.coverage.inspected_files == 2
     assert result.review.notes == []
+
+
+def test_an_inline_diff_is_the_batchs_own(sixty: tuple[GitRepo, str, str]) -> None:
+    model = NamingModel(look=False)
+    result = _run(model, sixty, review_inline_diff_bytes=48 * 1024)
+    assert (result.tool_calls, result.coverage.inspected_files) == (0, 60)
+    assert len(model.first_messages) == DIRECTORIES
+    for first in model.first_messages:
+        directories = {path.split("/")[0] for path in _named(first)}
+        assert len(directories) == 1
+        shown = {d for d in range(DIRECTORIES) if f"diff --git a/pkg{d}/" in first}
+        assert {f"pkg{d}" for d in shown} == directories
 
 
 def test_diff_sizes_add_up_to_the_diff(sixty: tuple[GitRepo, str, str]) -> None:
