@@ -48,6 +48,7 @@ TERMINATION_REASONS = {
     "invalid_model_response",
     "upstream_response_too_large",
     "unsupported_finish_reason",
+    "token_budget",
     "review_timeout",
 }
 

@@ -21,6 +21,7 @@ in exactly one place (`api.py`, `cli.py`).
     │   ├── InvalidModelResponse       invalid_model_response          502
     │   ├── UpstreamResponseTooLarge   upstream_response_too_large     502
     │   ├── UnsupportedFinishReason    unsupported_finish_reason       502
+    │   ├── TokenBudget                token_budget                    502
     │   └── ReviewTimeout              review_timeout                  504
     ├── InvalidRepository              invalid_repository              422; CLI exit 2
     ├── ConfigurationError             configuration_error             CLI exit 2
@@ -186,6 +187,13 @@ class MaxToolCalls(ReviewTerminated):
 
     code = "max_tool_calls"
     default_message = "The model asked for more tool calls than allowed."
+
+
+class TokenBudget(ReviewTerminated):
+    """REVIEW_MAX_TOTAL_TOKENS was reached before anything of the review was validated."""
+
+    code = "token_budget"
+    default_message = "The review reached its token budget before a final review."
 
 
 class InvalidToolCall(ReviewTerminated):

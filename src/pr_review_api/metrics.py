@@ -63,6 +63,7 @@ TERMINATION_REASONS = frozenset(
         "invalid_model_response",
         "upstream_response_too_large",
         "unsupported_finish_reason",
+        "token_budget",
         "review_timeout",
         # A review that failed before or outside the loop is counted by its error code.
         "invalid_request",
@@ -170,6 +171,15 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+        # Labelled, as every counter here: a labelled counter opens its multiprocess file at
+        # its first count, never at construction (see the test of a removed folder).
+        self.cost = Counter(
+            "pr_review_cost_usd",
+            "Estimated US dollars of the reviews that ended with a document, at the set "
+            "prices, by termination reason.",
+            ["termination_reason"],
+            registry=self.registry,
+        )
         self.tool_calls = Counter(
             "pr_review_tool_calls",
             "Tool calls the review loop ran, by tool and whether they succeeded.",
@@ -202,6 +212,9 @@ class Metrics:
         with _never_raising():
             self.reviews.labels(termination_label(outcome)).inc()
             self.review_seconds.observe(max(0.0, seconds))
+            cost = None if isinstance(outcome, BaseException) else outcome.cost
+            if cost is not None and cost.usd > 0:
+                self.cost.labels(termination_label(outcome)).inc(cost.usd)
 
     def count_tokens(self, usage: Usage) -> None:
         """One provider turn's usage."""

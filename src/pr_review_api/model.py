@@ -241,6 +241,32 @@ class Publication(BaseModel):
     error: PublicationError | None = None
 
 
+class Cost(BaseModel):
+    """The review's estimated price (REVIEW_PRICE_INPUT_PER_MTOK, REVIEW_PRICE_OUTPUT_PER_MTOK)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    usd: float
+
+
+def estimated_cost(
+    usage: Usage, input_per_mtok: float | None, output_per_mtok: float | None
+) -> Cost | None:
+    """What `usage` costs at US dollars per million prompt and completion tokens; None when
+    neither price is set (a price not set counts as zero)."""
+    if input_per_mtok is None and output_per_mtok is None:
+        return None
+    dollars = (
+        usage.prompt_tokens * (input_per_mtok or 0.0)
+        + usage.completion_tokens * (output_per_mtok or 0.0)
+    ) / 1_000_000
+    return Cost(usd=round(dollars, 6))
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class ReviewResult(BaseModel):
     """A successful review."""
 
@@ -264,3 +290,6 @@ class ReviewResult(BaseModel):
     trace: list[TraceTurn] | None
     # Null unless the review was asked to be published (CONTRACT 10).
     publication: Publication | None = None
+    # Only when a price is set (issue 29 item 3): without one the document has no such key,
+    # byte for byte as before the setting existed.
+    cost: Cost | None = Field(default=None, exclude_if=_absent)

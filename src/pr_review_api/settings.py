@@ -173,6 +173,19 @@ class Settings(BaseSettings):
     review_require_evidence: bool = False
     # CONTRACT 14: findings may carry a committable replacement (loop/suggestions.py).
     review_suggestions: bool = False
+    # Issue 29 item 3: the tokens one review may spend over all its conversations (the
+    # engine's Tally); none by default. Reaching it stops new provider requests.
+    review_max_total_tokens: int | None = Field(default=None, ge=1)
+    # US dollars per million prompt (input) and completion (output) tokens: with either set,
+    # the document, the reports, the job record and the metrics carry an estimated cost.
+    review_price_input_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
+    review_price_output_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
+    # Issue 29 item 2 (loop/batches.py): a change of more files or diff bytes than these is
+    # reviewed in batches of related files; 0 files (the default, which keeps the seed's one
+    # loop exactly, CONTRACT 12) turns batching off; 20 is the advised value. A batch's files
+    # fit one inspect_git_diff call (MAX_DIFF_PATHS paths; the default diff size in a result).
+    review_batch_max_files: int = Field(default=0, ge=0, le=MAX_DIFF_PATHS)
+    review_batch_max_diff_bytes: int = Field(default=48 * 1024, ge=1024, le=64 * 1024 * 1024)
     # Service mode (CONTRACT 11; jobs/). The URL may carry a password: a secret.
     pr_review_database_url: SecretStr | None = None
     pr_review_data_dir: Path = Path("~/.local/share/pr-review")

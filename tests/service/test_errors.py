@@ -26,6 +26,7 @@ ERROR_CASES: list[tuple[ReviewError, int, str | None]] = [
     (errors.InvalidModelResponse(), 502, "invalid_model_response"),
     (errors.UpstreamResponseTooLarge(), 502, "upstream_response_too_large"),
     (errors.UnsupportedFinishReason(), 502, "unsupported_finish_reason"),
+    (errors.TokenBudget(), 502, "token_budget"),
     (errors.ReviewTimeout(), 504, "review_timeout"),
     (errors.ConfigurationError(), 500, None),
     # A pull request's repository over the preparation budgets (CONTRACT 5: 422).

@@ -22,7 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from pr_review_api.errors import InvalidModelResponse, MaxRounds, ReviewError
+from pr_review_api.errors import (
+    InvalidModelResponse,
+    MaxRounds,
+    MaxToolCalls,
+    ReviewError,
+    TokenBudget,
+)
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
@@ -87,6 +93,12 @@ class Tally:
     usage: Usage = field(default_factory=Usage)
     trace: list[TraceTurn] = field(default_factory=list)
 
+    @property
+    def tokens(self) -> int:
+        """The tokens spent so far (a provider that reports no total: prompt + completion)."""
+        usage = self.usage
+        return max(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens)
+
     def record(self) -> RunRecord:
         """A copy of the counts and the trace so far, for an error to carry."""
         return RunRecord(
@@ -119,6 +131,9 @@ class Engine:
         self.tally = Tally() if tally is None else tally
         self.on_stage = on_stage
         self.metrics = metrics  # counts each tool call
+        # Calls checked and running but not yet in the tally: conversations that run at once
+        # (loop/batches.py) check their rounds against the same total, so each reserves first.
+        self._running_calls = 0
         # REVIEW_REQUIRE_EVIDENCE: what the model received, for loop/evidence.py's rule.
         self.coverage = CoverageTracker(
             prepared.repository,
@@ -149,6 +164,7 @@ class Engine:
         seen_ids: set[str] = set()
         stages = policy.stages
         for number in range(1, max_rounds + 1):
+            self.check_budget()  # before every provider request, a repair's included
             # Rounds are numbered on across conversations, so the trace reads in order.
             self.tally.rounds += 1
             round_ = self.tally.rounds
@@ -167,9 +183,20 @@ class Engine:
                 messages.append({"role": "user", "content": outcome.words})
                 continue
             self.report(stages.running_tools, round_)
+            self._reserve(len(turn.calls))  # no await since the check: atomic on the loop
             outcomes = await self._execute(turn, messages, seen_ids)
             self._record(round_, turn, outcomes)
         raise MaxRounds()
+
+    def check_budget(self) -> None:
+        """Raise `TokenBudget` once the review's tokens reached REVIEW_MAX_TOTAL_TOKENS.
+
+        Checked before each request: a request already sent is never cut, so a review may
+        end a little over its budget (by at most one answer of each conversation in flight).
+        """
+        budget = self.settings.review_max_total_tokens
+        if budget is not None and self.tally.tokens >= budget:
+            raise TokenBudget()
 
     def report(self, stage: str | None, round_: int) -> None:
         """Tell the progress hook a stage began (nothing when `stage` is None)."""
@@ -180,15 +207,29 @@ class Engine:
         return CallLimits(
             per_round=self.settings.review_max_tool_calls_per_round,
             total=self.settings.review_max_tool_calls,
-            used=self.tally.tool_calls,
+            used=self.tally.tool_calls + self._running_calls,
         )
+
+    def _reserve(self, calls: int) -> None:
+        """Hold `calls` of the review's total for a checked round, or raise `MaxToolCalls`.
+
+        The check ran on a thread with the counts of its start; another conversation of the
+        review may have run calls meanwhile, so the total is checked again here.
+        """
+        used = self.tally.tool_calls + self._running_calls
+        if used + calls > self.settings.review_max_tool_calls:
+            raise MaxToolCalls()
+        self._running_calls += calls
 
     async def _execute(
         self, turn: CheckedTurn, messages: list[dict[str, Any]], seen_ids: set[str]
     ) -> list[tuple[ToolOutcome, int]]:
         """Run a validated round's calls in worker threads; append results in call order."""
         calls = turn.calls
-        outcomes = await asyncio.gather(*(self.store.run(self._timed, call) for call in calls))
+        try:
+            outcomes = await asyncio.gather(*(self.store.run(self._timed, call) for call in calls))
+        finally:  # the reservation ends; no await before the tally counts the calls
+            self._running_calls -= len(calls)
         messages.append(turn.message)
         # Counted before the content limit is checked: the calls ran, and a failed
         # verification (loop/verify.py) does not end the review, whose totals must say so.

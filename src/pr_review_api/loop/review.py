@@ -58,11 +58,17 @@ class ReviewPolicy:
             return Repair(rejected.repair)
 
 
-async def final_review(engine: Engine) -> FinalReview:
-    """The review's conversation, its repository configuration and (when set) verification."""
-    messages = await first_messages(engine)
-    max_rounds = engine.settings.review_max_rounds
-    review = await engine.converse(ReviewPolicy(engine), messages, max_rounds=max_rounds)
+async def final_review(engine: Engine, batched: FinalReview | None = None) -> FinalReview:
+    """The review's conversation, its repository configuration and (when set) verification.
+
+    `batched` is the merged review of a large change's batches (`loop/batches.py`), which
+    then stands for the one conversation.
+    """
+    review = batched
+    if review is None:
+        messages = await first_messages(engine)
+        max_rounds = engine.settings.review_max_rounds
+        review = await engine.converse(ReviewPolicy(engine), messages, max_rounds=max_rounds)
     received = engine.coverage.received  # set with REVIEW_REQUIRE_EVIDENCE
     if received is not None:
         review = await engine.store.run(apply_evidence_rule, review, received)
@@ -73,11 +79,16 @@ async def final_review(engine: Engine) -> FinalReview:
     return review
 
 
-async def first_messages(engine: Engine) -> list[dict[str, Any]]:
-    """The system prompt and the first user message (REVIEW_INLINE_DIFF_BYTES: with the diff)."""
+async def first_messages(engine: Engine, paths: list[str] | None = None) -> list[dict[str, Any]]:
+    """The system prompt and the first user message (REVIEW_INLINE_DIFF_BYTES: with the diff).
+
+    `paths` (a batch's files, `loop/batches.py`) limits the inline diff to those files.
+    """
     limit = engine.settings.review_inline_diff_bytes
     if limit:  # reading, parsing and encoding the diff: on the store's threads
-        user = await engine.store.run(_with_diff, engine.prepared, engine.coverage, limit)
+        user = await engine.store.run(
+            _with_diff, engine.prepared, engine.coverage, limit, paths or []
+        )
     else:
         user = user_message(engine.prepared.context)
     settings = engine.settings
@@ -87,10 +98,10 @@ async def first_messages(engine: Engine) -> list[dict[str, Any]]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _with_diff(prepared: Prepared, coverage: CoverageTracker, limit: int) -> str:
-    """The first user message with the diff cut to `limit` bytes; the coverage sees it."""
+def _with_diff(prepared: Prepared, coverage: CoverageTracker, limit: int, paths: list[str]) -> str:
+    """The first user message with the diff (of `paths`, else all) cut to `limit` bytes."""
     with map_git_errors(prepared.unreadable):
-        data, truncated = prepared.repository.diff([], limit)
+        data, truncated = prepared.repository.diff(paths, limit)
     text = data.decode("utf-8", "replace")
     if truncated:  # the cut may split a character: drop its first bytes
         text = text.rstrip("\ufffd")

@@ -26,6 +26,7 @@ from pr_review_api.github.publish import publish_result
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.background_index import one_shot_store
+from pr_review_api.loop.batches import batched_review
 from pr_review_api.loop.engine import Engine, StageHook, Tally
 from pr_review_api.loop.gate import already_posted, gated, open_gate, skip_review
 from pr_review_api.loop.repo_config import apply_repo_config
@@ -38,7 +39,7 @@ from pr_review_api.loop.workspace import (
     with_re_review,
     with_repo_config,
 )
-from pr_review_api.model import FinalReview, ReviewResult, Revisions, Usage
+from pr_review_api.model import FinalReview, ReviewResult, Revisions, Usage, estimated_cost
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
@@ -207,11 +208,12 @@ async def _review(engine: Engine, include_trace: bool) -> ReviewResult:
         review = apply_repo_config(review, prepared.repo_config)  # no findings to match
         result = _result(engine, review, include_trace)
         return result.model_copy(update={"termination_reason": "no_changes"})
-    return _result(engine, await final_review(engine), include_trace)
+    batched = await batched_review(engine)  # None when the change fits one loop
+    return _result(engine, await final_review(engine, batched), include_trace)
 
 
 def _result(engine: Engine, review: FinalReview, include_trace: bool) -> ReviewResult:
-    prepared, tally = engine.prepared, engine.tally
+    prepared, tally, settings = engine.prepared, engine.tally, engine.settings
     revisions = prepared.repository.revisions
     return ReviewResult(
         pull_request=prepared.pull_request,
@@ -220,11 +222,16 @@ def _result(engine: Engine, review: FinalReview, include_trace: bool) -> ReviewR
             head_sha=revisions.head_sha,
             merge_base_sha=revisions.merge_base_sha,
         ),
-        model=engine.settings.opencode_model,
+        model=settings.opencode_model,
         review=review,
         usage=tally.usage,
         rounds=tally.rounds,
         tool_calls=tally.tool_calls,
         coverage=engine.coverage.coverage(),
         trace=tally.trace if include_trace else None,
+        cost=estimated_cost(
+            tally.usage,
+            settings.review_price_input_per_mtok,
+            settings.review_price_output_per_mtok,
+        ),
     )

@@ -19,7 +19,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
-from pr_review_api.errors import InvalidModelResponse, ProviderError, ReviewError, ReviewTimeout
+from pr_review_api.errors import (
+    InvalidModelResponse,
+    ProviderError,
+    ReviewError,
+    ReviewTimeout,
+    TokenBudget,
+)
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.loop.checks import CheckedTurn
@@ -148,13 +154,15 @@ class VerificationCounts:
     confirmed: int = 0
     refuted: int = 0
     unverified: int = 0
+    budget_reached: bool = False  # REVIEW_MAX_TOTAL_TOKENS stopped the pass
 
     def note(self) -> str:
         """The fixed sentence the review's notes carry."""
         noun = "finding" if self.confirmed == 1 else "findings"
+        stopped = " (stopped at the token budget)" if self.budget_reached else ""
         return (
             f"Verification: {self.confirmed} {noun} confirmed, {self.refuted} refuted and "
-            f"dropped, {self.unverified} unverified."
+            f"dropped, {self.unverified} unverified{stopped}."
         )
 
 
@@ -179,7 +187,8 @@ async def verify_findings(engine: Engine, review: FinalReview) -> FinalReview:
     Each finding is a fresh conversation over the review's engine: its rounds are numbered on
     from the review's (the trace reads in order) and count in the review's totals. After a
     provider error (not the model's fault) the remaining findings are kept unverified, without
-    more requests. ReviewTimeout, and the deadline's cancellation, end the review.
+    more requests; so after the token budget (REVIEW_MAX_TOTAL_TOKENS), which the note says.
+    ReviewTimeout, and the deadline's cancellation, end the review.
     """
     prepared = engine.prepared
     policy = VerifyPolicy(engine)
@@ -188,7 +197,7 @@ async def verify_findings(engine: Engine, review: FinalReview) -> FinalReview:
     provider_failed = False
     for finding in review.findings:
         verdict: Verdict | None = None
-        if not provider_failed:
+        if not (provider_failed or counts.budget_reached):
             excerpt = await engine.store.run(
                 code_excerpt, prepared.repository, finding, prepared.unreadable
             )
@@ -203,6 +212,7 @@ async def verify_findings(engine: Engine, review: FinalReview) -> FinalReview:
                 raise
             except ReviewError as error:  # out of rounds, a bad turn or verdict, a provider error
                 provider_failed = isinstance(error, ProviderError)
+                counts.budget_reached = isinstance(error, TokenBudget)
         if verdict is None:
             counts.unverified += 1
         elif verdict.verdict == "refuted":

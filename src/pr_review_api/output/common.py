@@ -71,11 +71,14 @@ def usage_line(result: ReviewResult) -> str:
     usage = result.usage
     rounds = "round" if result.rounds == 1 else "rounds"
     calls = "tool call" if result.tool_calls == 1 else "tool calls"
-    return (
+    line = (
         f"{result.model} · {result.rounds} {rounds} · {result.tool_calls} {calls} · "
         f"{usage.total_tokens:,} tokens ({usage.prompt_tokens:,} prompt, "
         f"{usage.completion_tokens:,} completion)"
     )
+    if result.cost is not None:  # only with a price set: otherwise the line is as before
+        line += f" · about ${result.cost.usd:.4f}"
+    return line
 
 
 def counts_line(result: ReviewResult) -> str:

@@ -71,7 +71,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     502: _documented(
         "`github_unavailable`, `opencode_authentication_failed`, `opencode_unavailable`, or a "
         "termination reason: `max_rounds`, `max_tool_calls`, `invalid_tool_call`, "
-        "`invalid_model_response`, `upstream_response_too_large`, `unsupported_finish_reason`."
+        "`invalid_model_response`, `upstream_response_too_large`, `unsupported_finish_reason`, "
+        "`token_budget`."
     ),
     503: _documented(
         "`opencode_rate_limited` or `server_busy`, with Retry-After when known.",
