@@ -22,7 +22,8 @@ typecheck:
 test:
 	uv run pytest
 
-# The inner loop: everything but tests/hostile and tests/jobs.
+# The inner loop: the unit level on every core (pytest-xdist), without tests/hostile,
+# tests/jobs and the tests marked e2e.
 test-fast:
 	uv run pytest --fast
 

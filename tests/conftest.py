@@ -21,17 +21,61 @@ pytest_plugins = ["tests.fakes.provider_server", "tests.fakes.github_server"]
 PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"
 GITHUB_TOKEN = "ghp_test-GITHUB-SECRET-41be02"
 
-# The inner loop's tier (`uv run pytest --fast`): everything but the hostile-world suite and the
-# PostgreSQL job suite, which CI and the README's command still run.
+# The fast tier (`uv run pytest --fast`), the inner loop: the unit level on every core. It leaves
+# out two folders, the hostile-world suite and the PostgreSQL job suite, and every test marked
+# `e2e` (a real process of pr-review, PostgreSQL or a browser; whole reviews through the service
+# and the fakes; a repository the size of a budget). The default run (CI, `make test`) still
+# runs all of them.
+# tests/test_fast_tier_coverage.py checks it still tests every rule of the protocol seed.
 _FAST_SKIPS = ("hostile", "jobs")
+FAST_SKIP_MARK = "e2e"
+# More workers than this spend more CPU collecting the suite than they save.
+_MOST_FAST_WORKERS = 8
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--fast",
         action="store_true",
-        help="skip tests/hostile and tests/jobs (the inner loop; CI runs everything)",
+        help="the fast tier: skip tests/hostile, tests/jobs and tests marked e2e, and run on "
+        "every core (pytest-xdist) unless -n says otherwise; CI runs everything",
     )
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (a container's share, not the host's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """`--fast` alone runs on one pytest-xdist worker a core, work-stealing (set before xdist
+    turns `-n` into workers). Not in a worker itself, not when `-n` was given (`-n 0`: one
+    process), and not for --collect-only or --pdb."""
+    if (
+        config.getoption("--fast")
+        and config.pluginmanager.hasplugin("xdist")
+        and not hasattr(config, "workerinput")
+        and config.getoption("numprocesses", None) is None
+        and not config.getoption("collectonly")
+        and not config.getoption("usepdb")
+    ):
+        config.option.numprocesses = min(usable_cores(), _MOST_FAST_WORKERS)
+        if config.getoption("dist") == "no":
+            # Each worker starts on its own contiguous half of the suite, so a module's
+            # fixtures (a hostile world, a corpus) are mostly built once, and takes the other's
+            # tests when its own run out: no slow file finishes alone (on 2 shared cores it
+            # took 140 s where `loadfile` took 188 s).
+            config.option.dist = "worksteal"
+
+
+def in_fast_tier(item: pytest.Item, root: Path) -> bool:
+    """Whether `--fast` keeps this test."""
+    parts = item.path.resolve().relative_to(root).parts
+    in_skipped_folder = bool(parts) and parts[0] in _FAST_SKIPS
+    return not in_skipped_folder and item.get_closest_marker(FAST_SKIP_MARK) is None
 
 
 # How many tests the session runs, when it runs a whole tier as the README's commands do
@@ -61,8 +105,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kept: list[pytest.Item] = []
     skipped: list[pytest.Item] = []
     for item in items:
-        parts = item.path.resolve().relative_to(root).parts
-        (skipped if parts and parts[0] in _FAST_SKIPS else kept).append(item)
+        (kept if in_fast_tier(item, root) else skipped).append(item)
     if skipped:
         config.hook.pytest_deselected(items=skipped)
         items[:] = kept

@@ -23,6 +23,10 @@ from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 
+# The Action's step as a runner runs it (uv, a venv, a process): the default run, not --fast.
+pytestmark = pytest.mark.e2e
+
+
 ROOT = Path(__file__).resolve().parents[1]
 BOT = "pr-review-bot"
 _DEV_ONLY = ("mypy", "ruff", "pytest", "hypothesis", "schemathesis")

@@ -419,6 +419,7 @@ def test_ctrl_c_exits_130_with_the_interrupted_document(monkeypatch: pytest.Monk
     )
 
 
+@pytest.mark.e2e
 def test_sigint_to_a_real_review_exits_130_with_the_document(
     widget: tuple[GitRepo, str, str], scripted_provider: ScriptedProvider
 ) -> None:

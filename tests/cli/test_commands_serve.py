@@ -70,6 +70,7 @@ def test_serve_refuses_to_start_without_a_provider_key(no_server: list[uvicorn.C
     assert no_server == []
 
 
+@pytest.mark.e2e
 def test_serve_on_loopback_without_keys(
     no_server: list[uvicorn.Config], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -82,6 +83,7 @@ def test_serve_on_loopback_without_keys(
     assert config.timeout_graceful_shutdown is not None
 
 
+@pytest.mark.e2e
 def test_serve_on_a_public_address_with_keys(
     no_server: list[uvicorn.Config], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -109,6 +109,7 @@ def _json(done: subprocess.CompletedProcess[str] | _Done) -> Any:
     return json.loads(done.stdout)
 
 
+@pytest.mark.e2e
 def test_jobs_commands_against_the_running_embedded_database(data_dir: Path) -> None:
     database = EmbeddedPostgres(data_dir).start()
     ids = _seed(database.url())
@@ -180,6 +181,7 @@ def test_jobs_commands_against_the_running_embedded_database(data_dir: Path) -> 
     assert database.is_running()  # a database it did not start is left running
 
 
+@pytest.mark.e2e
 def test_jobs_start_a_stopped_embedded_database_and_stop_it_again(data_dir: Path) -> None:
     database = EmbeddedPostgres(data_dir).start()
     ids = _seed(database.url())
@@ -190,6 +192,7 @@ def test_jobs_start_a_stopped_embedded_database_and_stop_it_again(data_dir: Path
     assert not database.is_running()
 
 
+@pytest.mark.e2e
 def test_jobs_without_any_database_say_how_to_get_one(tmp_path: Path) -> None:
     done = _jobs(tmp_path / "empty", "list")
     assert done.returncode == 2

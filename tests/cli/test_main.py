@@ -24,6 +24,10 @@ from tests.results import SERVICE_REVIEW as REVIEW
 # --- real processes ----------------------------------------------------------------------------
 
 
+# Real `pr-review` processes, a wheel and a fresh venv: the default run, not --fast.
+pytestmark = pytest.mark.e2e
+
+
 def _process(
     args: list[str], env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

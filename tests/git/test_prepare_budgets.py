@@ -26,6 +26,10 @@ from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
 from tests.gitrepo import GitRepo, git
 
+# Repositories built to the size of a budget, and CLI processes: the default run, not --fast.
+pytestmark = pytest.mark.e2e
+
+
 CHAIN = 39  # links a bomb link passes through: 40 hops, MAX_SYMLINK_HOPS
 PADDING = "d/../" * 800  # 4 KB of components that go nowhere
 

@@ -143,12 +143,22 @@ QUERIES = [
 PATHS = ["", "src", "src/app.py", "text", "links/to_src", "links/to_app", "many", "big", "bin"]
 
 
+@pytest.fixture(scope="module")
+def world_indexed(
+    world: HostileWorld, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[RepositoryStore, PinnedRepository]]:
+    """The hostile world's head opened and indexed once for the 486 query, path and probe
+    cases below: a search reads the index and never writes it, and PROBE_FILES is read at
+    each search, so the cases share one build instead of making one each."""
+    with indexed_store(tmp_path_factory.mktemp("indexed") / "cache") as store:
+        yield store, pin(store, world.repo.git_dir, world.base, world.head)
+
+
 @pytest.mark.parametrize("probe", [0, 5, search.PROBE_FILES])  # index at once, later
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("query", QUERIES)
 def test_index_search_equals_git_grep_search(
-    store: RepositoryStore,
-    world: HostileWorld,
+    world_indexed: tuple[RepositoryStore, PinnedRepository],
     *,
     query: str,
     path: str,
@@ -157,7 +167,7 @@ def test_index_search_equals_git_grep_search(
 ) -> None:
     monkeypatch.setattr(search, "PROBE_FILES", probe)
     arguments = SearchArguments(query=query, path=path, limit=100)
-    pinned = pin(store, world.repo.git_dir, world.base, world.head)
+    store, pinned = world_indexed
     from_index, from_git = both_ways(store, pinned, arguments)
     assert from_index == from_git
 
@@ -403,6 +413,7 @@ def test_a_large_index_is_built_in_the_background(
     assert greps == ["needle"]
 
 
+@pytest.mark.e2e
 def test_another_process_reads_the_index_without_building_it(
     cache: Path, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -449,6 +460,7 @@ def test_another_process_reads_the_index_without_building_it(
     assert done.stdout.strip() == str(len(expected["matches"]))
 
 
+@pytest.mark.e2e
 def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
     cache: Path, repo: GitRepo, held_builds: threading.Event
 ) -> None:

@@ -77,6 +77,7 @@ def test_a_head_derived_from_a_saved_snapshot_equals_a_fresh_load(
     same(derived, load_snapshot(git_dir, world.head))
 
 
+@pytest.mark.e2e
 def test_a_new_process_derives_its_first_head_from_the_last_ones_file(
     repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -217,6 +218,7 @@ def test_a_saved_head_this_repository_lacks_is_loaded_in_full(
     same(cache_in(tmp_path).get(repo.git_dir, head), load_snapshot(repo.git_dir, head))
 
 
+@pytest.mark.e2e
 def test_a_writer_killed_before_its_rename_leaves_the_old_file(
     repo: GitRepo, tmp_path: Path
 ) -> None:

@@ -78,6 +78,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.e2e
 def test_concurrent_reviews_in_separate_processes(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pulls = [
         fake_github.pull_request("acme", "widget", n, head={"f.py": f"PROCESS-{n}\n"})

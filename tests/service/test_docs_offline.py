@@ -94,6 +94,7 @@ def running_server() -> Iterator[str]:
         listener.close()
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(
     CHROMIUM is None,
     reason="no Chromium: install Debian's package (apt-get install -y chromium) to run it",

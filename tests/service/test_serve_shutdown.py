@@ -30,6 +30,10 @@ import pytest
 from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.service.server import StopRequested, StopSignals
 
+# Real `pr-review serve` processes with PostgreSQL: the default run, not --fast.
+pytestmark = pytest.mark.e2e
+
+
 PROVIDER_SECRET = "sk-provider-secret-5e0c17"
 GITHUB_SECRET = "ghp_github-secret-a93b21"
 START_DEADLINE_SECONDS = 120.0

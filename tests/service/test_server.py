@@ -170,6 +170,7 @@ def _wait_until_healthy(base_url: str, process: subprocess.Popen[bytes]) -> None
     raise AssertionError("the server did not start")
 
 
+@pytest.mark.e2e
 def test_sigterm_lets_a_review_in_flight_finish(tmp_path: Path) -> None:
     script = tmp_path / "serve_slow.py"
     script.write_text(SHUTDOWN_SERVER)

@@ -32,10 +32,14 @@ from tests.fakes.provider_server import Fault, ScriptedProvider, stop_turn
 fake_github = github_server.fake_github
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="no Chromium: install Debian's package (apt-get install -y chromium) to run it",
-)
+# A real browser and a real `pr-review serve` process: the default run, not --fast.
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="no Chromium: install Debian's package (apt-get install -y chromium) to run it",
+    ),
+]
 
 FINDING = {
     "severity": "high",

@@ -54,6 +54,11 @@ from tests.tools.git_failures import (
 # --- through run_review and the HTTP service --------------------------------------------------
 
 
+# Whole reviews through the service and the fakes: the default run, not --fast (the unit
+# level of the same edge is tests/tools/test_git_error_edge.py).
+pytestmark = pytest.mark.e2e
+
+
 def local_settings(provider: ScriptedProvider) -> Settings:
     return load_settings(
         opencode_api_key=PROVIDER_KEY,
