@@ -135,7 +135,9 @@ SHUTDOWN_SERVER = textwrap.dedent(
     """
     import asyncio, sys
     import uvicorn
-    from pr_review_api.service.app import create_app, get_reviewer, server_config
+    from pr_review_api.service.app import create_app
+    from pr_review_api.service.dependencies import get_reviewer
+    from pr_review_api.service.server import server_config
     from pr_review_api.settings import load_settings
     from tests.results import review_result
 

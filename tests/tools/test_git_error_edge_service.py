@@ -23,7 +23,6 @@ from pr_review_api import git_runner as runner
 from pr_review_api.cli import commands as cli
 from pr_review_api.errors import InvalidRepository, ReviewError
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github import checkout
 from pr_review_api.loop import workspace as workspace_module
 from pr_review_api.loop.run import run_review
@@ -99,7 +98,6 @@ def test_a_git_failure_preparing_a_local_review_is_invalid_repository(
     elif where == "resolve_commit":
         monkeypatch.setattr(workspace_module, "resolve_commit", failing(where, FAILURES[failure]))
     elif where == "open":
-        monkeypatch.setattr(RepositoryStore, "open", failing("open", FAILURES[failure]))
         monkeypatch.setattr(PinnedRepository, "open", failing("open", FAILURES[failure]))
     else:
         monkeypatch.setattr(PinnedRepository, where, failing(where, FAILURES[failure]))
@@ -217,8 +215,7 @@ async def test_a_git_failure_pinning_a_pull_request_is_github_unavailable_not_50
     # A sibling of the tools' edge: pinning the fetched commits (the index, the merge base,
     # the changed files) reads the cache with git too, before the model is asked.
     pull = fake_github.pull_request("acme", "widget", 7, base=BASE_FILES, head=HEAD_FILES)
-    owner = RepositoryStore if where == "open" else PinnedRepository
-    monkeypatch.setattr(owner, where, failing(where, FAILURES[failure]))
+    monkeypatch.setattr(PinnedRepository, where, failing(where, FAILURES[failure]))
     async with service(pull_settings(fake_github, scripted_provider, tmp_path)) as client:
         response = await client.post("/v1/reviews", json={"pull_request_url": pull.url})
     assert_github_unavailable(response, tmp_path)
