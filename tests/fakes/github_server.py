@@ -178,6 +178,10 @@ class FakeGitHub:
         # --- reviews (the publishing endpoints) ---
         self.users: dict[str, str] = {}  # token -> login answered by GET /user
         self.workflow_tokens: set[str] = set()  # post as github-actions[bot]; /user is 403
+        self.refused_tokens: set[str] = set()  # answered 401 Bad credentials on /user, /repos
+        # token -> `permissions` in GET /repos/{o}/{r} (absent: the answer has none, as a
+        # workflow token's)
+        self.repo_permissions: dict[str, dict[str, bool]] = {}
         self.page_size = 100  # at most this many items per page, whatever per_page says
         self.reviews: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
         self.review_comments: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
@@ -519,6 +523,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/user":
             self._user(fake, record)
             return
+        if len(pieces) == 4 and pieces[1] == "repos" and self.command == "GET":
+            self._repository(fake, record, pieces[2], pieces[3])
+            return
         if len(pieces) >= 5 and pieces[1] == "repos" and pieces[4] in ("check-runs", "statuses"):
             self._gate(fake, record, pieces, body)
             return
@@ -593,9 +600,19 @@ class _Handler(BaseHTTPRequestHandler):
         value = record.authorization or ""
         return value.removeprefix("Bearer ") if value.startswith("Bearer ") else None
 
+    def _repository(self, fake: FakeGitHub, record: RecordedRequest, owner: str, repo: str) -> None:
+        token = self._bearer(record)
+        if token in fake.refused_tokens:
+            self._json(record, 401, {"message": "Bad credentials"})
+            return
+        document: dict[str, Any] = {"full_name": f"{owner}/{repo}", "private": False}
+        if token is not None and token in fake.repo_permissions:
+            document["permissions"] = fake.repo_permissions[token]
+        self._json(record, 200, document)
+
     def _user(self, fake: FakeGitHub, record: RecordedRequest) -> None:
         token = self._bearer(record)
-        if token is None:
+        if token is None or token in fake.refused_tokens:
             self._json(record, 401, {"message": "Requires authentication"})
         elif token in fake.users:
             self._json(record, 200, {"login": fake.users[token], "id": 7})

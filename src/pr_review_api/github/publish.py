@@ -125,11 +125,13 @@ async def publish(  # noqa: PLR0913  (installation_id goes once the client is bo
     max_inline: int,
     installation_id: int | None = None,
     ledger: PublishLedger | None = None,
+    force: bool = False,
 ) -> Publication:
     """Publish `result` on the pull request; never raises for a GitHub failure.
 
     With a `ledger` (the service), its record of this head answers first, and a publication
-    is recorded there as soon as GitHub accepts it."""
+    is recorded there as soon as GitHub accepts it. `force` (the `review` command) posts even
+    when this head is published already; the fingerprints already posted are still skipped."""
     try:
         async with asyncio.timeout_at(deadline - DEADLINE_MARGIN_SECONDS):
             return await _publish(
@@ -141,6 +143,7 @@ async def publish(  # noqa: PLR0913  (installation_id goes once the client is bo
                 max_inline=max_inline,
                 installation_id=installation_id,
                 ledger=ledger,
+                force=force,
             )
     except PublishFailure as failure:
         return _failed(failure.message)
@@ -165,6 +168,7 @@ async def _publish(  # noqa: PLR0913  (as publish)
     max_inline: int,
     installation_id: int | None,
     ledger: PublishLedger | None,
+    force: bool = False,
 ) -> Publication:
     head = result.revisions.head_sha
     key = HeadKey.of(ref, await github.login(installation_id), head)
@@ -174,7 +178,7 @@ async def _publish(  # noqa: PLR0913  (as publish)
         # The review is paid for: publish on the markers alone, as the CLI does.
         logger.warning("the ledger of published reviews could not be read")
         recorded, ledger = None, None
-    if recorded is not None:
+    if recorded is not None and not force:
         return _already(recorded.review_id, recorded.url)
     state = await prior_state(
         github,
@@ -184,7 +188,7 @@ async def _publish(  # noqa: PLR0913  (as publish)
         head_sha=head,
     )
     done = state.review_of(head)
-    if done is not None:
+    if done is not None and not force:
         return _already(*done)
     if not state.complete and ledger is None:
         # Our review of this head may be in the pages not read: posting could post it twice.
@@ -285,7 +289,7 @@ def _payload(result: ReviewResult, placement: Placement) -> dict[str, Any]:
     }
 
 
-async def publish_result(
+async def publish_result(  # noqa: PLR0913  (as publish)
     result: ReviewResult,
     github: GitHubClient,
     git_dir: Path,
@@ -294,6 +298,7 @@ async def publish_result(
     installation_id: int | None = None,
     ledger: PublishLedger | None = None,
     metrics: Metrics | None = None,
+    force: bool = False,
 ) -> Publication | None:
     """Publish a finished review of a pull request; None when there is nothing to publish
     (a local review, or no final review from the model). `metrics` counts each outcome."""
@@ -310,6 +315,7 @@ async def publish_result(
         max_inline=github.settings.pr_review_max_inline_comments,
         installation_id=installation_id,
         ledger=ledger,
+        force=force,
     )
     if metrics is not None and publication is not None:
         metrics.publication(publication.status)

@@ -22,16 +22,19 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.ledger import PublishLedger
+from pr_review_api.github.preflight import ensure_can_publish
 from pr_review_api.github.publish import publish_result
+from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.background_index import one_shot_store
 from pr_review_api.loop.engine import Engine, StageHook, Tally
-from pr_review_api.loop.gate import already_posted, gated, open_gate, skip_review
+from pr_review_api.loop.gate import Gate, already_posted, gated, open_gate, skip_review
 from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.review import final_review, same_tree
 from pr_review_api.loop.workspace import (
     LocalTarget,
+    Prepared,
     PullRequestTarget,
     ReviewTarget,
     prepare,
@@ -39,7 +42,7 @@ from pr_review_api.loop.workspace import (
     with_re_review,
     with_repo_config,
 )
-from pr_review_api.model import FinalReview, ReviewResult, Revisions, Usage
+from pr_review_api.model import FinalReview, PullRequestInfo, ReviewResult, Revisions, Usage
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
@@ -91,6 +94,7 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     metrics: Metrics | None = None,
     automatic: bool = False,
     on_check: Callable[[CheckOutcome], None] | None = None,
+    force: bool = False,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
@@ -100,7 +104,10 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     answers its earlier review document, `already_published`, before the model is asked.
     `automatic` (a webhook job, `review --automatic`) honours the base's skip rules; a
     published review sets the `pr-review` check (loop/gate.py, CONTRACT 16); `on_check` is
-    told the check's outcome (the CLI's --check-file), set or not.
+    told the check's outcome (the CLI's --check-file), set or not. `force` (the `review`
+    command in a comment, CONTRACT 15) reviews and publishes a head already published; the
+    findings already posted are still not repeated. A `post` that cannot publish (no token, a
+    token GitHub refuses) fails before the model is asked (github/preflight.py).
 
     Raises a `ReviewError` subclass for every failure the contract names, carrying what the
     review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
@@ -141,18 +148,17 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                 )
                 if automatic and (skipped := await skip_review(prepared, settings, gate)):
                     return _counted(metrics, skipped, loop.time() - started)
-                if post and ledger is not None:
-                    earlier = await published_before(
-                        prepared, ledger, github_client, installation_id
+                if post and (
+                    done := await _before_publishing(
+                        prepared, settings, github_client, installation_id, ledger, gate, force
                     )
-                    if earlier is not None:
-                        await gate.finished(earlier)  # from what was posted; no model asked
-                        return _counted(metrics, earlier, loop.time() - started)
+                ):
+                    return _counted(metrics, done, loop.time() - started)
                 if post:
                     prepared, posted = await with_re_review(
                         prepared, github_client, installation_id
                     )
-                    if posted is not None:
+                    if posted is not None and not force:
                         done = await already_posted(
                             prepared, settings, github_client, installation_id, posted, gate
                         )
@@ -179,6 +185,7 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                         installation_id=installation_id,
                         ledger=ledger,
                         metrics=metrics,
+                        force=force,
                     )
                 await gate.finished(result)
                 return _counted(metrics, result, loop.time() - started)
@@ -195,6 +202,32 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
         raise
     finally:
         cancel.set()
+
+
+async def _before_publishing(
+    prepared: Prepared,
+    settings: Settings,
+    github: GitHubClient,
+    installation_id: int | None,
+    ledger: PublishLedger | None,
+    gate: Gate,
+    force: bool,
+) -> ReviewResult | None:
+    """Before the model is asked: a review that cannot be published fails (no token, a token
+    GitHub refuses); a head the ledger says is published answers `already_published`."""
+    if prepared.pull_request is not None:
+        await ensure_can_publish(github, _ref_of(prepared.pull_request), installation_id)
+    if ledger is None or force:
+        return None
+    earlier = await published_before(prepared, ledger, github, installation_id)
+    if earlier is None:
+        return None
+    # No model asked; the check is completed from what was posted.
+    return await already_posted(prepared, settings, github, installation_id, earlier, gate)
+
+
+def _ref_of(info: PullRequestInfo) -> PullRequestRef:
+    return PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
 
 
 def _counted(metrics: Metrics | None, outcome: _Outcome, seconds: float) -> _Outcome:

@@ -30,7 +30,7 @@ from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.loop.guidance import repository_guidance
 from pr_review_api.loop.prompts import ReviewContext
 from pr_review_api.loop.repo_config import NO_REPO_CONFIG, LoadedRepoConfig, load_repo_config
-from pr_review_api.model import PullRequestInfo, ReviewResult
+from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
 from pr_review_api.tools import GIT_FAILURES, map_git_errors
 
@@ -192,7 +192,7 @@ async def with_re_review(
 
 async def published_before(
     prepared: Prepared, ledger: PublishLedger, github: GitHubClient, installation_id: int | None
-) -> ReviewResult | None:
+) -> PostedHead | None:
     """The review the service already published of this head, from its ledger, or None."""
     info = prepared.pull_request
     if info is None:
@@ -201,7 +201,7 @@ async def published_before(
     identity = await github.login(installation_id)
     head = prepared.repository.revisions.head_sha
     recorded = await ledger.find(HeadKey.of(ref, identity, head))
-    return None if recorded is None else recorded.already_published()
+    return None if recorded is None else PostedHead(recorded.review_id, recorded.url)
 
 
 def with_repo_config(prepared: Prepared) -> Prepared:
