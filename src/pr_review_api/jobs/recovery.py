@@ -42,7 +42,7 @@ async def recover_stalled(queue: JobQueue) -> int:
             newer = [
                 other
                 for other in await records.waiting_for(connection, job.lock)
-                if record is None or other.id != record.id
+                if record is None or (other.id != record.id and record.kind == "review")
             ]
             if record is None or record.status in FINAL_STATUSES or newer:
                 await queue._finish_queue_job(connection, job.id, "failed")
@@ -89,7 +89,7 @@ async def recover_orphans(queue: JobQueue) -> int:
             newer = [
                 other
                 for other in await records.waiting_for(connection, record.pr_key)
-                if other.id != record.id
+                if other.id != record.id and record.kind == "review"
             ]
             if newer:
                 await records.supersede(connection, record.id, newer[0].id)
@@ -97,7 +97,9 @@ async def recover_orphans(queue: JobQueue) -> int:
                 body = ReviewError("The review job could not be completed.").to_body()
                 await records.finish(connection, record.id, status="failed", document=body)
             else:
-                queue_job_id = await queue._defer(connection, record.pr_key, record.id)
+                queue_job_id = await queue._defer(
+                    connection, record.pr_key, record.id, queueing=record.kind == "review"
+                )
                 await records.set_queue_job(connection, record.id, queue_job_id)
             logger.info("job %s had lost its queue job and was recovered", record.id)
     return len(orphans)

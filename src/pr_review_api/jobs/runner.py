@@ -8,6 +8,8 @@ database's ledger of published heads, so a job of a head already published asks 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +41,20 @@ class _InstallationCredentials:
         return await self.app.app_login()
 
 
+@asynccontextmanager
+async def installation_client(
+    settings: Settings, app: AppCredentials | None, installation_id: int | None
+) -> AsyncIterator[GitHubClient]:
+    """A GitHub client for one job: its installation's App token, else the settings' token."""
+    if app is None or installation_id is None:
+        async with GitHubClient(settings) as github:
+            yield github
+        return
+    credentials = _InstallationCredentials(app, installation_id)
+    async with GitHubClient(settings, credentials=credentials) as github:
+        yield github
+
+
 class JobReviewer:
     """The default `ReviewRunner` of `JobQueue`; `close()` when the worker stops."""
 
@@ -53,7 +69,8 @@ class JobReviewer:
         self._metrics = metrics
         self._store: RepositoryStore | None = None
 
-    def _shared_store(self, settings: Settings) -> RepositoryStore:
+    def store_for(self, settings: Settings) -> RepositoryStore:
+        """The worker's one repository store (made on first use)."""
         if self._store is None:
             self._store = repository_store(settings)
         return self._store
@@ -65,9 +82,12 @@ class JobReviewer:
         post: bool,
         installation_id: int | None,
         automatic: bool = False,
+        *,
+        force: bool = False,
     ) -> dict[str, Any]:
+        """`force`: the `review` command (CONTRACT 15), past a head already published."""
         target = PullRequestTarget(url)
-        store = self._shared_store(settings)
+        store = self.store_for(settings)
         if self._app_credentials is None or installation_id is None:
             result = await run_review(
                 target,
@@ -77,6 +97,7 @@ class JobReviewer:
                 ledger=self._ledger,
                 metrics=self._metrics,
                 automatic=automatic,
+                force=force,
             )
         else:
             credentials = _InstallationCredentials(self._app_credentials, installation_id)
@@ -91,6 +112,7 @@ class JobReviewer:
                     ledger=self._ledger,
                     metrics=self._metrics,
                     automatic=automatic,
+                    force=force,
                 )
         return result.model_dump(mode="json")
 

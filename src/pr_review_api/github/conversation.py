@@ -1,0 +1,227 @@
+"""The GitHub requests of the review conversation (CONTRACT 15).
+
+Who may ask (`GET /repos/{o}/{r}/collaborators/{user}/permission`, cached briefly per process:
+never the comment's own claims), a review comment and its thread, a reply in a thread (GitHub
+takes replies only to a top-level review comment), a comment on the pull request, and a
+reaction. Our answers carry `<!-- pr-review:answer=<question id> -->`, read only from our own
+comments, so that a job run again after its worker died never answers one question twice.
+Every request takes the process's `GitHubClient` and the job's `installation_id`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+
+from pr_review_api.errors import GitHubUnavailable
+from pr_review_api.github.client import GitHubClient
+
+logger = logging.getLogger(__name__)
+
+PERMISSION_TTL_SECONDS = 60.0
+MAX_PERMISSION_ENTRIES = 4096
+MAX_COMMENT_BYTES = 1024 * 1024
+MAX_THREAD_PAGES = 5
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+_FINDING = re.compile(r"(?<!\\)<!-- pr-review:finding=([0-9a-f]{16,64}) -->")
+_ANSWER = re.compile(r"(?<!\\)<!-- pr-review:answer=([0-9]{1,20}) -->")
+
+Reaction = Literal["+1", "eyes"]
+
+
+def answer_marker(question_id: int) -> str:
+    return f"<!-- pr-review:answer={question_id} -->"
+
+
+class _User(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    login: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+
+
+class ReviewComment(BaseModel):
+    """A review comment as GitHub lists it (the fields the conversation reads)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: int
+    body: str = ""
+    user: _User | None = None
+    in_reply_to_id: int | None = None
+    path: str | None = None
+    line: int | None = None
+    original_line: int | None = None
+    commit_id: str | None = None
+    original_commit_id: str | None = None
+
+    @property
+    def author(self) -> str | None:
+        return None if self.user is None else self.user.login
+
+    def finding_fingerprint(self) -> str | None:
+        found = _FINDING.search(self.body)
+        return None if found is None else found.group(1)
+
+    def answers(self) -> set[int]:
+        return {int(found) for found in _ANSWER.findall(self.body)}
+
+
+class _PermissionWire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    permission: str = "none"
+    role_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Repository:
+    owner: str
+    repo: str
+
+    def path(self, tail: str) -> str:
+        return f"/repos/{self.owner}/{self.repo}{tail}"
+
+
+_permissions: dict[tuple[int | None, str, str], tuple[float, bool]] = {}
+
+
+async def may_write(
+    github: GitHubClient, repository: Repository, user: str, installation_id: int | None
+) -> bool:
+    """Whether `user` has write (or maintain, or admin) permission on the repository; cached
+    for `PERMISSION_TTL_SECONDS` per process. An answer GitHub does not give is a no."""
+    key = (installation_id, f"{repository.owner}/{repository.repo}".lower(), user.lower())
+    now = time.monotonic()
+    cached = _permissions.get(key)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    url = github.api_url(repository.path(f"/collaborators/{user}/permission"))
+    response = await github.request("GET", url, installation_id=installation_id, limit=64 * 1024)
+    allowed = False
+    if response.status == 200:
+        try:
+            wire = _PermissionWire.model_validate_json(response.body)
+        except ValidationError:
+            wire = _PermissionWire()
+        allowed = wire.permission in WRITE_PERMISSIONS or wire.role_name in WRITE_PERMISSIONS
+    elif response.status >= 500:
+        raise GitHubUnavailable("GitHub did not say who may ask.")
+    if len(_permissions) >= MAX_PERMISSION_ENTRIES:
+        _permissions.clear()
+    _permissions[key] = (now + PERMISSION_TTL_SECONDS, allowed)
+    return allowed
+
+
+async def review_comment(
+    github: GitHubClient, repository: Repository, comment_id: int, installation_id: int | None
+) -> ReviewComment | None:
+    """The review comment, or None when GitHub has none by that id."""
+    url = github.api_url(repository.path(f"/pulls/comments/{comment_id}"))
+    response = await github.request(
+        "GET", url, installation_id=installation_id, limit=MAX_COMMENT_BYTES
+    )
+    if response.status == 404:
+        return None
+    if response.status != 200:
+        raise GitHubUnavailable("GitHub did not give the review comment.")
+    try:
+        return ReviewComment.model_validate_json(response.body)
+    except ValidationError:
+        return None
+
+
+async def thread(
+    github: GitHubClient,
+    repository: Repository,
+    number: int,
+    top_id: int,
+    installation_id: int | None,
+) -> list[ReviewComment]:
+    """The replies to the top-level comment `top_id`, oldest first (a few pages at most)."""
+    found: list[ReviewComment] = []
+    for page in range(1, MAX_THREAD_PAGES + 1):
+        url = github.api_url(repository.path(f"/pulls/{number}/comments"))
+        url = url.copy_merge_params({"per_page": "100", "page": str(page)})
+        response = await github.request(
+            "GET", url, installation_id=installation_id, limit=8 * MAX_COMMENT_BYTES
+        )
+        if response.status != 200:
+            raise GitHubUnavailable("GitHub did not list the review comments.")
+        items = _items(response.body)
+        found += [c for c in items if c.in_reply_to_id == top_id]
+        if len(items) < 100:
+            break
+    return sorted(found, key=lambda c: c.id)
+
+
+def _items(body: bytes) -> list[ReviewComment]:
+    try:
+        raw = json.loads(body)
+    except ValueError:
+        return []
+    items: list[ReviewComment] = []
+    for item in raw if isinstance(raw, list) else []:
+        try:
+            items.append(ReviewComment.model_validate(item))
+        except ValidationError:
+            continue
+    return items
+
+
+async def reply(
+    github: GitHubClient,
+    repository: Repository,
+    number: int,
+    top_id: int,
+    body: str,
+    installation_id: int | None,
+) -> int | None:
+    """Reply in the thread of the top-level review comment `top_id`; the new comment's id."""
+    url = github.api_url(repository.path(f"/pulls/{number}/comments/{top_id}/replies"))
+    return await _created(github, url, {"body": body}, installation_id)
+
+
+async def comment(
+    github: GitHubClient,
+    repository: Repository,
+    number: int,
+    body: str,
+    installation_id: int | None,
+) -> int | None:
+    """A comment on the pull request's conversation; the new comment's id."""
+    url = github.api_url(repository.path(f"/issues/{number}/comments"))
+    return await _created(github, url, {"body": body}, installation_id)
+
+
+async def react(
+    github: GitHubClient,
+    repository: Repository,
+    comment_id: int,
+    content: Reaction,
+    installation_id: int | None,
+    *,
+    review_comment: bool,
+) -> None:
+    """A reaction on a comment (GitHub answers 200 for one already there)."""
+    kind = "pulls" if review_comment else "issues"
+    url = github.api_url(repository.path(f"/{kind}/comments/{comment_id}/reactions"))
+    await _created(github, url, {"content": content}, installation_id)
+
+
+async def _created(
+    github: GitHubClient, url: Any, payload: dict[str, Any], installation_id: int | None
+) -> int | None:
+    response = await github.request("POST", url, json_body=payload, installation_id=installation_id)
+    if response.status not in (200, 201):
+        logger.info("GitHub refused a conversation request (%d)", response.status)
+        raise GitHubUnavailable(f"GitHub refused the request ({response.status}).")
+    try:
+        return ReviewComment.model_validate_json(response.body).id
+    except ValidationError:
+        return None
