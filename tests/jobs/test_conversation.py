@@ -24,7 +24,7 @@ import psycopg
 import pytest
 from pydantic import SecretStr
 
-from pr_review_api.jobs.queue import JobQueue, QueueTuning
+from pr_review_api.jobs.queue import JobQueue, PullRequestJob, QueueTuning
 from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
@@ -226,15 +226,10 @@ def test_ignore_dismisses_with_a_reaction_and_the_next_pull_request_suppresses_i
     # Another pull request of the repository: the finding is not posted again.
     other = pull(fake_github, 8)
     scripted_provider.script(stop_turn({"summary": "S", "findings": [FINDING], "notes": []}))
-    queue_settings = settings
 
     async def review_other() -> dict[str, Any]:
-        queue = JobQueue(queue_settings, tuning=FAST)
+        queue = JobQueue(settings, tuning=FAST)
         async with queue.opened():
-            reviewer = queue.conversation
-            assert reviewer is not None
-            from pr_review_api.jobs.queue import PullRequestJob
-
             enqueued = await queue.enqueue(
                 PullRequestJob(url=other.url, owner="acme", repo="widget", number=8), source="api"
             )

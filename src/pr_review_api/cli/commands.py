@@ -22,6 +22,7 @@ from typing import NoReturn
 import click
 
 from pr_review_api import __version__
+from pr_review_api.cli.dismissals import dismissals_command
 from pr_review_api.cli.eval import eval_command
 from pr_review_api.cli.jobs import jobs_command
 from pr_review_api.cli.progress import describe_progress, live_progress
@@ -319,3 +320,4 @@ def schema(which: str) -> None:
 main.add_command(eval_command)
 main.add_command(worker_command)
 main.add_command(jobs_command)
+main.add_command(dismissals_command)

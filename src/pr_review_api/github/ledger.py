@@ -69,3 +69,10 @@ class PublishLedger(Protocol):
     ) -> None:
         """Remember a publication that GitHub just accepted; never raises for a database
         failure (the review is on GitHub whatever happens here)."""
+
+
+class DismissedFindings(Protocol):
+    """The findings a repository dismissed (CONTRACT 15; the service's `jobs/dismissals.py`)."""
+
+    async def fingerprints(self, repository: str) -> set[str]:
+        """The dismissed fingerprints of "owner/repo" (any case)."""

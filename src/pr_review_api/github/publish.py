@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,8 +127,12 @@ async def publish(  # noqa: PLR0913  (installation_id goes once the client is bo
     installation_id: int | None = None,
     ledger: PublishLedger | None = None,
     force: bool = False,
+    dismissed: Collection[str] = frozenset(),
 ) -> Publication:
     """Publish `result` on the pull request; never raises for a GitHub failure.
+
+    A finding whose fingerprint the repository dismissed (`dismissed`, CONTRACT 15) is not
+    posted; `suppressed` counts them.
 
     With a `ledger` (the service), its record of this head answers first, and a publication
     is recorded there as soon as GitHub accepts it. `force` (the `review` command) posts even
@@ -144,6 +149,7 @@ async def publish(  # noqa: PLR0913  (installation_id goes once the client is bo
                 installation_id=installation_id,
                 ledger=ledger,
                 force=force,
+                dismissed=dismissed,
             )
     except PublishFailure as failure:
         return _failed(failure.message)
@@ -169,6 +175,7 @@ async def _publish(  # noqa: PLR0913  (as publish)
     installation_id: int | None,
     ledger: PublishLedger | None,
     force: bool = False,
+    dismissed: Collection[str] = frozenset(),
 ) -> Publication:
     head = result.revisions.head_sha
     key = HeadKey.of(ref, await github.login(installation_id), head)
@@ -203,6 +210,10 @@ async def _publish(  # noqa: PLR0913  (as publish)
     hunks = await asyncio.to_thread(diff_hunks, git_dir, merge_base, head, wanted)
     texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
     fingerprints = [fingerprint_of(f, texts) for f in findings]
+    kept = [i for i, fingerprint in enumerate(fingerprints) if fingerprint not in dismissed]
+    suppressed = len(findings) - len(kept)
+    findings = [findings[i] for i in kept]
+    fingerprints = [fingerprints[i] for i in kept]
     placement = place(findings, hunks, fingerprints, posted, max_inline)
     status, created, placement = await _attempts(
         result, ref, github, placement, deadline=deadline, installation_id=installation_id
@@ -217,6 +228,7 @@ async def _publish(  # noqa: PLR0913  (as publish)
         inline_comments=len(placement.inline),
         body_findings=shown,
         duplicates_skipped=placement.skipped,
+        suppressed=suppressed,
     )
     if ledger is not None:
         carried = [p.fingerprint for p in [*placement.inline, *placement.body[:shown]]]
@@ -299,6 +311,7 @@ async def publish_result(  # noqa: PLR0913  (as publish)
     ledger: PublishLedger | None = None,
     metrics: Metrics | None = None,
     force: bool = False,
+    dismissed: Collection[str] = frozenset(),
 ) -> Publication | None:
     """Publish a finished review of a pull request; None when there is nothing to publish
     (a local review, or no final review from the model). `metrics` counts each outcome."""
@@ -316,6 +329,7 @@ async def publish_result(  # noqa: PLR0913  (as publish)
         installation_id=installation_id,
         ledger=ledger,
         force=force,
+        dismissed=dismissed,
     )
     if metrics is not None and publication is not None:
         metrics.publication(publication.status)

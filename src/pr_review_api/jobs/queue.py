@@ -56,6 +56,7 @@ from pr_review_api.errors import (
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.jobs import records, recovery
 from pr_review_api.jobs.conversation import ConversationJobs
+from pr_review_api.jobs.dismissals import DatabaseDismissals
 from pr_review_api.jobs.fairness import FairJobManager
 from pr_review_api.jobs.published_heads import DatabaseLedger
 from pr_review_api.jobs.records import FINAL_STATUSES, JobKind, JobRecord
@@ -156,7 +157,10 @@ class JobQueue:
         if runner is None:
             # The pool exists once the app is opened: look it up on each use, not now.
             ledger = DatabaseLedger(lambda: self.connector.pool.connection())  # noqa: PLW0108
-            runner = self._own_runner = JobReviewer(self.app_credentials, ledger, metrics)
+            dismissals = DatabaseDismissals(lambda: self.connector.pool.connection())  # noqa: PLW0108
+            runner = self._own_runner = JobReviewer(
+                self.app_credentials, ledger, metrics, dismissals
+            )
         self.runner: ReviewRunner = runner
         # Command jobs of comments (CONTRACT 15); reviews forced by `review` go through the
         # default reviewer (a queue given its own runner still runs them with it).

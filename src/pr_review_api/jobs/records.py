@@ -57,7 +57,6 @@ class JobRecord:
         """`GET /v1/review-jobs/{id}` (CONTRACT 11)."""
         return {
             "job_id": str(self.id),
-            "kind": self.kind,
             "status": self.status,
             "pull_request": {
                 "url": self.pull_request_url,

@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.ledger import PublishLedger
+from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.settings import Settings
@@ -63,9 +63,11 @@ class JobReviewer:
         app_credentials: AppCredentials | None,
         ledger: PublishLedger | None = None,
         metrics: Metrics | None = None,
+        dismissals: DismissedFindings | None = None,
     ) -> None:
         self._app_credentials = app_credentials
         self._ledger = ledger
+        self._dismissals = dismissals
         self._metrics = metrics
         self._store: RepositoryStore | None = None
 
@@ -98,6 +100,7 @@ class JobReviewer:
                 metrics=self._metrics,
                 automatic=automatic,
                 force=force,
+                dismissals=self._dismissals,
             )
         else:
             credentials = _InstallationCredentials(self._app_credentials, installation_id)
@@ -113,6 +116,7 @@ class JobReviewer:
                     metrics=self._metrics,
                     automatic=automatic,
                     force=force,
+                    dismissals=self._dismissals,
                 )
         return result.model_dump(mode="json")
 

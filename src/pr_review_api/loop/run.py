@@ -17,11 +17,11 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout
+from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout, ServerBusy
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.ledger import PublishLedger
+from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.github.preflight import ensure_can_publish
 from pr_review_api.github.publish import publish_result
 from pr_review_api.github.urls import PullRequestRef
@@ -95,6 +95,7 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     automatic: bool = False,
     on_check: Callable[[CheckOutcome], None] | None = None,
     force: bool = False,
+    dismissals: DismissedFindings | None = None,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
@@ -107,7 +108,8 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     told the check's outcome (the CLI's --check-file), set or not. `force` (the `review`
     command in a comment, CONTRACT 15) reviews and publishes a head already published; the
     findings already posted are still not repeated. A `post` that cannot publish (no token, a
-    token GitHub refuses) fails before the model is asked (github/preflight.py).
+    token GitHub refuses) fails before the model is asked (github/preflight.py). With
+    `dismissals` (the service's), a finding the repository dismissed is not published.
 
     Raises a `ReviewError` subclass for every failure the contract names, carrying what the
     review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
@@ -177,6 +179,8 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                     gate, deadline, functools.partial(_review, engine, include_trace)
                 )
                 if post:
+                    dismissed = await _dismissed(prepared, dismissals)
+                    gate.dismissed = dismissed
                     result.publication = await publish_result(
                         result,
                         github_client,
@@ -186,6 +190,7 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                         ledger=ledger,
                         metrics=metrics,
                         force=force,
+                        dismissed=dismissed,
                     )
                 await gate.finished(result)
                 return _counted(metrics, result, loop.time() - started)
@@ -224,6 +229,16 @@ async def _before_publishing(
         return None
     # No model asked; the check is completed from what was posted.
     return await already_posted(prepared, settings, github, installation_id, earlier, gate)
+
+
+async def _dismissed(prepared: Prepared, dismissals: DismissedFindings | None) -> set[str]:
+    info = prepared.pull_request
+    if dismissals is None or info is None:
+        return set()
+    try:
+        return await dismissals.fingerprints(f"{info.owner}/{info.repo}")
+    except ServerBusy:  # the review is paid for: publish it, dismissals or not
+        return set()
 
 
 def _ref_of(info: PullRequestInfo) -> PullRequestRef:
