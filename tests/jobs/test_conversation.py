@@ -30,7 +30,7 @@ from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.jobs.test_jobs import deliver, service
 
 fake_github = github_server.fake_github
@@ -280,6 +280,44 @@ def test_help_replies_once_and_over_the_hourly_limit_a_question_gets_eyes(
     ]
     assert len(scripted_provider.requests) == asked  # no model asked over the limit
     assert fake_github.reply_refusals == 0
+
+
+def test_the_pull_requests_author_may_ask_and_the_answer_reads_the_findings_head_only(
+    database_url: str, fake_github: FakeGitHub, scripted_provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    settings = settings_for(database_url, fake_github, scripted_provider, tmp_path)
+    pr = pull(fake_github)
+    ours = published_finding(fake_github, scripted_provider, settings, pr)
+    fake_github.push_head(pr, {"a.py": "def average(v):\n    return sum(v) / len(v)\n"})
+    question = reply_in(fake_github, ours, AUTHOR, f"@{BOT} is it fixed now?")
+    reads = [
+        ("c1", "read_repository_file", {"path": "a.py"}),
+        ("c2", "read_repository_file", {"path": "../../../etc/passwd"}),
+    ]
+    scripted_provider.script(
+        tool_call_turn(reads),
+        stop_turn(
+            json.dumps({"text": "Not at this commit.", "severity": None, "finding_stands": True})
+        ),
+    )
+
+    async def scenario() -> dict[str, Any]:
+        async with running(settings) as (client, queue):
+            event = review_comment_event(question)
+            answer = await deliver(client, event, kind="pull_request_review_comment")
+            return await finished(queue, answer.json()["job_id"])
+
+    result = asyncio.run(scenario())
+    assert result["outcome"] == "answered"
+    assert fake_github.permission_requests == 0  # the author's question needs no permission
+    tool_results = [
+        m["content"] for m in scripted_provider.requests[-1].json["messages"] if m["role"] == "tool"
+    ]
+    assert "sum(v[:-1])" in tool_results[0]  # the commit the finding was posted on
+    assert "sum(v) / len(v)" not in tool_results[0]
+    assert "root:" not in tool_results[1]
+    (answer,) = [c for c in fake_github.replies_to(ours["id"]) if c["user"]["login"] == BOT]
+    assert answer["body"].startswith("Not at this commit\\.")
 
 
 def _dismissals(database_url: str) -> list[tuple[Any, ...]]:
