@@ -142,7 +142,7 @@ def test_every_permitted_question_is_answered_exactly_once_through_a_killed_work
                 break
             time.sleep(0.5)
         with psycopg.connect(database_url) as connection:
-            statuses = dict(
+            statuses: dict[str, int] = dict(
                 connection.execute(
                     "SELECT status, count(*) FROM review_jobs GROUP BY status"
                 ).fetchall()
