@@ -320,6 +320,53 @@ def test_the_pull_requests_author_may_ask_and_the_answer_reads_the_findings_head
     assert answer["body"].startswith("Not at this commit\\.")
 
 
+def issue_comment_event(author: str, body: str, number: int = 7) -> dict[str, Any]:
+    return {
+        "action": "created",
+        "issue": {"number": number, "user": {"login": AUTHOR}, "pull_request": {"url": "x"}},
+        "comment": {"id": 990_000 + len(body), "body": body, "user": {"login": author}},
+        "repository": {"name": "widget", "owner": {"login": "acme"}},
+    }
+
+
+def test_review_and_help_in_the_pull_requests_conversation(
+    database_url: str, fake_github: FakeGitHub, scripted_provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    settings = settings_for(database_url, fake_github, scripted_provider, tmp_path)
+    pr = pull(fake_github)
+    published_finding(fake_github, scripted_provider, settings, pr)
+    fake_github.permissions[("acme", "widget", WRITER)] = "write"
+    second = {**FINDING, "title": "len(v) may be zero", "line": 2}
+    scripted_provider.script(
+        stop_turn({"summary": "S", "findings": [FINDING, second], "notes": []})
+    )
+    asked = len(scripted_provider.requests)
+
+    async def scenario() -> tuple[list[httpx.Response], list[dict[str, Any]]]:
+        async with running(settings) as (client, queue):
+            sent = [
+                issue_comment_event(WRITER, "/pr-review review"),
+                issue_comment_event(WRITER, f"@{BOT} help"),
+                issue_comment_event(AUTHOR, "/pr-review review"),  # the author: questions only
+                issue_comment_event(WRITER, "/pr-review why?"),  # a question outside a thread
+            ]
+            answers = [await deliver(client, e, kind="issue_comment") for e in sent]
+            done = [await finished(queue, a.json()["job_id"]) for a in answers[:2]]
+            return answers, done
+
+    answers, (reviewed, helped) = asyncio.run(scenario())
+    assert [a.json() for a in answers[2:]] == [{"status": "ignored"}] * 2
+    assert len(scripted_provider.requests) == asked + 1  # the head was reviewed again
+    assert reviewed["termination_reason"] == "final_review"
+    assert reviewed["publication"]["status"] == "published"
+    assert reviewed["publication"]["duplicates_skipped"] == 1  # the finding already posted
+    assert len(fake_github.posted("acme", "widget", 7)) == 2
+    assert helped["outcome"] == "replied"
+    (help_reply,) = fake_github.issue_comments[("acme", "widget", 7)]
+    assert "`review`" in help_reply["body"]
+    assert help_reply["user"]["login"] == BOT
+
+
 def _dismissals(database_url: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(database_url) as connection:
         return connection.execute(
