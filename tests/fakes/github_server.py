@@ -914,6 +914,17 @@ def _conversation(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint)
         permission = {"maintain": "write", "triage": "read"}.get(level, level)
         handler._json(record, 200, {"permission": permission, "role_name": role})
         return True
+    if method == "GET" and len(tail) == 4 and tail[1] == "comments" and tail[3] == "reactions":
+        query = dict(part.partition("=")[::2] for part in record.query.split("&") if part)
+        listed = [
+            {"id": n, "content": r["content"], "user": {"login": r["user"]}}
+            for n, r in enumerate(fake.reactions)
+            if r["on"] == tail[0]
+            and str(r["comment_id"]) == tail[2]
+            and query.get("content", r["content"]) == r["content"]
+        ]
+        handler._json(record, 200, listed)
+        return True
     if method == "GET" and len(tail) == 3 and tail[:2] == ["pulls", "comments"]:
         found = fake.review_comment(int(tail[2])) if tail[2].isdigit() else None
         handler._json(record, 200 if found else 404, found or {"message": "Not Found"})

@@ -224,8 +224,10 @@ def test_ignore_dismisses_with_a_reaction_and_the_next_pull_request_suppresses_i
     assert row[2] == "average() drops the last value"
     assert row[4] == WRITER
     # Another pull request of the repository: the finding is not posted again.
+    pushed = fake_github.push_head(pr, {"b.py": "x = 1\n"})  # pull request 7's next review
     other = pull(fake_github, 8)
-    scripted_provider.script(stop_turn({"summary": "S", "findings": [FINDING], "notes": []}))
+    for _ in range(2):
+        scripted_provider.script(stop_turn({"summary": "S", "findings": [FINDING], "notes": []}))
 
     async def review_other() -> dict[str, Any]:
         queue = JobQueue(settings, tuning=FAST)
@@ -365,6 +367,54 @@ def test_review_and_help_in_the_pull_requests_conversation(
     (help_reply,) = fake_github.issue_comments[("acme", "widget", 7)]
     assert "`review`" in help_reply["body"]
     assert help_reply["user"]["login"] == BOT
+
+
+def test_a_writers_minus_one_is_read_at_the_next_review_and_suppresses_the_finding(
+    database_url: str, fake_github: FakeGitHub, scripted_provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    settings = settings_for(database_url, fake_github, scripted_provider, tmp_path)
+    pr = pull(fake_github)
+    ours = published_finding(fake_github, scripted_provider, settings, pr)
+    fake_github.permissions[("acme", "widget", WRITER)] = "write"
+    for user in (READER, WRITER):  # a reader's -1 alone would change nothing
+        fake_github.reactions.append(
+            {"on": "pulls", "comment_id": ours["id"], "content": "-1", "user": user}
+        )
+    pushed = fake_github.push_head(pr, {"b.py": "x = 1\n"})  # pull request 7's next review
+    other = pull(fake_github, 8)
+    for _ in range(2):
+        scripted_provider.script(stop_turn({"summary": "S", "findings": [FINDING], "notes": []}))
+
+    async def review_other() -> dict[str, Any]:
+        queue = JobQueue(settings, tuning=FAST)
+        async with queue.opened():
+            enqueued = await queue.enqueue(
+                PullRequestJob(url=pr.url, owner="acme", repo="widget", number=7), source="api"
+            )
+            await queue.enqueue(
+                PullRequestJob(url=other.url, owner="acme", repo="widget", number=8), source="api"
+            )
+            task = asyncio.create_task(queue.run_worker(1, install_signal_handlers=False))
+            try:
+                first = await finished(queue, str(enqueued.job_id))  # reads the -1 on 7
+                assert first["revisions"]["head_sha"] == pushed.head_sha
+                assert first["publication"]["suppressed"] == 1
+                for _ in range(600):
+                    if any(r["commit_id"] == other.head_sha for r in fake_github.review_posts):
+                        break
+                    await asyncio.sleep(0.05)
+                return fake_github.review_posts[-1]
+            finally:
+                task.cancel()
+                with suppress(asyncio.CancelledError, TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(task), 10)
+
+    posted = asyncio.run(review_other())
+    (row,) = _dismissals(database_url)
+    assert row[4] == WRITER
+    assert row[2] == "average() drops the last value"
+    assert posted["commit_id"] == other.head_sha
+    assert posted["comments"] == []
 
 
 def _dismissals(database_url: str) -> list[tuple[Any, ...]]:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.output.inert_markdown import WORD_JOINER
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ MAX_COMMENT_BYTES = 1024 * 1024
 MAX_THREAD_PAGES = 5
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 _FINDING = re.compile(r"(?<!\\)<!-- pr-review:finding=([0-9a-f]{16,64}) -->")
+_ESCAPED = re.compile(r"\\(.)")
+MAX_DOWNVOTE_READS = 30
 _ANSWER = re.compile(r"(?<!\\)<!-- pr-review:answer=([0-9]{1,20}) -->")
 
 Reaction = Literal["+1", "eyes"]
@@ -70,6 +73,13 @@ class ReviewComment(BaseModel):
 
     def answers(self) -> set[int]:
         return {int(found) for found in _ANSWER.findall(self.body)}
+
+    def finding_title(self) -> str:
+        """The finding's title as our comment's first line shows it (`**sev** · title`),
+        our escaping undone (backslashes, word joiners)."""
+        first = self.body.strip().split("\n", 1)[0]
+        shown = first.split(" · ", 1)[1] if " · " in first else first
+        return _ESCAPED.sub(r"\1", shown).replace(WORD_JOINER, "")[:300]
 
 
 class _PermissionWire(BaseModel):
@@ -144,6 +154,14 @@ async def thread(
     installation_id: int | None,
 ) -> list[ReviewComment]:
     """The replies to the top-level comment `top_id`, oldest first (a few pages at most)."""
+    listed = await review_comments(github, repository, number, installation_id)
+    return sorted((c for c in listed if c.in_reply_to_id == top_id), key=lambda c: c.id)
+
+
+async def review_comments(
+    github: GitHubClient, repository: Repository, number: int, installation_id: int | None
+) -> list[ReviewComment]:
+    """The pull request's review comments (a few pages at most)."""
     found: list[ReviewComment] = []
     for page in range(1, MAX_THREAD_PAGES + 1):
         url = github.api_url(repository.path(f"/pulls/{number}/comments"))
@@ -154,10 +172,53 @@ async def thread(
         if response.status != 200:
             raise GitHubUnavailable("GitHub did not list the review comments.")
         items = _items(response.body)
-        found += [c for c in items if c.in_reply_to_id == top_id]
+        found += items
         if len(items) < 100:
             break
-    return sorted(found, key=lambda c: c.id)
+    return found
+
+
+async def downvoted(
+    github: GitHubClient, repository: Repository, number: int, installation_id: int | None
+) -> list[tuple[ReviewComment, str]]:
+    """Our findings' comments with a `-1` reaction by a user with write permission, and that
+    user (CONTRACT 15: GitHub sends no webhook for reactions; read at the next review)."""
+    login = await github.login(installation_id)
+    ours = [
+        c
+        for c in await review_comments(github, repository, number, installation_id)
+        if c.author == login and c.in_reply_to_id is None and c.finding_fingerprint()
+    ]
+    found: list[tuple[ReviewComment, str]] = []
+    for ours_one in ours[-MAX_DOWNVOTE_READS:]:
+        for user in await _downvoters(github, repository, ours_one.id, installation_id):
+            if user != login and await may_write(github, repository, user, installation_id):
+                found.append((ours_one, user))
+                break
+    return found
+
+
+async def _downvoters(
+    github: GitHubClient, repository: Repository, comment_id: int, installation_id: int | None
+) -> list[str]:
+    url = github.api_url(repository.path(f"/pulls/comments/{comment_id}/reactions"))
+    url = url.copy_merge_params({"content": "-1", "per_page": "100"})
+    response = await github.request(
+        "GET", url, installation_id=installation_id, limit=MAX_COMMENT_BYTES
+    )
+    if response.status != 200:
+        return []
+    try:
+        raw = json.loads(response.body)
+    except ValueError:
+        return []
+    users = []
+    for item in raw if isinstance(raw, list) else []:
+        user = item.get("user") if isinstance(item, dict) else None
+        login = user.get("login") if isinstance(user, dict) else None
+        if item.get("content") == "-1" and isinstance(login, str) and not login.endswith("[bot]"):
+            users.append(login)
+    return users
 
 
 def _items(body: bytes) -> list[ReviewComment]:

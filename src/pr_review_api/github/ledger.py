@@ -76,3 +76,8 @@ class DismissedFindings(Protocol):
 
     async def fingerprints(self, repository: str) -> set[str]:
         """The dismissed fingerprints of "owner/repo" (any case)."""
+
+    async def dismiss(
+        self, repository: str, fingerprint: str, title: str, path: str | None, by: str
+    ) -> None:
+        """Store a dismissal (a `-1` reaction read at a review); one already there stays."""

@@ -18,7 +18,6 @@ finding's state. The result document is `{"kind", "outcome", ...}`.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -43,11 +42,10 @@ from pr_review_api.jobs.records import JobRecord, answers_in_the_last_hour
 from pr_review_api.jobs.runner import JobReviewer, installation_client
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.answer import Question, answer_at
-from pr_review_api.output.inert_markdown import WORD_JOINER, escape
+from pr_review_api.output.inert_markdown import escape
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
-_ESCAPED = re.compile(r"\\(.)")
 
 
 class ConversationJobs:
@@ -112,7 +110,7 @@ class ConversationJobs:
             Dismissal(
                 repository=repository_key(job.record.owner, job.record.repo),
                 fingerprint=fingerprint,
-                title=_title(finding.body),
+                title=finding.finding_title(),
                 path=finding.path,
                 dismissed_by=job.comment.author,
             )
@@ -203,14 +201,6 @@ def _comment(command: dict[str, Any]) -> Comment | None:
         )
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def _title(body: str) -> str:
-    """The finding's title as our comment's first line shows it (`**sev** · title`)."""
-    first = body.strip().split("\n", 1)[0]
-    shown = first.split(" · ", 1)[1] if " · " in first else first
-    # Our escaping undone (backslashes, word joiners): the title as the model wrote it.
-    return _ESCAPED.sub(r"\1", shown).replace(WORD_JOINER, "")[:300]
 
 
 def _outcome(kind: str, outcome: str) -> dict[str, Any]:

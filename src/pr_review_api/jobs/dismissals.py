@@ -69,6 +69,11 @@ class DatabaseDismissals:
         )
         return bool(cursor)
 
+    async def dismiss(
+        self, repository: str, fingerprint: str, title: str, path: str | None, by: str
+    ) -> None:
+        await self.add(Dismissal(repository.lower(), fingerprint, title, path, by))
+
     async def fingerprints(self, repository: str) -> set[str]:
         rows = await self._rows(
             "SELECT fingerprint FROM dismissals WHERE repository = %s", (repository.lower(),)

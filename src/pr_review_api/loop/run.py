@@ -17,10 +17,17 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout, ServerBusy
+from pr_review_api.errors import (
+    GitHubUnavailable,
+    InvalidRequest,
+    ReviewError,
+    ReviewTimeout,
+    ServerBusy,
+)
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.conversation import Repository, downvoted
 from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.github.preflight import ensure_can_publish
 from pr_review_api.github.publish import publish_result
@@ -179,7 +186,9 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                     gate, deadline, functools.partial(_review, engine, include_trace)
                 )
                 if post:
-                    dismissed = await _dismissed(prepared, dismissals)
+                    dismissed = await _dismissed(
+                        prepared, dismissals, github_client, installation_id
+                    )
                     gate.dismissed = dismissed
                     result.publication = await publish_result(
                         result,
@@ -231,12 +240,31 @@ async def _before_publishing(
     return await already_posted(prepared, settings, github, installation_id, earlier, gate)
 
 
-async def _dismissed(prepared: Prepared, dismissals: DismissedFindings | None) -> set[str]:
+async def _dismissed(
+    prepared: Prepared,
+    dismissals: DismissedFindings | None,
+    github: GitHubClient,
+    installation_id: int | None,
+) -> set[str]:
+    """The repository's dismissed fingerprints, after storing the `-1` reactions of writers on
+    our findings' comments of this pull request (CONTRACT 15)."""
     info = prepared.pull_request
     if dismissals is None or info is None:
         return set()
+    repository = f"{info.owner}/{info.repo}"
     try:
-        return await dismissals.fingerprints(f"{info.owner}/{info.repo}")
+        found = await downvoted(
+            github, Repository(info.owner, info.repo), info.number, installation_id
+        )
+    except GitHubUnavailable:
+        found = []  # read again at the next review
+    try:
+        for comment, user in found:
+            fingerprint = comment.finding_fingerprint()
+            assert fingerprint is not None
+            title = comment.finding_title()
+            await dismissals.dismiss(repository, fingerprint, title, comment.path, user)
+        return await dismissals.fingerprints(repository)
     except ServerBusy:  # the review is paid for: publish it, dismissals or not
         return set()
 
