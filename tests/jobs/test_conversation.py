@@ -242,6 +242,8 @@ def test_ignore_dismisses_with_a_reaction_and_the_next_pull_request_suppresses_i
                     await asyncio.wait_for(asyncio.shield(task), 10)
 
     document = asyncio.run(review_other())
+    first_user = scripted_provider.requests[-1].json["messages"][1]["content"]
+    assert '"dismissed_findings": [\n  "average() drops the last value"' in first_user
     assert document["publication"]["suppressed"] == 1
     assert document["publication"]["inline_comments"] == 0
     assert fake_github.review_posts[-1]["comments"] == []

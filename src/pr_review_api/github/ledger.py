@@ -77,6 +77,9 @@ class DismissedFindings(Protocol):
     async def fingerprints(self, repository: str) -> set[str]:
         """The dismissed fingerprints of "owner/repo" (any case)."""
 
+    async def titles(self, repository: str, paths: Collection[str]) -> list[str]:
+        """The titles of the repository's dismissed findings in `paths`."""
+
     async def dismiss(
         self, repository: str, fingerprint: str, title: str, path: str | None, by: str
     ) -> None:

@@ -9,7 +9,7 @@ Repository names are stored lower case: GitHub's are case-insensitive.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -73,6 +73,14 @@ class DatabaseDismissals:
         self, repository: str, fingerprint: str, title: str, path: str | None, by: str
     ) -> None:
         await self.add(Dismissal(repository.lower(), fingerprint, title, path, by))
+
+    async def titles(self, repository: str, paths: Collection[str]) -> list[str]:
+        rows = await self._rows(
+            "SELECT DISTINCT title FROM dismissals WHERE repository = %s AND path = ANY(%s) "
+            "ORDER BY title LIMIT 50",
+            (repository.lower(), list(paths)),
+        )
+        return [str(row[0]) for row in rows]
 
     async def fingerprints(self, repository: str) -> set[str]:
         rows = await self._rows(

@@ -14,7 +14,7 @@ import functools
 import threading
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from pr_review_api.errors import (
@@ -172,6 +172,8 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                             prepared, settings, github_client, installation_id, posted, gate
                         )
                         return _counted(metrics, done, loop.time() - started)
+                if post and dismissals is not None:
+                    prepared = await _with_dismissed_titles(prepared, dismissals)
                 engine = Engine(
                     client,
                     prepared,
@@ -238,6 +240,20 @@ async def _before_publishing(
         return None
     # No model asked; the check is completed from what was posted.
     return await already_posted(prepared, settings, github, installation_id, earlier, gate)
+
+
+async def _with_dismissed_titles(prepared: Prepared, dismissals: DismissedFindings) -> Prepared:
+    """The first message names the findings the team dismissed in the changed files."""
+    info = prepared.pull_request
+    if info is None:
+        return prepared
+    paths = [path for _, path in prepared.context.changed_files]
+    try:
+        titles = await dismissals.titles(f"{info.owner}/{info.repo}", paths)
+    except ServerBusy:
+        return prepared
+    context = replace(prepared.context, dismissed_titles=tuple(titles))
+    return replace(prepared, context=context)
 
 
 async def _dismissed(
