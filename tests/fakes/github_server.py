@@ -200,6 +200,7 @@ class FakeGitHub:
         self.issue_comments: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
         self.reactions: list[dict[str, Any]] = []  # {"on", "comment_id", "content", "user"}
         self.reply_refusals = 0  # replies refused because the target was not top-level
+        self.resolved_threads: set[str] = set()  # node ids of resolved review threads
         self._pulls: dict[tuple[str, str, int], PullRequestFixture] = {}
         self._next_id = 1000
         self._lock = threading.Lock()
@@ -549,7 +550,10 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         if parts.path.startswith(API_PREFIX + "/"):
             record.body = body
-        if parts.path.startswith(API_PREFIX + "/"):
+        if parts.path == "/api/graphql":
+            record.body = body
+            _graphql(fake, self, record, body)
+        elif parts.path.startswith(API_PREFIX + "/"):
             self._api(fake, record, parts.path[len(API_PREFIX) :], body)
         elif ".git/" in parts.path:
             self._git(fake, record, parts.path, parts.query, body)
@@ -974,6 +978,49 @@ def _conversation(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint)
         handler._json(record, 200 if known else 201, {"id": fake._id(), **reaction})
         return True
     return False
+
+
+def _graphql(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, body: bytes) -> None:
+    """GitHub's GraphQL endpoint, for the review threads of a pull request (a thread per
+    top-level review comment, node id `PRRT_<its id>`) and `resolveReviewThread`, which needs
+    a thread's node id."""
+    payload = _payload(body)
+    if handler._author(fake, record) is None:
+        handler._json(record, 401, {"message": "Bad credentials"})
+        return
+    if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
+        handler._json(record, 400, {"message": "Problems parsing JSON"})
+        return
+    query, variables = payload["query"], payload.get("variables") or {}
+    if "resolveReviewThread" in query:
+        node = str(variables.get("threadId", ""))
+        top = node.removeprefix("PRRT_")
+        found = (
+            fake.review_comment(int(top)) if node.startswith("PRRT_") and top.isdigit() else None
+        )
+        if found is None or "in_reply_to_id" in found:
+            handler._json(record, 200, {"errors": [{"message": f"Could not resolve {node}"}]})
+            return
+        fake.resolved_threads.add(node)
+        thread = {"id": node, "isResolved": True}
+        handler._json(record, 200, {"data": {"resolveReviewThread": {"thread": thread}}})
+        return
+    key = (variables.get("owner"), variables.get("repo"), variables.get("number"))
+    comments = fake.review_comments.get(key, [])  # type: ignore[arg-type]
+    nodes = [
+        {
+            "id": f"PRRT_{top['id']}",
+            "isResolved": f"PRRT_{top['id']}" in fake.resolved_threads,
+            "comments": {
+                "nodes": [{"databaseId": top["id"]}]
+                + [{"databaseId": c["id"]} for c in fake.replies_to(top["id"])]
+            },
+        }
+        for top in comments
+        if "in_reply_to_id" not in top and "path" in top
+    ]
+    threads = {"reviewThreads": {"nodes": nodes}}
+    handler._json(record, 200, {"data": {"repository": {"pullRequest": threads}}})
 
 
 REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")

@@ -29,8 +29,10 @@ from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import Repository, downvoted
 from pr_review_api.github.ledger import DismissedFindings, PublishLedger
+from pr_review_api.github.placement import fingerprint_of, line_texts
 from pr_review_api.github.preflight import ensure_can_publish
 from pr_review_api.github.publish import publish_result
+from pr_review_api.github.resolve import resolve_fixed
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
@@ -203,6 +205,7 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                         force=force,
                         dismissed=dismissed,
                     )
+                    await _resolve_fixed(result, prepared, github_client, installation_id)
                 await gate.finished(result)
                 return _counted(metrics, result, loop.time() - started)
     except TimeoutError:
@@ -240,6 +243,25 @@ async def _before_publishing(
         return None
     # No model asked; the check is completed from what was posted.
     return await already_posted(prepared, settings, github, installation_id, earlier, gate)
+
+
+async def _resolve_fixed(
+    result: ReviewResult, prepared: Prepared, github: GitHubClient, installation_id: int | None
+) -> None:
+    """On a published new head, resolve the threads of ours it fixed (github/resolve.py)."""
+    publication, info = result.publication, prepared.pull_request
+    if publication is None or publication.status != "published" or info is None:
+        return
+    if prepared.context.last_reviewed_head is None:
+        return  # a first review (or one after a rewritten history): no thread of ours to fix
+    git_dir, head = prepared.repository.git_dir, result.revisions.head_sha
+    findings = result.review.findings
+    texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
+    reported = {fingerprint_of(f, texts) for f in findings}
+    repository = Repository(info.owner, info.repo)
+    publication.resolved = await resolve_fixed(
+        github, repository, info.number, installation_id, git_dir, head, reported
+    )
 
 
 async def _with_dismissed_titles(prepared: Prepared, dismissals: DismissedFindings) -> Prepared:
