@@ -184,17 +184,63 @@ async def downvoted(
     """Our findings' comments with a `-1` reaction by a user with write permission, and that
     user (CONTRACT 15: GitHub sends no webhook for reactions; read at the next review)."""
     login = await github.login(installation_id)
-    ours = [
-        c
-        for c in await review_comments(github, repository, number, installation_id)
-        if c.author == login and c.in_reply_to_id is None and c.finding_fingerprint()
-    ]
+    listed = await review_comments(github, repository, number, installation_id)
+    return await _downvoted_in(github, repository, listed, login, installation_id)
+
+
+async def _downvoted_in(
+    github: GitHubClient,
+    repository: Repository,
+    listed: list[ReviewComment],
+    login: str,
+    installation_id: int | None,
+) -> list[tuple[ReviewComment, str]]:
+    ours = [c for c in listed if _our_finding(c, login)]
     found: list[tuple[ReviewComment, str]] = []
     for ours_one in ours[-MAX_DOWNVOTE_READS:]:
         for user in await _downvoters(github, repository, ours_one.id, installation_id):
             if user != login and await may_write(github, repository, user, installation_id):
                 found.append((ours_one, user))
                 break
+    return found
+
+
+def _our_finding(comment: ReviewComment, login: str) -> bool:
+    return (
+        comment.author == login
+        and comment.in_reply_to_id is None
+        and comment.finding_fingerprint() is not None
+    )
+
+
+def _asks_ignore(body: str, login: str) -> bool:
+    """`/pr-review ignore` or `@<our login> ignore` (as jobs/commands.py reads commands)."""
+    words = body.strip().lower().split()
+    names = {"/pr-review", f"@{login.lower()}", f"@{login.lower().removesuffix('[bot]')}"}
+    return len(words) == 2 and words[0] in names and words[1] == "ignore"
+
+
+async def dismissed_on_pull_request(
+    github: GitHubClient, repository: Repository, number: int, installation_id: int | None
+) -> set[str]:
+    """Outside service mode (the CLI, the Action: no database), the fingerprints dismissed on
+    this pull request itself: an `ignore` reply, or a `-1` reaction, by a user with write
+    permission on one of our findings' comments (CONTRACT 15)."""
+    login = await github.login(installation_id)
+    listed = await review_comments(github, repository, number, installation_id)
+    ours = {c.id: c for c in listed if _our_finding(c, login)}
+    found: set[str] = set()
+    for reply in listed:
+        top = ours.get(reply.in_reply_to_id or 0)
+        author = reply.author
+        if top is None or author is None or author == login or author.endswith("[bot]"):
+            continue
+        if _asks_ignore(reply.body, login) and await may_write(
+            github, repository, author, installation_id
+        ):
+            found.add(str(top.finding_fingerprint()))
+    for comment, _ in await _downvoted_in(github, repository, listed, login, installation_id):
+        found.add(str(comment.finding_fingerprint()))
     return found
 
 

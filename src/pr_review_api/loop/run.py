@@ -27,7 +27,11 @@ from pr_review_api.errors import (
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import Repository, downvoted
+from pr_review_api.github.conversation import (
+    Repository,
+    dismissed_on_pull_request,
+    downvoted,
+)
 from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.github.placement import fingerprint_of, line_texts
 from pr_review_api.github.preflight import ensure_can_publish
@@ -287,8 +291,15 @@ async def _dismissed(
     """The repository's dismissed fingerprints, after storing the `-1` reactions of writers on
     our findings' comments of this pull request (CONTRACT 15)."""
     info = prepared.pull_request
-    if dismissals is None or info is None:
+    if info is None:
         return set()
+    if dismissals is None:  # the CLI, the Action: what the pull request itself says
+        try:
+            return await dismissed_on_pull_request(
+                github, Repository(info.owner, info.repo), info.number, installation_id
+            )
+        except GitHubUnavailable:
+            return set()
     repository = f"{info.owner}/{info.repo}"
     try:
         found = await downvoted(
