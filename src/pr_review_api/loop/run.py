@@ -195,7 +195,11 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                 )
                 if post:
                     dismissed = await _dismissed(
-                        prepared, dismissals, github_client, installation_id
+                        prepared,
+                        dismissals,
+                        github_client,
+                        installation_id,
+                        result_findings=bool(result.review.findings),
                     )
                     gate.dismissed = dismissed
                     result.publication = await publish_result(
@@ -287,6 +291,8 @@ async def _dismissed(
     dismissals: DismissedFindings | None,
     github: GitHubClient,
     installation_id: int | None,
+    *,
+    result_findings: bool,
 ) -> set[str]:
     """The repository's dismissed fingerprints, after storing the `-1` reactions of writers on
     our findings' comments of this pull request (CONTRACT 15)."""
@@ -294,6 +300,8 @@ async def _dismissed(
     if info is None:
         return set()
     if dismissals is None:  # the CLI, the Action: what the pull request itself says
+        if prepared.context.last_reviewed_head is None or not result_findings:
+            return set()  # no earlier review of ours to dismiss, or nothing to suppress
         try:
             return await dismissed_on_pull_request(
                 github, Repository(info.owner, info.repo), info.number, installation_id
