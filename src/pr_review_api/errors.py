@@ -241,6 +241,15 @@ class InvalidRepository(ReviewError):
     default_message = "The repository or one of its revisions is not valid."
 
 
+class PublishNotPossible(ReviewError):
+    """A review asked to be published whose token GitHub refuses, or may not write: said
+    before the model is asked, so that no review is paid for that cannot be published."""
+
+    code = "github_publish_failed"
+    status = 422
+    default_message = "The review cannot be published with this token; nothing was reviewed."
+
+
 class ConfigurationError(ReviewError):
     """A setting is missing or invalid."""
 

@@ -178,3 +178,8 @@ def check_exit(process: subprocess.Popen[bytes], ok: tuple[int, ...] = (0,)) -> 
 def is_sha(value: object) -> bool:
     """Whether `value` is a full, lower-case hexadecimal SHA-1 object name."""
     return isinstance(value, str) and SHA_PATTERN.fullmatch(value) is not None
+
+
+GIT_FAILURES: tuple[type[Exception], ...] = (GitError, OSError, subprocess.TimeoutExpired)
+"""What reading a pinned repository may raise besides a `ToolError`: a git process that
+failed, could not start, or outlived its timeout."""

@@ -238,6 +238,9 @@ class Publication(BaseModel):
     inline_comments: int = 0
     body_findings: int = 0
     duplicates_skipped: int = 0
+    # CONTRACT 15: findings a dismissal of the repository kept off; our threads resolved.
+    suppressed: int = 0
+    resolved: int = 0
     error: PublicationError | None = None
 
 

@@ -178,6 +178,10 @@ class FakeGitHub:
         # --- reviews (the publishing endpoints) ---
         self.users: dict[str, str] = {}  # token -> login answered by GET /user
         self.workflow_tokens: set[str] = set()  # post as github-actions[bot]; /user is 403
+        self.refused_tokens: set[str] = set()  # answered 401 Bad credentials on /user, /repos
+        # token -> `permissions` in GET /repos/{o}/{r} (absent: the answer has none, as a
+        # workflow token's)
+        self.repo_permissions: dict[str, dict[str, bool]] = {}
         self.page_size = 100  # at most this many items per page, whatever per_page says
         self.reviews: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
         self.review_comments: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
@@ -189,6 +193,14 @@ class FakeGitHub:
         self.check_runs: dict[int, dict[str, Any]] = {}  # id -> the run as GitHub keeps it
         self.check_requests: list[tuple[str, dict[str, Any]]] = []  # (method, payload) each
         self.statuses: list[dict[str, Any]] = []  # every commit status, with its `sha`
+        # --- the review conversation (CONTRACT 15) ---
+        # (owner, repo, user) -> "admin" | "maintain" | "write" | "triage" | "read" | "none"
+        self.permissions: dict[tuple[str, str, str], str] = {}
+        self.permission_requests = 0
+        self.issue_comments: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        self.reactions: list[dict[str, Any]] = []  # {"on", "comment_id", "content", "user"}
+        self.reply_refusals = 0  # replies refused because the target was not top-level
+        self.resolved_threads: set[str] = set()  # node ids of resolved review threads
         self._pulls: dict[tuple[str, str, int], PullRequestFixture] = {}
         self._next_id = 1000
         self._lock = threading.Lock()
@@ -333,11 +345,44 @@ class FakeGitHub:
         return review
 
     def add_review_comment(
-        self, owner: str, repo: str, number: int, author: str, body: str
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        author: str,
+        body: str,
+        in_reply_to_id: int | None = None,
     ) -> dict[str, Any]:
-        comment = {"id": self._id(), "user": {"login": author}, "body": body}
+        """A review comment by `author`; with `in_reply_to_id`, a reply in that thread."""
+        comment: dict[str, Any] = {"id": self._id(), "user": {"login": author}, "body": body}
+        if in_reply_to_id is not None:
+            top = self.review_comment(in_reply_to_id)
+            assert top is not None
+            assert "in_reply_to_id" not in top
+            comment.update(
+                in_reply_to_id=in_reply_to_id,
+                path=top.get("path"),
+                commit_id=top.get("commit_id"),
+                original_commit_id=top.get("original_commit_id"),
+            )
         self.review_comments.setdefault((owner, repo, number), []).append(comment)
         return comment
+
+    def review_comment(self, comment_id: int) -> dict[str, Any] | None:
+        for comments in self.review_comments.values():
+            for comment in comments:
+                if comment["id"] == comment_id:
+                    return comment
+        return None
+
+    def replies_to(self, comment_id: int) -> list[dict[str, Any]]:
+        """The thread of a top-level review comment, oldest first."""
+        return [
+            c
+            for comments in self.review_comments.values()
+            for c in comments
+            if c.get("in_reply_to_id") == comment_id
+        ]
 
     def posted(self, owner: str, repo: str, number: int) -> list[dict[str, Any]]:
         """The reviews on the pull request, each with its `comments` as GitHub stored them."""
@@ -510,19 +555,31 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         if parts.path.startswith(API_PREFIX + "/"):
             record.body = body
-        if parts.path.startswith(API_PREFIX + "/"):
+        if parts.path == "/api/graphql":
+            record.body = body
+            _graphql(fake, self, record, body)
+        elif parts.path.startswith(API_PREFIX + "/"):
             self._api(fake, record, parts.path[len(API_PREFIX) :], body)
         elif ".git/" in parts.path:
             self._git(fake, record, parts.path, parts.query, body)
         else:
             self._send(record, 404, b"not found", {"Content-Type": "text/plain"})
 
-    def _api(  # noqa: PLR0911  (one return per endpoint)
+    def _api(  # noqa: C901, PLR0911  (one return per endpoint)
         self, fake: FakeGitHub, record: RecordedRequest, path: str, body: bytes = b""
     ) -> None:
         pieces = path.split("/")  # "", "repos", owner, repo, "pulls", number
         if path == "/user":
             self._user(fake, record)
+            return
+        if len(pieces) == 4 and pieces[1] == "repos" and self.command == "GET":
+            self._repository(fake, record, pieces[2], pieces[3])
+            return
+        if (
+            len(pieces) >= 5
+            and pieces[1] == "repos"
+            and _conversation(fake, self, record, pieces, body)
+        ):
             return
         if len(pieces) >= 5 and pieces[1] == "repos" and pieces[4] in ("check-runs", "statuses"):
             self._gate(fake, record, pieces, body)
@@ -598,9 +655,19 @@ class _Handler(BaseHTTPRequestHandler):
         value = record.authorization or ""
         return value.removeprefix("Bearer ") if value.startswith("Bearer ") else None
 
+    def _repository(self, fake: FakeGitHub, record: RecordedRequest, owner: str, repo: str) -> None:
+        token = self._bearer(record)
+        if token in fake.refused_tokens:
+            self._json(record, 401, {"message": "Bad credentials"})
+            return
+        document: dict[str, Any] = {"full_name": f"{owner}/{repo}", "private": False}
+        if token is not None and token in fake.repo_permissions:
+            document["permissions"] = fake.repo_permissions[token]
+        self._json(record, 200, document)
+
     def _user(self, fake: FakeGitHub, record: RecordedRequest) -> None:
         token = self._bearer(record)
-        if token is None:
+        if token is None or token in fake.refused_tokens:
             self._json(record, 401, {"message": "Requires authentication"})
         elif token in fake.users:
             self._json(record, 200, {"login": fake.users[token], "id": 7})
@@ -723,6 +790,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "id": fake._id(),
                 "user": {"login": author},
                 "pull_request_review_id": review["id"],
+                "commit_id": payload["commit_id"],
+                "original_commit_id": payload["commit_id"],
                 **comment,
             }
             review["comments"].append(stored)
@@ -854,6 +923,140 @@ def _range_problem(comment: dict[str, Any], hunks: list[range]) -> str | None:
             return "Pull request review thread start_line must be in the same hunk as line"
         return "Pull request review thread line must be part of the diff"
     return None
+
+
+def _conversation(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint)
+    fake: FakeGitHub, handler: _Handler, record: RecordedRequest, pieces: list[str], body: bytes
+) -> bool:
+    """The review conversation's endpoints (CONTRACT 15), as GitHub answers them; False when
+    the path is none of them."""
+    owner, repo, tail = pieces[2], pieces[3], pieces[4:]
+    method = handler.command
+    if (
+        method == "GET"
+        and len(tail) == 3
+        and tail[0] == "collaborators"
+        and tail[2] == "permission"
+    ):
+        fake.permission_requests += 1
+        level = fake.permissions.get((owner, repo, tail[1]), "read")
+        role = level
+        permission = {"maintain": "write", "triage": "read"}.get(level, level)
+        handler._json(record, 200, {"permission": permission, "role_name": role})
+        return True
+    if method == "GET" and len(tail) == 4 and tail[1] == "comments" and tail[3] == "reactions":
+        query = dict(part.partition("=")[::2] for part in record.query.split("&") if part)
+        listed = [
+            {"id": n, "content": r["content"], "user": {"login": r["user"]}}
+            for n, r in enumerate(fake.reactions)
+            if r["on"] == tail[0]
+            and str(r["comment_id"]) == tail[2]
+            and query.get("content", r["content"]) == r["content"]
+        ]
+        handler._json(record, 200, listed)
+        return True
+    if method == "GET" and len(tail) == 3 and tail[:2] == ["pulls", "comments"]:
+        found = fake.review_comment(int(tail[2])) if tail[2].isdigit() else None
+        handler._json(record, 200 if found else 404, found or {"message": "Not Found"})
+        return True
+    payload = _payload(body) if method == "POST" else None
+    author = handler._author(fake, record)
+    if method == "POST" and len(tail) == 5 and tail[0] == "pulls" and tail[4] == "replies":
+        key = (owner, repo, int(tail[1]))
+        top = fake.review_comment(int(tail[3])) if tail[3].isdigit() else None
+        if author is None:
+            handler._json(record, 403, {"message": "Resource not accessible by integration"})
+        elif top is None or top not in fake.review_comments.get(key, []):
+            handler._json(record, 404, {"message": "Not Found"})
+        elif "in_reply_to_id" in top or not isinstance(payload, dict):
+            fake.reply_refusals += 1  # GitHub: a reply goes to a top-level review comment
+            handler._json(record, 422, {"message": "Validation Failed"})
+        else:
+            created = fake.add_review_comment(
+                owner, repo, key[2], author, payload["body"], top["id"]
+            )
+            handler._json(record, 201, created)
+        return True
+    if method == "POST" and len(tail) == 3 and tail[0] == "issues" and tail[2] == "comments":
+        if author is None or not isinstance(payload, dict):
+            handler._json(record, 403, {"message": "Resource not accessible by integration"})
+            return True
+        comment = {"id": fake._id(), "user": {"login": author}, "body": payload["body"]}
+        fake.issue_comments.setdefault((owner, repo, int(tail[1])), []).append(comment)
+        handler._json(record, 201, comment)
+        return True
+    if method == "POST" and len(tail) == 4 and tail[1] == "comments" and tail[3] == "reactions":
+        if author is None or not isinstance(payload, dict):
+            handler._json(record, 403, {"message": "Resource not accessible by integration"})
+            return True
+        if payload.get("content") not in REACTIONS:
+            handler._json(record, 422, {"message": "Validation Failed"})
+            return True
+        reaction = {
+            "on": tail[0],
+            "comment_id": int(tail[2]),
+            "content": payload["content"],
+            "user": author,
+        }
+        known = reaction in fake.reactions
+        if not known:
+            fake.reactions.append(reaction)
+        handler._json(record, 200 if known else 201, {"id": fake._id(), **reaction})
+        return True
+    return False
+
+
+def _graphql(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, body: bytes) -> None:
+    """GitHub's GraphQL endpoint, for the review threads of a pull request (a thread per
+    top-level review comment, node id `PRRT_<its id>`) and `resolveReviewThread`, which needs
+    a thread's node id."""
+    payload = _payload(body)
+    if handler._author(fake, record) is None:
+        handler._json(record, 401, {"message": "Bad credentials"})
+        return
+    if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
+        handler._json(record, 400, {"message": "Problems parsing JSON"})
+        return
+    query, variables = payload["query"], payload.get("variables") or {}
+    if "resolveReviewThread" in query:
+        node = str(variables.get("threadId", ""))
+        top = node.removeprefix("PRRT_")
+        found = (
+            fake.review_comment(int(top)) if node.startswith("PRRT_") and top.isdigit() else None
+        )
+        if found is None or "in_reply_to_id" in found:
+            handler._json(record, 200, {"errors": [{"message": f"Could not resolve {node}"}]})
+            return
+        fake.resolved_threads.add(node)
+        thread = {"id": node, "isResolved": True}
+        handler._json(record, 200, {"data": {"resolveReviewThread": {"thread": thread}}})
+        return
+    key = (variables.get("owner"), variables.get("repo"), variables.get("number"))
+    comments = fake.review_comments.get(key, [])  # type: ignore[arg-type]
+    nodes = [
+        {
+            "id": f"PRRT_{top['id']}",
+            "isResolved": f"PRRT_{top['id']}" in fake.resolved_threads,
+            "comments": {
+                "nodes": [{"databaseId": top["id"]}]
+                + [{"databaseId": c["id"]} for c in fake.replies_to(top["id"])]
+            },
+        }
+        for top in comments
+        if "in_reply_to_id" not in top and "path" in top
+    ]
+    threads = {"reviewThreads": {"nodes": nodes}}
+    handler._json(record, 200, {"data": {"repository": {"pullRequest": threads}}})
+
+
+REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
+
+
+def _payload(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
 
 
 @pytest.fixture

@@ -129,7 +129,10 @@ def test_three_jobs_of_one_flooded_head_publish_once_and_ask_the_model_once(
     for again in (second, third):
         assert again["publication"]["status"] == "already_published"
         assert again["publication"]["review_id"] == first["publication"]["review_id"]
-        assert again["review"] == first["review"]  # the review published, answered again
+        # CONTRACT 15: no findings, no rounds, no usage; the publication says where it is.
+        assert again["termination_reason"] == "already_published"
+        assert again["review"]["findings"] == []
+        assert (again["rounds"], again["usage"]["total_tokens"]) == (0, 0)
     assert len(fake_github.review_posts) == 1
     assert listed[1] == listed[0] == listed[2]  # the later jobs listed nothing
     rows = _rows(database_url)

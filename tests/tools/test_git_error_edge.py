@@ -20,11 +20,10 @@ import pytest
 from pr_review_api import errors
 from pr_review_api.errors import GitHubUnavailable, InvalidRepository, ReviewError
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.git_runner import GitError
+from pr_review_api.git_runner import GIT_FAILURES, GitError
 from pr_review_api.loop import repo_config
 from pr_review_api.loop.final_review import parse_final_review
 from pr_review_api.tools import (
-    GIT_FAILURES,
     ToolOutcome,
     map_git_errors,
 )

@@ -21,6 +21,7 @@ from typing import NoReturn
 import click
 
 from pr_review_api import __version__
+from pr_review_api.cli.dismissals import dismissals_command
 from pr_review_api.cli.eval import eval_command
 from pr_review_api.cli.hosts import is_loopback
 from pr_review_api.cli.jobs import jobs_command
@@ -305,3 +306,4 @@ def schema(which: str) -> None:
 main.add_command(eval_command)
 main.add_command(worker_command)
 main.add_command(jobs_command)
+main.add_command(dismissals_command)

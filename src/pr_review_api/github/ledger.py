@@ -69,3 +69,18 @@ class PublishLedger(Protocol):
     ) -> None:
         """Remember a publication that GitHub just accepted; never raises for a database
         failure (the review is on GitHub whatever happens here)."""
+
+
+class DismissedFindings(Protocol):
+    """The findings a repository dismissed (CONTRACT 15; the service's `jobs/dismissals.py`)."""
+
+    async def fingerprints(self, repository: str) -> set[str]:
+        """The dismissed fingerprints of "owner/repo" (any case)."""
+
+    async def titles(self, repository: str, paths: Collection[str]) -> list[str]:
+        """The titles of the repository's dismissed findings in `paths`."""
+
+    async def dismiss(
+        self, repository: str, fingerprint: str, title: str, path: str | None, by: str
+    ) -> None:
+        """Store a dismissal (a `-1` reaction read at a review); one already there stays."""

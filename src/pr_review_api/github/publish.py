@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,7 +98,7 @@ async def _post(
     raise PublishFailure("GitHub kept answering with its rate limit.")
 
 
-async def publish(
+async def publish(  # noqa: PLR0913  (what one publication needs: the review, where, how, and what the repository dismissed)
     result: ReviewResult,
     ref: PullRequestRef,
     github: GitHubClient,
@@ -106,11 +107,17 @@ async def publish(
     deadline: float,
     max_inline: int,
     ledger: PublishLedger | None = None,
+    force: bool = False,
+    dismissed: Collection[str] = frozenset(),
 ) -> Publication:
     """Publish `result` on the pull request; never raises for a GitHub failure.
 
+    A finding whose fingerprint the repository dismissed (`dismissed`, CONTRACT 15) is not
+    posted; `suppressed` counts them.
+
     With a `ledger` (the service), its record of this head answers first, and a publication
-    is recorded there as soon as GitHub accepts it."""
+    is recorded there as soon as GitHub accepts it. `force` (the `review` command) posts even
+    when this head is published already; the fingerprints already posted are still skipped."""
     try:
         async with asyncio.timeout_at(deadline - DEADLINE_MARGIN_SECONDS):
             return await _publish(
@@ -121,6 +128,8 @@ async def publish(
                 deadline=deadline,
                 max_inline=max_inline,
                 ledger=ledger,
+                force=force,
+                dismissed=dismissed,
             )
     except PublishFailure as failure:
         return _failed(failure.message)
@@ -135,7 +144,7 @@ def _failed(message: str) -> Publication:
     return Publication(status="failed", error=PublicationError(message=message))
 
 
-async def _publish(
+async def _publish(  # noqa: PLR0913  (as publish)
     result: ReviewResult,
     ref: PullRequestRef,
     github: GitHubClient,
@@ -144,6 +153,8 @@ async def _publish(
     deadline: float,
     max_inline: int,
     ledger: PublishLedger | None,
+    force: bool = False,
+    dismissed: Collection[str] = frozenset(),
 ) -> Publication:
     head = result.revisions.head_sha
     key = HeadKey.of(ref, await github.login(), head)
@@ -153,13 +164,13 @@ async def _publish(
         # The review is paid for: publish on the markers alone, as the CLI does.
         logger.warning("the ledger of published reviews could not be read")
         recorded, ledger = None, None
-    if recorded is not None:
+    if recorded is not None and not force:
         return _already(recorded.review_id, recorded.url)
     state = await prior_state(
         github, ref, wait_until=deadline - DEADLINE_MARGIN_SECONDS, head_sha=head
     )
     done = state.review_of(head)
-    if done is not None:
+    if done is not None and not force:
         return _already(*done)
     if not state.complete and ledger is None:
         # Our review of this head may be in the pages not read: posting could post it twice.
@@ -174,6 +185,10 @@ async def _publish(
     hunks = await asyncio.to_thread(diff_hunks, git_dir, merge_base, head, wanted)
     texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
     fingerprints = [fingerprint_of(f, texts) for f in findings]
+    kept = [i for i, fingerprint in enumerate(fingerprints) if fingerprint not in dismissed]
+    suppressed = len(findings) - len(kept)
+    findings = [findings[i] for i in kept]
+    fingerprints = [fingerprints[i] for i in kept]
     replaced = await asyncio.to_thread(suggestion_texts, git_dir, head, findings)
     placement = place(findings, hunks, fingerprints, posted, max_inline, texts=replaced)
     status, created, placement = await _attempts(result, ref, github, placement, deadline=deadline)
@@ -187,6 +202,7 @@ async def _publish(
         inline_comments=len(placement.inline),
         body_findings=shown,
         duplicates_skipped=placement.skipped,
+        suppressed=suppressed,
     )
     if ledger is not None:
         carried = [p.fingerprint for p in [*placement.inline, *placement.body[:shown]]]
@@ -247,7 +263,7 @@ def _comment(placed: Placed) -> dict[str, Any]:
     return comment | {"line": placed.line, "side": "RIGHT", "body": render_comment(placed)}
 
 
-async def publish_result(
+async def publish_result(  # noqa: PLR0913  (as publish)
     result: ReviewResult,
     github: GitHubClient,
     git_dir: Path,
@@ -255,6 +271,8 @@ async def publish_result(
     deadline: float,
     ledger: PublishLedger | None = None,
     metrics: Metrics | None = None,
+    force: bool = False,
+    dismissed: Collection[str] = frozenset(),
 ) -> Publication | None:
     """Publish a finished review of a pull request; None when there is nothing to publish
     (a local review, or no final review from the model). `metrics` counts each outcome."""
@@ -270,6 +288,8 @@ async def publish_result(
         deadline=deadline,
         max_inline=github.settings.pr_review_max_inline_comments,
         ledger=ledger,
+        force=force,
+        dismissed=dismissed,
     )
     if metrics is not None and publication is not None:
         metrics.publication(publication.status)

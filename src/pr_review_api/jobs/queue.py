@@ -54,9 +54,11 @@ from pr_review_api.errors import (
 )
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.jobs import records, recovery
+from pr_review_api.jobs.conversation import ConversationJobs
+from pr_review_api.jobs.dismissals import DatabaseDismissals
 from pr_review_api.jobs.fairness import FairJobManager
 from pr_review_api.jobs.published_heads import DatabaseLedger
-from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord
+from pr_review_api.jobs.records import FINAL_STATUSES, JobKind, JobRecord
 from pr_review_api.jobs.runner import JobReviewer
 from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.settings import Settings
@@ -74,6 +76,8 @@ MAX_RETRY_DELAY_SECONDS = 15 * 60
 WORKER_RESTART_SECONDS = 1.0
 _DATABASE_DOWN = "The job database is not available; try again shortly."
 
+ConversationRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
+"""Runs one command job of a comment (jobs/conversation.py) -> its result document."""
 ReviewRunner = Callable[[str, Settings, bool, int | None, bool], Awaitable[dict[str, Any]]]
 """Runs one review: (pull request URL, settings, post, installation id, automatic) -> the
 review document (CONTRACT 5); `automatic` (a webhook's job) honours the base's skip rules
@@ -98,6 +102,16 @@ class PullRequestJob:
     def key(self) -> str:
         # GitHub owner and repository names are case-insensitive.
         return f"{self.owner}/{self.repo}#{self.number}".lower()
+
+
+@dataclass(frozen=True)
+class CommandJob:
+    """A command in a comment (CONTRACT 15): what the pull request job is, its kind, and the
+    command as the delivery gave it (jobs/commands.py reads it)."""
+
+    job: PullRequestJob
+    kind: JobKind
+    command: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -143,8 +157,19 @@ class JobQueue:
         if runner is None:
             # The pool exists once the app is opened: look it up on each use, not now.
             ledger = DatabaseLedger(lambda: self.connector.pool.connection())  # noqa: PLW0108
-            runner = self._own_runner = JobReviewer(self.app_credentials, ledger, metrics)
+            dismissals = DatabaseDismissals(lambda: self.connector.pool.connection())  # noqa: PLW0108
+            runner = self._own_runner = JobReviewer(
+                self.app_credentials, ledger, metrics, dismissals
+            )
         self.runner: ReviewRunner = runner
+        # Command jobs of comments (CONTRACT 15); reviews forced by `review` go through the
+        # default reviewer (a queue given its own runner still runs them with it).
+        reviewer = self._own_runner or JobReviewer(self.app_credentials, None, metrics)
+        self.conversation: ConversationRunner = ConversationJobs(
+            lambda: self.connector.pool.connection(),  # noqa: PLW0108
+            self.app_credentials,
+            reviewer,
+        )
         self.app = procrastinate.App(connector=self.connector)
         # Workers fetch through it: the next job is a fair turn between tenants.
         self.app.job_manager = FairJobManager(
@@ -194,20 +219,75 @@ class JobQueue:
         except (psycopg.Error, queue_errors.ConnectorException):
             raise ServerBusy(_DATABASE_DOWN) from None
 
+    async def enqueue_command(self, command: CommandJob, *, delivery_id: str | None) -> Enqueued:
+        """Queue a command of a comment; a repeated delivery id answers the job it queued. A
+        forced review waits as reviews do; the other kinds never supersede nor are superseded,
+        and run one at a time per pull request like every job (the `lock`)."""
+        try:
+            async with self.transaction() as connection:
+                if command.kind == "review":
+                    return await self._enqueue(
+                        connection, command.job, "webhook", delivery_id, command.command
+                    )
+                return await self._enqueue_command(connection, command, delivery_id)
+        except queue_errors.AlreadyEnqueued:
+            logger.error("a job of a pull request was already waiting outside the records")
+            raise ServerBusy() from None
+        except (psycopg.Error, queue_errors.ConnectorException):
+            raise ServerBusy(_DATABASE_DOWN) from None
+
+    async def _known_delivery(
+        self, connection: AsyncConnection[Any], delivery_id: str | None
+    ) -> Enqueued | None:
+        if delivery_id is None:
+            return None
+        known = await records.by_delivery(connection, delivery_id)
+        if known is None:
+            return None
+        record = await records.fetch(connection, known)
+        assert record is not None
+        return Enqueued(known, record.status)
+
+    async def _enqueue_command(
+        self, connection: AsyncConnection[Any], command: CommandJob, delivery_id: str | None
+    ) -> Enqueued:
+        job = command.job
+        await self.lock_pull_request(connection, job.key)
+        if (known := await self._known_delivery(connection, delivery_id)) is not None:
+            return known
+        job_id = uuid.uuid4()
+        await records.insert(
+            connection,
+            job_id=job_id,
+            source="webhook",
+            url=job.url,
+            owner=job.owner,
+            repo=job.repo,
+            number=job.number,
+            pr_key=job.key,
+            head_sha=job.head_sha,
+            installation_id=job.installation_id,
+            post=True,
+            kind=command.kind,
+            command=command.command,
+        )
+        queue_job_id = await self.defer(connection, job.key, job_id, queueing=False)
+        await records.set_queue_job(connection, job_id, queue_job_id)
+        if delivery_id is not None:
+            await records.remember_delivery(connection, delivery_id, job_id)
+        return Enqueued(job_id, "queued")
+
     async def _enqueue(
         self,
         connection: AsyncConnection[Any],
         job: PullRequestJob,
         source: str,
         delivery_id: str | None,
+        command: dict[str, Any] | None = None,
     ) -> Enqueued:
         await self.lock_pull_request(connection, job.key)
-        if delivery_id is not None:
-            known = await records.by_delivery(connection, delivery_id)
-            if known is not None:
-                record = await records.fetch(connection, known)
-                assert record is not None
-                return Enqueued(known, record.status)
+        if (known := await self._known_delivery(connection, delivery_id)) is not None:
+            return known
         waiting = await records.waiting_for(connection, job.key)
         for record in waiting:
             # The same head, asked for again (reopened, ready_for_review): one job does.
@@ -228,6 +308,7 @@ class JobQueue:
             head_sha=job.head_sha,
             installation_id=job.installation_id,
             post=job.post,
+            command=command,
         )
         for record in waiting:
             if record.queue_job_id is not None and await self._cancel(connection, record):
@@ -255,8 +336,14 @@ class JobQueue:
         key: str,
         job_id: uuid.UUID,
         schedule_in: float | None = None,
+        *,
+        queueing: bool = True,
     ) -> int:
-        options: dict[str, Any] = {"lock": key, "queueing_lock": key, "connection": connection}
+        """`queueing` False (a command job): not counted as the pull request's one waiting
+        review; it still never runs beside another job of the pull request."""
+        options: dict[str, Any] = {"lock": key, "connection": connection}
+        if queueing:
+            options["queueing_lock"] = key
         if schedule_in is not None and schedule_in > 0:
             options["schedule_in"] = {"seconds": schedule_in}
         return await self.task.configure(**options).defer_async(job_id=str(job_id))
@@ -365,13 +452,17 @@ class JobQueue:
         if record is None:
             return
         try:
-            document = await self.runner(
-                record.pull_request_url,
-                self.settings,
-                record.post,
-                record.installation_id,
-                record.source == "webhook",
-            )
+            settings = self.settings
+            if record.command is not None:  # a command in a comment (CONTRACT 15)
+                document = await self.conversation(record, settings)
+            else:
+                document = await self.runner(
+                    record.pull_request_url,
+                    settings,
+                    record.post,
+                    record.installation_id,
+                    record.source == "webhook",
+                )
         except ReviewError as exc:
             if isinstance(exc, RETRYABLE_ERRORS) and record.attempts < (
                 self.settings.pr_review_job_max_attempts
@@ -415,12 +506,16 @@ class JobQueue:
             if current is None or current.status in FINAL_STATUSES:
                 return
             newer = [
-                r for r in await records.waiting_for(connection, record.pr_key) if r.id != record.id
+                r
+                for r in await records.waiting_for(connection, record.pr_key)
+                if r.id != record.id and record.kind == "review"
             ]
             if newer:
                 await records.supersede(connection, record.id, newer[0].id)
                 return
-            queue_job_id = await self.defer(connection, record.pr_key, record.id, delay)
+            queue_job_id = await self.defer(
+                connection, record.pr_key, record.id, delay, queueing=record.kind == "review"
+            )
             await records.set_queue_job(connection, record.id, queue_job_id)
         logger.info("job %s deferred for %.0f s", record.id, delay)
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+JobKind = Literal["review", "answer", "dismiss", "help"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "superseded"]
 FINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "superseded"})
 
@@ -43,6 +44,10 @@ class JobRecord:
     started_at: datetime | None
     finished_at: datetime | None
     result: dict[str, Any] | None
+    # The review conversation (CONTRACT 15): `review` (also a pull request's own review),
+    # `answer`, `dismiss`, `help`; `command` is what the comment asked (jobs/commands.py).
+    kind: JobKind = "review"
+    command: dict[str, Any] | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> JobRecord:
@@ -163,7 +168,9 @@ async def waiting_for(connection: AsyncConnection[Any], pr_key: str) -> list[Job
     """The pull request's queued jobs (at most one, by construction), oldest first."""
     async with connection.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(
-            _SELECT + "WHERE pr_key = %s AND status = 'queued' ORDER BY created_at",
+            # Only reviews wait one at a time; a command job never supersedes nor is superseded.
+            _SELECT + "WHERE pr_key = %s AND status = 'queued' AND kind = 'review' "
+            "ORDER BY created_at",
             (pr_key,),
         )
         rows = await cursor.fetchall()
@@ -183,13 +190,40 @@ async def insert(  # noqa: PLR0913  (one keyword per column of the row)
     head_sha: str | None,
     installation_id: int | None,
     post: bool,
+    kind: JobKind = "review",
+    command: dict[str, Any] | None = None,
 ) -> None:
     await connection.execute(
         "INSERT INTO review_jobs (id, source, pull_request_url, owner, repo, "
-        "number, pr_key, head_sha, installation_id, post, status) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued')",
-        (job_id, source, url, owner, repo, number, pr_key, head_sha, installation_id, post),
+        "number, pr_key, head_sha, installation_id, post, status, kind, command) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued', %s, %s)",
+        (
+            job_id,
+            source,
+            url,
+            owner,
+            repo,
+            number,
+            pr_key,
+            head_sha,
+            installation_id,
+            post,
+            kind,
+            None if command is None else json.dumps(command),
+        ),
     )
+
+
+async def answers_in_the_last_hour(connection: AsyncConnection[Any], pr_key: str) -> int:
+    """Answers posted on the pull request in the last hour (PR_REVIEW_MAX_ANSWERS_PER_HOUR)."""
+    cursor = await connection.execute(
+        "SELECT count(*) FROM review_jobs WHERE pr_key = %s AND kind = 'answer' "
+        "AND status = 'succeeded' AND result->>'outcome' = 'answered' "
+        "AND finished_at > now() - interval '1 hour'",
+        (pr_key,),
+    )
+    row = await cursor.fetchone()
+    return 0 if row is None else int(row[0])
 
 
 async def remember_delivery(

@@ -44,7 +44,15 @@ class Queue(Protocol):
         self, connection: AsyncConnection[Any], queue_job_id: int, status: str
     ) -> None: ...
 
-    async def defer(self, connection: AsyncConnection[Any], key: str, job_id: uuid.UUID) -> int: ...
+    async def defer(
+        self,
+        connection: AsyncConnection[Any],
+        key: str,
+        job_id: uuid.UUID,
+        schedule_in: float | None = None,
+        *,
+        queueing: bool = True,
+    ) -> int: ...
 
 
 async def recover_stalled(queue: Queue, stalled_after: float) -> int:
@@ -121,7 +129,9 @@ async def recover_orphans(queue: Queue) -> int:
                 body = ReviewError("The review job could not be completed.").to_body()
                 await records.finish(connection, record.id, status="failed", document=body)
             else:
-                queue_job_id = await queue.defer(connection, record.pr_key, record.id)
+                queue_job_id = await queue.defer(
+                    connection, record.pr_key, record.id, queueing=record.kind == "review"
+                )
                 await records.set_queue_job(connection, record.id, queue_job_id)
             logger.info("job %s had lost its queue job and was recovered", record.id)
     return len(orphans)

@@ -2,27 +2,39 @@
 
 A worker process keeps one `RepositoryStore` (indexes, `cat-file` readers, search text, git
 threads) for every job it runs, so the second job of a repository starts warm. Each job gets
-a `GitHubClient` bound to its identity (`github.credentials.credentials_for`: its App
-installation's token, or `GITHUB_TOKEN`), and everything below it uses that client. The queue
-lends it the database's ledger of published heads, so a job of a head already published asks
-no model.
+a `GitHubClient` bound to its identity (`installation_client`: its App installation's token
+through `github.credentials.credentials_for`, or `GITHUB_TOKEN`), and everything below it uses
+that client. The queue lends it the database's ledger of published heads, so a job of a head
+already published asks no model, and the repository's dismissed findings.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.credentials import credentials_for
-from pr_review_api.github.ledger import PublishLedger
+from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget, repository_store
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
+
+
+@asynccontextmanager
+async def installation_client(
+    settings: Settings, app: AppCredentials | None, installation_id: int | None
+) -> AsyncIterator[GitHubClient]:
+    """A GitHub client for one job: the one place an installation id becomes an identity."""
+    credentials = credentials_for(settings, installation_id, app=app)
+    async with GitHubClient(settings, credentials=credentials) as github:
+        yield github
 
 
 class JobReviewer:
@@ -33,13 +45,16 @@ class JobReviewer:
         app_credentials: AppCredentials | None,
         ledger: PublishLedger | None = None,
         metrics: Metrics | None = None,
+        dismissals: DismissedFindings | None = None,
     ) -> None:
         self._app_credentials = app_credentials
         self._ledger = ledger
+        self._dismissals = dismissals
         self._metrics = metrics
         self._store: RepositoryStore | None = None
 
-    def _shared_store(self, settings: Settings) -> RepositoryStore:
+    def store_for(self, settings: Settings) -> RepositoryStore:
+        """The worker's one repository store (made on first use)."""
         if self._store is None:
             self._store = repository_store(settings)
         return self._store
@@ -51,20 +66,24 @@ class JobReviewer:
         post: bool,
         installation_id: int | None,
         automatic: bool = False,
+        *,
+        force: bool = False,
     ) -> dict[str, Any]:
+        """`force`: the `review` command (CONTRACT 15), past a head already published."""
         target = PullRequestTarget(url)
-        store = self._shared_store(settings)
-        credentials = credentials_for(settings, installation_id, app=self._app_credentials)
-        async with GitHubClient(settings, credentials=credentials) as github:
+        store = self.store_for(settings)
+        async with installation_client(settings, self._app_credentials, installation_id) as gh:
             result = await run_review(
                 target,
                 settings,
                 post=post,
-                github=github,
+                github=gh,
                 store=store,
                 ledger=self._ledger,
                 metrics=self._metrics,
                 automatic=automatic,
+                force=force,
+                dismissals=self._dismissals,
             )
         return result.model_dump(mode="json")
 

@@ -189,11 +189,31 @@ END;
 $$;
 """
 
+# The review conversation (CONTRACT 15): a job's kind and the comment that asked for it (the
+# delivery's own words, never re-fetched), and the findings a repository dismissed.
+_CONVERSATION = """
+ALTER TABLE review_jobs
+    ADD COLUMN kind text NOT NULL DEFAULT 'review'
+        CHECK (kind IN ('review', 'answer', 'dismiss', 'help')),
+    ADD COLUMN command jsonb;
+CREATE INDEX review_jobs_answers ON review_jobs (pr_key, finished_at) WHERE kind = 'answer';
+CREATE TABLE dismissals (
+    repository text NOT NULL,
+    fingerprint text NOT NULL,
+    title text NOT NULL,
+    path text,
+    dismissed_by text NOT NULL,
+    dismissed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (repository, fingerprint)
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "procrastinate queue schema", _procrastinate_schema),
     Migration(2, "review_jobs records", lambda: _REVIEW_JOBS),
     Migration(3, "published_heads ledger", lambda: _PUBLISHED_HEADS),
     Migration(4, "fair fetch across tenants", lambda: _FAIR_FETCH),
+    Migration(5, "conversation: job kinds and dismissals", lambda: _CONVERSATION),
 )
 
 

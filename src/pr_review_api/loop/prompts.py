@@ -15,6 +15,7 @@ from pr_review_api.loop.final_review import final_review_schema
 from pr_review_api.loop.repo_config import instructions_block
 from pr_review_api.settings import MAX_PROMPT_CHANGED_FILES, MAX_PROMPT_DESCRIPTION_BYTES
 
+MAX_DISMISSED_TITLES = 50
 SYSTEM_PROMPT_RULES = """\
 You are a careful senior engineer reviewing a pull request.
 
@@ -98,6 +99,8 @@ class ReviewContext:
     # ancestor of this head, and the files changed since then (github/publish.py).
     last_reviewed_head: str | None = None
     changed_since_last_review: tuple[str, ...] = ()
+    # CONTRACT 15: titles of findings the team dismissed in the files under review (untrusted).
+    dismissed_titles: tuple[str, ...] = ()
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -126,6 +129,8 @@ def user_message(
     since = list(context.changed_since_last_review[:MAX_PROMPT_CHANGED_FILES])
     if context.last_reviewed_head is not None:
         untrusted["changed_since_last_review"] = since
+    if context.dismissed_titles:
+        untrusted["dismissed_findings"] = list(context.dismissed_titles[:MAX_DISMISSED_TITLES])
     more = len(context.changed_files) - len(shown)
     lines = [
         f"Review this pull request: {context.identity}.",
@@ -140,6 +145,14 @@ def user_message(
                 "(changed_since_last_review below). Findings already posted are not repeated."
             ]
             if context.last_reviewed_head is not None
+            else []
+        ),
+        *(
+            [
+                "The team dismissed the findings titled in dismissed_findings below in these "
+                "files; do not report them again."
+            ]
+            if context.dismissed_titles
             else []
         ),
         "",

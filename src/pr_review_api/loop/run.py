@@ -14,37 +14,70 @@ import functools
 import threading
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
-from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout
+from pr_review_api.errors import (
+    GitHubUnavailable,
+    InvalidRequest,
+    ReviewError,
+    ReviewTimeout,
+    ServerBusy,
+)
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.ledger import PublishLedger
+from pr_review_api.github.conversation import (
+    Repository,
+    dismissed_on_pull_request,
+    downvoted,
+)
+from pr_review_api.github.ledger import DismissedFindings, PublishLedger
+from pr_review_api.github.placement import fingerprint_of, line_texts
+from pr_review_api.github.preflight import ensure_can_publish
 from pr_review_api.github.publish import publish_result
+from pr_review_api.github.resolve import resolve_fixed
+from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.background_index import one_shot_store
 from pr_review_api.loop.batches import batched_review
 from pr_review_api.loop.engine import Engine, StageHook, Tally
-from pr_review_api.loop.gate import already_posted, gated, open_gate, skip_review
+from pr_review_api.loop.gate import Gate, already_posted, gated, open_gate, skip_review
 from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.review import final_review, same_tree
 from pr_review_api.loop.workspace import (
     LocalTarget,
+    Prepared,
+    PullRequestTarget,
     ReviewTarget,
     prepare,
     published_before,
     with_re_review,
     with_repo_config,
 )
-from pr_review_api.model import FinalReview, ReviewResult, Revisions, Usage, estimated_cost
+from pr_review_api.model import (
+    FinalReview,
+    PullRequestInfo,
+    ReviewResult,
+    Revisions,
+    Usage,
+    estimated_cost,
+)
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
 
+# The targets live in loop/workspace.py; callers import them from here, beside run_review.
+__all__ = [
+    "LocalTarget",
+    "Progress",
+    "ProgressCallback",
+    "PullRequestTarget",
+    "ReviewTarget",
+    "run_review",
+]
 
 NO_CHANGES_SUMMARY = (
     "The head commit has the same tree as the merge base: there are no changes to review."
@@ -81,6 +114,8 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     metrics: Metrics | None = None,
     automatic: bool = False,
     on_check: Callable[[CheckOutcome], None] | None = None,
+    force: bool = False,
+    dismissals: DismissedFindings | None = None,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
@@ -92,7 +127,11 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     answers its earlier review document, `already_published`, before the model is asked.
     `automatic` (a webhook job, `review --automatic`) honours the base's skip rules; a
     published review sets the `pr-review` check (loop/gate.py, CONTRACT 16); `on_check` is
-    told the check's outcome (the CLI's --check-file), set or not.
+    told the check's outcome (the CLI's --check-file), set or not. `force` (the `review`
+    command in a comment, CONTRACT 15) reviews and publishes a head already published; the
+    findings already posted are still not repeated. A `post` that cannot publish (no token, a
+    token GitHub refuses) fails before the model is asked (github/preflight.py). With
+    `dismissals` (the service's), a finding the repository dismissed is not published.
 
     Raises a `ReviewError` subclass for every failure the contract names, carrying what the
     review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
@@ -123,19 +162,28 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
             work = repo_store.work(deadline, cancel)
             async with prepare(target, settings, github_client, repo_store, work) as pinned:
                 prepared = await repo_store.run(with_repo_config, pinned)
-                gate = open_gate(prepared, settings, github_client, post=post, on_outcome=on_check)
+                gate = open_gate(
+                    prepared,
+                    settings,
+                    github_client,
+                    post=post,
+                    on_outcome=on_check,
+                )
                 if automatic and (skipped := await skip_review(prepared, settings, gate)):
                     return _counted(metrics, skipped, loop.time() - started)
-                if post and ledger is not None:
-                    earlier = await published_before(prepared, ledger, github_client)
-                    if earlier is not None:
-                        await gate.finished(earlier)  # from what was posted; no model asked
-                        return _counted(metrics, earlier, loop.time() - started)
+                if post and (
+                    done := await _before_publishing(
+                        prepared, settings, github_client, ledger, gate, force
+                    )
+                ):
+                    return _counted(metrics, done, loop.time() - started)
                 if post:
                     prepared, posted = await with_re_review(prepared, github_client)
-                    if posted is not None:
+                    if posted is not None and not force:
                         done = await already_posted(prepared, settings, github_client, posted, gate)
                         return _counted(metrics, done, loop.time() - started)
+                if post and dismissals is not None:
+                    prepared = await _with_dismissed_titles(prepared, dismissals)
                 engine = Engine(
                     client,
                     prepared,
@@ -150,6 +198,13 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                     gate, deadline, functools.partial(_review, engine, include_trace)
                 )
                 if post:
+                    dismissed = await _dismissed(
+                        prepared,
+                        dismissals,
+                        github_client,
+                        result_findings=bool(result.review.findings),
+                    )
+                    gate.dismissed = dismissed
                     result.publication = await publish_result(
                         result,
                         github_client,
@@ -157,7 +212,10 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                         deadline=deadline,
                         ledger=ledger,
                         metrics=metrics,
+                        force=force,
+                        dismissed=dismissed,
                     )
+                    await _resolve_fixed(result, prepared, github_client)
                 await gate.finished(result)
                 return _counted(metrics, result, loop.time() - started)
     except TimeoutError:
@@ -173,6 +231,99 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
         raise
     finally:
         cancel.set()
+
+
+async def _before_publishing(
+    prepared: Prepared,
+    settings: Settings,
+    github: GitHubClient,
+    ledger: PublishLedger | None,
+    gate: Gate,
+    force: bool,
+) -> ReviewResult | None:
+    """Before the model is asked: a review that cannot be published fails (no token, a token
+    GitHub refuses); a head the ledger says is published answers `already_published`."""
+    if prepared.pull_request is not None:
+        await ensure_can_publish(github, _ref_of(prepared.pull_request))
+    if ledger is None or force:
+        return None
+    earlier = await published_before(prepared, ledger, github)
+    if earlier is None:
+        return None
+    # No model asked; the check is completed from what was posted.
+    return await already_posted(prepared, settings, github, earlier, gate)
+
+
+async def _resolve_fixed(result: ReviewResult, prepared: Prepared, github: GitHubClient) -> None:
+    """On a published new head, resolve the threads of ours it fixed (github/resolve.py)."""
+    publication, info = result.publication, prepared.pull_request
+    if publication is None or publication.status != "published" or info is None:
+        return
+    if prepared.context.last_reviewed_head is None:
+        return  # a first review (or one after a rewritten history): no thread of ours to fix
+    git_dir, head = prepared.repository.git_dir, result.revisions.head_sha
+    findings = result.review.findings
+    texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
+    reported = {fingerprint_of(f, texts) for f in findings}
+    repository = Repository(info.owner, info.repo)
+    publication.resolved = await resolve_fixed(
+        github, repository, info.number, git_dir, head, reported
+    )
+
+
+async def _with_dismissed_titles(prepared: Prepared, dismissals: DismissedFindings) -> Prepared:
+    """The first message names the findings the team dismissed in the changed files."""
+    info = prepared.pull_request
+    if info is None:
+        return prepared
+    paths = [path for _, path in prepared.context.changed_files]
+    try:
+        titles = await dismissals.titles(f"{info.owner}/{info.repo}", paths)
+    except ServerBusy:
+        return prepared
+    context = replace(prepared.context, dismissed_titles=tuple(titles))
+    return replace(prepared, context=context)
+
+
+async def _dismissed(
+    prepared: Prepared,
+    dismissals: DismissedFindings | None,
+    github: GitHubClient,
+    *,
+    result_findings: bool,
+) -> set[str]:
+    """The repository's dismissed fingerprints, after storing the `-1` reactions of writers on
+    our findings' comments of this pull request (CONTRACT 15)."""
+    info = prepared.pull_request
+    if info is None:
+        return set()
+    if dismissals is None:  # the CLI, the Action: what the pull request itself says
+        if prepared.context.last_reviewed_head is None or not result_findings:
+            return set()  # no earlier review of ours to dismiss, or nothing to suppress
+        try:
+            return await dismissed_on_pull_request(
+                github, Repository(info.owner, info.repo), info.number
+            )
+        except GitHubUnavailable:
+            return set()
+    repository = f"{info.owner}/{info.repo}"
+    try:
+        found = await downvoted(github, Repository(info.owner, info.repo), info.number)
+    except GitHubUnavailable:
+        found = []  # read again at the next review
+    try:
+        for comment, user in found:
+            fingerprint = comment.finding_fingerprint()
+            assert fingerprint is not None
+            title = comment.finding_title()
+            await dismissals.dismiss(repository, fingerprint, title, comment.path, user)
+        return await dismissals.fingerprints(repository)
+    except ServerBusy:  # the review is paid for: publish it, dismissals or not
+        return set()
+
+
+def _ref_of(info: PullRequestInfo) -> PullRequestRef:
+    return PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
 
 
 def _counted(metrics: Metrics | None, outcome: _Outcome, seconds: float) -> _Outcome:

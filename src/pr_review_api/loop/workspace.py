@@ -20,7 +20,7 @@ from pr_review_api.errors import GitHubUnavailable, InvalidRepository, ReviewErr
 from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.store import RepositoryStore
-from pr_review_api.git_runner import run_git
+from pr_review_api.git_runner import GIT_FAILURES, run_git
 from pr_review_api.github.checkout import RepositoryCache, open_pull_request
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.history import PublishFailure, prior_state, re_review_of
@@ -30,9 +30,9 @@ from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.loop.guidance import repository_guidance
 from pr_review_api.loop.prompts import ReviewContext
 from pr_review_api.loop.repo_config import NO_REPO_CONFIG, LoadedRepoConfig, load_repo_config
-from pr_review_api.model import PullRequestInfo, ReviewResult
+from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
-from pr_review_api.tools import GIT_FAILURES, map_git_errors
+from pr_review_api.tools import map_git_errors
 
 MAX_SHOWN_REVISION_CHARS = 80
 
@@ -198,7 +198,7 @@ async def with_re_review(
 
 async def published_before(
     prepared: Prepared, ledger: PublishLedger, github: GitHubClient
-) -> ReviewResult | None:
+) -> PostedHead | None:
     """The review the service already published of this head, from its ledger, or None."""
     info = prepared.pull_request
     if info is None:
@@ -207,7 +207,7 @@ async def published_before(
     identity = await github.login()
     head = prepared.repository.revisions.head_sha
     recorded = await ledger.find(HeadKey.of(ref, identity, head))
-    return None if recorded is None else recorded.already_published()
+    return None if recorded is None else PostedHead(recorded.review_id, recorded.url)
 
 
 def with_repo_config(prepared: Prepared) -> Prepared:

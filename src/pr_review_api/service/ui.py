@@ -29,6 +29,7 @@ from pr_review_api import __version__
 from pr_review_api.errors import InvalidRequest, JobNotFound
 from pr_review_api.github.urls import is_valid_owner, is_valid_repo
 from pr_review_api.jobs.admin import list_jobs
+from pr_review_api.jobs.dismissals import DatabaseDismissals, repository_key
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import JobFilter, JobRecord
 from pr_review_api.jobs.summary import JobSummary
@@ -71,10 +72,21 @@ def safe_link(url: Any) -> str | None:
     return url
 
 
-def dismissed_findings(owner: str, repo: str) -> list[dict[str, Any]]:
-    """The repository's dismissed findings. None are recorded yet: dismissing a finding comes
-    with the review conversation (CONTRACT 15, issue 25), which will fill this in."""
-    return []
+async def dismissed_findings(queue: JobQueue, owner: str, repo: str) -> list[dict[str, Any]]:
+    """The repository's dismissed findings (CONTRACT 15: `ignore` in one of our threads),
+    newest first, from the `dismissals` table."""
+    dismissals = DatabaseDismissals(queue.connector.pool.connection)
+    found = await dismissals.listed(repository_key(owner, repo))
+    return [
+        {
+            "title": item.title,
+            "path": item.path,
+            "by": item.dismissed_by,
+            "at": None if item.dismissed_at is None else item.dismissed_at.isoformat(),
+            "reason": "ignore",
+        }
+        for item in found
+    ]
 
 
 def ui_router(*, secured: bool) -> APIRouter:
@@ -119,14 +131,16 @@ def ui_router(*, secured: bool) -> APIRouter:
         return _page(request, "job.html", job=_job_view(request, record))
 
     @router.get("/repositories/{owner}/{repo}/dismissals")
-    async def dismissals_page(request: Request, owner: str, repo: str) -> HTMLResponse:
+    async def dismissals_page(
+        request: Request, owner: str, repo: str, queue: Annotated[JobQueue, Depends(get_jobs)]
+    ) -> HTMLResponse:
         if not is_valid_owner(owner) or not is_valid_repo(repo):
             raise InvalidRequest("The repository must be owner/repo.")
         return _page(
             request,
             "dismissals.html",
             repository=f"{owner}/{repo}",
-            dismissals=dismissed_findings(owner, repo),
+            dismissals=await dismissed_findings(queue, owner, repo),
         )
 
     return router

@@ -8,7 +8,13 @@ is parsed. Then:
     ping                                                   200 {"status": "ok"}
     pull_request opened/synchronize/reopened/ready_for_review, not a draft, still open
                                                            202 {"job_id": ..., "status": ...}
+    issue_comment / pull_request_review_comment created, addressed to us by a user who may
+    ask it (CONTRACT 15)                                   202 {"job_id": ..., "status": ...}
     anything else                                          202 {"status": "ignored"}
+
+A comment is read from the delivery only (jobs/commands.py); our own comments and `[bot]`
+authors are ignored before any request; who may ask is the collaborator-permission API's
+answer (github/conversation.py, cached briefly), never the comment's own claims.
 
 A repeated `X-GitHub-Delivery` answers the job the first one queued. Queueing is one short
 transaction; it is given under a second, and a database that does not answer in that time
@@ -27,14 +33,25 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from pr_review_api.errors import (
+    GitHubUnavailable,
     InvalidPullRequestUrl,
     InvalidRequest,
     InvalidSignature,
     ReviewError,
     ServerBusy,
 )
+from pr_review_api.github.conversation import Repository, may_write
 from pr_review_api.github.urls import parse_pull_request_url
-from pr_review_api.jobs.queue import JobQueue, PullRequestJob
+from pr_review_api.jobs.commands import (
+    Comment,
+    addressed_text,
+    comment_of,
+    is_bot,
+    kind_of,
+    pull_number,
+)
+from pr_review_api.jobs.queue import CommandJob, JobQueue, PullRequestJob
+from pr_review_api.jobs.runner import installation_client
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import read_capped
@@ -47,6 +64,9 @@ WEBHOOK_PATH = "/v1/webhooks/github"
 # 65,536 characters. 1 MiB leaves room without letting anyone make us buffer much.
 MAX_WEBHOOK_BODY_BYTES = 1024 * 1024
 ENQUEUE_TIMEOUT_SECONDS = 0.9
+COMMENT_EVENTS = ("issue_comment", "pull_request_review_comment")
+# The author's permission and our login: two short GitHub requests, each cached.
+COMMAND_CHECK_TIMEOUT_SECONDS = 3.0
 REVIEWED_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _DELIVERY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -69,28 +89,33 @@ def _ignored() -> Response:
     return ContractJSONResponse({"status": "ignored"}, status_code=202)
 
 
-def _job_of(  # noqa: PLR0911  (one None per way a delivery asks for no review)
-    event: dict[str, Any], settings: Settings
-) -> PullRequestJob | None:
+def _job_of(event: dict[str, Any], settings: Settings) -> PullRequestJob | None:
     """The job a pull_request delivery asks for, or None when it asks for none."""
     pull = event.get("pull_request")
-    repository = event.get("repository")
-    if event.get("action") not in REVIEWED_ACTIONS:
-        return None
-    if not isinstance(pull, dict) or not isinstance(repository, dict):
+    if event.get("action") not in REVIEWED_ACTIONS or not isinstance(pull, dict):
         return None
     if pull.get("draft") is not False or pull.get("state", "open") != "open":
         return None  # drafts are reviewed once they are ready_for_review
-    owner = repository.get("owner")
-    login = owner.get("login") if isinstance(owner, dict) else None
-    name, number = repository.get("name"), pull.get("number")
     head = pull.get("head")
     sha = head.get("sha") if isinstance(head, dict) else None
+    if not isinstance(sha, str) or not _SHA.match(sha):
+        return None
+    return _pull_job(event, settings, pull.get("number"), sha)
+
+
+def _pull_job(
+    event: dict[str, Any], settings: Settings, number: object, sha: str | None
+) -> PullRequestJob | None:
+    """The pull request a delivery names, as a published job; None when it names none."""
+    repository = event.get("repository")
+    if not isinstance(repository, dict):
+        return None
+    owner = repository.get("owner")
+    login = owner.get("login") if isinstance(owner, dict) else None
+    name = repository.get("name")
     if not isinstance(login, str) or not isinstance(name, str):
         return None
-    if not isinstance(number, int) or isinstance(number, bool) or not isinstance(sha, str):
-        return None
-    if not _SHA.match(sha):
+    if not isinstance(number, int) or isinstance(number, bool):
         return None
     try:
         ref = parse_pull_request_url(
@@ -112,7 +137,6 @@ def _job_of(  # noqa: PLR0911  (one None per way a delivery asks for no review)
         repo=ref.repo,
         number=ref.number,
         head_sha=sha,
-        installation_id=installation_id,
         post=True,
     )
 
@@ -142,6 +166,60 @@ def webhook_router() -> APIRouter:
     return router
 
 
+async def _command_answer(
+    event_name: str,
+    event: dict[str, Any],
+    settings: Settings,
+    queue: JobQueue,
+    delivery: str | None,
+) -> tuple[Response, str]:
+    """A comment delivery: the command job it asks for (CONTRACT 15), or ignored."""
+    the_comment = comment_of(event_name, event)
+    if the_comment is None or is_bot(the_comment.author):
+        return _ignored(), "ignored"
+    first = the_comment.body.strip()[:1]
+    if first not in ("@", "/"):
+        return _ignored(), "ignored"  # addressed to no one: no request to GitHub
+    job = _pull_job(event, settings, pull_number(event_name, event), None)
+    if job is None:
+        return _ignored(), "ignored"
+    try:
+        async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
+            command = await _permitted_command(the_comment, job, settings, queue)
+    except (TimeoutError, GitHubUnavailable):
+        raise ServerBusy("GitHub did not say who may ask in time; redeliver shortly.") from None
+    if command is None:
+        return _ignored(), "ignored"
+    try:
+        async with asyncio.timeout(ENQUEUE_TIMEOUT_SECONDS):
+            enqueued = await queue.enqueue_command(command, delivery_id=delivery)
+    except TimeoutError:
+        raise ServerBusy("The job queue did not answer in time; redeliver shortly.") from None
+    answer = {"job_id": str(enqueued.job_id), "status": enqueued.status}
+    return ContractJSONResponse(answer, status_code=202), "queued"
+
+
+async def _permitted_command(
+    the_comment: Comment, job: PullRequestJob, settings: Settings, queue: JobQueue
+) -> CommandJob | None:
+    """The command, when it is addressed to us and its author may ask it; else None."""
+    iid = job.installation_id
+    async with installation_client(settings, queue.app_credentials, iid) as github:
+        login = await github.login()
+        if the_comment.author.lower() == login.lower():
+            return None
+        text = addressed_text(the_comment.body, login)
+        kind = None if text is None else kind_of(text, the_comment)
+        if text is None or kind is None:
+            return None
+        # The pull request's author may ask questions, nothing else.
+        author_asks = kind == "answer" and the_comment.author == the_comment.pull_author
+        repository = Repository(job.owner, job.repo)
+        if not author_asks and not await may_write(github, repository, the_comment.author):
+            return None
+    return CommandJob(job, kind, the_comment.command(kind, text))
+
+
 async def _answer(
     request: Request, settings: Settings, queue: JobQueue, event_name: str | None
 ) -> tuple[Response, str]:
@@ -154,7 +232,7 @@ async def _answer(
         raise InvalidSignature()
     if event_name == "ping":
         return ContractJSONResponse({"status": "ok"}, status_code=200), "ok"
-    if event_name != "pull_request":
+    if event_name not in ("pull_request", *COMMENT_EVENTS):
         return _ignored(), "ignored"
     try:
         # Up to 1 MiB through Python hooks: off the loop that serves every other request.
@@ -163,12 +241,15 @@ async def _answer(
         raise InvalidRequest("The delivery's body is not a JSON object.") from None
     if not isinstance(event, dict):
         raise InvalidRequest("The delivery's body is not a JSON object.")
-    job = _job_of(event, settings)
-    if job is None:
-        return _ignored(), "ignored"
     delivery = _one_header(request, "x-github-delivery")
     if delivery is not None and not _DELIVERY.match(delivery):
         delivery = None
+    if event_name in COMMENT_EVENTS:
+        assert event_name is not None
+        return await _command_answer(event_name, event, settings, queue, delivery)
+    job = _job_of(event, settings)
+    if job is None:
+        return _ignored(), "ignored"
     try:
         async with asyncio.timeout(ENQUEUE_TIMEOUT_SECONDS):
             enqueued = await queue.enqueue(job, source="webhook", delivery_id=delivery)

@@ -15,7 +15,6 @@ from pr_review_api.tools.arguments import (
 )
 from pr_review_api.tools.diff import inspect_git_diff
 from pr_review_api.tools.execute import (
-    GIT_FAILURES,
     TOOLS_BY_NAME,
     Tool,
     ToolOutcome,
@@ -28,7 +27,6 @@ from pr_review_api.tools.schemas import TOOLS
 from pr_review_api.tools.search import search_repository
 
 __all__ = [
-    "GIT_FAILURES",
     "TOOLS",
     "TOOLS_BY_NAME",
     "DiffArguments",

@@ -14,7 +14,6 @@ own errors (`GitError`, `OSError`, `subprocess.TimeoutExpired`) and stays free o
 from __future__ import annotations
 
 import logging
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Any
 
 from pr_review_api.errors import InvalidRepository, ReviewError, ToolError
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.git_runner import GitError
+from pr_review_api.git_runner import GIT_FAILURES, GitError
 from pr_review_api.jsonutil import dumps_compact
 from pr_review_api.tools.arguments import (
     DiffArguments,
@@ -38,8 +37,6 @@ from pr_review_api.tools.search import search_repository
 
 logger = logging.getLogger(__name__)
 
-GIT_FAILURES: tuple[type[Exception], ...] = (GitError, OSError, subprocess.TimeoutExpired)
-"""What reading a pinned repository may raise besides a `ToolError`."""
 
 REPOSITORY_UNREADABLE = "The repository's data at the pinned commits could not be read."
 

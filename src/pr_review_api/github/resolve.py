@@ -1,0 +1,169 @@
+"""Fixed findings' threads resolved (CONTRACT 15, issue 25 item 5).
+
+When a new head is reviewed and published, each unresolved review thread of ours (its first
+comment ours, with a finding's marker) is resolved with GraphQL `resolveReviewThread` when
+  - the new review does not report its fingerprint,
+  - its anchored line changed between the commit it was posted on and the new head, and
+  - nobody else's reply in it waits for an answer of ours (a later comment of ours).
+`publication.resolved` counts them. A thread GitHub does not let us resolve is left as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pr_review_api.errors import GitHubUnavailable
+from pr_review_api.git_runner import GIT_FAILURES, run_git
+from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.conversation import Repository, ReviewComment, review_comments
+
+logger = logging.getLogger(__name__)
+
+MAX_THREADS = 100
+THREADS_QUERY = """
+query($owner: String!, $repo: String!, $number: Int!) {
+  repository(owner: $owner, name: $repo) {
+    pullRequest(number: $number) {
+      reviewThreads(first: 100) {
+        nodes { id isResolved comments(first: 100) { nodes { databaseId } } }
+      }
+    }
+  }
+}
+"""
+RESOLVE_MUTATION = """
+mutation($threadId: ID!) {
+  resolveReviewThread(input: {threadId: $threadId}) { thread { id isResolved } }
+}
+"""
+_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Thread:
+    node_id: str
+    resolved: bool
+    comment_ids: tuple[int, ...]
+
+
+def graphql_url(github: GitHubClient) -> str:
+    """`{api}/graphql` on github.com; `/api/graphql` beside GitHub Enterprise's `/api/v3`."""
+    base = github.settings.github_api_url.rstrip("/")
+    if base.endswith("/api/v3"):
+        return base.removesuffix("/v3") + "/graphql"
+    return base + "/graphql"
+
+
+async def resolve_fixed(
+    github: GitHubClient,
+    repository: Repository,
+    number: int,
+    git_dir: Path,
+    head_sha: str,
+    reported: Collection[str],
+) -> int:
+    """Resolve the threads of ours the new head fixed (module docstring); how many."""
+    try:
+        login = await github.login()
+        comments = {c.id: c for c in await review_comments(github, repository, number)}
+        threads = await _threads(github, repository, number)
+    except GitHubUnavailable:
+        return 0
+    resolved = 0
+    for thread in threads[:MAX_THREADS]:
+        first = comments.get(thread.comment_ids[0]) if thread.comment_ids else None
+        if thread.resolved or first is None or first.author != login:
+            continue
+        fingerprint = first.finding_fingerprint()
+        if fingerprint is None or fingerprint in reported:
+            continue
+        replies = [comments[i] for i in thread.comment_ids[1:] if i in comments]
+        if _question_waits(replies, login):
+            continue
+        if not await asyncio.to_thread(_line_changed, git_dir, first, head_sha):
+            continue
+        if await _resolve(github, thread.node_id):
+            resolved += 1
+    return resolved
+
+
+def _question_waits(replies: list[ReviewComment], login: str) -> bool:
+    """Someone else wrote after our last comment in the thread."""
+    last_ours = max((r.id for r in replies if r.author == login), default=0)
+    return any(r.author != login and r.id > last_ours for r in replies)
+
+
+def _line_changed(git_dir: Path, comment: ReviewComment, head_sha: str) -> bool:
+    """Whether the line the comment was anchored on changed between its commit and the head."""
+    posted_on = comment.original_commit_id or comment.commit_id
+    line = comment.original_line or comment.line
+    if posted_on is None or line is None or comment.path is None or posted_on == head_sha:
+        return False
+    try:
+        done = run_git(
+            git_dir, ["diff", "--no-ext-diff", "-U0", posted_on, head_sha, "--", comment.path]
+        )
+    except GIT_FAILURES:
+        return False
+    for match in _HUNK.finditer(done.stdout):
+        start = int(match[1])
+        count = 1 if match[2] is None else int(match[2])
+        if count == 0 and start in (line - 1, line):
+            return True  # lines inserted right at it
+        if start <= line < start + count:
+            return True
+    return False
+
+
+async def _threads(github: GitHubClient, repository: Repository, number: int) -> list[Thread]:
+    variables = {"owner": repository.owner, "repo": repository.repo, "number": number}
+    data = await _graphql(github, THREADS_QUERY, variables)
+    try:
+        nodes = data["repository"]["pullRequest"]["reviewThreads"]["nodes"]
+        return [
+            Thread(
+                node_id=str(node["id"]),
+                resolved=bool(node["isResolved"]),
+                comment_ids=tuple(int(c["databaseId"]) for c in node["comments"]["nodes"]),
+            )
+            for node in nodes
+        ]
+    except (KeyError, TypeError, ValueError):
+        raise GitHubUnavailable("GitHub's review threads could not be read.") from None
+
+
+async def _resolve(github: GitHubClient, node_id: str) -> bool:
+    try:
+        data = await _graphql(github, RESOLVE_MUTATION, {"threadId": node_id})
+        return bool(data["resolveReviewThread"]["thread"]["isResolved"])
+    except (GitHubUnavailable, KeyError, TypeError):
+        logger.info("a fixed thread could not be resolved")
+        return False
+
+
+async def _graphql(github: GitHubClient, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+    response = await github.request(
+        "POST",
+        graphql_url(github),
+        json_body={"query": query, "variables": variables},
+    )
+    if response.status != 200:
+        raise GitHubUnavailable("GitHub's GraphQL API refused the request.")
+
+    try:
+        document = json.loads(response.body)
+    except ValueError:
+        raise GitHubUnavailable("GitHub's GraphQL answer was not JSON.") from None
+    if not isinstance(document, dict) or document.get("errors") or "data" not in document:
+        raise GitHubUnavailable("GitHub's GraphQL API answered with errors.")
+    data = document["data"]
+    if not isinstance(data, dict):
+        raise GitHubUnavailable("GitHub's GraphQL answer had no data.")
+    return data

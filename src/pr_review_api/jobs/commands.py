@@ -1,0 +1,135 @@
+"""Commands in comments (CONTRACT 15): what a comment delivery asks for, read from the
+delivery alone (its body is never fetched again, so an edit after delivery changes nothing).
+
+A comment is addressed to us when its first word is `@<our login>` (an App's `<slug>[bot]` is
+mentioned as `@<slug>`) or `/pr-review`. What follows: `review`, `ignore`, `help`, or anything
+else, which is a question when the comment is a reply in a review comment's thread. Who may ask
+what is decided with the permission API (service/webhooks.py), never here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pr_review_api.jobs.records import JobKind
+
+COMMAND_PREFIX = "/pr-review"
+MAX_BODY_CHARS = 65_536
+HELP_TEXT = "\n".join(
+    [
+        "pr-review commands (a comment that starts with `/pr-review`, or a mention of this app):",
+        "",
+        "- `review`: review the current head again and publish it; findings already posted "
+        "are not repeated.",
+        "- `ignore` (a reply in one of our findings' threads): dismiss the finding in this "
+        "repository; it is not posted again.",
+        "- `help`: this list.",
+        "- anything else, as a reply in one of our findings' threads: a question about the "
+        "finding, answered in the thread.",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Comment:
+    """A created comment, as its delivery gave it."""
+
+    comment_id: int
+    body: str
+    author: str
+    pull_author: str | None
+    review_comment: bool  # a pull_request_review_comment (else an issue_comment)
+    in_reply_to_id: int | None
+    commit_id: str | None = None
+
+    def command(self, kind: JobKind, text: str) -> dict[str, Any]:
+        """The job's `command` column: this comment and what it asks."""
+        return {**asdict(self), "kind": kind, "text": text, "force": kind == "review"}
+
+
+def addressed_text(body: str, login: str) -> str | None:
+    """What follows the address, or None when the comment is not addressed to us."""
+    words = body.strip().split(maxsplit=1)
+    if not words:
+        return None
+    first = words[0].lower()
+    names = {login.lower(), login.lower().removesuffix("[bot]")}
+    if first != COMMAND_PREFIX and first not in {f"@{name}" for name in names}:
+        return None
+    return words[1].strip() if len(words) > 1 else ""
+
+
+def kind_of(text: str, comment: Comment) -> JobKind | None:
+    """The job a command asks for; None when it asks for nothing we do."""
+    word = text.split(maxsplit=1)[0].lower() if text else ""
+    in_thread = comment.review_comment and comment.in_reply_to_id is not None
+    if word == "review" and text.lower() == "review":
+        return "review"
+    if word == "help" and text.lower() == "help":
+        return "help"
+    if word == "ignore" and text.lower() == "ignore":
+        return "dismiss" if in_thread else None
+    if text and in_thread:
+        return "answer"
+    return None
+
+
+def comment_of(event_name: str, event: dict[str, Any]) -> Comment | None:  # noqa: PLR0911
+    """The comment of an `issue_comment` (on a pull request) or `pull_request_review_comment`
+    delivery with action `created`; None for anything else."""
+    if event.get("action") != "created":
+        return None
+    raw = event.get("comment")
+    if not isinstance(raw, dict):
+        return None
+    if event_name == "issue_comment":
+        issue = event.get("issue")
+        if not isinstance(issue, dict) or not isinstance(issue.get("pull_request"), dict):
+            return None
+        owner_of_pull = _login(issue.get("user"))
+        review_comment = False
+    elif event_name == "pull_request_review_comment":
+        owner_of_pull = _login(_dict(event.get("pull_request")).get("user"))
+        review_comment = True
+    else:
+        return None
+    comment_id, body, author = raw.get("id"), raw.get("body"), _login(raw.get("user"))
+    if not isinstance(comment_id, int) or not _positive(comment_id):
+        return None
+    if not isinstance(body, str) or author is None:
+        return None
+    reply_to = raw.get("in_reply_to_id")
+    commit = raw.get("commit_id")
+    return Comment(
+        comment_id=comment_id,
+        body=body[:MAX_BODY_CHARS],
+        author=author,
+        pull_author=owner_of_pull,
+        review_comment=review_comment,
+        in_reply_to_id=reply_to if review_comment and _positive(reply_to) else None,
+        commit_id=commit if isinstance(commit, str) else None,
+    )
+
+
+def pull_number(event_name: str, event: dict[str, Any]) -> int | None:
+    holder = _dict(event.get("issue" if event_name == "issue_comment" else "pull_request"))
+    number = holder.get("number")
+    return number if _positive(number) else None
+
+
+def is_bot(login: str) -> bool:
+    return login.lower().endswith("[bot]")
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _login(user: object) -> str | None:
+    login = _dict(user).get("login")
+    return login if isinstance(login, str) and 0 < len(login) <= 100 else None
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

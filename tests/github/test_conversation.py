@@ -1,0 +1,56 @@
+"""Dismissals outside service mode (CONTRACT 15, github/conversation.py): `pr-review review
+--post` through the CLI, with no database, reads the pull request itself: an `ignore` reply or a
+`-1` reaction by a user with write permission on our finding's comment keeps that finding off
+the next review (`publication.suppressed`); a reader's changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.fakes.github_server import FakeGitHub, fake_github
+from tests.fakes.provider_server import ScriptedProvider
+from tests.github.test_preflight import env, final, finding, pull, review
+
+__all__ = ["env", "fake_github"]
+
+
+@pytest.mark.parametrize("how", ["ignore", "minus_one"])
+def test_a_writers_dismissal_on_the_pull_request_suppresses_the_finding_next_time(
+    env: FakeGitHub, scripted_provider: ScriptedProvider, how: str
+) -> None:
+    pr = pull(env)
+    env.permissions[("acme", "widget", "alice")] = "write"
+    scripted_provider.script(final(finding("Two is loud", 2)))
+    assert review(pr).exit_code == 0
+    (ours,) = env.review_comments[("acme", "widget", 7)]
+    if how == "ignore":
+        env.add_review_comment("acme", "widget", 7, "mallory", "/pr-review ignore", ours["id"])
+        env.add_review_comment("acme", "widget", 7, "alice", "/pr-review ignore", ours["id"])
+    else:
+        for user in ("mallory", "alice"):
+            env.reactions.append(
+                {"on": "pulls", "comment_id": ours["id"], "content": "-1", "user": user}
+            )
+    pushed = env.push_head(pr, {"b.py": "x = 1\n"})
+    scripted_provider.script(final(finding("Two is loud", 2)))
+    again = review(pushed)
+    assert again.exit_code == 0, again.output
+    publication = json.loads(again.stdout)["publication"]
+    assert (publication["suppressed"], publication["duplicates_skipped"]) == (1, 0)
+
+
+def test_a_readers_ignore_changes_nothing(
+    env: FakeGitHub, scripted_provider: ScriptedProvider
+) -> None:
+    pr = pull(env)
+    scripted_provider.script(final(finding("Two is loud", 2)))
+    assert review(pr).exit_code == 0
+    (ours,) = env.review_comments[("acme", "widget", 7)]
+    env.add_review_comment("acme", "widget", 7, "mallory", "/pr-review ignore", ours["id"])
+    pushed = env.push_head(pr, {"b.py": "x = 1\n"})
+    scripted_provider.script(final(finding("Two is loud", 2)))
+    publication = json.loads(review(pushed).stdout)["publication"]
+    assert (publication["suppressed"], publication["duplicates_skipped"]) == (0, 1)
