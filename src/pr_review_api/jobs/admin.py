@@ -73,7 +73,7 @@ async def cancel(queue: JobQueue, job_id: uuid.UUID) -> AdminResult:
             return AdminResult(job_id, current.status, "not_queued")
         if current.queue_job_id is not None:
             # False when a worker already fetched it: its claim then finds a final status.
-            await queue._cancel(connection, current)
+            await queue.cancel_waiting(connection, current)
         await records.supersede(connection, job_id, None)
         return AdminResult(job_id, "superseded", "cancelled")
 
@@ -101,5 +101,5 @@ async def retry(queue: JobQueue, job_id: uuid.UUID) -> AdminResult:
             installation_id=record.installation_id,
             post=record.post,
         )
-        enqueued = await queue._enqueue(connection, job, record.source, None)
+        enqueued = await queue.enqueue_locked(connection, job, record.source, None)
         return AdminResult(enqueued.job_id, enqueued.status, "queued")

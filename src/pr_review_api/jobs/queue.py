@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import signal
 import uuid
 from asyncio import FIRST_COMPLETED
@@ -58,7 +57,7 @@ from pr_review_api.jobs.conversation import ConversationJobs
 from pr_review_api.jobs.dismissals import DatabaseDismissals
 from pr_review_api.jobs.fairness import FairJobManager
 from pr_review_api.jobs.published_heads import DatabaseLedger
-from pr_review_api.jobs.records import FINAL_STATUSES, JobKind, JobRecord
+from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord
 from pr_review_api.jobs.runner import JobReviewer
 from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.settings import Settings
@@ -71,10 +70,8 @@ logger = logging.getLogger(__name__)
 TASK_NAME = "pr_review.review_pull_request"
 QUEUE_NAME = "reviews"
 RETRYABLE_ERRORS = (OpenCodeRateLimited, OpenCodeUnavailable, GitHubUnavailable, ServerBusy)
-DEFAULT_RATE_LIMIT_DELAY_SECONDS = 30
-MAX_RETRY_DELAY_SECONDS = 15 * 60
 WORKER_RESTART_SECONDS = 1.0
-_DATABASE_DOWN = "The job database is not available; try again shortly."
+DATABASE_DOWN = "The job database is not available; try again shortly."
 
 ConversationRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
 """Runs one command job of a comment (jobs/conversation.py) -> its result document."""
@@ -102,16 +99,6 @@ class PullRequestJob:
     def key(self) -> str:
         # GitHub owner and repository names are case-insensitive.
         return f"{self.owner}/{self.repo}#{self.number}".lower()
-
-
-@dataclass(frozen=True)
-class CommandJob:
-    """A command in a comment (CONTRACT 15): what the pull request job is, its kind, and the
-    command as the delivery gave it (jobs/commands.py reads it)."""
-
-    job: PullRequestJob
-    kind: JobKind
-    command: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -210,33 +197,16 @@ class JobQueue:
         """Queue a review of `job`; a repeated delivery id answers the job it queued."""
         try:
             async with self.transaction() as connection:
-                return await self._enqueue(connection, job, source, delivery_id)
+                return await self.enqueue_locked(connection, job, source, delivery_id)
         except queue_errors.AlreadyEnqueued:
             # The records and the queue disagree (should not happen: both change under the
             # pull request's lock). The client may try again.
             logger.error("a job of a pull request was already waiting outside the records")
             raise ServerBusy() from None
         except (psycopg.Error, queue_errors.ConnectorException):
-            raise ServerBusy(_DATABASE_DOWN) from None
+            raise ServerBusy(DATABASE_DOWN) from None
 
-    async def enqueue_command(self, command: CommandJob, *, delivery_id: str | None) -> Enqueued:
-        """Queue a command of a comment; a repeated delivery id answers the job it queued. A
-        forced review waits as reviews do; the other kinds never supersede nor are superseded,
-        and run one at a time per pull request like every job (the `lock`)."""
-        try:
-            async with self.transaction() as connection:
-                if command.kind == "review":
-                    return await self._enqueue(
-                        connection, command.job, "webhook", delivery_id, command.command
-                    )
-                return await self._enqueue_command(connection, command, delivery_id)
-        except queue_errors.AlreadyEnqueued:
-            logger.error("a job of a pull request was already waiting outside the records")
-            raise ServerBusy() from None
-        except (psycopg.Error, queue_errors.ConnectorException):
-            raise ServerBusy(_DATABASE_DOWN) from None
-
-    async def _known_delivery(
+    async def known_delivery(
         self, connection: AsyncConnection[Any], delivery_id: str | None
     ) -> Enqueued | None:
         if delivery_id is None:
@@ -248,36 +218,7 @@ class JobQueue:
         assert record is not None
         return Enqueued(known, record.status)
 
-    async def _enqueue_command(
-        self, connection: AsyncConnection[Any], command: CommandJob, delivery_id: str | None
-    ) -> Enqueued:
-        job = command.job
-        await self.lock_pull_request(connection, job.key)
-        if (known := await self._known_delivery(connection, delivery_id)) is not None:
-            return known
-        job_id = uuid.uuid4()
-        await records.insert(
-            connection,
-            job_id=job_id,
-            source="webhook",
-            url=job.url,
-            owner=job.owner,
-            repo=job.repo,
-            number=job.number,
-            pr_key=job.key,
-            head_sha=job.head_sha,
-            installation_id=job.installation_id,
-            post=True,
-            kind=command.kind,
-            command=command.command,
-        )
-        queue_job_id = await self.defer(connection, job.key, job_id, queueing=False)
-        await records.set_queue_job(connection, job_id, queue_job_id)
-        if delivery_id is not None:
-            await records.remember_delivery(connection, delivery_id, job_id)
-        return Enqueued(job_id, "queued")
-
-    async def _enqueue(
+    async def enqueue_locked(
         self,
         connection: AsyncConnection[Any],
         job: PullRequestJob,
@@ -285,8 +226,10 @@ class JobQueue:
         delivery_id: str | None,
         command: dict[str, Any] | None = None,
     ) -> Enqueued:
+        """Queue a review of `job` inside the caller's transaction, under the pull request's
+        lock: the waiting review of an older head is superseded."""
         await self.lock_pull_request(connection, job.key)
-        if (known := await self._known_delivery(connection, delivery_id)) is not None:
+        if (known := await self.known_delivery(connection, delivery_id)) is not None:
             return known
         waiting = await records.waiting_for(connection, job.key)
         for record in waiting:
@@ -311,7 +254,7 @@ class JobQueue:
             command=command,
         )
         for record in waiting:
-            if record.queue_job_id is not None and await self._cancel(connection, record):
+            if record.queue_job_id is not None and await self.cancel_waiting(connection, record):
                 await records.supersede(connection, record.id, job_id)
         queue_job_id = await self.defer(connection, job.key, job_id)
         await records.set_queue_job(connection, job_id, queue_job_id)
@@ -319,7 +262,7 @@ class JobQueue:
             await records.remember_delivery(connection, delivery_id, job_id)
         return Enqueued(job_id, "queued")
 
-    async def _cancel(self, connection: AsyncConnection[Any], record: JobRecord) -> bool:
+    async def cancel_waiting(self, connection: AsyncConnection[Any], record: JobRecord) -> bool:
         """Cancel the record's queue job if it still waits (`todo`)."""
         row = await self.connector.execute_query_one_async_with_connection(
             connection,
@@ -354,7 +297,7 @@ class JobQueue:
             async with self.connector.pool.connection() as connection:
                 return await records.fetch(connection, job_id)
         except (psycopg.Error, queue_errors.ConnectorException):
-            raise ServerBusy(_DATABASE_DOWN) from None
+            raise ServerBusy(DATABASE_DOWN) from None
 
     async def count_by_status(self) -> dict[str, int]:
         """How many jobs each status has (the metrics' job gauge reads it at scrape time)."""
@@ -467,7 +410,8 @@ class JobQueue:
             if isinstance(exc, RETRYABLE_ERRORS) and record.attempts < (
                 self.settings.pr_review_job_max_attempts
             ):
-                await self._defer_again(record, self._retry_delay(exc, record.attempts))
+                delay = recovery.retry_delay(exc, record.attempts, self.tuning.retry_base_seconds)
+                await recovery.defer_again(self, record, delay)
                 return
             await self._finish(record, "failed", exc.to_body())
             return
@@ -489,35 +433,6 @@ class JobQueue:
             # The fetch already kept the tenant under its cap (jobs.fairness).
             await records.mark_running(connection, record.id)
             return await records.fetch(connection, record.id)
-
-    def _retry_delay(self, exc: ReviewError, attempts: int) -> float:
-        if isinstance(exc, OpenCodeRateLimited):
-            wait = exc.retry_after or DEFAULT_RATE_LIMIT_DELAY_SECONDS
-            return float(min(wait, MAX_RETRY_DELAY_SECONDS))
-        base = float(self.tuning.retry_base_seconds * 2 ** max(0, attempts - 1))
-        jitter = random.uniform(1.0, 1.5)  # noqa: S311 (not security)
-        return float(min(base, MAX_RETRY_DELAY_SECONDS) * jitter)
-
-    async def _defer_again(self, record: JobRecord, delay: float) -> None:
-        """The job waits in the queue for `delay` seconds; a newer head supersedes it."""
-        async with self.transaction() as connection:
-            await self.lock_pull_request(connection, record.pr_key)
-            current = await records.fetch_for_update(connection, record.id)
-            if current is None or current.status in FINAL_STATUSES:
-                return
-            newer = [
-                r
-                for r in await records.waiting_for(connection, record.pr_key)
-                if r.id != record.id and record.kind == "review"
-            ]
-            if newer:
-                await records.supersede(connection, record.id, newer[0].id)
-                return
-            queue_job_id = await self.defer(
-                connection, record.pr_key, record.id, delay, queueing=record.kind == "review"
-            )
-            await records.set_queue_job(connection, record.id, queue_job_id)
-        logger.info("job %s deferred for %.0f s", record.id, delay)
 
     async def _finish(self, record: JobRecord, status: str, document: dict[str, Any]) -> None:
         assert status in ("succeeded", "failed")

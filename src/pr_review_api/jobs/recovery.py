@@ -8,6 +8,7 @@ queue and the records keep agreeing on which job waits.
 from __future__ import annotations
 
 import logging
+import random
 import uuid
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
@@ -17,12 +18,15 @@ import procrastinate
 from procrastinate import sql as queue_sql
 from psycopg import AsyncConnection
 
-from pr_review_api.errors import ReviewError
+from pr_review_api.errors import OpenCodeRateLimited, ReviewError
 from pr_review_api.jobs import records
-from pr_review_api.jobs.records import FINAL_STATUSES
+from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_RATE_LIMIT_DELAY_SECONDS = 30
+MAX_RETRY_DELAY_SECONDS = 15 * 60
 
 
 class Queue(Protocol):
@@ -135,3 +139,36 @@ async def recover_orphans(queue: Queue) -> int:
                 await records.set_queue_job(connection, record.id, queue_job_id)
             logger.info("job %s had lost its queue job and was recovered", record.id)
     return len(orphans)
+
+
+def retry_delay(exc: ReviewError, attempts: int, base_seconds: float) -> float:
+    """How long a job waits before its next attempt: a rate limit's own wait, else an
+    exponential backoff with jitter; never more than MAX_RETRY_DELAY_SECONDS."""
+    if isinstance(exc, OpenCodeRateLimited):
+        wait = exc.retry_after or DEFAULT_RATE_LIMIT_DELAY_SECONDS
+        return float(min(wait, MAX_RETRY_DELAY_SECONDS))
+    base = float(base_seconds * 2 ** max(0, attempts - 1))
+    jitter = random.uniform(1.0, 1.5)  # noqa: S311 (not security)
+    return float(min(base, MAX_RETRY_DELAY_SECONDS) * jitter)
+
+
+async def defer_again(queue: Queue, record: JobRecord, delay: float) -> None:
+    """The job waits in the queue for `delay` seconds; a newer head supersedes it."""
+    async with queue.transaction() as connection:
+        await queue.lock_pull_request(connection, record.pr_key)
+        current = await records.fetch_for_update(connection, record.id)
+        if current is None or current.status in FINAL_STATUSES:
+            return
+        newer = [
+            r
+            for r in await records.waiting_for(connection, record.pr_key)
+            if r.id != record.id and record.kind == "review"
+        ]
+        if newer:
+            await records.supersede(connection, record.id, newer[0].id)
+            return
+        queue_job_id = await queue.defer(
+            connection, record.pr_key, record.id, delay, queueing=record.kind == "review"
+        )
+        await records.set_queue_job(connection, record.id, queue_job_id)
+    logger.info("job %s deferred for %.0f s", record.id, delay)

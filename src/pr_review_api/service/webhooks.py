@@ -42,6 +42,7 @@ from pr_review_api.errors import (
 )
 from pr_review_api.github.conversation import Repository, may_write
 from pr_review_api.github.urls import parse_pull_request_url
+from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
 from pr_review_api.jobs.commands import (
     Comment,
     addressed_text,
@@ -50,7 +51,7 @@ from pr_review_api.jobs.commands import (
     kind_of,
     pull_number,
 )
-from pr_review_api.jobs.queue import CommandJob, JobQueue, PullRequestJob
+from pr_review_api.jobs.queue import JobQueue, PullRequestJob
 from pr_review_api.jobs.runner import installation_client
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.metrics import Metrics
@@ -192,7 +193,7 @@ async def _command_answer(
         return _ignored(), "ignored"
     try:
         async with asyncio.timeout(ENQUEUE_TIMEOUT_SECONDS):
-            enqueued = await queue.enqueue_command(command, delivery_id=delivery)
+            enqueued = await enqueue_command(queue, command, delivery_id=delivery)
     except TimeoutError:
         raise ServerBusy("The job queue did not answer in time; redeliver shortly.") from None
     answer = {"job_id": str(enqueued.job_id), "status": enqueued.status}
