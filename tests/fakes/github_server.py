@@ -41,6 +41,8 @@ import pytest
 from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
+from tests.fakes.github_conversation import conversation, graphql
+from tests.fakes.github_documents import pull_json, range_problem
 from tests.gitrepo import GitRepo, git
 
 API_PREFIX = "/api/v3"
@@ -88,34 +90,6 @@ class PullRequestFixture:
     head_sha: str
     base_ref: str
     url: str
-
-
-def pull_json(  # noqa: PLR0913  (every field has a default)
-    number: int,
-    *,
-    base_sha: str,
-    head_sha: str,
-    base_ref: str = "main",
-    title: str = "A change",
-    body: str | None = "Please review.",
-    author: str = "octocat",
-    labels: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """A GitHub-shaped pull-request document (the fields a review reads, and some it ignores)."""
-    return {
-        "url": f"https://api.example.invalid/pulls/{number}",
-        "id": 1000 + number,
-        "number": number,
-        "state": "open",
-        "title": title,
-        "body": body,
-        "user": {"login": author, "id": 1},
-        "labels": [{"id": 1 + i, "name": name, "color": "ededed"} for i, name in enumerate(labels)],
-        "draft": False,
-        "base": {"label": f"acme:{base_ref}", "ref": base_ref, "sha": base_sha},
-        "head": {"label": "fork:feature", "ref": "feature", "sha": head_sha},
-        "merged": False,
-    }
 
 
 class Origin:
@@ -557,7 +531,7 @@ class _Handler(BaseHTTPRequestHandler):
             record.body = body
         if parts.path == "/api/graphql":
             record.body = body
-            _graphql(fake, self, record, body)
+            graphql(fake, self, record, body)
         elif parts.path.startswith(API_PREFIX + "/"):
             self._api(fake, record, parts.path[len(API_PREFIX) :], body)
         elif ".git/" in parts.path:
@@ -578,7 +552,7 @@ class _Handler(BaseHTTPRequestHandler):
         if (
             len(pieces) >= 5
             and pieces[1] == "repos"
-            and _conversation(fake, self, record, pieces, body)
+            and conversation(fake, self, record, pieces, body)
         ):
             return
         if len(pieces) >= 5 and pieces[1] == "repos" and pieces[4] in ("check-runs", "statuses"):
@@ -823,7 +797,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return "side and line are required"
             if len(comment.get("body", "")) > 65536:
                 return "comment body is too long"
-            problem = _range_problem(comment, hunks.get(comment.get("path"), []))
+            problem = range_problem(comment, hunks.get(comment.get("path"), []))
             if problem is not None:
                 return problem
         return None
@@ -903,160 +877,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-
-
-def _range_problem(comment: dict[str, Any], hunks: list[range]) -> str | None:
-    """GitHub's rules for a comment's lines: `line` (and `start_line`, which must come before
-    it, with `start_side` only beside it) on the RIGHT side of one hunk: no deleted line, no
-    range across hunks."""
-    line = comment["line"]
-    start = comment.get("start_line", line)
-    if "start_side" in comment and "start_line" not in comment:
-        return "start_side requires start_line"
-    if "start_line" in comment:
-        if not isinstance(start, int) or start >= line:
-            return "start_line must precede line"
-        if comment.get("start_side") not in (None, "RIGHT"):
-            return "start_side must be RIGHT here"
-    if not any(start in hunk and line in hunk for hunk in hunks):
-        if any(line in hunk for hunk in hunks):
-            return "Pull request review thread start_line must be in the same hunk as line"
-        return "Pull request review thread line must be part of the diff"
-    return None
-
-
-def _conversation(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint)
-    fake: FakeGitHub, handler: _Handler, record: RecordedRequest, pieces: list[str], body: bytes
-) -> bool:
-    """The review conversation's endpoints (CONTRACT 15), as GitHub answers them; False when
-    the path is none of them."""
-    owner, repo, tail = pieces[2], pieces[3], pieces[4:]
-    method = handler.command
-    if (
-        method == "GET"
-        and len(tail) == 3
-        and tail[0] == "collaborators"
-        and tail[2] == "permission"
-    ):
-        fake.permission_requests += 1
-        level = fake.permissions.get((owner, repo, tail[1]), "read")
-        role = level
-        permission = {"maintain": "write", "triage": "read"}.get(level, level)
-        handler._json(record, 200, {"permission": permission, "role_name": role})
-        return True
-    if method == "GET" and len(tail) == 4 and tail[1] == "comments" and tail[3] == "reactions":
-        query = dict(part.partition("=")[::2] for part in record.query.split("&") if part)
-        listed = [
-            {"id": n, "content": r["content"], "user": {"login": r["user"]}}
-            for n, r in enumerate(fake.reactions)
-            if r["on"] == tail[0]
-            and str(r["comment_id"]) == tail[2]
-            and query.get("content", r["content"]) == r["content"]
-        ]
-        handler._json(record, 200, listed)
-        return True
-    if method == "GET" and len(tail) == 3 and tail[:2] == ["pulls", "comments"]:
-        found = fake.review_comment(int(tail[2])) if tail[2].isdigit() else None
-        handler._json(record, 200 if found else 404, found or {"message": "Not Found"})
-        return True
-    payload = _payload(body) if method == "POST" else None
-    author = handler._author(fake, record)
-    if method == "POST" and len(tail) == 5 and tail[0] == "pulls" and tail[4] == "replies":
-        key = (owner, repo, int(tail[1]))
-        top = fake.review_comment(int(tail[3])) if tail[3].isdigit() else None
-        if author is None:
-            handler._json(record, 403, {"message": "Resource not accessible by integration"})
-        elif top is None or top not in fake.review_comments.get(key, []):
-            handler._json(record, 404, {"message": "Not Found"})
-        elif "in_reply_to_id" in top or not isinstance(payload, dict):
-            fake.reply_refusals += 1  # GitHub: a reply goes to a top-level review comment
-            handler._json(record, 422, {"message": "Validation Failed"})
-        else:
-            created = fake.add_review_comment(
-                owner, repo, key[2], author, payload["body"], top["id"]
-            )
-            handler._json(record, 201, created)
-        return True
-    if method == "POST" and len(tail) == 3 and tail[0] == "issues" and tail[2] == "comments":
-        if author is None or not isinstance(payload, dict):
-            handler._json(record, 403, {"message": "Resource not accessible by integration"})
-            return True
-        comment = {"id": fake._id(), "user": {"login": author}, "body": payload["body"]}
-        fake.issue_comments.setdefault((owner, repo, int(tail[1])), []).append(comment)
-        handler._json(record, 201, comment)
-        return True
-    if method == "POST" and len(tail) == 4 and tail[1] == "comments" and tail[3] == "reactions":
-        if author is None or not isinstance(payload, dict):
-            handler._json(record, 403, {"message": "Resource not accessible by integration"})
-            return True
-        if payload.get("content") not in REACTIONS:
-            handler._json(record, 422, {"message": "Validation Failed"})
-            return True
-        reaction = {
-            "on": tail[0],
-            "comment_id": int(tail[2]),
-            "content": payload["content"],
-            "user": author,
-        }
-        known = reaction in fake.reactions
-        if not known:
-            fake.reactions.append(reaction)
-        handler._json(record, 200 if known else 201, {"id": fake._id(), **reaction})
-        return True
-    return False
-
-
-def _graphql(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, body: bytes) -> None:
-    """GitHub's GraphQL endpoint, for the review threads of a pull request (a thread per
-    top-level review comment, node id `PRRT_<its id>`) and `resolveReviewThread`, which needs
-    a thread's node id."""
-    payload = _payload(body)
-    if handler._author(fake, record) is None:
-        handler._json(record, 401, {"message": "Bad credentials"})
-        return
-    if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
-        handler._json(record, 400, {"message": "Problems parsing JSON"})
-        return
-    query, variables = payload["query"], payload.get("variables") or {}
-    if "resolveReviewThread" in query:
-        node = str(variables.get("threadId", ""))
-        top = node.removeprefix("PRRT_")
-        found = (
-            fake.review_comment(int(top)) if node.startswith("PRRT_") and top.isdigit() else None
-        )
-        if found is None or "in_reply_to_id" in found:
-            handler._json(record, 200, {"errors": [{"message": f"Could not resolve {node}"}]})
-            return
-        fake.resolved_threads.add(node)
-        thread = {"id": node, "isResolved": True}
-        handler._json(record, 200, {"data": {"resolveReviewThread": {"thread": thread}}})
-        return
-    key = (variables.get("owner"), variables.get("repo"), variables.get("number"))
-    comments = fake.review_comments.get(key, [])  # type: ignore[arg-type]
-    nodes = [
-        {
-            "id": f"PRRT_{top['id']}",
-            "isResolved": f"PRRT_{top['id']}" in fake.resolved_threads,
-            "comments": {
-                "nodes": [{"databaseId": top["id"]}]
-                + [{"databaseId": c["id"]} for c in fake.replies_to(top["id"])]
-            },
-        }
-        for top in comments
-        if "in_reply_to_id" not in top and "path" in top
-    ]
-    threads = {"reviewThreads": {"nodes": nodes}}
-    handler._json(record, 200, {"data": {"repository": {"pullRequest": threads}}})
-
-
-REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
-
-
-def _payload(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        return None
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ from pr_review_api.github.client import GitHubClient, fetch_metadata
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES, Settings
 from tests.conftest import GITHUB_TOKEN
-from tests.fakes.github_server import FakeGitHub, pull_json
+from tests.fakes.github_documents import pull_json
+from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import gzip_bomb_bytes
 from tests.github.support import BASE, HEAD, metadata_error, pull_ref
 
