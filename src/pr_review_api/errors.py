@@ -24,6 +24,7 @@ in exactly one place (`api.py`, `cli.py`).
     │   ├── TokenBudget                token_budget                    502
     │   └── ReviewTimeout              review_timeout                  504
     ├── InvalidRepository              invalid_repository              422; CLI exit 2
+    ├── PublishNotPossible             github_publish_failed           422; CLI exit 1
     ├── ConfigurationError             configuration_error             CLI exit 2
     ├── ServerBusy                     server_busy                     503 (+ Retry-After)
     ├── InvalidSignature               invalid_signature               401

@@ -31,6 +31,8 @@ ERROR_CASES: list[tuple[ReviewError, int, str | None]] = [
     (errors.ConfigurationError(), 500, None),
     # A pull request's repository over the preparation budgets (CONTRACT 5: 422).
     (errors.InvalidRepository(), 422, None),
+    # A post whose token may not publish, said before the model is asked (CONTRACT 15).
+    (errors.PublishNotPossible(), 422, None),
     (errors.ServerBusy(), 503, None),
     (errors.InvalidSignature(), 401, None),
     (errors.JobNotFound(), 404, None),
