@@ -8,21 +8,15 @@ answers the job it queued.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from procrastinate import exceptions as queue_errors
 from psycopg import AsyncConnection
 
-from pr_review_api.errors import ServerBusy
 from pr_review_api.jobs import records
-from pr_review_api.jobs.queue import DATABASE_DOWN, Enqueued, JobQueue, PullRequestJob
+from pr_review_api.jobs.queue import Enqueued, JobQueue, PullRequestJob
 from pr_review_api.jobs.records import JobKind
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,18 +33,12 @@ async def enqueue_command(
     queue: JobQueue, command: CommandJob, *, delivery_id: str | None
 ) -> Enqueued:
     """Queue a command of a comment; `ServerBusy` when the database cannot take it."""
-    try:
-        async with queue.transaction() as connection:
-            if command.kind == "review":
-                return await queue.enqueue_locked(
-                    connection, command.job, "webhook", delivery_id, command.command
-                )
-            return await _enqueue(queue, connection, command, delivery_id)
-    except queue_errors.AlreadyEnqueued:
-        logger.error("a job of a pull request was already waiting outside the records")
-        raise ServerBusy() from None
-    except (psycopg.Error, queue_errors.ConnectorException):
-        raise ServerBusy(DATABASE_DOWN) from None
+    async with queue.enqueueing() as connection:
+        if command.kind == "review":
+            return await queue.enqueue_locked(
+                connection, command.job, "webhook", delivery_id, command.command
+            )
+        return await _enqueue(queue, connection, command, delivery_id)
 
 
 async def _enqueue(

@@ -189,18 +189,20 @@ class JobQueue:
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pr:" + key,)
         )
 
-    # --- the API side ---------------------------------------------------------------------
-
     async def enqueue(
         self, job: PullRequestJob, *, source: str, delivery_id: str | None = None
     ) -> Enqueued:
         """Queue a review of `job`; a repeated delivery id answers the job it queued."""
+        async with self.enqueueing() as connection:
+            return await self.enqueue_locked(connection, job, source, delivery_id)
+
+    @contextlib.asynccontextmanager
+    async def enqueueing(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A transaction to queue jobs in; a database that cannot take them is `ServerBusy`."""
         try:
             async with self.transaction() as connection:
-                return await self.enqueue_locked(connection, job, source, delivery_id)
-        except queue_errors.AlreadyEnqueued:
-            # The records and the queue disagree (should not happen: both change under the
-            # pull request's lock). The client may try again.
+                yield connection
+        except queue_errors.AlreadyEnqueued:  # records and queue disagree: the client may retry
             logger.error("a job of a pull request was already waiting outside the records")
             raise ServerBusy() from None
         except (psycopg.Error, queue_errors.ConnectorException):
