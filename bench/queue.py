@@ -33,7 +33,8 @@ import httpx
 import psycopg
 from pydantic import SecretStr
 
-from pr_review_api.jobs.queue import JobQueue, PullRequestJob, QueueTuning
+from pr_review_api.jobs.queue import JobQueue, QueueTuning
+from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 

@@ -24,7 +24,8 @@ import psycopg
 import pytest
 from pydantic import SecretStr
 
-from pr_review_api.jobs.queue import JobQueue, PullRequestJob, QueueTuning
+from pr_review_api.jobs.queue import JobQueue, QueueTuning
+from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.settings import Settings

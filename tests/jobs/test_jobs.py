@@ -29,7 +29,8 @@ import psycopg
 from pydantic import SecretStr
 
 from pr_review_api.errors import OpenCodeRateLimited
-from pr_review_api.jobs.queue import JobQueue, PullRequestJob, QueueTuning, ReviewRunner
+from pr_review_api.jobs.queue import JobQueue, QueueTuning, ReviewRunner
+from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.jobs.schema import MIGRATIONS, apply_migrations
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings

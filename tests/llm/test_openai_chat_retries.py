@@ -26,7 +26,8 @@ async def test_slow_drip_is_stopped_by_the_deadline(scripted_provider: ScriptedP
     scripted_provider.script(drip)
     error, elapsed = await timed(scripted_provider.base_url, seconds=0.5)
     assert isinstance(error, ReviewTimeout)
-    assert 0.4 < elapsed < 2
+    # Cut at the 0.5 s deadline the test sets, never the body's 15 s: a bound a slow machine keeps.
+    assert 0.4 < elapsed < 10
 
 
 @pytest.mark.anyio
@@ -36,7 +37,7 @@ async def test_delay_before_headers_is_stopped_by_the_deadline(
     scripted_provider.script(Fault.delay(30))
     error, elapsed = await timed(scripted_provider.base_url, seconds=0.3)
     assert isinstance(error, ReviewTimeout)
-    assert elapsed < 2
+    assert elapsed < 10  # the 0.3 s deadline the test sets, never the 30 s delay
 
 
 @pytest.mark.anyio

@@ -26,7 +26,7 @@ from procrastinate import exceptions as queue_errors
 from pr_review_api.errors import JobNotFound, ServerBusy
 from pr_review_api.jobs import records
 from pr_review_api.jobs.listing import MAX_PAGE_SIZE
-from pr_review_api.jobs.records import JobFilter, JobPage
+from pr_review_api.jobs.records import JobFilter, JobPage, PullRequestJob
 
 if TYPE_CHECKING:  # the queue imports this module
     from pr_review_api.jobs.queue import JobQueue
@@ -80,8 +80,6 @@ async def cancel(queue: JobQueue, job_id: uuid.UUID) -> AdminResult:
 
 async def retry(queue: JobQueue, job_id: uuid.UUID) -> AdminResult:
     """Queue a failed job's pull request again (see the module docstring)."""
-    from pr_review_api.jobs.queue import PullRequestJob  # noqa: PLC0415 (an import cycle)
-
     async with queue.transaction() as connection:
         record = await records.fetch(connection, job_id)
         if record is None:

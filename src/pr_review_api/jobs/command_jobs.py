@@ -8,15 +8,14 @@ answers the job it queued.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
 
 from pr_review_api.jobs import records
-from pr_review_api.jobs.queue import Enqueued, JobQueue, PullRequestJob
-from pr_review_api.jobs.records import JobKind
+from pr_review_api.jobs.queue import Enqueued, JobQueue
+from pr_review_api.jobs.records import JobKind, PullRequestJob
 
 
 @dataclass(frozen=True)
@@ -51,21 +50,8 @@ async def _enqueue(
     await queue.lock_pull_request(connection, job.key)
     if (known := await queue.known_delivery(connection, delivery_id)) is not None:
         return known
-    job_id = uuid.uuid4()
-    await records.insert(
-        connection,
-        job_id=job_id,
-        source="webhook",
-        url=job.url,
-        owner=job.owner,
-        repo=job.repo,
-        number=job.number,
-        pr_key=job.key,
-        head_sha=job.head_sha,
-        installation_id=job.installation_id,
-        post=True,
-        kind=command.kind,
-        command=command.command,
+    job_id = await records.insert_job(
+        connection, job, "webhook", kind=command.kind, command=command.command
     )
     queue_job_id = await queue.defer(connection, job.key, job_id, queueing=False)
     await records.set_queue_job(connection, job_id, queue_job_id)

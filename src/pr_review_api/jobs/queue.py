@@ -57,7 +57,7 @@ from pr_review_api.jobs.conversation import ConversationJobs
 from pr_review_api.jobs.dismissals import DatabaseDismissals
 from pr_review_api.jobs.fairness import FairJobManager
 from pr_review_api.jobs.published_heads import DatabaseLedger
-from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord
+from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord, PullRequestJob
 from pr_review_api.jobs.runner import JobReviewer
 from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.settings import Settings
@@ -81,24 +81,6 @@ review document (CONTRACT 5); `automatic` (a webhook's job) honours the base's s
 (CONTRACT 16). Raises `ReviewError` for a review that ended without one. The runner decides
 who it is on GitHub from the installation id (`github.credentials.credentials_for`, with the
 queue's `app_credentials`); the settings are the queue's own."""
-
-
-@dataclass(frozen=True)
-class PullRequestJob:
-    """What a new job reviews."""
-
-    url: str  # canonical
-    owner: str
-    repo: str
-    number: int
-    head_sha: str | None = None
-    installation_id: int | None = None
-    post: bool = True
-
-    @property
-    def key(self) -> str:
-        # GitHub owner and repository names are case-insensitive.
-        return f"{self.owner}/{self.repo}#{self.number}".lower()
 
 
 @dataclass(frozen=True)
@@ -240,21 +222,7 @@ class JobQueue:
                 if delivery_id is not None:
                     await records.remember_delivery(connection, delivery_id, record.id)
                 return Enqueued(record.id, record.status)
-        job_id = uuid.uuid4()
-        await records.insert(
-            connection,
-            job_id=job_id,
-            source=source,
-            url=job.url,
-            owner=job.owner,
-            repo=job.repo,
-            number=job.number,
-            pr_key=job.key,
-            head_sha=job.head_sha,
-            installation_id=job.installation_id,
-            post=job.post,
-            command=command,
-        )
+        job_id = await records.insert_job(connection, job, source, command=command)
         for record in waiting:
             if record.queue_job_id is not None and await self.cancel_waiting(connection, record):
                 await records.supersede(connection, record.id, job_id)

@@ -317,3 +317,49 @@ async def count_by_status(connection: AsyncConnection[Any]) -> dict[str, int]:
     async with connection.cursor(row_factory=dict_row) as cursor:
         await cursor.execute("SELECT status, count(*) AS n FROM review_jobs GROUP BY status")
         return {str(row["status"]): int(row["n"]) for row in await cursor.fetchall()}
+
+
+@dataclass(frozen=True)
+class PullRequestJob:
+    """What a new job reviews."""
+
+    url: str  # canonical
+    owner: str
+    repo: str
+    number: int
+    head_sha: str | None = None
+    installation_id: int | None = None
+    post: bool = True
+
+    @property
+    def key(self) -> str:
+        # GitHub owner and repository names are case-insensitive.
+        return f"{self.owner}/{self.repo}#{self.number}".lower()
+
+
+async def insert_job(
+    connection: AsyncConnection[Any],
+    job: PullRequestJob,
+    source: str,
+    *,
+    kind: JobKind = "review",
+    command: dict[str, Any] | None = None,
+) -> uuid.UUID:
+    """A new record of `job`, queued; its id. A command of a comment is always published."""
+    job_id = uuid.uuid4()
+    await insert(
+        connection,
+        job_id=job_id,
+        source=source,
+        url=job.url,
+        owner=job.owner,
+        repo=job.repo,
+        number=job.number,
+        pr_key=job.key,
+        head_sha=job.head_sha,
+        installation_id=job.installation_id,
+        post=job.post or kind != "review",
+        kind=kind,
+        command=command,
+    )
+    return job_id

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pr_review_api.errors import InvalidRequest, JobNotFound
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.admin import list_jobs
-from pr_review_api.jobs.queue import JobQueue, PullRequestJob
+from pr_review_api.jobs.queue import JobQueue
+from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.service.auth import require_service_key
 from pr_review_api.service.body import json_body
 from pr_review_api.service.dependencies import get_jobs, get_settings

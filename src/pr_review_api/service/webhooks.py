@@ -51,7 +51,8 @@ from pr_review_api.jobs.commands import (
     kind_of,
     pull_number,
 )
-from pr_review_api.jobs.queue import JobQueue, PullRequestJob
+from pr_review_api.jobs.queue import JobQueue
+from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.jobs.runner import installation_client
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.metrics import Metrics
