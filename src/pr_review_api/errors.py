@@ -10,6 +10,7 @@ in exactly one place (`api.py`, `cli.py`).
     ├── Unauthorized                   unauthorized                    401
     ├── PullRequestNotFound            pull_request_not_found          404
     ├── GitHubUnavailable              github_unavailable              502
+    ├── GitLabUnavailable              gitlab_unavailable              502
     ├── ProviderError
     │   ├── OpenCodeAuthenticationFailed  opencode_authentication_failed 502
     │   ├── OpenCodeRateLimited        opencode_rate_limited           503 (+ retry_after)
@@ -124,6 +125,14 @@ class GitHubUnavailable(ReviewError):
     code = "github_unavailable"
     status = 502
     default_message = "GitHub could not be reached or refused the request."
+
+
+class GitLabUnavailable(ReviewError):
+    """GitLab failed, timed out, rate-limited us or refused the fetch (CONTRACT 17)."""
+
+    code = "gitlab_unavailable"
+    status = 502
+    default_message = "GitLab could not be reached or refused the request."
 
 
 class ProviderError(ReviewError):

@@ -71,6 +71,7 @@ TERMINATION_REASONS = frozenset(
         "invalid_repository",
         "pull_request_not_found",
         "github_unavailable",
+        "gitlab_unavailable",
         "opencode_authentication_failed",
         "opencode_rate_limited",
         "opencode_unavailable",

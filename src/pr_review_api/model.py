@@ -187,8 +187,12 @@ def label(value: object) -> str | None:
     return value[:MAX_TRACE_LABEL_CHARS]
 
 
+Forge = Literal["github", "gitlab"]
+
+
 class PullRequestInfo(BaseModel):
-    """The canonical identity of a GitHub pull request."""
+    """The canonical identity of a pull request, or of a GitLab merge request (CONTRACT 17:
+    `owner` is then the full namespace path and `number` the iid)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -196,6 +200,7 @@ class PullRequestInfo(BaseModel):
     owner: str
     repo: str
     number: int
+    forge: Forge = "github"
 
 
 class Revisions(BaseModel):

@@ -143,6 +143,11 @@ class Settings(BaseSettings):
     github_token: SecretStr | None = None
     github_server_url: str = "https://github.com"
     github_api_url: str = "https://api.github.com"
+    # GitLab merge requests (CONTRACT 17); the API base defaults to `<server>/api/v4`.
+    gitlab_server_url: str = "https://gitlab.com"
+    gitlab_api_url: str | None = None
+    gitlab_token: SecretStr | None = None
+    pr_review_gitlab_webhook_secret: SecretStr | None = None
     review_max_rounds: int = Field(default=8, ge=1, le=100)
     review_max_tool_calls: int = Field(default=24, ge=1, le=1000)
     review_max_tool_calls_per_round: int = Field(default=8, ge=1, le=100)
@@ -221,13 +226,25 @@ class Settings(BaseSettings):
             return init_settings, env_settings
         return init_settings, env_settings, DotEnvSettingsSource(settings_cls, env_file=env_file)
 
-    @field_validator("opencode_base_url", "github_server_url", "github_api_url")
+    @field_validator(
+        "opencode_base_url", "github_server_url", "github_api_url", "gitlab_server_url"
+    )
     @classmethod
     def _http_url(cls, value: str, info: object) -> str:
         name = getattr(info, "field_name", "URL") or "URL"
         return _check_http_url(name.upper(), value)
 
-    @field_validator("opencode_api_key", "github_token", mode="before")
+    @field_validator("gitlab_api_url")
+    @classmethod
+    def _optional_http_url(cls, value: str | None) -> str | None:
+        return None if value is None else _check_http_url("GITLAB_API_URL", value)
+
+    @property
+    def gitlab_api_base(self) -> str:
+        """`GITLAB_API_URL`, or `<GITLAB_SERVER_URL>/api/v4` when it is not set."""
+        return self.gitlab_api_url or f"{self.gitlab_server_url}/api/v4"
+
+    @field_validator("opencode_api_key", "github_token", "gitlab_token", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -247,6 +264,8 @@ class Settings(BaseSettings):
     @field_validator(
         "pr_review_database_url",
         "pr_review_webhook_secret",
+        "pr_review_gitlab_webhook_secret",
+        "gitlab_api_url",
         "github_app_id",
         "github_app_private_key_file",
         "pr_review_fail_on",

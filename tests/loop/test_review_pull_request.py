@@ -74,6 +74,7 @@ def test_pull_request_review_end_to_end(
         "owner": "acme",
         "repo": "widget",
         "number": 7,
+        "forge": "github",
     }
     assert result.revisions.base_sha == pull.base_sha
     assert result.revisions.head_sha == pull.head_sha

@@ -86,6 +86,7 @@ async def test_end_to_end_review_of_a_pull_request(
         "owner": "acme",
         "repo": "widget",
         "number": 7,
+        "forge": "github",
     }
     assert document["revisions"]["head_sha"] == pull.head_sha
     assert document["revisions"]["base_sha"] == pull.base_sha

@@ -2,34 +2,23 @@
 
 `parse_pull_request_url` accepts only `{GITHUB_SERVER_URL}/{owner}/{repo}/pull/{number}`, with
 an optional trailing slash, `/files`, `/commits` or `/checks` suffix, query and fragment, and
-rejects everything else before any network access. It parses by hand instead of trusting
-`urllib.parse`, which silently drops tabs and newlines and accepts back-slashes, user-info and
-odd ports that a browser would read differently.
+rejects everything else before any network access (the URL's first checks: `web_urls.py`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from pr_review_api.errors import InvalidPullRequestUrl
 from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
+from pr_review_api.web_urls import path_under, url_path_on
 
-MAX_URL_CHARS = 2048
 MAX_PULL_NUMBER = 2**31 - 1
 MAX_OWNER_CHARS = 39  # GitHub's limit for user and organisation names
 MAX_REPO_CHARS = 100  # GitHub's limit for repository names
 
-_URL = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<authority>[^/?#]*)(?P<path>[^?#]*)(?:\?[^#]*)?(?:#.*)?",
-    re.ASCII | re.DOTALL,
-)
-_AUTHORITY = re.compile(
-    r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(?P<port>[0-9]*))?", re.ASCII
-)
-_PORT = re.compile(r"[1-9][0-9]{0,4}", re.ASCII)
 _PULL_PATH = re.compile(
     r"/(?P<owner>[^/]*)/(?P<repo>[^/]*)/pull/(?P<number>[^/]*)(?:/(?:files|commits|checks))?/?",
     re.ASCII,
@@ -37,7 +26,6 @@ _PULL_PATH = re.compile(
 _OWNER = re.compile(r"[A-Za-z0-9](?:-?[A-Za-z0-9])*", re.ASCII)
 _REPO = re.compile(r"[A-Za-z0-9._-]+", re.ASCII)
 _NUMBER = re.compile(r"[1-9][0-9]{0,9}", re.ASCII)
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -69,34 +57,6 @@ class PullRequestRef:
         return f"{settings.github_server_url}/{self.owner}/{self.repo}.git"
 
 
-# --- URLs ---
-
-
-def _effective_port(scheme: str, port: int | None) -> int | None:
-    return port if port is not None else _DEFAULT_PORTS.get(scheme)
-
-
-def _check_origin(scheme: str, authority: str, settings: Settings) -> None:
-    server = urlsplit(settings.github_server_url)
-    where = f"The pull request URL must be on {settings.github_server_url}."
-    if scheme.lower() != server.scheme.lower() or "@" in authority:
-        raise InvalidPullRequestUrl(where)
-    match = _AUTHORITY.fullmatch(authority)
-    if match is None:
-        raise InvalidPullRequestUrl(where)
-    host = match["host"].lower().removeprefix("[").removesuffix("]")
-    port_text = match["port"]
-    if port_text is not None and _PORT.fullmatch(port_text) is None:
-        raise InvalidPullRequestUrl(where)
-    port = int(port_text) if port_text is not None else None
-    server_port = _effective_port(server.scheme.lower(), server.port)
-    if (
-        host != (server.hostname or "").lower()
-        or _effective_port(scheme.lower(), port) != server_port
-    ):
-        raise InvalidPullRequestUrl(where)
-
-
 def is_valid_owner(name: str) -> bool:
     """GitHub's rule for user and organisation names: alphanumerics and single inner hyphens."""
     return len(name) <= MAX_OWNER_CHARS and _OWNER.fullmatch(name) is not None
@@ -114,12 +74,8 @@ def is_valid_repo(name: str) -> bool:
 
 def _pull_path(path: str, settings: Settings) -> tuple[str, str, str]:
     """Owner, repository and number text of `{prefix}/OWNER/REPO/pull/NUMBER[/suffix][/]`."""
-    if "%" in path:
-        raise InvalidPullRequestUrl(
-            "The pull request URL must not use percent-encoding in its path."
-        )
-    prefix = urlsplit(settings.github_server_url).path.rstrip("/")
-    pull = _PULL_PATH.fullmatch(path[len(prefix) :]) if path.startswith(prefix + "/") else None
+    tail = path_under(path, settings.github_server_url, "pull request")
+    pull = _PULL_PATH.fullmatch(tail) if tail is not None else None
     if pull is None:
         shape = f"{settings.github_server_url}/OWNER/REPO/pull/NUMBER"
         raise InvalidPullRequestUrl(f"The pull request URL must look like {shape}.")
@@ -128,18 +84,8 @@ def _pull_path(path: str, settings: Settings) -> tuple[str, str, str]:
 
 def parse_pull_request_url(url: str, settings: Settings) -> PullRequestRef:
     """Check a pull-request URL and return its canonical form, or raise InvalidPullRequestUrl."""
-    if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
-        raise InvalidPullRequestUrl("The pull request URL is empty or too long.")
-    # Printable ASCII only: no whitespace, control or look-alike characters, no back-slashes.
-    if not url.isascii() or not url.isprintable() or " " in url or "\\" in url:
-        raise InvalidPullRequestUrl(
-            "The pull request URL contains a character that is not allowed."
-        )
-    match = _URL.fullmatch(url)
-    if match is None:
-        raise InvalidPullRequestUrl("The pull request URL is not an absolute http(s) URL.")
-    _check_origin(match["scheme"], match["authority"], settings)
-    owner, repo, number_text = _pull_path(match["path"], settings)
+    path = url_path_on(url, settings.github_server_url, "pull request")
+    owner, repo, number_text = _pull_path(path, settings)
     if not is_valid_owner(owner):
         raise InvalidPullRequestUrl("The repository owner in the URL is not a valid GitHub name.")
     if not is_valid_repo(repo):

@@ -18,6 +18,8 @@ from typing import Any, Literal
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+from pr_review_api.forge.urls import forge_of
+
 JobKind = Literal["review", "answer", "dismiss", "help"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "superseded"]
 FINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "superseded"})
@@ -63,6 +65,7 @@ class JobRecord:
                 "owner": self.owner,
                 "repo": self.repo,
                 "number": self.number,
+                "forge": forge_of(self.pull_request_url),
             },
             "head_sha": self.head_sha,
             "created_at": _iso(self.created_at),

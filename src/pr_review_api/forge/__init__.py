@@ -1,0 +1,1 @@
+"""The forge seam: which forge a change URL names (CONTRACT 17)."""

@@ -1,0 +1,26 @@
+"""Which forge a change URL names: a GitHub pull request or a GitLab merge request.
+
+The URL's shape decides (a merge request's path has `/-/merge_requests/`, which no pull
+request's can), then that forge's own parser checks the URL against its configured server.
+"""
+
+from __future__ import annotations
+
+from pr_review_api.github.urls import PullRequestRef, parse_pull_request_url
+from pr_review_api.gitlab.urls import MergeRequestRef, is_merge_request_url, parse_merge_request_url
+from pr_review_api.model import Forge
+from pr_review_api.settings import Settings
+
+ChangeRef = PullRequestRef | MergeRequestRef
+
+
+def parse_change_url(url: str, settings: Settings) -> ChangeRef:
+    """The canonical reference of a pull- or merge-request URL, or InvalidPullRequestUrl."""
+    if is_merge_request_url(url):
+        return parse_merge_request_url(url, settings)
+    return parse_pull_request_url(url, settings)
+
+
+def forge_of(canonical_url: str) -> Forge:
+    """The forge of a URL that passed `parse_change_url` (a job's stored URL)."""
+    return "gitlab" if is_merge_request_url(canonical_url) else "github"

@@ -1,0 +1,32 @@
+"""forge/urls.py: a change URL goes to the forge its shape names, checked by that forge's rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from pr_review_api.errors import InvalidPullRequestUrl
+from pr_review_api.forge.urls import parse_change_url
+from pr_review_api.github.urls import PullRequestRef
+from pr_review_api.gitlab.urls import MergeRequestRef
+from pr_review_api.settings import Settings
+
+
+def test_each_url_goes_to_its_forge_even_on_one_host() -> None:
+    settings = Settings(
+        github_server_url="http://127.0.0.1:9000", gitlab_server_url="http://127.0.0.1:9000"
+    )
+    pull = parse_change_url("http://127.0.0.1:9000/acme/widget/pull/4/files", settings)
+    merge = parse_change_url("http://127.0.0.1:9000/acme/ui/widget/-/merge_requests/4", settings)
+    assert isinstance(pull, PullRequestRef)
+    assert pull.info.forge == "github"
+    assert pull.url == "http://127.0.0.1:9000/acme/widget/pull/4"
+    assert isinstance(merge, MergeRequestRef)
+    assert merge.info.forge == "gitlab"
+
+
+def test_a_url_on_neither_server_is_rejected_as_github_rejects_it() -> None:
+    with pytest.raises(InvalidPullRequestUrl) as caught:
+        parse_change_url("https://example.test/acme/widget/pull/1", Settings())
+    assert caught.value.message == "The pull request URL must be on https://github.com."
+    with pytest.raises(InvalidPullRequestUrl):
+        parse_change_url("https://example.test/acme/widget/-/merge_requests/1", Settings())
