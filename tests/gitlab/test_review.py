@@ -21,7 +21,7 @@ from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.gitlab.client import TOKEN_NEEDED_MESSAGE
 from pr_review_api.loop.run import MERGE_REQUEST_POST_UNSUPPORTED
 from pr_review_api.loop.workspace import Prepared
-from pr_review_api.model import PullRequestInfo
+from pr_review_api.model import Forge, PullRequestInfo
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from pr_review_api.tools.execute import REPOSITORY_UNREADABLE
@@ -343,9 +343,10 @@ async def test_post_on_a_merge_request_is_refused_by_the_http_api(
 
 def test_a_merge_requests_git_failures_are_gitlabs() -> None:
     """`Prepared.unreadable`: what a git failure reading the pinned commits becomes."""
-    kinds = {}
-    for forge in ("github", "gitlab"):
-        info = PullRequestInfo(url="u", owner="o", repo="r", number=1, forge=forge)  # type: ignore[arg-type]
+    kinds: dict[str, type[Exception]] = {}
+    forges: tuple[Forge, ...] = ("github", "gitlab")
+    for forge in forges:
+        info = PullRequestInfo(url="u", owner="o", repo="r", number=1, forge=forge)
         kinds[forge] = Prepared(None, info, None).unreadable  # type: ignore[arg-type]
     kinds["local"] = Prepared(None, None, None).unreadable  # type: ignore[arg-type]
     assert kinds == {
