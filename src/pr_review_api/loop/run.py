@@ -267,7 +267,7 @@ async def _resolve_fixed(result: ReviewResult, prepared: Prepared, github: GitHu
     reported = {fingerprint_of(f, texts) for f in findings}
     repository = Repository(info.owner, info.repo)
     publication.resolved = await resolve_fixed(
-        github, repository, info.number, git_dir, head, reported
+        github, repository, info.number, git_dir, head, reported, findings
     )
 
 
