@@ -118,6 +118,10 @@ def _edit(
     except ValueError:
         handler._json(record, 400, {"message": "Problems parsing JSON"})
         return
+    if fake.edit_faults:
+        canned = fake.edit_faults.pop(0)
+        handler._send(record, canned.status, canned.body, canned.headers)
+        return
     author = handler._author(fake, record)
     if author is None or author.lower() != review["user"]["login"].lower():
         handler._json(record, 403, {"message": "Resource not accessible by integration"})

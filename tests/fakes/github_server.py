@@ -164,6 +164,7 @@ class FakeGitHub:
         self.list_faults: list[CannedResponse] = []  # answers to the next review listings
         self.review_posts: list[dict[str, Any]] = []  # every POSTed review payload
         self.review_edits: list[tuple[int, str]] = []  # (review id, body) of each edit taken
+        self.edit_faults: list[CannedResponse] = []  # answers to the next review edits (PUT)
         # --- the merge gate (check runs and commit statuses) ---
         self.no_checks_tokens: set[str] = set()  # tokens answered 403 on check runs (personal)
         self.check_runs: dict[int, dict[str, Any]] = {}  # id -> the run as GitHub keeps it
