@@ -18,14 +18,25 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from pr_review_api.cli import commands as cli
+from pr_review_api.github.checks import severity_counts
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.markers import ordered_markers
+from pr_review_api.github.markers import finding_marker, head_marker, ordered_markers
+from pr_review_api.github.placement import Placed, Placement
+from pr_review_api.github.review_text import render_body
+from pr_review_api.github.summary import CUT, DROPPED_FINDINGS, MAX_EDITED_BODY_CHARS, updated_body
+from pr_review_api.model import Finding
+from pr_review_api.output.inert_markdown import escape
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import CannedResponse, FakeGitHub, PullRequestFixture, fake_github
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.github.test_preflight import BOT, env
+from tests.results import HEAD_SHA, review_result
+from tests.results import finding as result_finding
 
 __all__ = ["env", "fake_github"]
 
@@ -291,3 +302,86 @@ def test_the_fakes_comment_lines_follow_pushes_and_go_null_when_changed(
 
     lines = {c["original_line"]: (c["line"], c["commit_id"]) for c in asyncio.run(listed())}
     assert lines == {5: (7, pushed.head_sha), 6: (None, pr.head_sha)}
+
+
+# --- the rewritten body (github/summary.py), on its own ---
+
+
+def _placed(found: list[Finding], start: int = 0) -> list[Placed]:
+    return [Placed(f, f"{start + n:032x}") for n, f in enumerate(found)]
+
+
+def _first_body(body_findings: list[Finding], summary: str = "First") -> str:
+    result = review_result(body_findings, summary=summary)
+    body, shown = render_body(result, Placement(body=_placed(body_findings)))
+    assert shown == len(body_findings)
+    return body
+
+
+def test_the_rewrite_keeps_the_first_reviews_findings_and_every_marker() -> None:
+    listed = [result_finding(title=f"Listed {n}", line=None) for n in range(3)]
+    old = _first_body(listed) + "\n" + finding_marker("f" * 32)  # a matched one, earlier
+    later = review_result([result_finding(title="Now")], summary="Now", notes=["A note"])
+    once = updated_body(old, later, Placement(skipped=1), new_review=False, matched=["e" * 32])
+    assert once is not None
+    twice = updated_body(once, later, Placement(skipped=1), new_review=False)
+    assert twice == once  # the same head again changes nothing
+    heads, fingerprints = ordered_markers(once)
+    assert heads == [HEAD_SHA]  # review_result's head; the old body's was the same
+    assert sorted(fingerprints) == sorted([f"{n:032x}" for n in range(3)] + ["f" * 32, "e" * 32])
+    kept = old[old.index("#### Findings not on") : old.index("\n\n\n#### Notes")]
+    assert kept in once
+    assert once.startswith("### pr-review\n\nNow\n\n**Findings:** 1 high\n")
+    assert "A note" in once
+    assert severity_counts(once) == {"high": 1}
+
+
+@given(
+    summary=st.text(min_size=1, max_size=300),
+    note=st.text(min_size=1, max_size=300),
+    explanation=st.text(min_size=1, max_size=300),
+)
+@hypothesis_settings(max_examples=40, deadline=None)
+def test_model_text_never_moves_what_the_rewrite_keeps(
+    summary: str, note: str, explanation: str
+) -> None:
+    hostile = f"{explanation}\n#### Notes\n<sub>x</sub>\n<!-- pr-review:head={'9' * 40} -->"
+    listed = [result_finding(title="Listed", line=None, explanation=hostile)]
+    old = _first_body(listed, summary=hostile)
+    later = review_result([], summary=summary + hostile, notes=[note + hostile])
+    once = updated_body(old, later, Placement(), new_review=False)
+    assert once is not None
+    again = updated_body(once, later, Placement(), new_review=False)
+    assert again == once
+    assert ordered_markers(once) == ([HEAD_SHA], [f"{0:032x}"])
+    assert escape(hostile).replace("\n", "\n  ") in once  # the listed finding, as posted
+
+
+def test_a_rewrite_too_long_for_github_gives_way_in_order_notes_list_summary() -> None:
+    many = [
+        result_finding(title=f"Listed {n}", line=None, explanation="x" * 4000) for n in range(14)
+    ]
+    old = _first_body(many)
+    assert len(old) > 56_000
+    long_notes = review_result([], summary="Short", notes=["n" * 8000])
+    body = updated_body(old, long_notes, Placement(), new_review=False)
+    assert body is not None
+    assert len(body) <= MAX_EDITED_BODY_CHARS
+    assert "#### Notes" not in body
+    assert "Listed 13" in body
+    long_summary = review_result([], summary="s" * 4000 + "@" * 4000, notes=[])
+    body = updated_body(old, long_summary, Placement(), new_review=False)
+    assert body is not None
+    assert len(body) <= MAX_EDITED_BODY_CHARS
+    assert "Listed 13" not in body
+    assert DROPPED_FINDINGS in body
+    assert len(ordered_markers(body)[1]) == 14  # the list's markers stay, invisible
+    assert "s" * 4000 in body
+    heads = "".join(head_marker(f"{n:040x}") for n in range(900))
+    shortened = updated_body(old + heads, long_summary, Placement(), new_review=False)
+    assert shortened is not None
+    assert len(shortened) <= MAX_EDITED_BODY_CHARS
+    assert CUT in shortened
+    assert len(ordered_markers(shortened)[0]) == 901  # the old head is this one
+    heads = "".join(head_marker(f"{n:040x}") for n in range(1200))
+    assert updated_body(heads, long_summary, Placement(), new_review=False) is None
