@@ -28,6 +28,7 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import (
+    PermissionCache,
     Repository,
     dismissed_on_pull_request,
     downvoted,
@@ -116,6 +117,7 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     on_check: Callable[[CheckOutcome], None] | None = None,
     force: bool = False,
     dismissals: DismissedFindings | None = None,
+    permissions: PermissionCache | None = None,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
@@ -131,7 +133,9 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     command in a comment, CONTRACT 15) reviews and publishes a head already published; the
     findings already posted are still not repeated. A `post` that cannot publish (no token, a
     token GitHub refuses) fails before the model is asked (github/preflight.py). With
-    `dismissals` (the service's), a finding the repository dismissed is not published.
+    `dismissals` (the service's), a finding the repository dismissed is not published;
+    `permissions` (the holder's) keeps GitHub's answers of who may dismiss, else the review
+    keeps its own.
 
     Raises a `ReviewError` subclass for every failure the contract names, carrying what the
     review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
@@ -202,6 +206,7 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                         prepared,
                         dismissals,
                         github_client,
+                        permissions or PermissionCache(),
                         result_findings=bool(result.review.findings),
                     )
                     gate.dismissed = dismissed
@@ -289,6 +294,7 @@ async def _dismissed(
     prepared: Prepared,
     dismissals: DismissedFindings | None,
     github: GitHubClient,
+    permissions: PermissionCache,
     *,
     result_findings: bool,
 ) -> set[str]:
@@ -302,13 +308,13 @@ async def _dismissed(
             return set()  # no earlier review of ours to dismiss, or nothing to suppress
         try:
             return await dismissed_on_pull_request(
-                github, Repository(info.owner, info.repo), info.number
+                github, Repository(info.owner, info.repo), info.number, permissions
             )
         except GitHubUnavailable:
             return set()
     repository = f"{info.owner}/{info.repo}"
     try:
-        found = await downvoted(github, Repository(info.owner, info.repo), info.number)
+        found = await downvoted(github, Repository(info.owner, info.repo), info.number, permissions)
     except GitHubUnavailable:
         found = []  # read again at the next review
     try:
