@@ -29,6 +29,9 @@ def test_the_last_head_is_the_last_our_first_review_appended() -> None:
 def test_reviews_of_older_versions_keep_their_order() -> None:
     posts = [Post(BOT, FULL + head_marker(h), n, f"u{n}", n) for n, h in enumerate((H1, H2))]
     assert read_markers(posts, BOT, reviews=True).last_head == H2
+    # Then a head with nothing new: the oldest full review is rewritten to carry it.
+    posts[0] = Post(BOT, FULL + head_marker(H1) + head_marker(H3), 0, "u0", 0)
+    assert read_markers(posts, BOT, reviews=True).last_head == H3
 
 
 def test_a_head_names_our_newest_review_that_carries_it() -> None:

@@ -116,7 +116,10 @@ def test_four_heads_give_one_full_review_one_short_one_and_one_summary_kept_curr
     three = env.push_head(two, {"stats.py": HEAD_3})
     middle = finding("median() of an empty list fails", 10, "medium")
     scripted_provider.script(final("Third look", drops, untested, middle))
+    asked = len(scripted_provider.requests)
     third = publication(run(three))
+    message = scripted_provider.requests[asked].json["messages"][1]["content"]
+    assert f"our last review was of {two.head_sha}" in message  # the quiet head, in the summary
     assert len(ours(env)) == 2
     short = ours(env)[1]
     assert (third["review_id"], third["inline_comments"], third["duplicates_skipped"]) == (
@@ -132,7 +135,10 @@ def test_four_heads_give_one_full_review_one_short_one_and_one_summary_kept_curr
     # Head 4: line 6's text changed; its finding stays in its open thread, not posted again.
     four = env.push_head(three, {"stats.py": HEAD_4})
     scripted_provider.script(final("Fourth look", drops, untested, middle))
+    asked = len(scripted_provider.requests)
     fourth = publication(run(four))
+    message = scripted_provider.requests[asked].json["messages"][1]["content"]
+    assert f"our last review was of {three.head_sha}" in message  # read from the summary
     assert len(ours(env)) == 2
     assert fourth["review_id"] == summary["id"]
     assert (fourth["inline_comments"], fourth["duplicates_skipped"]) == (0, 3)

@@ -74,11 +74,15 @@ class PriorState:
     def last_head(self) -> str | None:
         """The head our most recent review reviewed.
 
-        Our first review carries every later head's marker, appended in the order the heads
-        were reviewed, so heads are ordered by where their marker first appears: a later
-        head's own review repeats a marker the first review already placed."""
-        first_seen = list(dict.fromkeys(sha for sha, _, _ in self.heads))
-        return first_seen[-1] if first_seen else None
+        Once our first review was rewritten for a later head (github/summary.py), its head
+        markers are appended in the order the heads were reviewed, and its last is the newest
+        (should that rewrite have failed, the one before: an ancestor still). Before that,
+        every review of ours reviewed one head, and the newest review's is the last."""
+        if self.summary is not None:
+            marked, _ = ordered_markers(self.summary.body)
+            if len(marked) > 1:
+                return marked[-1]
+        return self.heads[-1][0] if self.heads else None
 
 
 def marked_heads(body: str) -> set[str]:
