@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from tests.fakes.github_reviews import comment_now
+
 if TYPE_CHECKING:
     from tests.fakes.github_server import FakeGitHub, RecordedRequest, _Handler
 
@@ -43,7 +45,7 @@ def conversation(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint)
         handler._json(record, 200, listed)
         return True
     if method == "GET" and len(tail) == 3 and tail[:2] == ["pulls", "comments"]:
-        found = fake.review_comment(int(tail[2])) if tail[2].isdigit() else None
+        found = comment_now(fake, int(tail[2])) if tail[2].isdigit() else None
         handler._json(record, 200 if found else 404, found or {"message": "Not Found"})
         return True
     payload = _payload(body) if method == "POST" else None

@@ -42,7 +42,8 @@ from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
 from tests.fakes.github_conversation import conversation, graphql
-from tests.fakes.github_documents import pull_json, range_problem
+from tests.fakes.github_documents import pull_json
+from tests.fakes.github_reviews import comment_view, create_review, reviews
 from tests.gitrepo import GitRepo, git
 
 API_PREFIX = "/api/v3"
@@ -162,6 +163,8 @@ class FakeGitHub:
         self.review_faults: list[CannedResponse] = []  # answers to the next review POSTs
         self.list_faults: list[CannedResponse] = []  # answers to the next review listings
         self.review_posts: list[dict[str, Any]] = []  # every POSTed review payload
+        self.review_edits: list[tuple[int, str]] = []  # (review id, body) of each edit taken
+        self.edit_faults: list[CannedResponse] = []  # answers to the next review edits (PUT)
         # --- the merge gate (check runs and commit statuses) ---
         self.no_checks_tokens: set[str] = set()  # tokens answered 403 on check runs (personal)
         self.check_runs: dict[int, dict[str, Any]] = {}  # id -> the run as GitHub keeps it
@@ -511,6 +514,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         self._dispatch()
 
+    def do_PUT(self) -> None:
+        self._dispatch()
+
     # --- routing ---
 
     def _dispatch(self) -> None:
@@ -567,24 +573,11 @@ class _Handler(BaseHTTPRequestHandler):
         ):
             key = (pieces[2], pieces[3], int(pieces[5]))
             if self.command == "POST" and pieces[6] == "reviews":
-                self._create_review(fake, record, key, body)
+                create_review(fake, self, record, key, body)
             else:
                 self._list(fake, record, key, pieces[6])
             return
-        if (
-            len(pieces) == 8
-            and self.command == "GET"
-            and pieces[1] == "repos"
-            and pieces[4] == "pulls"
-            and pieces[6] == "reviews"
-            and pieces[7].isdigit()
-        ):
-            found = [
-                {k: v for k, v in r.items() if k != "comments"}
-                for r in fake.reviews.get((pieces[2], pieces[3], int(pieces[5])), [])
-                if r["id"] == int(pieces[7])
-            ]
-            self._json(record, 200, found[0]) if found else self._json(record, 404, {})
+        if reviews(fake, self, record, pieces, body):
             return
         if (
             len(pieces) != 6
@@ -671,7 +664,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {k: v for k, v in r.items() if k != "comments"} for r in fake.reviews.get(key, [])
             ]
         else:
-            items = list(fake.review_comments.get(key, []))
+            items = [comment_view(fake, key, c) for c in fake.review_comments.get(key, [])]
         query = dict(part.partition("=")[::2] for part in record.query.split("&") if part)
         per_page = max(1, min(int(query.get("per_page") or 30), 100, fake.page_size))
         page = max(1, int(query.get("page") or 1))
@@ -732,75 +725,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(record, 200, {k: v for k, v in existing.items() if k != "annotations"})
             return
         self._json(record, 404, {"message": "Not Found"})
-
-    def _create_review(
-        self, fake: FakeGitHub, record: RecordedRequest, key: tuple[str, str, int], body: bytes
-    ) -> None:
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            self._json(record, 400, {"message": "Problems parsing JSON"})
-            return
-        fake.review_posts.append(payload)
-        if fake.review_faults:
-            canned = fake.review_faults.pop(0)
-            self._send(record, canned.status, canned.body, canned.headers)
-            return
-        author = self._author(fake, record)
-        if author is None:
-            self._json(record, 403, {"message": "Resource not accessible by integration"})
-            return
-        pull = fake._pulls.get(key)
-        if pull is None:
-            self._json(record, 404, {"message": "Not Found"})
-            return
-        problem = self._review_problem(fake, key, pull, payload)
-        if problem is not None:
-            self._json(record, 422, {"message": "Unprocessable Entity", "errors": [problem]})
-            return
-        review = fake._new_review(*key, author, payload["body"], payload["commit_id"])
-        for comment in payload.get("comments", []):
-            stored = {
-                "id": fake._id(),
-                "user": {"login": author},
-                "pull_request_review_id": review["id"],
-                "commit_id": payload["commit_id"],
-                "original_commit_id": payload["commit_id"],
-                **comment,
-            }
-            review["comments"].append(stored)
-            fake.review_comments.setdefault(key, []).append(stored)
-        fake.reviews.setdefault(key, []).append(review)
-        self._json(record, 200, {k: v for k, v in review.items() if k != "comments"})
-
-    @staticmethod
-    def _review_problem(  # noqa: PLR0911  (one return per rule GitHub checks)
-        fake: FakeGitHub,
-        key: tuple[str, str, int],
-        pull: PullRequestFixture,
-        payload: Any,
-    ) -> str | None:
-        """GitHub's rules for a review, checked for the whole request."""
-        if not isinstance(payload, dict) or payload.get("event") != "COMMENT":
-            return "event must be COMMENT"
-        if payload.get("commit_id") != pull.head_sha:
-            return "commit_id is not the head"
-        if not isinstance(payload.get("body"), str) or len(payload["body"]) > 65536:
-            return "body is too long (maximum is 65536 characters)"
-        comments = payload.get("comments", [])
-        if not comments:
-            return None
-        hunks = fake.right_hunks(*key)
-        for comment in comments:
-            line = comment.get("line")
-            if comment.get("side") != "RIGHT" or not isinstance(line, int):
-                return "side and line are required"
-            if len(comment.get("body", "")) > 65536:
-                return "comment body is too long"
-            problem = range_problem(comment, hunks.get(comment.get("path"), []))
-            if problem is not None:
-                return problem
-        return None
 
     def _git(
         self, fake: FakeGitHub, record: RecordedRequest, path: str, query: str, body: bytes

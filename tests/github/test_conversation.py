@@ -1,15 +1,21 @@
 """Dismissals outside service mode (CONTRACT 15, github/conversation.py): `pr-review review
 --post` through the CLI, with no database, reads the pull request itself: an `ignore` reply or a
 `-1` reaction by a user with write permission on our finding's comment keeps that finding off
-the next review (`publication.suppressed`); a reader's changes nothing.
+the next review (`publication.suppressed`); a reader's changes nothing. GitHub's answers of who
+may write are kept, briefly, by whoever holds a `PermissionCache`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
+from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.conversation import PermissionCache, Repository
+from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub, fake_github
 from tests.fakes.provider_server import ScriptedProvider
 from tests.github.test_preflight import env, final, finding, pull, review
@@ -54,3 +60,25 @@ def test_a_readers_ignore_changes_nothing(
     scripted_provider.script(final(finding("Two is loud", 2)))
     publication = json.loads(review(pushed).stdout)["publication"]
     assert (publication["suppressed"], publication["duplicates_skipped"]) == (0, 1)
+
+
+def test_who_may_write_is_kept_by_its_holder_for_its_ttl_only(
+    env: FakeGitHub, tmp_path: Path
+) -> None:
+    env.permissions[("acme", "widget", "alice")] = "maintain"
+    settings = env.settings(tmp_path / "cache", token=GITHUB_TOKEN)
+    repository = Repository("acme", "widget")
+
+    async def ask(cache: PermissionCache, *users: str) -> list[bool]:
+        async with GitHubClient(settings) as github:
+            return [await cache.may_write(github, repository, user) for user in users]
+
+    held = PermissionCache()
+    answers = asyncio.run(ask(held, "alice", "Alice", "mallory", "alice"))
+    assert answers == [True, True, False, True]
+    assert env.permission_requests == 2  # once per user, whatever the case of the login
+    assert asyncio.run(ask(PermissionCache(), "alice")) == [True]
+    assert env.permission_requests == 3  # another holder asks for itself
+    expired = PermissionCache(ttl=0)
+    asyncio.run(ask(expired, "alice", "alice"))
+    assert env.permission_requests == 5

@@ -168,3 +168,26 @@ def test_a_ledger_that_cannot_be_read_is_never_taken_as_empty(
     assert late.status == "already_published"
     assert late.review_id == first.review_id
     assert len(fake_github.review_posts) == 1
+
+
+def test_a_quiet_head_is_in_the_ledger_with_our_first_review(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    pull = pull_request(fake_github)
+    settings = settings_for(fake_github, tmp_path)
+    ledger = DictLedger()
+    first = publish_once(pull.url, settings, ledger, one_turn())
+    pushed = fake_github.push_head(pull, {"b.py": "x\n"})
+    quiet = publish_once(pushed.url, settings, ledger, one_turn())  # the same finding again
+    assert (quiet.status, quiet.review_id, quiet.duplicates_skipped) == (
+        "published",
+        first.review_id,
+        1,
+    )
+    assert len(fake_github.review_posts) == 1
+    before = listings(fake_github)
+    unused = ScriptedModel()
+    again = publish_once(pushed.url, settings, ledger, unused)
+    assert (again.status, again.review_id) == ("already_published", first.review_id)
+    assert listings(fake_github) == before
+    assert unused.requests == []

@@ -298,9 +298,10 @@ def test_a_re_review_skips_findings_already_posted(fake_github: FakeGitHub, tmp_
     assert result.publication.status == "published"
     assert result.publication.duplicates_skipped == 1
     assert result.publication.inline_comments == 1
-    second = posted(fake_github)[1]
+    first, second = posted(fake_github)
     assert comment_lines(second) == [("a.py", 1)]
-    assert "already posted" in text(second["body"])
+    # The count of what was not repeated lives in the summary, our first review's body.
+    assert "1 already posted, not repeated" in text(first["body"])
     listing = [r for r in fake_github.api_requests() if r.path.endswith("/comments")]
     assert any("page=2" in r.query for r in listing)  # both inline comments of the first
 

@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 import psycopg
-import pytest
 from pydantic import SecretStr
 
 from pr_review_api.jobs.queue import JobQueue, QueueTuning
@@ -424,10 +423,3 @@ def _dismissals(database_url: str) -> list[tuple[Any, ...]]:
         return connection.execute(
             "SELECT repository, fingerprint, title, path, dismissed_by FROM dismissals"
         ).fetchall()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_permission_cache() -> None:
-    from pr_review_api.github import conversation
-
-    conversation._permissions.clear()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pr_review_api.github import publish
+from pr_review_api.github import publish, review_requests
 from pr_review_api.llm import openai_chat
 from pr_review_api.loop import engine as engine_module
 from pr_review_api.loop import review as review_module
@@ -166,16 +166,19 @@ def test_the_event_loop_keeps_ticking_while_a_review_works(
     assert heartbeat.waits == [True] * len(heartbeat.waits)
 
 
-@pytest.mark.parametrize("name", ["_payload", "render_body"])
+@pytest.mark.parametrize(
+    ("module", "name"), [(review_requests, "_payload"), (publish, "render_body")]
+)
 def test_the_event_loop_keeps_ticking_while_a_review_is_rendered_for_publishing(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
+    module: Any,
     name: str,
 ) -> None:
     heartbeat = _Heartbeat()
-    monkeypatch.setattr(publish, name, heartbeat.blocking(getattr(publish, name)))
+    monkeypatch.setattr(module, name, heartbeat.blocking(getattr(module, name)))
     fake_github.users.setdefault(GITHUB_TOKEN, "pr-review-bot")
     settings = fake_github.settings(
         tmp_path / "cache",

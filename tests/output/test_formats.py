@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from pr_review_api import __version__
-from pr_review_api.model import SEVERITIES
+from pr_review_api.model import SEVERITIES, Publication, PublicationError
 from pr_review_api.output import formats
 from pr_review_api.output.common import clean
 from pr_review_api.output.inert_markdown import WORD_JOINER, break_references
@@ -129,6 +129,30 @@ def test_text_with_trace_lists_rounds_and_tool_calls() -> None:
     assert 'read_repository_file {"path":"src/widgets/service.py"' in text
     assert "→ ok, 6,240 bytes, 3 ms" in text
     assert "round 2: finish_reason=stop → final_review" in text
+
+
+@pytest.mark.parametrize(
+    ("publication", "line"),
+    [
+        (
+            Publication(status="published", url="https://x.test/r/1"),
+            "Published: https://x.test/r/1",
+        ),
+        (
+            Publication(status="already_published", url="https://x.test/r/1"),
+            "Already published: https://x.test/r/1",
+        ),
+        (
+            Publication(status="failed", error=PublicationError(message="GitHub said no.")),
+            "Publishing failed: GitHub said no.",
+        ),
+    ],
+)
+def test_text_ends_with_what_publishing_did(publication: Publication, line: str) -> None:
+    result = review_result()
+    assert render_text(result).splitlines()[-1] != line
+    result.publication = publication
+    assert render_text(result).splitlines()[-1] == line
 
 
 def test_text_without_trace_has_no_trace_section() -> None:

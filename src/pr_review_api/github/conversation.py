@@ -1,10 +1,11 @@
 """The GitHub requests of the review conversation (CONTRACT 15).
 
-Who may ask (`GET /repos/{o}/{r}/collaborators/{user}/permission`, cached briefly per process:
-never the comment's own claims), a review comment and its thread, a reply in a thread (GitHub
-takes replies only to a top-level review comment), a comment on the pull request, and a
-reaction. Our answers carry `<!-- pr-review:answer=<question id> -->`, read only from our own
-comments, so that a job run again after its worker died never answers one question twice.
+Who may ask (`GET /repos/{o}/{r}/collaborators/{user}/permission`, kept briefly by a
+`PermissionCache` its holder owns: never the comment's own claims), a review comment and its
+thread, a reply in a thread (GitHub takes replies only to a top-level review comment), a
+comment on the pull request, and a reaction. Our answers carry
+`<!-- pr-review:answer=<question id> -->`, read only from our own comments, so that a job run
+again after its worker died never answers one question twice.
 Every request goes through the `GitHubClient` of the job's identity.
 """
 
@@ -98,32 +99,44 @@ class Repository:
         return f"/repos/{self.owner}/{self.repo}{tail}"
 
 
-_permissions: dict[tuple[str, str], tuple[float, bool]] = {}
+class PermissionCache:
+    """GitHub's answers to who may write on which repository, each kept for `ttl` seconds (at
+    most `MAX_PERMISSION_ENTRIES`): a burst of commands asks GitHub once per user. Its holder
+    owns it: the service's job queue (its webhooks and its worker's reviews), or one review."""
+
+    def __init__(self, ttl: float = PERMISSION_TTL_SECONDS) -> None:
+        self.ttl = ttl
+        self._answers: dict[tuple[str, str], tuple[float, bool]] = {}
+
+    async def may_write(self, github: GitHubClient, repository: Repository, user: str) -> bool:
+        """Whether `user` has write (or maintain, or admin) permission on the repository. An
+        answer GitHub does not give is a no."""
+        key = (f"{repository.owner}/{repository.repo}".lower(), user.lower())
+        now = time.monotonic()
+        cached = self._answers.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        allowed = await _asked_may_write(github, repository, user)
+        if len(self._answers) >= MAX_PERMISSION_ENTRIES:
+            self._answers = {k: v for k, v in self._answers.items() if v[0] > now}
+            if len(self._answers) >= MAX_PERMISSION_ENTRIES:
+                self._answers.clear()
+        self._answers[key] = (now + self.ttl, allowed)
+        return allowed
 
 
-async def may_write(github: GitHubClient, repository: Repository, user: str) -> bool:
-    """Whether `user` has write (or maintain, or admin) permission on the repository; cached
-    for `PERMISSION_TTL_SECONDS` per process. An answer GitHub does not give is a no."""
-    key = (f"{repository.owner}/{repository.repo}".lower(), user.lower())
-    now = time.monotonic()
-    cached = _permissions.get(key)
-    if cached is not None and cached[0] > now:
-        return cached[1]
+async def _asked_may_write(github: GitHubClient, repository: Repository, user: str) -> bool:
     url = github.api_url(repository.path(f"/collaborators/{user}/permission"))
     response = await github.request("GET", url, limit=64 * 1024)
-    allowed = False
     if response.status == 200:
         try:
             wire = _PermissionWire.model_validate_json(response.body)
         except ValidationError:
             wire = _PermissionWire()
-        allowed = wire.permission in WRITE_PERMISSIONS or wire.role_name in WRITE_PERMISSIONS
-    elif response.status >= 500:
+        return wire.permission in WRITE_PERMISSIONS or wire.role_name in WRITE_PERMISSIONS
+    if response.status >= 500:
         raise GitHubUnavailable("GitHub did not say who may ask.")
-    if len(_permissions) >= MAX_PERMISSION_ENTRIES:
-        _permissions.clear()
-    _permissions[key] = (now + PERMISSION_TTL_SECONDS, allowed)
-    return allowed
+    return False
 
 
 async def review_comment(
@@ -172,13 +185,13 @@ async def review_comments(
 
 
 async def downvoted(
-    github: GitHubClient, repository: Repository, number: int
+    github: GitHubClient, repository: Repository, number: int, permissions: PermissionCache
 ) -> list[tuple[ReviewComment, str]]:
     """Our findings' comments with a `-1` reaction by a user with write permission, and that
     user (CONTRACT 15: GitHub sends no webhook for reactions; read at the next review)."""
     login = await github.login()
     listed = await review_comments(github, repository, number)
-    return await _downvoted_in(github, repository, listed, login)
+    return await _downvoted_in(github, repository, listed, login, permissions)
 
 
 async def _downvoted_in(
@@ -186,12 +199,13 @@ async def _downvoted_in(
     repository: Repository,
     listed: list[ReviewComment],
     login: str,
+    permissions: PermissionCache,
 ) -> list[tuple[ReviewComment, str]]:
     ours = [c for c in listed if _our_finding(c, login)]
     found: list[tuple[ReviewComment, str]] = []
     for ours_one in ours[-MAX_DOWNVOTE_READS:]:
         for user in await _downvoters(github, repository, ours_one.id):
-            if user != login and await may_write(github, repository, user):
+            if user != login and await permissions.may_write(github, repository, user):
                 found.append((ours_one, user))
                 break
     return found
@@ -213,7 +227,7 @@ def _asks_ignore(body: str, login: str) -> bool:
 
 
 async def dismissed_on_pull_request(
-    github: GitHubClient, repository: Repository, number: int
+    github: GitHubClient, repository: Repository, number: int, permissions: PermissionCache
 ) -> set[str]:
     """Outside service mode (the CLI, the Action: no database), the fingerprints dismissed on
     this pull request itself: an `ignore` reply, or a `-1` reaction, by a user with write
@@ -227,9 +241,11 @@ async def dismissed_on_pull_request(
         author = reply.author
         if top is None or author is None or author == login or author.endswith("[bot]"):
             continue
-        if _asks_ignore(reply.body, login) and await may_write(github, repository, author):
+        if _asks_ignore(reply.body, login) and await permissions.may_write(
+            github, repository, author
+        ):
             found.add(str(top.finding_fingerprint()))
-    for comment, _ in await _downvoted_in(github, repository, listed, login):
+    for comment, _ in await _downvoted_in(github, repository, listed, login, permissions):
         found.add(str(comment.finding_fingerprint()))
     return found
 

@@ -76,6 +76,11 @@ class PostWire(BaseModel):
     user: _UserWire | None = None
     body: str | None = None
     html_url: str | None = None
+    # A review comment's anchor (absent from reviews).
+    path: str | None = None
+    line: int | None = None
+    original_line: int | None = None
+    in_reply_to_id: int | None = None
 
 
 def _links(headers: Any) -> dict[str, str]:
@@ -147,7 +152,18 @@ class _Walk:
             # Page 1 (read first) is the oldest; then each page read is older than the last.
             rank = 0 if self.pages == 1 else MAX_LIST_PAGES + 2 - self.pages
             order = rank * PAGE_SLOTS + min(index, PAGE_SLOTS - 1)
-            post = Post(author, item.body or "", item.id, item.html_url, order)
+            # GitHub's `line` is null once the comment's line changed: then where it was posted.
+            line = item.line if item.line is not None else item.original_line
+            post = Post(
+                author,
+                item.body or "",
+                item.id,
+                item.html_url,
+                order,
+                path=item.path,
+                line=line,
+                reply=item.in_reply_to_id is not None,
+            )
             self.kept.append(post)
             found = found or (self.stop is not None and self.stop(post))
         return found
@@ -217,7 +233,9 @@ async def prior_state(
         str(ref.api_url(settings, "/comments"))
     )
     state = read_markers(reviews.posts, login, reviews=True)
-    state.fingerprints |= read_markers(comments.posts, login, reviews=False).fingerprints
+    commented = read_markers(comments.posts, login, reviews=False)
+    state.fingerprints |= commented.fingerprints
+    state.finding_comments = commented.finding_comments
     state.complete = reviews.complete
     if not comments.complete:
         logger.info("the pull request's review comments outran the listing budget")

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 _MARKER = re.compile(r"(?<!\\)<!-- pr-review:(head|finding)=([0-9a-f]{16,64}) -->")
+# The first line of our full review (github/review_text.py); a later head's review never has it.
+SUMMARY_HEADING = "### pr-review"
 
 
 def holds_marker(text: str) -> bool:
@@ -41,6 +43,11 @@ class Post:
     review_id: int | None = None
     url: str | None = None
     order: int = 0  # position in the listing (reviews come oldest first)
+    # A review comment's anchor: its file, its line (at the head, else where it was posted)
+    # and whether it replies in a thread; None and False for a review.
+    path: str | None = None
+    line: int | None = None
+    reply: bool = False
 
 
 @dataclass
@@ -50,17 +57,31 @@ class PriorState:
     heads: list[tuple[str, int | None, str | None]] = field(default_factory=list)
     fingerprints: set[str] = field(default_factory=set)
     complete: bool = True  # every review was read, or the walk stopped at this head's
+    # Our first full review, where the summary is kept current (github/summary.py).
+    summary: Post | None = None
+    # Our top-level review comments that carry a finding's marker (each opens a thread).
+    finding_comments: list[Post] = field(default_factory=list)
 
     def review_of(self, head_sha: str) -> tuple[int | None, str | None] | None:
-        """(review id, URL) of our review of `head_sha`, or None."""
-        for sha, review_id, url in self.heads:
+        """(review id, URL) of our newest review that carries `head_sha`'s marker, or None:
+        a head with new findings has its own review, a head with none only our first one."""
+        for sha, review_id, url in reversed(self.heads):
             if sha == head_sha:
                 return review_id, url
         return None
 
     @property
     def last_head(self) -> str | None:
-        """The head our most recent review reviewed."""
+        """The head our most recent review reviewed.
+
+        Once our first review was rewritten for a later head (github/summary.py), its head
+        markers are appended in the order the heads were reviewed, and its last is the newest
+        (should that rewrite have failed, the one before: an ancestor still). Before that,
+        every review of ours reviewed one head, and the newest review's is the last."""
+        if self.summary is not None:
+            marked, _ = ordered_markers(self.summary.body)
+            if len(marked) > 1:
+                return marked[-1]
         return self.heads[-1][0] if self.heads else None
 
 
@@ -73,16 +94,33 @@ def marked_heads(body: str) -> set[str]:
     }
 
 
+def ordered_markers(body: str) -> tuple[list[str], list[str]]:
+    """The head and the finding markers of `body`, each in order of first appearance."""
+    heads: dict[str, None] = {}
+    findings: dict[str, None] = {}
+    for kind, value in _MARKER.findall(body):
+        if kind == "finding":
+            findings[value] = None
+        elif len(value) == 40:
+            heads[value] = None
+    return list(heads), list(findings)
+
+
 def read_markers(posts: Iterable[Post], login: str, *, reviews: bool) -> PriorState:
-    """The markers of the posts written by `login` (case-insensitive, as GitHub logins are)."""
+    """The markers of the posts written by `login` (case-insensitive, as GitHub logins are);
+    `posts` come oldest first."""
     state = PriorState()
     ours = login.lower()
     for post in posts:
         if post.author is None or post.author.lower() != ours:
             continue
-        for kind, value in _MARKER.findall(post.body):
-            if kind == "finding":
-                state.fingerprints.add(value)
-            elif reviews and len(value) == 40:
-                state.heads.append((value, post.review_id, post.url))
+        heads, findings = ordered_markers(post.body)
+        state.fingerprints.update(findings)
+        if not reviews:
+            if findings and not post.reply and post.path is not None:
+                state.finding_comments.append(post)
+            continue
+        state.heads += [(sha, post.review_id, post.url) for sha in heads]
+        if heads and state.summary is None and post.body.startswith(SUMMARY_HEADING + "\n"):
+            state.summary = post
     return state

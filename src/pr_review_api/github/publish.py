@@ -1,22 +1,25 @@
 """Publishing a validated review on its pull request (CONTRACT section 10).
 
-One `POST /repos/{o}/{r}/pulls/{n}/reviews` with `event: COMMENT` and `commit_id` the head:
-
 1. In the service, its ledger (`github/ledger.py`) of this head answers first. Then read our
    own earlier reviews and review comments, newest first (`github/history.py`), and keep the
    markers of those whose author is the publishing identity (`GitHubClient.login`). A review
    of ours that carries this head's marker means nothing is posted (`already_published`); the
-   fingerprints already posted are not posted again (`duplicates_skipped`). When the reviews
-   outrun the listing budget without this head's marker, the CLI publishes nothing (it cannot
-   tell); the service goes on, its ledger knowing every head it published.
+   fingerprints already posted are not posted again (`duplicates_skipped`), nor a finding that
+   an open thread of ours stands for, reported again after its line's text changed
+   (`github/threads.py`). When the reviews outrun the listing budget without this head's
+   marker, the CLI publishes nothing (it cannot tell); the service goes on, its ledger knowing
+   every head it published.
 2. Place each finding: inline when its line is an added or context line of a hunk of its file's
    diff from the merge base to the head (`git/hunks.py`), at most
    `PR_REVIEW_MAX_INLINE_COMMENTS`, most severe first, then path, then line; every other one in
    the body with its path and line.
-3. Post. A 422 (GitHub refusing a comment's line) makes one more attempt with every finding in
-   the body; a secondary rate limit (403/429 with `Retry-After` or `x-ratelimit-reset`) is
-   waited out when the wait ends before the deadline; anything else ends `failed` with a fixed
-   sentence. The review itself is never lost: the caller returns it whatever happens here.
+3. Publish (`github/review_requests.py`). Our first review on the pull request is the full
+   one: summary, counts, the findings not inline, notes, model, rounds and tokens. On a later
+   head, new findings go in a short review (one line, the findings not inline, the head's
+   marker), and our first review's body is rewritten to carry the current summary and this
+   head's marker (`github/summary.py`); a head with nothing new posts no review at all. A
+   failure ends `failed` with a fixed sentence; the review itself is never lost: the caller
+   returns it whatever happens here.
 
 Every piece of model text goes through `markdown.escape`, so it cannot mention, reference, link,
 embed or inject HTML, and cannot forge a marker.
@@ -26,15 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from pr_review_api.errors import GitHubUnavailable, ServerBusy
 from pr_review_api.git.hunks import diff_hunks
-from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
+from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.conversation import Repository
 from pr_review_api.github.history import (
     MAX_LIST_PAGES,
     PostWire,
@@ -43,18 +45,21 @@ from pr_review_api.github.history import (
     status_failure,
 )
 from pr_review_api.github.ledger import HeadKey, PublishLedger
+from pr_review_api.github.markers import Post, PriorState
 from pr_review_api.github.placement import (
-    Placed,
     Placement,
     fingerprint_of,
     line_texts,
     place,
-    placed_order,
     suggestion_texts,
 )
-from pr_review_api.github.review_text import render_body, render_comment
+from pr_review_api.github.review_requests import post_review, send_review
+from pr_review_api.github.review_text import render_body, render_short_body
+from pr_review_api.github.summary import updated_body
+from pr_review_api.github.threads import open_thread_matches
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.model import (
+    Finding,
     Publication,
     PublicationError,
     ReviewResult,
@@ -65,37 +70,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_POST_ATTEMPTS = 5
-DEFAULT_RATE_LIMIT_WAIT_SECONDS = 60
 DEADLINE_MARGIN_SECONDS = 0.5
-
-
-async def _post(
-    github: GitHubClient,
-    ref: PullRequestRef,
-    payload: dict[str, Any],
-    *,
-    deadline: float,
-) -> tuple[int, PostWire | None]:
-    """(status, created review) after waiting out secondary rate limits within the deadline."""
-    loop = asyncio.get_running_loop()
-    url = ref.api_url(github.settings, "/reviews")
-    for _ in range(MAX_POST_ATTEMPTS):
-        response = await github.request("POST", url, json_body=payload)
-        if response.status in (200, 201):
-            try:
-                return response.status, PostWire.model_validate_json(response.body)
-            except ValidationError:
-                return response.status, None
-        if not is_rate_limited(response.status, response.headers):
-            return response.status, None
-        wait = rate_limit_wait(response.headers)
-        wait = DEFAULT_RATE_LIMIT_WAIT_SECONDS if wait is None else max(wait, 1)
-        if loop.time() + wait > deadline:
-            raise PublishFailure("GitHub's rate limit lasts past the review's deadline.")
-        logger.info("GitHub rate limit on publishing; waiting %d s", wait)
-        await asyncio.sleep(wait)
-    raise PublishFailure("GitHub kept answering with its rate limit.")
 
 
 async def publish(  # noqa: PLR0913  (what one publication needs: the review, where, how, and what the repository dismissed)
@@ -189,25 +164,147 @@ async def _publish(  # noqa: PLR0913  (as publish)
     suppressed = len(findings) - len(kept)
     findings = [findings[i] for i in kept]
     fingerprints = [fingerprints[i] for i in kept]
+    matched = await _in_open_threads(github, ref, state, findings, fingerprints, posted)
     replaced = await asyncio.to_thread(suggestion_texts, git_dir, head, findings)
-    placement = place(findings, hunks, fingerprints, posted, max_inline, texts=replaced)
-    status, created, placement = await _attempts(result, ref, github, placement, deadline=deadline)
+    placement = place(
+        findings, hunks, fingerprints, posted | set(matched), max_inline, texts=replaced
+    )
+    if state.summary is None:
+        publication, carried = await _first_review(result, ref, github, placement, deadline)
+    else:
+        publication, carried = await _later_review(
+            result, ref, github, placement, state.summary, matched, deadline
+        )
+    publication.suppressed = suppressed
+    if ledger is not None:
+        await ledger.record(key, publication, [*carried, *matched], result)
+    return publication
+
+
+async def _in_open_threads(
+    github: GitHubClient,
+    ref: PullRequestRef,
+    state: PriorState,
+    findings: Sequence[Finding],
+    fingerprints: Sequence[str],
+    posted: Collection[str],
+) -> list[str]:
+    """The fingerprints of findings not posted before that an open thread of ours stands for
+    (github/threads.py): reported again after their line's text changed."""
+    fresh = [i for i, fingerprint in enumerate(fingerprints) if fingerprint not in posted]
+    if not fresh or not state.finding_comments:
+        return []
+    repository = Repository(ref.owner, ref.repo)
+    found = await open_thread_matches(
+        github, repository, ref.number, state.finding_comments, [findings[i] for i in fresh]
+    )
+    return [fingerprints[fresh[i]] for i in found]
+
+
+async def _first_review(
+    result: ReviewResult,
+    ref: PullRequestRef,
+    github: GitHubClient,
+    placement: Placement,
+    deadline: float,
+) -> tuple[Publication, list[str]]:
+    """Our first review on the pull request, in full; the publication and the fingerprints
+    it carries."""
+    status, created, placement = await post_review(
+        result, ref, github, placement, render_body, deadline=deadline
+    )
     if created is None or status not in (200, 201):
         raise status_failure(status, "publish the review")
     _, shown = await asyncio.to_thread(render_body, result, placement)
-    publication = Publication(
+    return _published(created, placement, shown), _carried(placement, shown)
+
+
+async def _later_review(
+    result: ReviewResult,
+    ref: PullRequestRef,
+    github: GitHubClient,
+    placement: Placement,
+    summary: Post,
+    matched: list[str],
+    deadline: float,
+) -> tuple[Publication, list[str]]:
+    """A later head (github/summary.py): its new findings, if any, in a short review; then
+    our first review's body rewritten for this head. With nothing new, the rewritten first
+    review is the publication; when GitHub refuses to rewrite it, a short review marks the
+    head instead, so that it is never reviewed twice."""
+    created: PostWire | None = None
+    if placement.inline or placement.body:
+        status, created, placement = await post_review(
+            result, ref, github, placement, render_short_body, deadline=deadline
+        )
+        if created is None or status not in (200, 201):
+            raise status_failure(status, "publish the review")
+    edited = await _edit_summary(
+        result,
+        ref,
+        github,
+        placement,
+        summary,
+        matched,
+        new_review=created is not None,
+        deadline=deadline,
+    )
+    if created is None and edited is not None:
+        return _published(edited, placement, 0), []
+    if created is None:  # GitHub did not take the rewrite: a short review marks the head
+        status, created, placement = await post_review(
+            result, ref, github, placement, render_short_body, deadline=deadline
+        )
+        if created is None or status not in (200, 201):
+            raise status_failure(status, "publish the review")
+    _, shown = await asyncio.to_thread(render_short_body, result, placement)
+    return _published(created, placement, shown), _carried(placement, shown)
+
+
+async def _edit_summary(  # noqa: PLR0913  (what the rewritten body is made of)
+    result: ReviewResult,
+    ref: PullRequestRef,
+    github: GitHubClient,
+    placement: Placement,
+    summary: Post,
+    matched: list[str],
+    *,
+    new_review: bool,
+    deadline: float,
+) -> PostWire | None:
+    """Rewrite our first review's body for this head; the review, or None when GitHub did
+    not take it (the head's publication then does without it)."""
+    body = await asyncio.to_thread(
+        updated_body, summary.body, result, placement, new_review=new_review, matched=matched
+    )
+    if body is None or summary.review_id is None:
+        logger.info("our first review's summary does not fit in a review body")
+        return None
+    url = ref.api_url(github.settings, f"/reviews/{summary.review_id}")
+    try:
+        status, edited = await send_review(github, "PUT", url, {"body": body}, deadline=deadline)
+    except (PublishFailure, GitHubUnavailable):
+        status, edited = 0, None
+    if status != 200:
+        logger.info("GitHub did not let us update our first review (%d)", status)
+        return None
+    return edited or PostWire(id=summary.review_id, html_url=summary.url)
+
+
+def _published(review: PostWire, placement: Placement, shown: int) -> Publication:
+    return Publication(
         status="published",
-        review_id=created.id,
-        url=created.html_url,
+        review_id=review.id,
+        url=review.html_url,
         inline_comments=len(placement.inline),
         body_findings=shown,
         duplicates_skipped=placement.skipped,
-        suppressed=suppressed,
     )
-    if ledger is not None:
-        carried = [p.fingerprint for p in [*placement.inline, *placement.body[:shown]]]
-        await ledger.record(key, publication, carried, result)
-    return publication
+
+
+def _carried(placement: Placement, shown: int) -> list[str]:
+    """The fingerprints a posted review carries: its inline comments', its body's."""
+    return [p.fingerprint for p in [*placement.inline, *placement.body[:shown]]]
 
 
 async def _ledger_fingerprints(ledger: PublishLedger | None, key: HeadKey) -> set[str]:
@@ -220,47 +317,6 @@ async def _ledger_fingerprints(ledger: PublishLedger | None, key: HeadKey) -> se
 
 def _already(review_id: int | None, url: str | None) -> Publication:
     return Publication(status="already_published", review_id=review_id, url=url)
-
-
-async def _attempts(
-    result: ReviewResult,
-    ref: PullRequestRef,
-    github: GitHubClient,
-    placement: Placement,
-    *,
-    deadline: float,
-) -> tuple[int, PostWire | None, Placement]:
-    # Rendering escapes up to megabytes of model text: on a worker thread, off the event loop.
-    payload = await asyncio.to_thread(_payload, result, placement)
-    status, created = await _post(github, ref, payload, deadline=deadline)
-    if status == 422 and placement.inline:
-        # GitHub refused a comment's line (it never says which): everything in the body.
-        logger.info("GitHub refused the inline comments; posting every finding in the body")
-        placement = Placement(
-            body=sorted([*placement.inline, *placement.body], key=placed_order),
-            skipped=placement.skipped,
-        )
-        payload = await asyncio.to_thread(_payload, result, placement)
-        status, created = await _post(github, ref, payload, deadline=deadline)
-    return status, created, placement
-
-
-def _payload(result: ReviewResult, placement: Placement) -> dict[str, Any]:
-    body, _ = render_body(result, placement)
-    return {
-        "commit_id": result.revisions.head_sha,
-        "event": "COMMENT",
-        "body": body,
-        "comments": [_comment(p) for p in placement.inline],
-    }
-
-
-def _comment(placed: Placed) -> dict[str, Any]:
-    """An inline comment; a committable suggestion's spans its lines (CONTRACT 14)."""
-    comment: dict[str, Any] = {"path": placed.finding.path}
-    if placed.start_line is not None:
-        comment |= {"start_line": placed.start_line, "start_side": "RIGHT"}
-    return comment | {"line": placed.line, "side": "RIGHT", "body": render_comment(placed)}
 
 
 async def publish_result(  # noqa: PLR0913  (as publish)

@@ -2,7 +2,8 @@
 
 When a new head is reviewed and published, each unresolved review thread of ours (its first
 comment ours, with a finding's marker) is resolved with GraphQL `resolveReviewThread` when
-  - the new review does not report its fingerprint,
+  - the new review does not report its fingerprint, nor the same finding near its line
+    (github/threads.py: its line's text changed, and its fingerprint with it),
   - its anchored line changed between the commit it was posted on and the new head, and
   - nobody else's reply in it waits for an answer of ours (a later comment of ours).
 `publication.resolved` counts them. A thread GitHub does not let us resolve is left as it is.
@@ -11,54 +12,27 @@ comment ours, with a finding's marker) is resolved with GraphQL `resolveReviewTh
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.git_runner import GIT_FAILURES, run_git
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import Repository, ReviewComment, review_comments
+from pr_review_api.github.threads import graphql, review_threads, same_finding
+from pr_review_api.model import Finding
 
 logger = logging.getLogger(__name__)
 
 MAX_THREADS = 100
-THREADS_QUERY = """
-query($owner: String!, $repo: String!, $number: Int!) {
-  repository(owner: $owner, name: $repo) {
-    pullRequest(number: $number) {
-      reviewThreads(first: 100) {
-        nodes { id isResolved comments(first: 100) { nodes { databaseId } } }
-      }
-    }
-  }
-}
-"""
 RESOLVE_MUTATION = """
 mutation($threadId: ID!) {
   resolveReviewThread(input: {threadId: $threadId}) { thread { id isResolved } }
 }
 """
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Thread:
-    node_id: str
-    resolved: bool
-    comment_ids: tuple[int, ...]
-
-
-def graphql_url(github: GitHubClient) -> str:
-    """`{api}/graphql` on github.com; `/api/graphql` beside GitHub Enterprise's `/api/v3`."""
-    base = github.settings.github_api_url.rstrip("/")
-    if base.endswith("/api/v3"):
-        return base.removesuffix("/v3") + "/graphql"
-    return base + "/graphql"
 
 
 async def resolve_fixed(
@@ -68,12 +42,14 @@ async def resolve_fixed(
     git_dir: Path,
     head_sha: str,
     reported: Collection[str],
+    findings: Sequence[Finding],
 ) -> int:
-    """Resolve the threads of ours the new head fixed (module docstring); how many."""
+    """Resolve the threads of ours the new head fixed (module docstring); how many.
+    `reported` are the new review's fingerprints, `findings` its findings."""
     try:
         login = await github.login()
         comments = {c.id: c for c in await review_comments(github, repository, number)}
-        threads = await _threads(github, repository, number)
+        threads = await review_threads(github, repository, number)
     except GitHubUnavailable:
         return 0
     resolved = 0
@@ -84,6 +60,9 @@ async def resolve_fixed(
         fingerprint = first.finding_fingerprint()
         if fingerprint is None or fingerprint in reported:
             continue
+        line = first.line if first.line is not None else first.original_line
+        if any(same_finding(f, first.path, line, first.body) for f in findings):
+            continue  # reported again, its line's text changed (github/threads.py)
         replies = [comments[i] for i in thread.comment_ids[1:] if i in comments]
         if _question_waits(replies, login):
             continue
@@ -122,48 +101,10 @@ def _line_changed(git_dir: Path, comment: ReviewComment, head_sha: str) -> bool:
     return False
 
 
-async def _threads(github: GitHubClient, repository: Repository, number: int) -> list[Thread]:
-    variables = {"owner": repository.owner, "repo": repository.repo, "number": number}
-    data = await _graphql(github, THREADS_QUERY, variables)
-    try:
-        nodes = data["repository"]["pullRequest"]["reviewThreads"]["nodes"]
-        return [
-            Thread(
-                node_id=str(node["id"]),
-                resolved=bool(node["isResolved"]),
-                comment_ids=tuple(int(c["databaseId"]) for c in node["comments"]["nodes"]),
-            )
-            for node in nodes
-        ]
-    except (KeyError, TypeError, ValueError):
-        raise GitHubUnavailable("GitHub's review threads could not be read.") from None
-
-
 async def _resolve(github: GitHubClient, node_id: str) -> bool:
     try:
-        data = await _graphql(github, RESOLVE_MUTATION, {"threadId": node_id})
+        data = await graphql(github, RESOLVE_MUTATION, {"threadId": node_id})
         return bool(data["resolveReviewThread"]["thread"]["isResolved"])
     except (GitHubUnavailable, KeyError, TypeError):
         logger.info("a fixed thread could not be resolved")
         return False
-
-
-async def _graphql(github: GitHubClient, query: str, variables: dict[str, Any]) -> dict[str, Any]:
-    response = await github.request(
-        "POST",
-        graphql_url(github),
-        json_body={"query": query, "variables": variables},
-    )
-    if response.status != 200:
-        raise GitHubUnavailable("GitHub's GraphQL API refused the request.")
-
-    try:
-        document = json.loads(response.body)
-    except ValueError:
-        raise GitHubUnavailable("GitHub's GraphQL answer was not JSON.") from None
-    if not isinstance(document, dict) or document.get("errors") or "data" not in document:
-        raise GitHubUnavailable("GitHub's GraphQL API answered with errors.")
-    data = document["data"]
-    if not isinstance(data, dict):
-        raise GitHubUnavailable("GitHub's GraphQL answer had no data.")
-    return data

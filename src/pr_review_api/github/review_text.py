@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from pr_review_api.github.markers import (
+    SUMMARY_HEADING,
     finding_marker,
     head_marker,
 )
@@ -68,48 +69,106 @@ def _body_entry(placed: Placed) -> str:
     )
 
 
+BODY_FINDINGS_HEADING = "#### Findings not on the diff's lines"
+NOTES_HEADING = "#### Notes"
+
+
 def render_body(result: ReviewResult, placement: Placement) -> tuple[str, int]:
     """The review body and how many body findings it holds (the rest did not fit)."""
-    review = result.review
-    counts = Counter(f.severity for f in review.findings)
-    tally = ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s]) or "none"
-    parts = ["### pr-review", "", escape(review.summary), "", f"**Findings:** {tally}"]
-    parts += ["", coverage_line(result.coverage, escape_inline)]
+    parts = summary_lines(result)
     if placement.inline:
         parts += ["", f"{len(placement.inline)} of them inline on the diff."]
     if placement.skipped:
         parts += ["", f"{placement.skipped} already posted on an earlier head, not repeated."]
     tail = _tail(result)
     size = sum(len(p) + 1 for p in parts) + len(tail) + 200
-    shown = 0
-    if placement.body:
-        parts += ["", "#### Findings not on the diff's lines", ""]
-        for placed in placement.body:
-            entry = _body_entry(placed)
-            if size + len(entry) > MAX_BODY_CHARS:
-                break
-            parts += [entry, ""]
-            size += len(entry) + 2
-            shown += 1
-        if shown < len(placement.body):
-            parts += [f"{len(placement.body) - shown} more findings did not fit in this review."]
-    notes = [escape(note).replace("\n", "\n  ") for note in review.notes]
-    if notes:
-        parts += ["", "#### Notes", ""]
-        for note in notes:
-            if size + len(note) > MAX_BODY_CHARS:
-                parts.append("(more notes did not fit)")
-                break
-            parts.append("- " + note)
-            size += len(note) + 3
+    section, shown, size = findings_section(placement, size)
+    parts += section
+    parts += notes_lines(result, size)
     parts += ["", tail]
     return "\n".join(parts), shown
 
 
-def _tail(result: ReviewResult) -> str:
+def render_short_body(result: ReviewResult, placement: Placement) -> tuple[str, int]:
+    """A later head's review (github/summary.py keeps the summary in our first review): one
+    line, with the counts of the whole review at this head as the first review states them
+    (a run of this head again completes its check from them), then the findings that cannot
+    go inline, and the head's marker."""
+    head = result.revisions.head_sha
+    new = len(placement.inline) + len(placement.body)
+    what = f"{new} of them new" if new else "none of them new"
+    counts = tally(result)
+    line = (
+        f"**Findings:** {counts} at `{head[:7]}`"
+        + ("" if counts == "none" else f", {what}")
+        + "; the summary is kept in the first review."
+    )
+    size = len(line) + 200
+    section, shown, _ = findings_section(placement, size)
+    return "\n".join([line, *section, "", head_marker(head)]), shown
+
+
+def tally(result: ReviewResult) -> str:
+    """The counts by severity of the review's findings, as `**Findings:**` states them."""
+    counts = Counter(f.severity for f in result.review.findings)
+    return ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s]) or "none"
+
+
+def summary_lines(result: ReviewResult) -> list[str]:
+    """The heading, the summary, the counts and the coverage: the top of a full body."""
+    parts = [
+        SUMMARY_HEADING,
+        "",
+        escape(result.review.summary),
+        "",
+        f"**Findings:** {tally(result)}",
+    ]
+    return [*parts, "", coverage_line(result.coverage, escape_inline)]
+
+
+def findings_section(placement: Placement, size: int) -> tuple[list[str], int, int]:
+    """The body's list of findings not inline, as many as fit after `size` characters: its
+    lines, how many it shows, and the size then."""
+    if not placement.body:
+        return [], 0, size
+    parts = ["", BODY_FINDINGS_HEADING, ""]
+    shown = 0
+    for placed in placement.body:
+        entry = _body_entry(placed)
+        if size + len(entry) > MAX_BODY_CHARS:
+            break
+        parts += [entry, ""]
+        size += len(entry) + 2
+        shown += 1
+    if shown < len(placement.body):
+        parts += [f"{len(placement.body) - shown} more findings did not fit in this review."]
+    return parts, shown, size
+
+
+def notes_lines(result: ReviewResult, size: int) -> list[str]:
+    """The notes section, as many notes as fit after `size` characters."""
+    notes = [escape(note).replace("\n", "\n  ") for note in result.review.notes]
+    if not notes:
+        return []
+    parts = ["", NOTES_HEADING, ""]
+    for note in notes:
+        if size + len(note) > MAX_BODY_CHARS:
+            parts.append("(more notes did not fit)")
+            break
+        parts.append("- " + note)
+        size += len(note) + 3
+    return parts
+
+
+def usage_line(result: ReviewResult) -> str:
+    """The model, rounds and tokens, in small print."""
     usage = result.usage
     return (
         f"<sub>{escape_inline(result.model)} · {result.rounds} "
         f"{'round' if result.rounds == 1 else 'rounds'} · "
-        f"{usage.total_tokens} tokens</sub>\n\n{head_marker(result.revisions.head_sha)}"
+        f"{usage.total_tokens} tokens</sub>"
     )
+
+
+def _tail(result: ReviewResult) -> str:
+    return f"{usage_line(result)}\n\n{head_marker(result.revisions.head_sha)}"

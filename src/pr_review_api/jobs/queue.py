@@ -52,6 +52,7 @@ from pr_review_api.errors import (
     ServerBusy,
 )
 from pr_review_api.github.app_auth import AppCredentials
+from pr_review_api.github.conversation import PermissionCache
 from pr_review_api.jobs import records, recovery
 from pr_review_api.jobs.conversation import ConversationJobs
 from pr_review_api.jobs.dismissals import DatabaseDismissals
@@ -122,18 +123,22 @@ class JobQueue:
         self.connector = procrastinate.PsycopgConnector(
             conninfo=self.conninfo, min_size=1, max_size=10
         )
+        # Who may write, as GitHub said lately: for this process's webhooks and reviews.
+        self.permissions = PermissionCache()
         self._own_runner: JobReviewer | None = None
         if runner is None:
             # The pool exists once the app is opened: look it up on each use, not now.
             ledger = DatabaseLedger(lambda: self.connector.pool.connection())  # noqa: PLW0108
             dismissals = DatabaseDismissals(lambda: self.connector.pool.connection())  # noqa: PLW0108
             runner = self._own_runner = JobReviewer(
-                self.app_credentials, ledger, metrics, dismissals
+                self.app_credentials, ledger, metrics, dismissals, self.permissions
             )
         self.runner: ReviewRunner = runner
         # Command jobs of comments (CONTRACT 15); reviews forced by `review` go through the
         # default reviewer (a queue given its own runner still runs them with it).
-        reviewer = self._own_runner or JobReviewer(self.app_credentials, None, metrics)
+        reviewer = self._own_runner or JobReviewer(
+            self.app_credentials, None, metrics, permissions=self.permissions
+        )
         self.conversation: ConversationRunner = ConversationJobs(
             lambda: self.connector.pool.connection(),  # noqa: PLW0108
             self.app_credentials,

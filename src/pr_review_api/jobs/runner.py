@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.conversation import PermissionCache
 from pr_review_api.github.credentials import credentials_for
 from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.loop.run import run_review
@@ -46,10 +47,13 @@ class JobReviewer:
         ledger: PublishLedger | None = None,
         metrics: Metrics | None = None,
         dismissals: DismissedFindings | None = None,
+        permissions: PermissionCache | None = None,
     ) -> None:
+        """`permissions`: the holder's answers of who may write (its own when not given)."""
         self._app_credentials = app_credentials
         self._ledger = ledger
         self._dismissals = dismissals
+        self._permissions = permissions or PermissionCache()
         self._metrics = metrics
         self._store: RepositoryStore | None = None
 
@@ -84,6 +88,7 @@ class JobReviewer:
                 automatic=automatic,
                 force=force,
                 dismissals=self._dismissals,
+                permissions=self._permissions,
             )
         return result.model_dump(mode="json")
 

@@ -29,6 +29,7 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import (
+    PermissionCache,
     Repository,
     dismissed_on_pull_request,
     downvoted,
@@ -124,6 +125,7 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     force: bool = False,
     dismissals: DismissedFindings | None = None,
     gitlab: GitLabClient | None = None,
+    permissions: PermissionCache | None = None,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
@@ -139,9 +141,10 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     command in a comment, CONTRACT 15) reviews and publishes a head already published; the
     findings already posted are still not repeated. A `post` that cannot publish (no token, a
     token GitHub refuses) fails before the model is asked (github/preflight.py). With
-    `dismissals` (the service's), a finding the repository dismissed is not published.
-    A GitLab merge request's URL is reviewed through `gitlab` (the process's shared client;
-    else one is made with `GITLAB_TOKEN`, for a merge request only).
+    `dismissals` (the service's), a finding the repository dismissed is not published;
+    `permissions` (the holder's) keeps GitHub's answers of who may dismiss, else the review
+    keeps its own. A GitLab merge request's URL is reviewed through `gitlab` (the process's
+    shared client; else one is made with `GITLAB_TOKEN`, for a merge request only).
 
     Raises a `ReviewError` subclass for every failure the contract names, carrying what the
     review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
@@ -215,6 +218,7 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                         prepared,
                         dismissals,
                         github_client,
+                        permissions or PermissionCache(),
                         result_findings=bool(result.review.findings),
                     )
                     gate.dismissed = dismissed
@@ -280,7 +284,7 @@ async def _resolve_fixed(result: ReviewResult, prepared: Prepared, github: GitHu
     reported = {fingerprint_of(f, texts) for f in findings}
     repository = Repository(info.owner, info.repo)
     publication.resolved = await resolve_fixed(
-        github, repository, info.number, git_dir, head, reported
+        github, repository, info.number, git_dir, head, reported, findings
     )
 
 
@@ -302,6 +306,7 @@ async def _dismissed(
     prepared: Prepared,
     dismissals: DismissedFindings | None,
     github: GitHubClient,
+    permissions: PermissionCache,
     *,
     result_findings: bool,
 ) -> set[str]:
@@ -315,13 +320,13 @@ async def _dismissed(
             return set()  # no earlier review of ours to dismiss, or nothing to suppress
         try:
             return await dismissed_on_pull_request(
-                github, Repository(info.owner, info.repo), info.number
+                github, Repository(info.owner, info.repo), info.number, permissions
             )
         except GitHubUnavailable:
             return set()
     repository = f"{info.owner}/{info.repo}"
     try:
-        found = await downvoted(github, Repository(info.owner, info.repo), info.number)
+        found = await downvoted(github, Repository(info.owner, info.repo), info.number, permissions)
     except GitHubUnavailable:
         found = []  # read again at the next review
     try:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from rich.console import Console
 from rich.text import Text
 
-from pr_review_api.model import Finding, ReviewResult, Severity, TraceTurn
+from pr_review_api.model import Finding, Publication, ReviewResult, Severity, TraceTurn
 from pr_review_api.output.common import (
     LocalSubject,
     arguments_json,
@@ -90,7 +90,20 @@ def _text_report(result: ReviewResult, local: LocalSubject | None = None) -> Tex
     if result.trace is not None:
         _append_text_trace(report, result.trace)
     report.append("\n" + usage_line(result) + "\n", style="dim")
+    if result.publication is not None:
+        report.append(_publication_line(result.publication) + "\n", style="bold")
     return report
+
+
+def _publication_line(publication: Publication) -> str:
+    """What `--post` did, in one line: the last of the report."""
+    if publication.status == "failed":
+        error = publication.error
+        return "Publishing failed: " + clean(error.message if error else "no reason given")
+    where = clean(publication.url) if publication.url else "(GitHub gave no URL)"
+    if publication.status == "already_published":
+        return f"Already published: {where}"
+    return f"Published: {where}"
 
 
 def _append_text_finding(report: Text, finding: Finding) -> None:

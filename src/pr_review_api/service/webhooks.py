@@ -40,7 +40,7 @@ from pr_review_api.errors import (
     ReviewError,
     ServerBusy,
 )
-from pr_review_api.github.conversation import Repository, may_write
+from pr_review_api.github.conversation import Repository
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
 from pr_review_api.jobs.commands import (
@@ -217,6 +217,7 @@ async def _permitted_command(
         # The pull request's author may ask questions, nothing else.
         author_asks = kind == "answer" and the_comment.author == the_comment.pull_author
         repository = Repository(job.owner, job.repo)
+        may_write = queue.permissions.may_write
         if not author_asks and not await may_write(github, repository, the_comment.author):
             return None
     return CommandJob(job, kind, the_comment.command(kind, text))

@@ -1,0 +1,106 @@
+"""The requests that publish a review on a pull request (CONTRACT 10): create one, or edit the
+body of one of ours.
+
+`POST /repos/{o}/{r}/pulls/{n}/reviews` with `event: COMMENT`, `commit_id` the head, the body
+and the inline comments; a 422 (GitHub refusing a comment's line, it never says which) makes
+one more attempt with every finding in the body. `PUT .../reviews/{id}` with `body` edits a
+review's body (github/summary.py). A secondary rate limit (403/429 with `Retry-After` or
+`x-ratelimit-reset`) is waited out when the wait ends before the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
+from pr_review_api.github.history import PostWire, PublishFailure
+from pr_review_api.github.placement import Placed, Placement, placed_order
+from pr_review_api.github.review_text import render_comment
+from pr_review_api.github.urls import PullRequestRef
+from pr_review_api.model import ReviewResult
+
+logger = logging.getLogger(__name__)
+
+MAX_POST_ATTEMPTS = 5
+DEFAULT_RATE_LIMIT_WAIT_SECONDS = 60
+# A review's body and how many body findings it holds (github/review_text.py).
+Render = Callable[[ReviewResult, Placement], tuple[str, int]]
+
+
+async def send_review(
+    github: GitHubClient,
+    method: str,
+    url: str,
+    payload: dict[str, Any],
+    *,
+    deadline: float,
+) -> tuple[int, PostWire | None]:
+    """(status, the review created or edited) after waiting out secondary rate limits within
+    the deadline."""
+    loop = asyncio.get_running_loop()
+    for _ in range(MAX_POST_ATTEMPTS):
+        response = await github.request(method, url, json_body=payload)
+        if response.status in (200, 201):
+            try:
+                return response.status, PostWire.model_validate_json(response.body)
+            except ValidationError:
+                return response.status, None
+        if not is_rate_limited(response.status, response.headers):
+            return response.status, None
+        wait = rate_limit_wait(response.headers)
+        wait = DEFAULT_RATE_LIMIT_WAIT_SECONDS if wait is None else max(wait, 1)
+        if loop.time() + wait > deadline:
+            raise PublishFailure("GitHub's rate limit lasts past the review's deadline.")
+        logger.info("GitHub rate limit on publishing; waiting %d s", wait)
+        await asyncio.sleep(wait)
+    raise PublishFailure("GitHub kept answering with its rate limit.")
+
+
+async def post_review(
+    result: ReviewResult,
+    ref: PullRequestRef,
+    github: GitHubClient,
+    placement: Placement,
+    render: Render,
+    *,
+    deadline: float,
+) -> tuple[int, PostWire | None, Placement]:
+    """Post the review (one more attempt, every finding in the body, after a 422): GitHub's
+    status, the review created, and the placement it was posted with."""
+    # Rendering escapes up to megabytes of model text: on a worker thread, off the event loop.
+    url = ref.api_url(github.settings, "/reviews")
+    payload = await asyncio.to_thread(_payload, result, placement, render)
+    status, created = await send_review(github, "POST", url, payload, deadline=deadline)
+    if status == 422 and placement.inline:
+        # GitHub refused a comment's line (it never says which): everything in the body.
+        logger.info("GitHub refused the inline comments; posting every finding in the body")
+        placement = Placement(
+            body=sorted([*placement.inline, *placement.body], key=placed_order),
+            skipped=placement.skipped,
+        )
+        payload = await asyncio.to_thread(_payload, result, placement, render)
+        status, created = await send_review(github, "POST", url, payload, deadline=deadline)
+    return status, created, placement
+
+
+def _payload(result: ReviewResult, placement: Placement, render: Render) -> dict[str, Any]:
+    body, _ = render(result, placement)
+    return {
+        "commit_id": result.revisions.head_sha,
+        "event": "COMMENT",
+        "body": body,
+        "comments": [_comment(p) for p in placement.inline],
+    }
+
+
+def _comment(placed: Placed) -> dict[str, Any]:
+    """An inline comment; a committable suggestion's spans its lines (CONTRACT 14)."""
+    comment: dict[str, Any] = {"path": placed.finding.path}
+    if placed.start_line is not None:
+        comment |= {"start_line": placed.start_line, "start_side": "RIGHT"}
+    return comment | {"line": placed.line, "side": "RIGHT", "body": render_comment(placed)}

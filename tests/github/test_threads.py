@@ -1,0 +1,50 @@
+"""Which finding an open thread of ours stands for (github/threads.py): same path, same title as
+our comment shows it, a line within three of the comment's."""
+
+from __future__ import annotations
+
+import pytest
+
+from pr_review_api.github.placement import Placed
+from pr_review_api.github.review_text import render_comment
+from pr_review_api.github.threads import NEAR_LINES, same_finding
+from pr_review_api.model import Finding
+from tests.results import HOSTILE, finding
+
+TITLE = "average() drops the last [value] of @octocat's #12 <list>"
+
+
+def comment_for(found: Finding) -> str:
+    return render_comment(Placed(found, "a" * 32))
+
+
+@pytest.mark.parametrize("title", [TITLE, HOSTILE[:120], "plain"])
+def test_the_same_title_near_the_line_is_the_same_finding(title: str) -> None:
+    posted = finding(title=title, path="src/stats.py", line=10)
+    body = comment_for(posted)
+    for line in (10 - NEAR_LINES, 10, 10 + NEAR_LINES):
+        again = finding("low", title=title, path="src/stats.py", line=line, explanation="new")
+        assert same_finding(again, "src/stats.py", 10, body)
+
+
+def test_another_title_path_or_a_farther_line_is_another_finding() -> None:
+    body = comment_for(finding(title=TITLE, path="src/stats.py", line=10))
+    assert not same_finding(
+        finding(title=TITLE + ".", path="src/stats.py", line=10), "src/stats.py", 10, body
+    )
+    assert not same_finding(
+        finding(title=TITLE, path="src/other.py", line=10), "src/stats.py", 10, body
+    )
+    assert not same_finding(
+        finding(title=TITLE, path="src/stats.py", line=14), "src/stats.py", 10, body
+    )
+    assert not same_finding(
+        finding(title=TITLE, path="src/stats.py", line=None), "src/stats.py", 10, body
+    )
+    assert not same_finding(
+        finding(title=TITLE, path="src/stats.py", line=10), "src/stats.py", None, body
+    )
+
+
+def test_a_comment_that_shows_no_title_matches_nothing() -> None:
+    assert not same_finding(finding(title="T", path="a.py", line=1), "a.py", 1, "T")
