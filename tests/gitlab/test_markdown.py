@@ -9,17 +9,23 @@ a line can start (after spaces, a tab, a quote `>`, a list marker, a line break 
 
 from __future__ import annotations
 
-import html
 import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from markdown_it import MarkdownIt
 
 from pr_review_api.github.markers import Post, finding_marker, head_marker, read_markers
 from pr_review_api.gitlab.markdown import escape, escape_inline, starts_quick_action
 from pr_review_api.output.inert_markdown import WORD_JOINER
+from tests.gitlab.support import (
+    GITLAB_RULES,
+    QUICK_ACTION_PATTERN,
+    SIGILS,
+    active_parts,
+    rendered,
+    visible_text,
+)
 
 # GitLab's quick actions, as its documentation lists them (issues, merge requests, epics, work
 # items, commits), each with a typical argument. Every one of them must stay inert.
@@ -130,8 +136,6 @@ GITLAB_EXTRACTOR = re.compile(
     r"^/(?:" + "|".join(COMMAND_NAMES) + r")(?:[ ][^\n]*)?(?:\s*\n|$)",
     re.IGNORECASE | re.MULTILINE,
 )
-# What the brief and CONTRACT hold us to, stricter than GitLab: no line's first non-blank is `/`.
-QUICK_ACTION_PATTERN = re.compile(r"^\s*/[a-z_]+", re.IGNORECASE | re.MULTILINE)
 # Where a model could put a command so that a naive escape lets it through.
 PLACES = [
     "/{}",
@@ -198,39 +202,6 @@ FORBIDDEN = [
     "\u202eRTL override\u2066",
 ]
 
-# GitLab's reference and link filters (lib/banzai/filter/*), simplified, on rendered text.
-GITLAB_RULES = {
-    "user or group mention": re.compile(r"(?<!\w)@[A-Za-z0-9_]"),
-    "issue or work item": re.compile(r"#\d"),
-    "merge request": re.compile(r"!\d"),
-    "epic": re.compile(r"&\d"),
-    "label": re.compile(r'~[\w"?.&-]'),
-    "milestone": re.compile(r'%[\w"]'),
-    "snippet": re.compile(r"\$\d"),
-    "math": re.compile(r"\$[`$]"),
-    "iteration": re.compile(r"\*iteration:"),
-    "alert": re.compile(r"\^alert#"),
-    "wiki or TOC tag": re.compile(r"\[\[|\[TOC\]"),
-    "bracket reference": re.compile(r"\[(?:vulnerability|contact|feature_flag|work_item):"),
-    "inline diff": re.compile(r"\{[+-]|\[[+-]"),
-    "emoji": re.compile(r":[a-z0-9_+-]+:"),
-    "URL autolink": re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://"),
-    "www autolink": re.compile(r"(?i)\bwww\."),
-    "e-mail autolink": re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+"),
-    "commit": re.compile(r"[0-9a-fA-F]{7}"),
-    "external tracker key": re.compile(r"\b[A-Z][A-Z0-9_]+-\d"),
-}
-SIGILS = "@#!&~%$*^[{:"
-
-
-def rendered(markdown: str) -> str:
-    out: str = MarkdownIt("commonmark").render(markdown)
-    return out
-
-
-def visible_text(html_text: str) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", html_text))
-
 
 def assert_inert(text: str) -> None:
     """What GitLab would make of `escape(text)`: nothing but paragraphs and plain text."""
@@ -245,6 +216,7 @@ def assert_inert(text: str) -> None:
     assert all(shown[i + 1 : i + 2] == WORD_JOINER for i, c in enumerate(shown) if c in SIGILS)
     assert QUICK_ACTION_PATTERN.search(escaped.replace("\r", "")) is None
     assert GITLAB_EXTRACTOR.search(escaped.replace("\r", "")) is None
+    assert active_parts(escaped) == []
 
 
 def test_text_that_needs_no_escaping_is_unchanged() -> None:
