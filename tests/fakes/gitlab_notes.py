@@ -90,10 +90,13 @@ class _DiffReader:
             self._content(line[:1])
         elif line.startswith("diff --git "):
             self.files.append(DiffLines("", ""))
-        elif line.startswith(("rename from ", "--- a/")):
-            self.files[-1].old_path = line.split(" ", 2)[2].removeprefix("a/")
-        elif line.startswith(("rename to ", "+++ b/")):
-            self.files[-1].new_path = line.split(" ", 2)[2].removeprefix("b/")
+        elif line.startswith(("rename from ", "rename to ")):
+            side, path = line.split(" ", 2)[1:]
+            setattr(self.files[-1], "old_path" if side == "from" else "new_path", path)
+        elif line.startswith("--- a/"):
+            self.files[-1].old_path = line.removeprefix("--- a/")
+        elif line.startswith("+++ b/"):
+            self.files[-1].new_path = line.removeprefix("+++ b/")
         elif line.startswith("@@ "):
             match = _HUNK.match(line)
             assert match is not None

@@ -163,6 +163,6 @@ def test_anchors_match_what_git_shows_line_by_line(
     new_lines = new or [""]
     for right, left in ({} if hunk is None else hunk.context_old).items():
         assert old_lines[left - 1] == new_lines[right - 1]
-    assert set(({} if hunk is None else hunk.context_old)) == (
+    assert set({} if hunk is None else hunk.context_old) == (
         set() if hunk is None else hunk.context
     )
