@@ -1,4 +1,5 @@
-"""The one capped, deadline-bound body reader for every upstream (the provider, GitHub).
+"""The one capped, deadline-bound body reader for every upstream (the provider, the forges),
+and the TLS context the forge clients share.
 
 A response body is untrusted: it may be huge, it may announce a size it never sends, and it may
 be a gzip bomb (64 KiB on the wire, 64 MiB inflated). `read_capped()` reads the raw stream and
@@ -15,9 +16,12 @@ body text.
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 import zlib
 from collections.abc import Callable
 
+import certifi
 import httpx
 
 ACCEPTED_ENCODINGS = "gzip, deflate"
@@ -42,6 +46,13 @@ class BodyCorrupt(BodyError):
 
 class UnsupportedEncoding(BodyError):
     """A Content-Encoding other than identity, gzip or deflate."""
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """httpx's default verification (certifi's CA bundle), built once: loading it costs ~50 ms.
+    Shared by the forge clients (GitHub, GitLab)."""
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def bounded_decimal(text: str, ceiling: int) -> int | None:
