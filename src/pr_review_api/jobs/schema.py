@@ -1,9 +1,10 @@
 """Versioned database migrations, applied at start by every process that uses the database.
 
 Migration 1 is procrastinate's own schema (the queue); the others are ours (the review-job
-records, in 4 the tenants and the fair fetch of `jobs.fairness`, in 6 GitLab's tenants). Each runs in its own
-transaction and is recorded in `pr_review_migrations`; a transaction-level advisory lock makes
-concurrent starts (a server and several workers) apply each migration exactly once. A later
+records, in 4 the tenants and the fair fetch of `jobs.fairness`, in 6 GitLab's tenants). Each
+runs in its own transaction and is recorded in `pr_review_migrations`; a transaction-level
+advisory lock makes concurrent starts (a server and several workers) apply each migration
+exactly once. A later
 schema change appends a migration; none is ever edited.
 
 `review_jobs` holds what an operator needs ("what did we review today, and what did it cost")
@@ -228,7 +229,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "published_heads ledger", lambda: _PUBLISHED_HEADS),
     Migration(4, "fair fetch across tenants", lambda: _FAIR_FETCH),
     Migration(5, "conversation: job kinds and dismissals", lambda: _CONVERSATION),
-    Migration(6, "gitlab: a merge request's tenant is its top-level group", lambda: _GITLAB_TENANTS),
+    Migration(6, "gitlab: a merge request's tenant is its group", lambda: _GITLAB_TENANTS),
 )
 
 
