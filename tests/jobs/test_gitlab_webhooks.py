@@ -48,15 +48,19 @@ async def deliver(
     headers: dict[str, str] | None = None,
 ) -> httpx.Response:
     body = event if isinstance(event, bytes) else json.dumps(event).encode()
-    sent: dict[str, str | bytes] = {
+    named: dict[str, str | bytes] = {
         "Content-Type": "application/json",
         "X-Gitlab-Event": kind,
         "X-Gitlab-Event-UUID": uuid_header or str(uuid.uuid4()),
         "X-Gitlab-Instance": "https://evil.example",
     }
     if token is not None:
-        sent["X-Gitlab-Token"] = token
-    sent.update(headers or {})
+        named["X-Gitlab-Token"] = token  # bytes: a value that is not ASCII, sent as is
+    named.update(headers or {})
+    sent = [
+        (name.encode(), value if isinstance(value, bytes) else value.encode())
+        for name, value in named.items()
+    ]
     return await client.post("/v1/webhooks/gitlab", content=body, headers=sent)
 
 
@@ -68,7 +72,7 @@ def test_a_token_that_is_not_the_secret_is_invalid_signature(database_url: str) 
     async def scenario() -> None:
         async with service(settings_for(database_url)) as client:
             event = merge_request_hook("open")
-            wrong = [
+            wrong: list[str | bytes] = [
                 TOKEN[:-1],
                 TOKEN + "x",
                 "",
