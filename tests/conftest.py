@@ -13,13 +13,18 @@ import pytest
 from pr_review_api.settings import Settings
 from tests.gitrepo import GitRepo
 
-# The fakes' fixtures (`scripted_provider`, `fake_github`), for every test of the suite: a test
+# The fakes' fixtures (`scripted_provider`, `fake_github`, `fake_gitlab`), for every test: a test
 # asks for one by name and never imports it. tests/README.md says which fake to use when.
-pytest_plugins = ["tests.fakes.provider_server", "tests.fakes.github_server"]
+pytest_plugins = [
+    "tests.fakes.provider_server",
+    "tests.fakes.github_server",
+    "tests.fakes.gitlab_server",
+]
 
 # Distinctive secrets: tests assert they never appear in any output, log, trace or file.
 PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"
 GITHUB_TOKEN = "ghp_test-GITHUB-SECRET-41be02"
+GITLAB_TOKEN = "glpat-test-GITLAB-SECRET-93c1d7"
 
 # The fast tier (`uv run pytest --fast`), the inner loop: the unit level on every core. It leaves
 # out two folders, the hostile-world suite and the PostgreSQL job suite, and every test marked

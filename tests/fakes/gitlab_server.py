@@ -1,0 +1,562 @@
+"""A real fake GitLab on loopback: REST v4 and git smart HTTP, under a path prefix.
+
+`FakeGitLab` runs a `ThreadingHTTPServer` in a background thread, at
+`http://127.0.0.1:<port>/gitlab` (a self-managed GitLab under a relative URL root, on a
+non-default port), with the API at `<server>/api/v4`. It enforces GitLab's rules:
+
+- a project is named by its URL-encoded full path (`grp%2Fsub%2Fproject`) or its numeric id;
+  a literal `/` in the id is no project (404), as on GitLab;
+- `PRIVATE-TOKEN` must be a known token when sent (else 401 on every endpoint); a private
+  project answers 401 to a request without one, an unknown project or merge request 404;
+- listings are paginated with `X-Page`, `X-Next-Page` (empty on the last page), `X-Per-Page`,
+  `X-Total`, `X-Total-Pages`; `per_page` defaults to 20 and is at most 100 (`page_size` lowers
+  it for a test);
+- git data is served by `git http-backend` over real bare repositories, with
+  `refs/merge-requests/<iid>/head` as GitLab publishes them; a private project's git needs
+  basic credentials `oauth2:<token>` (401 with a `WWW-Authenticate` challenge otherwise).
+
+Every request is recorded (`RecordedRequest`). Other fakes add endpoints by appending a `Route`
+to `routes` (tests/fakes/gitlab_notes.py for notes and discussions). The `fake_gitlab` fixture
+(a plugin of the root conftest) yields a running server:
+
+    def test_something(fake_gitlab: FakeGitLab) -> None:
+        mr = fake_gitlab.merge_request("grp/sub/project", 3, base={...}, head={...})
+        settings = fake_gitlab.settings(cache_dir, token=GITLAB_TOKEN)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
+from pydantic import SecretStr
+
+from pr_review_api.settings import Settings
+from tests.fakes.github_server import HTTP_BACKEND
+from tests.gitrepo import GitRepo, git
+
+PREFIX = "/gitlab"  # the relative URL root of the self-managed instance
+API_PREFIX = f"{PREFIX}/api/v4"
+DEFAULT_PER_PAGE = 20
+MAX_PER_PAGE = 100
+
+
+@dataclass
+class RecordedRequest:
+    """One request the fake server received."""
+
+    method: str
+    path: str  # as sent, still percent-encoded
+    query: str
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
+    status: int = 0
+    body: bytes = b""
+
+    @property
+    def private_token(self) -> str | None:
+        return self.headers.get("private-token")
+
+    @property
+    def authorization(self) -> str | None:
+        return self.headers.get("authorization")
+
+
+@dataclass
+class CannedResponse:
+    """An answer a test fixed for one endpoint."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MergeRequestFixture:
+    """A merge request published on the fake server."""
+
+    project: Project
+    iid: int
+    start_sha: str  # the target branch's tip when the diff was made: our base
+    head_sha: str
+    base_sha: str  # GitLab's merge base of the target branch and the head
+    target_branch: str
+    url: str
+
+
+class Project:
+    """A project served by the fake: a bare repository built through a working repository."""
+
+    def __init__(self, server: FakeGitLab, path: str, project_id: int, *, private: bool) -> None:
+        self.server = server
+        self.path = path
+        self.id = project_id
+        self.private = private
+        self.bare = server.git_root / f"{path}.git"
+        self.bare.parent.mkdir(parents=True, exist_ok=True)
+        git(self.bare.parent, "init", "-q", "--bare", self.bare.name)
+        self.work = GitRepo(server.root / "work" / path)
+
+    def publish(self, sha: str, ref: str) -> None:
+        """Point `ref` of the served repository at `sha` (forced)."""
+        git(self.work.path, "push", "-q", "--force", str(self.bare), f"{sha}:{ref}")
+
+    def set_branch(self, name: str, sha: str) -> None:
+        self.publish(sha, f"refs/heads/{name}")
+
+    def set_merge_request_head(self, iid: int, sha: str) -> None:
+        self.publish(sha, f"refs/merge-requests/{iid}/head")
+
+    def branch(self, name: str) -> str:
+        return git(self.bare, "for-each-ref", "--format=%(objectname)", f"refs/heads/{name}")
+
+    def commit(
+        self, files: Mapping[str, str | bytes], parent: str | None, message: str = "c"
+    ) -> str:
+        """Commit files on top of `parent` (None: a root commit) without moving any branch."""
+        if parent is None:
+            git(self.work.path, "checkout", "-q", "--orphan", f"tmp-{time.monotonic_ns()}")
+            git(self.work.path, "rm", "-rfq", "--ignore-unmatch", ".")
+            git(self.work.path, "clean", "-fdxq")
+        else:
+            git(self.work.path, "checkout", "-q", "--detach", parent)
+        return self.work.commit_files(files, message)
+
+
+# A route other fakes add: (fake, handler, record, project, tail pieces, body) -> handled.
+Route = Callable[["FakeGitLab", "_Handler", RecordedRequest, Project, list[str], bytes], bool]
+
+
+def merge_request_json(  # noqa: PLR0913  (a document's fields; tests name the few they set)
+    iid: int,
+    *,
+    project_id: int = 1,
+    start_sha: str | None = "a" * 40,
+    head_sha: str = "b" * 40,
+    base_sha: str | None = None,
+    target_branch: str = "main",
+    title: str = "A change",
+    description: str | None = "Please review.",
+    author: str = "alice",
+    labels: tuple[str, ...] = (),
+    draft: bool = False,
+    web_url: str = "",
+) -> dict[str, Any]:
+    """A merge request as GitLab's API returns it (the fields a review reads, and some more)."""
+    diff_refs = (
+        None
+        if start_sha is None
+        else {"base_sha": base_sha or start_sha, "head_sha": head_sha, "start_sha": start_sha}
+    )
+    return {
+        "id": 10_000 + iid,
+        "iid": iid,
+        "project_id": project_id,
+        "title": title,
+        "description": description,
+        "state": "opened",
+        "target_branch": target_branch,
+        "source_branch": f"feature-{iid}",
+        "author": {"id": 7, "username": author, "name": author.title()},
+        "labels": list(labels),
+        "draft": draft,
+        "work_in_progress": draft,
+        "sha": head_sha,
+        "diff_refs": diff_refs,
+        "web_url": web_url,
+    }
+
+
+class FakeGitLab:
+    """A running fake GitLab on 127.0.0.1 (see the module docstring)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.git_root = root / "git"
+        self.git_root.mkdir(parents=True, exist_ok=True)
+        self.requests: list[RecordedRequest] = []
+        self.users: dict[str, str] = {}  # token -> username answered by GET /user
+        self.page_size = MAX_PER_PAGE  # at most this many items per page, whatever per_page says
+        self.routes: list[Route] = []
+        self.api_redirect: str | None = None  # answer API requests with a redirect to this URL
+        self.git_redirect: str | None = None  # answer git requests with a redirect to this URL
+        self.documents: dict[tuple[int, int], dict[str, Any]] = {}  # (project id, iid) -> MR
+        self.canned: dict[tuple[int, int], CannedResponse] = {}
+        self._projects: dict[str, Project] = {}
+        self._merge_requests: dict[tuple[int, int], MergeRequestFixture] = {}
+        self._lock = threading.Lock()
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.fake = self
+        self.port = self._httpd.server_address[1]
+        self.origin = f"http://127.0.0.1:{self.port}"
+        self.server_url = f"{self.origin}{PREFIX}"
+        self.api_url = f"{self.origin}{API_PREFIX}"
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
+        """Settings pointing at this server (GITLAB_API_URL left to its default)."""
+        return Settings(
+            gitlab_server_url=self.server_url,
+            gitlab_token=None if token is None else SecretStr(token),
+            pr_review_cache_dir=cache_dir,
+            **overrides,
+        )
+
+    # --- configuring ---
+
+    def project(self, path: str, *, private: bool = False) -> Project:
+        """The served project at `path` (`grp/sub/project`), created empty on first use."""
+        if path not in self._projects:
+            self._projects[path] = Project(self, path, len(self._projects) + 1, private=private)
+        return self._projects[path]
+
+    def merge_request(
+        self,
+        path: str,
+        iid: int,
+        *,
+        base: Mapping[str, str | bytes] | None = None,
+        head: Mapping[str, str | bytes] | None = None,
+        target_branch: str = "main",
+        private: bool = False,
+        **fields: Any,
+    ) -> MergeRequestFixture:
+        """Publish a merge request: the target branch (advanced by `base`), a head on it."""
+        project = self.project(path, private=private)
+        current = project.branch(target_branch)
+        start = current or project.commit(base or {"README.md": "hello\n"}, None, "base")
+        if current and base:
+            start = project.commit(base, current, "base")
+        if start != current:
+            project.set_branch(target_branch, start)
+        head_sha = project.commit(head or {f"change-{iid}.txt": f"{iid}\n"}, start, "head")
+        project.set_merge_request_head(iid, head_sha)
+        merge_base = git(project.bare, "merge-base", start, head_sha)
+        url = f"{self.server_url}/{path}/-/merge_requests/{iid}"
+        self.documents[(project.id, iid)] = merge_request_json(
+            iid,
+            project_id=project.id,
+            start_sha=start,
+            head_sha=head_sha,
+            base_sha=merge_base,
+            target_branch=target_branch,
+            web_url=url,
+            **fields,
+        )
+        fixture = MergeRequestFixture(project, iid, start, head_sha, merge_base, target_branch, url)
+        self._merge_requests[(project.id, iid)] = fixture
+        return fixture
+
+    def set_document(self, path: str, iid: int, **fields: Any) -> dict[str, Any]:
+        """Answer the merge request's endpoint with a document of these fields (see
+        `merge_request_json`), whatever the repository holds."""
+        project = self.project(path)
+        document = merge_request_json(iid, project_id=project.id, **fields)
+        self.documents[(project.id, iid)] = document
+        return document
+
+    def respond(
+        self,
+        path: str,
+        iid: int,
+        status: int,
+        body: bytes | str = b"",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Answer the merge request's endpoint with exactly this."""
+        data = body.encode() if isinstance(body, str) else body
+        self.canned[(self.project(path).id, iid)] = CannedResponse(
+            status, data, dict(headers or {})
+        )
+
+    def fixture(self, path: str, iid: int) -> MergeRequestFixture:
+        return self._merge_requests[(self.project(path).id, iid)]
+
+    # --- what was asked ---
+
+    def api_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path.startswith(API_PREFIX + "/")]
+
+    def git_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if ".git/" in r.path]
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    # --- GitLab's rules ---
+
+    def find_project(self, project_id: str) -> Project | None:
+        """The project an API path's `:id` names: a numeric id or the URL-encoded full path
+        (already decoded once by the caller; a raw `/` never reaches here)."""
+        if project_id.isdigit():
+            return next((p for p in self._projects.values() if p.id == int(project_id)), None)
+        return self._projects.get(project_id)
+
+    def git_access(self, authorization: str | None, project: Project) -> bool:
+        """Basic `oauth2:<token>` with a known token, or a public project's anonymous read."""
+        if authorization is None:
+            return not project.private
+        allowed = {
+            "Basic " + base64.b64encode(f"oauth2:{token}".encode()).decode() for token in self.users
+        }
+        return authorization in allowed
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128
+    fake: FakeGitLab
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # a client that hung up is not an error here
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    def do_PUT(self) -> None:
+        self._dispatch()
+
+    def do_DELETE(self) -> None:
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        fake = self.server.fake
+        parts = urlsplit(self.path)
+        record = RecordedRequest(
+            method=self.command,
+            path=parts.path,
+            query=parts.query,
+            headers={name.lower(): value for name, value in self.headers.items()},
+        )
+        fake._record(record)
+        body = self._read_body()
+        if parts.path.startswith(API_PREFIX + "/"):
+            record.body = body
+            if fake.api_redirect is not None:
+                self._send(record, 302, b"", {"Location": fake.api_redirect})
+                return
+            self._api(fake, record, parts.path[len(API_PREFIX) :], body)
+        elif parts.path.startswith(PREFIX + "/") and ".git/" in parts.path:
+            self._git(fake, record, parts.path[len(PREFIX) :], parts.query, body)
+        else:
+            self.send_json(record, 404, {"message": "404 Not Found"})
+
+    # --- the API ---
+
+    def _api(  # noqa: C901, PLR0911  (one return per endpoint)
+        self, fake: FakeGitLab, record: RecordedRequest, path: str, body: bytes
+    ) -> None:
+        token = record.private_token
+        if token is not None and token not in fake.users:
+            self.send_json(record, 401, {"message": "401 Unauthorized"})
+            return
+        if path == "/user":
+            if token is None:
+                self.send_json(record, 401, {"message": "401 Unauthorized"})
+            else:
+                self.send_json(record, 200, {"id": 7, "username": fake.users[token]})
+            return
+        pieces = path.split("/")  # "", "projects", id, ...
+        if len(pieces) < 3 or pieces[1] != "projects":
+            self.send_json(record, 404, {"message": "404 Not Found"})
+            return
+        project = fake.find_project(unquote(pieces[2]))
+        if project is None:
+            self.send_json(record, 404, {"message": "404 Project Not Found"})
+            return
+        if project.private and token is None:
+            self.send_json(record, 401, {"message": "401 Unauthorized"})
+            return
+        tail = pieces[3:]
+        if not tail and self.command == "GET":
+            document = {"id": project.id, "path_with_namespace": project.path}
+            self.send_json(record, 200, document)
+            return
+        if tail == ["merge_requests"] and self.command == "GET":
+            items = [d for (pid, _), d in sorted(fake.documents.items()) if pid == project.id]
+            self.send_page(record, items)
+            return
+        if len(tail) == 2 and tail[0] == "merge_requests" and self.command == "GET":
+            self._merge_request(fake, record, project, tail[1])
+            return
+        if any(route(fake, self, record, project, tail, body) for route in fake.routes):
+            return
+        self.send_json(record, 404, {"message": "404 Not Found"})
+
+    def _merge_request(
+        self, fake: FakeGitLab, record: RecordedRequest, project: Project, iid: str
+    ) -> None:
+        key = (project.id, int(iid)) if iid.isdigit() else None
+        canned = fake.canned.get(key) if key else None
+        if canned is not None:
+            self._send(record, canned.status, canned.body, canned.headers)
+            return
+        document = fake.documents.get(key) if key else None
+        if document is None:
+            self.send_json(record, 404, {"message": "404 Not found"})
+            return
+        self.send_json(record, 200, document)
+
+    def send_page(self, record: RecordedRequest, items: list[Any]) -> None:
+        """One page of `items` as GitLab paginates a listing (offset pagination)."""
+        query = parse_qs(record.query)
+        fake = self.server.fake
+        try:
+            per_page = int(query.get("per_page", [str(DEFAULT_PER_PAGE)])[0])
+            page = max(1, int(query.get("page", ["1"])[0]))
+        except ValueError:
+            self.send_json(record, 400, {"error": "page is invalid"})
+            return
+        per_page = max(1, min(per_page, MAX_PER_PAGE, fake.page_size))
+        pages = max(1, -(-len(items) // per_page))
+        headers = {
+            "X-Page": str(page),
+            "X-Per-Page": str(per_page),
+            "X-Total": str(len(items)),
+            "X-Total-Pages": str(pages),
+            "X-Next-Page": str(page + 1) if page < pages else "",
+            "X-Prev-Page": str(page - 1) if page > 1 else "",
+        }
+        self.send_json(record, 200, items[(page - 1) * per_page : page * per_page], headers)
+
+    def send_json(
+        self,
+        record: RecordedRequest,
+        status: int,
+        document: Any,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        data = json.dumps(document).encode()
+        self._send(record, status, data, {"Content-Type": "application/json", **(headers or {})})
+
+    # --- git ---
+
+    def _git(
+        self, fake: FakeGitLab, record: RecordedRequest, path: str, query: str, body: bytes
+    ) -> None:
+        project_path = path.split(".git/", 1)[0].lstrip("/")
+        project = fake._projects.get(project_path)
+        if project is None:
+            self._send(record, 404, b"not found", {"Content-Type": "text/plain"})
+            return
+        if not fake.git_access(record.authorization, project):
+            challenge = {"WWW-Authenticate": 'Basic realm="GitLab"'}
+            self._send(record, 401, b"HTTP Basic: Access denied", challenge)
+            return
+        if fake.git_redirect is not None:
+            location = fake.git_redirect + path + (f"?{query}" if query else "")
+            self._send(record, 302, b"", {"Location": location})
+            return
+        env = {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "HOME": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_PROJECT_ROOT": str(fake.git_root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "GATEWAY_INTERFACE": "CGI/1.1",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REQUEST_METHOD": self.command,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "REMOTE_ADDR": "127.0.0.1",
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+        }
+        for header, variable in (
+            ("Git-Protocol", "HTTP_GIT_PROTOCOL"),
+            ("Content-Encoding", "HTTP_CONTENT_ENCODING"),
+        ):
+            if header in self.headers:
+                env[variable] = self.headers[header]
+        done = subprocess.run(
+            [str(HTTP_BACKEND)], input=body, capture_output=True, env=env, check=False
+        )
+        head, _, payload = done.stdout.partition(b"\r\n\r\n")
+        status = 200
+        headers: dict[str, str] = {}
+        for line in head.decode("latin-1").split("\r\n"):
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            elif name:
+                headers[name] = value.strip()
+        self._send(record, status, payload, headers)
+
+    # --- plumbing ---
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(
+        self, record: RecordedRequest, status: int, body: bytes, headers: Mapping[str, str]
+    ) -> None:
+        record.status = status
+        self.send_response(status)
+        for name, value in headers.items():
+            if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def fake_gitlab(tmp_path: Path) -> Iterator[FakeGitLab]:
+    """A running fake GitLab whose repositories live under tmp_path/fake-gitlab."""
+    server = FakeGitLab(tmp_path / "fake-gitlab")
+    try:
+        yield server
+    finally:
+        server.close()
