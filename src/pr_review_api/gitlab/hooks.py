@@ -41,7 +41,7 @@ MAX_USERNAME_CHARS = 255
 MAX_PATH_CHARS = 4096
 MAX_ID = 2**63 - 1  # note and user ids are bigint columns (gitlab.com's notes passed 2**31)
 _SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)
-_DISCUSSION = re.compile(r"[0-9a-f]{1,64}", re.ASCII)
+DISCUSSION_ID = re.compile(r"[0-9a-f]{1,64}", re.ASCII)  # a path piece of our reply's URL
 # Users GitLab makes for tokens and its own features: a project or group access token's bot
 # (`project_12_bot_<hex>`, `group_3_bot`), and the instance's internal bots.
 _TOKEN_BOT = re.compile(r"(?:project|group)_[0-9]+_bot(?:_[0-9a-f]+)?", re.ASCII)
@@ -163,7 +163,7 @@ def merge_request_note(event: dict[str, Any], settings: Settings) -> MergeReques
     discussion = _optional(attributes, "discussion_id", str, _NOT_A_NOTE_EVENT)
     kind = _optional(attributes, "type", str, _NOT_A_NOTE_EVENT)
     in_thread = kind in ("DiscussionNote", "DiffNote")
-    if discussion is not None and _DISCUSSION.fullmatch(discussion) is None:
+    if discussion is not None and DISCUSSION_ID.fullmatch(discussion) is None:
         raise InvalidRequest(_NOT_A_NOTE_EVENT)
     return MergeRequestNote(
         ref=ref,
