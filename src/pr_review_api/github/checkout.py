@@ -3,7 +3,10 @@
 `open_pull_request` is the entry point the review loop uses: parse the URL, read the
 metadata, then fetch and pin the two commits under the repository's locks, as the GitHub
 client's identity (its credentials' token; `github/credentials.py`). The repository stays
-protected from eviction until the context exits.
+protected from eviction until the context exits. The cache itself is forge-neutral: a
+`Remote` says where a change's commits come from (its cache key's text, git URL, head ref and
+git configuration) and in whose words a failure is told; GitLab's merge requests
+(gitlab/checkout.py) are fetched into the same cache through one.
 
 The folders and locks under PR_REVIEW_CACHE_DIR are named in `cache_layout`. A repository's
 key is a hash of the server URL and the lower-cased owner and repository
@@ -11,7 +14,8 @@ key is a hash of the server URL and the lower-cased owner and repository
 `flock(2)` locks on files that are never deleted, so a waiter can never hold a lock on an
 unlinked file.
 
-Only `refs/pull/N/head` and `refs/heads/<base>` are fetched, into refs of our own namespace;
+Only `refs/pull/N/head` (a merge request's `refs/merge-requests/N/head`) and `refs/heads/<base>`
+are fetched, into refs of our own namespace;
 those refs are what a later fetch offers as "haves", so it downloads only new objects. A
 review whose two commits are already present fetches nothing. The size bound is enforced
 after each fetch by removing the least recently used repositories that no review is using;
@@ -34,6 +38,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from pydantic import SecretStr
 
@@ -43,8 +48,8 @@ from pr_review_api.cache_layout import (
     last_used_file_of,
     staging_git_dir_of,
 )
-from pr_review_api.errors import ConfigurationError, GitHubUnavailable
-from pr_review_api.git_runner import GitError, is_sha, run_git
+from pr_review_api.errors import ConfigurationError, GitHubUnavailable, ReviewError
+from pr_review_api.git_runner import GitConfig, GitError, is_sha, run_git
 from pr_review_api.github.cache_files import Lease, heal, last_used, lock, tree_size
 from pr_review_api.github.client import GitHubClient, fetch_metadata
 from pr_review_api.github.credentials import credentials_for
@@ -60,15 +65,60 @@ LOCAL_GIT_TIMEOUT_SECONDS = 60.0
 # Before a fetch, unused repositories are evicted while the cache's file system has less free.
 FETCH_RESERVE_BYTES = 256 * 1024**2
 
-HEAD_MOVED = "The pull request's head moved while fetching; retry the review."
-BASE_MISSING = "The pull request's base commit is no longer on its base branch; retry the review."
-FETCH_FAILED = "Fetching the pull request's commits from GitHub failed."
-FETCH_TIMEOUT = "Fetching the pull request's commits from GitHub did not finish in time."
+# A failure's sentence names the change and its forge ({change}, {forge}; see `ForgeWords`).
+_HEAD_MOVED = "The {change}'s head moved while fetching; retry the review."
+_BASE_MISSING = "The {change}'s base commit is no longer on its base branch; retry the review."
+_FETCH_FAILED = "Fetching the {change}'s commits from {forge} failed."
+_FETCH_TIMEOUT = "Fetching the {change}'s commits from {forge} did not finish in time."
+_INVALID_METADATA = "{forge} returned {change} data that is not valid."
 CACHE_BUSY = "Another review is still fetching this repository; try again shortly."
-INVALID_METADATA = "GitHub returned pull request data that is not valid."
+CACHE_BROKEN = "The repository cache could not be prepared."
 CACHE_UNUSABLE = "PR_REVIEW_CACHE_DIR cannot be used as the repository cache (is it writable?)."
 
 _KEY = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass(frozen=True)
+class ForgeWords:
+    """How a forge's fetch failures are told: its name, what it calls a change, its error."""
+
+    forge: str
+    change: str
+    error: type[ReviewError]
+
+    def failure(self, sentence: str) -> ReviewError:
+        """The forge's error with `sentence` (a template of this module, or a fixed one)."""
+        return self.error(sentence.format(forge=self.forge, change=self.change))
+
+
+GITHUB_WORDS: Final = ForgeWords("GitHub", "pull request", GitHubUnavailable)
+
+HEAD_MOVED = GITHUB_WORDS.failure(_HEAD_MOVED).message
+BASE_MISSING = GITHUB_WORDS.failure(_BASE_MISSING).message
+FETCH_FAILED = GITHUB_WORDS.failure(_FETCH_FAILED).message
+FETCH_TIMEOUT = GITHUB_WORDS.failure(_FETCH_TIMEOUT).message
+INVALID_METADATA = GITHUB_WORDS.failure(_INVALID_METADATA).message
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Where one change's two commits are fetched from, as its forge says."""
+
+    key_text: str  # hashed into the repository's cache key: no part of it becomes a path
+    git_url: str
+    head_ref: str  # the server's ref holding the head: refs/pull/N/head
+    local_head_ref: str  # where the fetch keeps it in the cache: refs/pr-review/pull/N
+    config: GitConfig  # the fetch's git configuration (the token only in its secret)
+    words: ForgeWords
+    label: str  # for the log: owner/repo#N, never a URL
+
+
+class _CacheFailure(Exception):
+    """A failure inside the cache, told in the remote's words by `prepare_remote`."""
+
+    def __init__(self, sentence: str) -> None:
+        super().__init__(sentence)
+        self.sentence = sentence
 
 
 @dataclass(frozen=True)
@@ -92,8 +142,28 @@ class RepositoryCache:
 
     def key(self, ref: PullRequestRef) -> str:
         """The cache key of the pull request's repository: a hash, never a path from the URL."""
-        name = f"{self.settings.github_server_url.lower()}\0{ref.owner.lower()}\0{ref.repo.lower()}"
-        return hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
+        return self.key_of(self.github_key_text(ref))
+
+    def github_key_text(self, ref: PullRequestRef) -> str:
+        # GitHub's names are case-insensitive: one repository, one cache entry.
+        return f"{self.settings.github_server_url.lower()}\0{ref.owner.lower()}\0{ref.repo.lower()}"
+
+    @staticmethod
+    def key_of(key_text: str) -> str:
+        """The cache key of a remote's `key_text`: a hash, never a path."""
+        return hashlib.sha256(key_text.encode("utf-8")).hexdigest()[:32]
+
+    def remote(self, ref: PullRequestRef, token: SecretStr | None) -> Remote:
+        """A GitHub pull request's remote, fetched with `token` (None: anonymous)."""
+        return Remote(
+            key_text=self.github_key_text(ref),
+            git_url=ref.git_url(self.settings),
+            head_ref=f"refs/pull/{ref.number}/head",
+            local_head_ref=f"refs/pr-review/pull/{ref.number}",
+            config=fetch_config(self.settings, token),
+            words=GITHUB_WORDS,
+            label=f"{ref.owner}/{ref.repo}#{ref.number}",
+        )
 
     def repository(self, ref: PullRequestRef) -> Path:
         """The folder holding the repository's bare git directory (`git/`)."""
@@ -111,17 +181,27 @@ class RepositoryCache:
     ) -> Lease:
         """Hold the repository shared, make sure both pinned commits are in it (fetched with
         `token`, None: anonymous), return the hold."""
-        key = self.key(ref)
+        return self.prepare_remote(self.remote(ref, token), metadata)
+
+    def prepare_remote(self, remote: Remote, metadata: PullRequestMetadata) -> Lease:
+        """`prepare` for any forge's `remote`; failures are its forge's errors."""
+        try:
+            return self._prepare(remote, metadata)
+        except _CacheFailure as failure:
+            raise remote.words.failure(failure.sentence) from None
+
+    def _prepare(self, remote: Remote, metadata: PullRequestMetadata) -> Lease:
+        key = self.key_of(remote.key_text)
         try:
             self._ensure_layout()
             fd = lock(self.layout.use_lock(key), shared=True, timeout=self._wait)
         except OSError:
             raise ConfigurationError(CACHE_UNUSABLE) from None
         if fd is None:
-            raise GitHubUnavailable(CACHE_BUSY)
+            raise _CacheFailure(CACHE_BUSY)
         lease = Lease(fd, self.layout.repository(key))
         try:
-            fetched = self._pin(key, ref, metadata, token)
+            fetched = self._pin(key, remote, metadata)
             lease.touch()
         except BaseException:
             lease.release()
@@ -130,23 +210,17 @@ class RepositoryCache:
             self._evict_quietly(keep=key)
         return lease
 
-    def _pin(
-        self,
-        key: str,
-        ref: PullRequestRef,
-        metadata: PullRequestMetadata,
-        token: SecretStr | None,
-    ) -> bool:
+    def _pin(self, key: str, remote: Remote, metadata: PullRequestMetadata) -> bool:
         """Fetch unless both commits are present; whether a fetch ran."""
         pinned = (metadata.base_sha, metadata.head_sha)
         if not all(is_sha(sha) for sha in pinned) or not is_valid_branch_name(metadata.base_ref):
-            raise GitHubUnavailable(INVALID_METADATA)
+            raise _CacheFailure(_INVALID_METADATA)
         git_dir = git_dir_of(self.layout.repository(key))
         if (git_dir / "HEAD").is_file() and _has_commits(git_dir, pinned):
             return False  # a repeat review of the same head: nothing to fetch, no lock to wait for
         fetch_lock = lock(self.layout.fetch_lock(key), shared=False, timeout=self._wait)
         if fetch_lock is None:
-            raise GitHubUnavailable(CACHE_BUSY)
+            raise _CacheFailure(CACHE_BUSY)
         try:
             # Space first: a full disk fails the fetch, and a cache that heals itself does not
             # stay wedged by what a killed fetch left behind (issue 9 items 6 and 8).
@@ -156,11 +230,11 @@ class RepositoryCache:
             if _has_commits(git_dir, pinned):
                 return False  # another review fetched them while this one waited
             try:
-                self._fetch(git_dir, ref, metadata, token)
+                self._fetch(git_dir, remote, metadata)
             except BaseException:
                 heal(git_dir)  # a failed or cancelled fetch leaves no partial pack behind
                 raise
-            _verify(git_dir, ref, metadata)
+            _verify(git_dir, remote, metadata)
             return True
         finally:
             os.close(fetch_lock)
@@ -183,20 +257,14 @@ class RepositoryCache:
                 timeout=LOCAL_GIT_TIMEOUT_SECONDS,
             )
         except (GitError, OSError, subprocess.TimeoutExpired):
-            raise GitHubUnavailable("The repository cache could not be prepared.") from None
+            raise _CacheFailure(CACHE_BROKEN) from None
         staging.rename(git_dir)
         return git_dir
 
-    def _fetch(
-        self,
-        git_dir: Path,
-        ref: PullRequestRef,
-        metadata: PullRequestMetadata,
-        token: SecretStr | None,
-    ) -> None:
+    def _fetch(self, git_dir: Path, remote: Remote, metadata: PullRequestMetadata) -> None:
         branch = metadata.base_ref
         if not _git_accepts_branch(git_dir, branch):
-            raise GitHubUnavailable(INVALID_METADATA)
+            raise _CacheFailure(_INVALID_METADATA)
         args = [
             "fetch",
             "--quiet",
@@ -206,30 +274,22 @@ class RepositoryCache:
             "--no-auto-maintenance",
             "--no-show-forced-updates",
             "--end-of-options",
-            ref.git_url(self.settings),
-            f"+refs/pull/{ref.number}/head:{_pull_ref(ref)}",
+            remote.git_url,
+            f"+{remote.head_ref}:{remote.local_head_ref}",
             f"+refs/heads/{branch}:{_base_ref(branch)}",
         ]
         started = time.monotonic()
         try:
-            run_git(git_dir, args, config=fetch_config(self.settings, token), timeout=self._wait)
+            run_git(git_dir, args, config=remote.config, timeout=self._wait)
         except GitError as exc:
             # stderr stays in the GitError: it may quote the server, and is never shown.
-            logger.info(
-                "git fetch for %s/%s failed with status %d", ref.owner, ref.repo, exc.returncode
-            )
-            raise GitHubUnavailable(FETCH_FAILED) from None
+            logger.info("git fetch for %s failed with status %d", remote.label, exc.returncode)
+            raise _CacheFailure(_FETCH_FAILED) from None
         except subprocess.TimeoutExpired:
-            raise GitHubUnavailable(FETCH_TIMEOUT) from None
+            raise _CacheFailure(_FETCH_TIMEOUT) from None
         except OSError:
-            raise GitHubUnavailable(FETCH_FAILED) from None
-        logger.info(
-            "fetched %s/%s#%d in %.2f s",
-            ref.owner,
-            ref.repo,
-            ref.number,
-            time.monotonic() - started,
-        )
+            raise _CacheFailure(_FETCH_FAILED) from None
+        logger.info("fetched %s in %.2f s", remote.label, time.monotonic() - started)
 
     # --- eviction ---
 
@@ -330,10 +390,6 @@ class RepositoryCache:
 # --- git helpers (all run with git.py's hardened environment) ---
 
 
-def _pull_ref(ref: PullRequestRef) -> str:
-    return f"refs/pr-review/pull/{ref.number}"
-
-
 def _base_ref(branch: str) -> str:
     # Hashed, so branches "a" and "a/b" (one after the other on the server) never collide.
     return f"refs/pr-review/base/{hashlib.sha256(branch.encode('utf-8')).hexdigest()[:40]}"
@@ -349,7 +405,7 @@ def _check(
             git_dir, args, input_bytes=input_bytes, timeout=LOCAL_GIT_TIMEOUT_SECONDS, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
-        raise GitHubUnavailable("The repository cache could not be prepared.") from None
+        raise _CacheFailure(CACHE_BROKEN) from None
 
 
 def _has_commits(git_dir: Path, shas: Iterable[str]) -> bool:
@@ -377,24 +433,21 @@ def _resolve(git_dir: Path, ref: str) -> str | None:
     return sha if found.returncode == 0 and is_sha(sha) else None
 
 
-def _verify(git_dir: Path, ref: PullRequestRef, metadata: PullRequestMetadata) -> None:
-    """The fetched pull ref must be the metadata's head, and the base commit must be present."""
-    if _resolve(git_dir, _pull_ref(ref)) != metadata.head_sha:
-        raise GitHubUnavailable(HEAD_MOVED)
+def _verify(git_dir: Path, remote: Remote, metadata: PullRequestMetadata) -> None:
+    """The fetched head ref must be the metadata's head, and the base commit must be present."""
+    if _resolve(git_dir, remote.local_head_ref) != metadata.head_sha:
+        raise _CacheFailure(_HEAD_MOVED)
     if not _has_commits(git_dir, [metadata.base_sha]):
-        raise GitHubUnavailable(BASE_MISSING)
+        raise _CacheFailure(_BASE_MISSING)
 
 
 # --- the entry point ---
 
 
-async def _prepare_in_thread(
-    prepare: Callable[[PullRequestRef, PullRequestMetadata], Lease],
-    ref: PullRequestRef,
-    metadata: PullRequestMetadata,
-) -> Lease:
-    """Run `prepare` in a worker thread; if the caller is cancelled, release what it returns."""
-    task = asyncio.ensure_future(asyncio.to_thread(prepare, ref, metadata))
+async def prepare_in_thread(prepare: Callable[[], Lease]) -> Lease:
+    """Run `prepare` (a cache's `prepare` or `prepare_remote`, its arguments bound) in a worker
+    thread; if the caller is cancelled, release what it returns."""
+    task = asyncio.ensure_future(asyncio.to_thread(prepare))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -419,8 +472,10 @@ async def open_pull_request(
     ref = parse_pull_request_url(url, settings)
     metadata = await fetch_metadata(ref, settings, github)
     credentials = credentials_for(settings) if github is None else github.credentials
-    prepare = functools.partial(RepositoryCache(settings).prepare, token=await credentials.token())
-    lease = await _prepare_in_thread(prepare, ref, metadata)
+    prepare = functools.partial(
+        RepositoryCache(settings).prepare, ref, metadata, token=await credentials.token()
+    )
+    lease = await prepare_in_thread(prepare)
     try:
         yield PreparedPullRequest(info=ref.info, metadata=metadata, git_dir=lease.git_dir)
     finally:

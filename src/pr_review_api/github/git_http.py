@@ -22,7 +22,17 @@ HTTP_LOW_SPEED_TIME = 60  # ... for this many seconds, and the fetch is abandone
 def fetch_config(settings: Settings, token: SecretStr | None) -> GitConfig:
     """Configuration for a fetch from the configured server, `token` (None: anonymous) scoped
     to its origin."""
-    server = settings.github_server_url
+    authorization = None
+    if token is not None:
+        secret_value = token.get_secret_value()
+        basic = base64.b64encode(f"x-access-token:{secret_value}".encode()).decode("ascii")
+        authorization = f"Authorization: Basic {basic}"
+    return scoped_fetch_config(settings.github_server_url, authorization)
+
+
+def scoped_fetch_config(server: str, authorization: str | None) -> GitConfig:
+    """Configuration for a fetch from `server` (a forge's web URL), with the `authorization`
+    header (None: anonymous) sent only to URLs under `server`, and never after a redirect."""
     values = (
         ("http.followRedirects", "false"),  # a redirect could carry the header elsewhere
         ("http.proxy", ""),
@@ -34,9 +44,7 @@ def fetch_config(settings: Settings, token: SecretStr | None) -> GitConfig:
         ("core.logAllRefUpdates", "false"),
     )
     secret: tuple[tuple[str, str], ...] = ()
-    if token is not None:
-        secret_value = token.get_secret_value()
-        basic = base64.b64encode(f"x-access-token:{secret_value}".encode()).decode("ascii")
-        secret = ((f"http.{server}/.extraHeader", f"Authorization: Basic {basic}"),)
+    if authorization is not None:
+        secret = ((f"http.{server}/.extraHeader", authorization),)
     scheme = urlsplit(server).scheme.lower()
     return GitConfig(values=values, secret=secret, allowed_protocols=(scheme,))

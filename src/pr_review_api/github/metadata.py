@@ -43,6 +43,9 @@ class PullRequestMetadata:
     author: str = ""
     labels: tuple[str, ...] = ()
     draft: bool = False
+    # GitLab's merge base (`diff_refs.base_sha`), which a discussion's position names; None
+    # for a GitHub pull request.
+    diff_base_sha: str | None = None
 
 
 def is_valid_branch_name(name: str) -> bool:

@@ -139,6 +139,11 @@ class GitLabClient:
         """Whether requests go without a token."""
         return self._token is None
 
+    @property
+    def token(self) -> SecretStr | None:
+        """The client's token: git fetches the same merge request with the same identity."""
+        return self._token
+
     async def __aenter__(self) -> Self:
         return self
 

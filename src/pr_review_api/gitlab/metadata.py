@@ -1,0 +1,106 @@
+"""The merge request's metadata document (CONTRACT 17), validated before anything reaches git.
+
+`GET /projects/:id/merge_requests/:iid` names the two commits a review is pinned to in its
+`diff_refs`: `start_sha` (the target branch's tip the diff was made against) is our base,
+`head_sha` our head; `base_sha` (GitLab's merge base) is kept for the positions of inline
+discussions. As on GitHub (github/metadata.py): full lower-case hex SHAs, a target branch
+`git check-ref-format --branch` accepts (and no option), the iid the one asked for, the title
+and description cut to a bound. A merge request whose `diff_refs` is null is still being
+prepared by GitLab. Validation errors quote the body, so they are never chained.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+
+from pr_review_api.errors import GitLabUnavailable
+from pr_review_api.github.metadata import (
+    MAX_BODY_BYTES,
+    MAX_LABEL_CHARS,
+    MAX_LABELS,
+    MAX_LOGIN_CHARS,
+    MAX_TITLE_CHARS,
+    PullRequestMetadata,
+    is_valid_branch_name,
+)
+from pr_review_api.gitlab.client import GitLabClient, status_error
+from pr_review_api.gitlab.urls import MergeRequestRef
+from pr_review_api.jsonutil import truncate_utf8
+from pr_review_api.settings import Settings
+
+MAX_METADATA_RESPONSE_BYTES = 1024 * 1024  # decoded; a description is at most 1,000,000 chars
+
+INVALID_METADATA = "GitLab returned merge request data that is not valid."
+DIFF_NOT_READY = "GitLab is still preparing the merge request's diff; retry the review shortly."
+
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
+
+
+class _DiffRefsWire(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    # GitLab fills these once the merge request's diff is made; until then they may be null.
+    base_sha: Sha | None = None
+    head_sha: Sha | None = None
+    start_sha: Sha | None = None
+
+
+class _AuthorWire(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    username: str = ""
+
+
+class _MergeRequestWire(BaseModel):
+    """The fields of GitLab's merge-request document that a review uses."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    iid: int
+    title: str
+    description: str | None = None
+    target_branch: str
+    author: _AuthorWire | None = None
+    labels: list[str] = []
+    draft: bool | None = None
+    work_in_progress: bool | None = None  # the name before GitLab 13.2; still sent
+    diff_refs: _DiffRefsWire | None = None
+
+
+def parse_merge_request(data: bytes, ref: MergeRequestRef) -> PullRequestMetadata:
+    """The metadata of a 200 answer for `ref`, or GitLabUnavailable with a fixed sentence."""
+    try:
+        wire = _MergeRequestWire.model_validate_json(data)
+    except ValidationError:
+        raise GitLabUnavailable(INVALID_METADATA) from None  # the error quotes the body
+    if wire.iid != ref.number or not is_valid_branch_name(wire.target_branch):
+        raise GitLabUnavailable(INVALID_METADATA)
+    refs = wire.diff_refs
+    if refs is None or refs.start_sha is None or refs.head_sha is None or refs.base_sha is None:
+        raise GitLabUnavailable(DIFF_NOT_READY)
+    return PullRequestMetadata(
+        base_sha=refs.start_sha,
+        head_sha=refs.head_sha,
+        base_ref=wire.target_branch,
+        title=wire.title[:MAX_TITLE_CHARS],
+        body=truncate_utf8(wire.description or "", MAX_BODY_BYTES),
+        author=(wire.author.username if wire.author else "")[:MAX_LOGIN_CHARS],
+        labels=tuple(label[:MAX_LABEL_CHARS] for label in wire.labels[:MAX_LABELS]),
+        draft=bool(wire.draft or wire.work_in_progress),
+        diff_base_sha=refs.base_sha,
+    )
+
+
+async def fetch_merge_request(
+    ref: MergeRequestRef, settings: Settings, gitlab: GitLabClient | None = None
+) -> PullRequestMetadata:
+    """The merge request's metadata through `gitlab` (a short-lived client when None)."""
+    if gitlab is None:
+        async with GitLabClient(settings) as own:
+            return await fetch_merge_request(ref, settings, own)
+    response = await gitlab.request("GET", ref.api_url(settings), limit=MAX_METADATA_RESPONSE_BYTES)
+    if response.status != 200:
+        raise status_error(response, anonymous=gitlab.anonymous)
+    return parse_merge_request(response.body, ref)
