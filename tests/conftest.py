@@ -126,6 +126,7 @@ ORIGINAL_ENVIRONMENT = dict(os.environ)
 _OUR_VARIABLES = (
     "OPENCODE_",
     "GITHUB_",
+    "GITLAB_",
     "REVIEW_",
     "PR_REVIEW_",
 )

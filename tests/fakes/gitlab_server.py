@@ -4,8 +4,8 @@
 `http://127.0.0.1:<port>/gitlab` (a self-managed GitLab under a relative URL root, on a
 non-default port), with the API at `<server>/api/v4`. It enforces GitLab's rules:
 
-- a project is named by its URL-encoded full path (`grp%2Fsub%2Fproject`) or its numeric id;
-  a literal `/` in the id is no project (404), as on GitLab;
+- a project is named by its URL-encoded full path (`grp%2Fsub%2Fproject`, any case) or its
+  numeric id; a literal `/` in the id is no project (404), as on GitLab;
 - `PRIVATE-TOKEN` must be a known token when sent (else 401 on every endpoint); a private
   project answers 401 to a request without one, an unknown project or merge request 404;
 - listings are paginated with `X-Page`, `X-Next-Page` (empty on the last page), `X-Per-Page`,
@@ -226,9 +226,10 @@ class FakeGitLab:
 
     def project(self, path: str, *, private: bool = False) -> Project:
         """The served project at `path` (`grp/sub/project`), created empty on first use."""
-        if path not in self._projects:
-            self._projects[path] = Project(self, path, len(self._projects) + 1, private=private)
-        return self._projects[path]
+        key = path.lower()  # GitLab's paths are case-insensitive
+        if key not in self._projects:
+            self._projects[key] = Project(self, path, len(self._projects) + 1, private=private)
+        return self._projects[key]
 
     def merge_request(
         self,
@@ -313,7 +314,7 @@ class FakeGitLab:
         (already decoded once by the caller; a raw `/` never reaches here)."""
         if project_id.isdigit():
             return next((p for p in self._projects.values() if p.id == int(project_id)), None)
-        return self._projects.get(project_id)
+        return self._projects.get(project_id.lower())
 
     def git_access(self, authorization: str | None, project: Project) -> bool:
         """Basic `oauth2:<token>` with a known token, or a public project's anonymous read."""
@@ -475,11 +476,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _git(
         self, fake: FakeGitLab, record: RecordedRequest, path: str, query: str, body: bytes
     ) -> None:
-        project_path = path.split(".git/", 1)[0].lstrip("/")
-        project = fake._projects.get(project_path)
+        project_path, _, rest = path.partition(".git/")
+        project = fake._projects.get(project_path.lstrip("/").lower())
         if project is None:
             self._send(record, 404, b"not found", {"Content-Type": "text/plain"})
             return
+        path = f"/{project.path}.git/{rest}"  # any case names the project, as on GitLab
         if not fake.git_access(record.authorization, project):
             challenge = {"WWW-Authenticate": 'Basic realm="GitLab"'}
             self._send(record, 401, b"HTTP Basic: Access denied", challenge)

@@ -1,9 +1,10 @@
 """run_review(): the one function the HTTP API and the CLI share.
 
-A review is: pin the repository (a GitHub pull request fetched into the cache, or two
-revisions of a local repository), then run the tool-calling loop until a stop turn passes
-final validation or a termination reason ends it. The whole review, checkout included, runs
-under one deadline. Blocking git work runs in worker threads, never on the event loop.
+A review is: pin the repository (a GitHub pull request or a GitLab merge request fetched into
+the cache, or two revisions of a local repository), then run the tool-calling loop until a stop
+turn passes final validation or a termination reason ends it. The whole review, checkout
+included, runs under one deadline. Blocking git work runs in worker threads, never on the event
+loop.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from pr_review_api.github.preflight import ensure_can_publish
 from pr_review_api.github.publish import publish_result
 from pr_review_api.github.resolve import resolve_fixed
 from pr_review_api.github.urls import PullRequestRef
+from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.gitlab.urls import is_merge_request_url
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.background_index import one_shot_store
@@ -79,6 +82,10 @@ __all__ = [
     "run_review",
 ]
 
+MERGE_REQUEST_POST_UNSUPPORTED = (
+    "Publishing a review on a GitLab merge request is not supported yet; review it without "
+    '--post (or "post": false).'
+)
 NO_CHANGES_SUMMARY = (
     "The head commit has the same tree as the merge base: there are no changes to review."
 )
@@ -116,6 +123,7 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     on_check: Callable[[CheckOutcome], None] | None = None,
     force: bool = False,
     dismissals: DismissedFindings | None = None,
+    gitlab: GitLabClient | None = None,
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
@@ -132,6 +140,8 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     findings already posted are still not repeated. A `post` that cannot publish (no token, a
     token GitHub refuses) fails before the model is asked (github/preflight.py). With
     `dismissals` (the service's), a finding the repository dismissed is not published.
+    A GitLab merge request's URL is reviewed through `gitlab` (the process's shared client;
+    else one is made with `GITLAB_TOKEN`, for a merge request only).
 
     Raises a `ReviewError` subclass for every failure the contract names, carrying what the
     review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
@@ -141,8 +151,8 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
     (the process's `Metrics`) counts how the review ended, its tool calls and its provider use.
     """
     settings.require_provider_key()
-    if post and isinstance(target, LocalTarget):
-        raise InvalidRequest("Publishing needs a pull request URL, not a local repository.")
+    if post:
+        _check_publishable(target)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.review_timeout_seconds
     # The store's work stops at the deadline (loop.time() is time.monotonic()) or on cancel.
@@ -155,12 +165,15 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
             asyncio.timeout_at(deadline),
             _shared_or_own(model, lambda: ProviderClient(settings, metrics=metrics)) as client,
             _shared_or_own(github, lambda: GitHubClient(settings)) as github_client,
+            _gitlab_client(target, gitlab, settings) as gitlab_client,
             _shared_or_own(store, lambda: one_shot_store(settings)) as repo_store,
         ):
             if on_stage is not None:
                 on_stage("preparing", 0)
             work = repo_store.work(deadline, cancel)
-            async with prepare(target, settings, github_client, repo_store, work) as pinned:
+            async with prepare(
+                target, settings, github_client, repo_store, work, gitlab_client
+            ) as pinned:
                 prepared = await repo_store.run(with_repo_config, pinned)
                 gate = open_gate(
                     prepared,
@@ -331,6 +344,29 @@ def _counted(metrics: Metrics | None, outcome: _Outcome, seconds: float) -> _Out
     if metrics is not None:
         metrics.review_ended(outcome, seconds)
     return outcome
+
+
+def _check_publishable(target: ReviewTarget) -> None:
+    """What `post` can publish on, checked before anything is fetched or the model is asked.
+    The seam of publishing on a merge request (CONTRACT 17): until gitlab/ can publish, a
+    `post` of one is refused here."""
+    if isinstance(target, LocalTarget):
+        raise InvalidRequest("Publishing needs a pull request URL, not a local repository.")
+    if is_merge_request_url(target.url):
+        raise InvalidRequest(MERGE_REQUEST_POST_UNSUPPORTED)
+
+
+def _gitlab_client(
+    target: ReviewTarget, shared: GitLabClient | None, settings: Settings
+) -> AbstractAsyncContextManager[GitLabClient | None]:
+    """The shared GitLab client, else one of the review's own for a merge request only."""
+    if (
+        shared is None
+        and isinstance(target, PullRequestTarget)
+        and is_merge_request_url(target.url)
+    ):
+        return GitLabClient(settings)
+    return contextlib.nullcontext(shared)
 
 
 def _shared_or_own(

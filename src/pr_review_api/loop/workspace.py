@@ -1,11 +1,11 @@
 """The review's workspace: a target (a pull request, or two local revisions) pinned to commits.
 
 `prepare()` turns a target into a `Prepared` review: a `PinnedRepository` at the head commit, the
-pull request's identity, and the context the first user message is built from. A pull request is
-fetched into the cache (`github.checkout`); a local repository is read in place, its working tree
-never touched. `with_repo_config` and `with_re_review` add what the base commit's
-`.pr-review.toml` and our earlier reviews on the pull request say; `published_before` finds a
-head the service already published in its ledger.
+pull request's identity, and the context the first user message is built from. A pull request
+(or a GitLab merge request) is fetched into the cache by its forge (`forge.checkout`); a local
+repository is read in place, its working tree never touched. `with_repo_config` and
+`with_re_review` add what the base commit's `.pr-review.toml` and our earlier reviews on the
+pull request say; `published_before` finds a head the service already published in its ledger.
 """
 
 from __future__ import annotations
@@ -17,16 +17,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pr_review_api.errors import GitHubUnavailable, InvalidRepository, ReviewError
+from pr_review_api.forge.checkout import open_change, unavailable_error
 from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GIT_FAILURES, run_git
-from pr_review_api.github.checkout import RepositoryCache, open_pull_request
+from pr_review_api.github.checkout import RepositoryCache
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.history import PublishFailure, prior_state, re_review_of
 from pr_review_api.github.ledger import HeadKey, PublishLedger
 from pr_review_api.github.metadata import PullRequestMetadata
 from pr_review_api.github.urls import PullRequestRef
+from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.loop.guidance import repository_guidance
 from pr_review_api.loop.prompts import ReviewContext
 from pr_review_api.loop.repo_config import NO_REPO_CONFIG, LoadedRepoConfig, load_repo_config
@@ -39,7 +41,7 @@ MAX_SHOWN_REVISION_CHARS = 80
 
 @dataclass(frozen=True)
 class PullRequestTarget:
-    """Review a GitHub pull request given by URL."""
+    """Review a GitHub pull request, or a GitLab merge request, given by URL."""
 
     url: str
 
@@ -70,10 +72,13 @@ class Prepared:
         """The error a git failure while reading the pinned repository becomes.
 
         A local repository is the user's input (invalid_repository, CLI exit 2); a pull
-        request's was fetched from GitHub into the cache (github_unavailable, 502). See
-        `tools.map_git_errors`, the one mapping both the tools and the final checks use.
+        request's was fetched from GitHub into the cache (github_unavailable, 502), a merge
+        request's from GitLab (gitlab_unavailable, 502). See `tools.map_git_errors`, the one
+        mapping both the tools and the final checks use.
         """
-        return InvalidRepository if self.pull_request is None else GitHubUnavailable
+        if self.pull_request is None:
+            return InvalidRepository
+        return unavailable_error(self.pull_request.forge)
 
 
 def repository_store(settings: Settings) -> RepositoryStore:
@@ -89,13 +94,16 @@ async def prepare(
     github: GitHubClient,
     store: RepositoryStore,
     work: Work,
+    gitlab: GitLabClient | None = None,
 ) -> AsyncIterator[Prepared]:
-    """Pin the target's commits for one review: fetched into the cache, or read locally."""
+    """Pin the target's commits for one review: fetched into the cache, or read locally.
+    `gitlab` is the client of a merge request's review (None: one of its own)."""
     if isinstance(target, LocalTarget):
         yield await store.run(prepare_local, target, store, work)
         return
-    async with open_pull_request(target.url, settings, github) as pull:
-        with map_git_errors(GitHubUnavailable):  # pinning reads the cache: the one git edge
+    async with open_change(target.url, settings, github, gitlab) as pull:
+        # Pinning reads the cache: the one git edge; a failure is the forge's.
+        with map_git_errors(unavailable_error(pull.info.forge)):
             metadata = pull.metadata
             repository = await store.run(
                 PinnedRepository.open,

@@ -17,6 +17,7 @@ from fastapi import Request
 from pr_review_api.errors import ServerBusy
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
@@ -69,7 +70,8 @@ def get_reviewer(request: Request) -> Reviewer:
     """The review function; tests swap it with `app.dependency_overrides[get_reviewer]`.
     Reviews share the repository store of the application's lifespan (git/store.py)."""
     store: RepositoryStore | None = getattr(request.app.state, "store", None)
-    # One GitHub API client (one connection pool, the credentials) per service, too.
+    # One GitHub and one GitLab API client (a connection pool, the credentials each) per
+    # service, too.
     github: GitHubClient | None = getattr(request.app.state, "github", None)
     shared: dict[str, object] = {}
     # The application's metrics count every review it runs (CONTRACT 18).
@@ -80,6 +82,9 @@ def get_reviewer(request: Request) -> Reviewer:
         shared["store"] = store
     if github is not None:
         shared["github"] = github
+    gitlab: GitLabClient | None = getattr(request.app.state, "gitlab", None)
+    if gitlab is not None:
+        shared["gitlab"] = gitlab
     if not shared:
         return run_review
     return functools.partial(run_review, **shared)  # type: ignore[arg-type]
