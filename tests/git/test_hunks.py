@@ -42,6 +42,9 @@ def test_deleted_only_change_leaves_only_context(repo: GitRepo) -> None:
     assert hunk.added == set()
     assert hunk.deleted_lines == 1
     assert hunk.context == {2, 3, 4, 5, 6, 7}
+    # GitLab positions name a context line on both sides: after the deleted line 5, the
+    # head's line 5 is the base's line 6.
+    assert hunk.context_old == {2: 2, 3: 3, 4: 4, 5: 6, 6: 7, 7: 8}
 
 
 def test_deleted_file_has_no_right_side(repo: GitRepo) -> None:
@@ -155,3 +158,11 @@ def test_anchors_match_what_git_shows_line_by_line(
     assert added == from_head
     lines = len(new) or 1
     assert all(1 <= n <= lines for n in (set() if hunk is None else hunk.context))
+    # A context line reads the same on both sides: its left-side number names the same text.
+    old_lines = old or [""]
+    new_lines = new or [""]
+    for right, left in ({} if hunk is None else hunk.context_old).items():
+        assert old_lines[left - 1] == new_lines[right - 1]
+    assert set({} if hunk is None else hunk.context_old) == (
+        set() if hunk is None else hunk.context
+    )

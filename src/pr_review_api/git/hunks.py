@@ -66,6 +66,8 @@ class FileHunks:
     binary: bool = False
     # Each hunk's right-side lines, first and last (a hunk of deletions only has none).
     hunks: list[tuple[int, int]] = field(default_factory=list)
+    # Each context line's number on the left side (GitLab positions name both sides).
+    context_old: dict[int, int] = field(default_factory=dict)
 
     def anchors(self, line: int) -> bool:
         """Whether a RIGHT-side comment on `line` lands inside one of this file's hunks."""
@@ -139,6 +141,7 @@ class _Parser:
         self.rename_from: bytes | None = None
         self.old_left = 0
         self.new_left = 0
+        self.left = 0
         self.right = 0
 
     def _keep(self, name: str) -> bool:
@@ -163,6 +166,7 @@ class _Parser:
             if match is not None:
                 self.old_left = 1 if match[2] is None else int(match[2])
                 self.new_left = 1 if match[4] is None else int(match[4])
+                self.left = int(match[1])
                 self.right = int(match[3])
                 if self.current is not None and self.new_left > 0:
                     self.current.hunks.append((self.right, self.right + self.new_left - 1))
@@ -185,6 +189,7 @@ class _Parser:
             return  # "\ No newline at end of file" belongs to the line before
         if tag == b"-":
             self.old_left -= 1
+            self.left += 1
             if current is not None:
                 current.deleted_lines += 1
             return
@@ -197,6 +202,8 @@ class _Parser:
             self.new_left -= 1
             if current is not None:
                 current.context.add(self.right)
+                current.context_old[self.right] = self.left
+            self.left += 1
         self.right += 1
 
 

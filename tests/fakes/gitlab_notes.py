@@ -1,0 +1,274 @@
+"""Notes and discussions on the fake GitLab's merge requests, with GitLab's rules.
+
+`FakeNotes` plugs a route into `FakeGitLab` (tests/fakes/gitlab_server.py):
+
+- `GET  .../merge_requests/:iid/notes` lists every note, discussions' notes included, newest
+  first unless `sort=asc` (`order_by` created_at or updated_at), paginated as GitLab does
+  (`X-Page`, `X-Next-Page`, ...); each note has `author.username`, `system`, `type`.
+- `POST .../merge_requests/:iid/notes` `{"body"}` and `POST .../discussions` `{"body",
+  "position"}` need a token (401 without one); the author is the token's user. A body must
+  be 1 to 1,000,000 characters (400 otherwise).
+- A discussion's `position` is checked as GitLab checks it: `position_type` `text`, the three
+  SHAs equal to the merge request's `diff_refs`, `new_path`/`old_path` a file of the diff from
+  `base_sha` to `head_sha`, and the line one GitLab can compute a line code for: `new_line`
+  alone an added line, `old_line` and `new_line` together the two sides of one unchanged line,
+  `old_line` alone a removed line. Anything else is 400 with GitLab's "line_code" message.
+  The diff is read here with its own small parser, not the code under test.
+
+Every posted body is also read as GitLab's quick-action extractor reads it: each line that
+starts with `/` and a word (case-insensitive, carriage returns deleted) is recorded in
+`quick_actions`, so a test can assert that nothing we post would run a command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any
+from urllib.parse import parse_qs
+
+import pytest
+
+from tests.fakes.gitlab_server import FakeGitLab, Project, RecordedRequest
+from tests.gitrepo import git
+
+MAX_NOTE_CHARS = 1_000_000
+_LINE_CODE_ERRORS = ["can't be blank", "must be a valid line code"]
+LINE_CODE_REFUSED = {
+    "message": f"400 Bad request - Note {{:line_code=>{json.dumps(_LINE_CODE_ERRORS)}}}"
+}
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_COMMAND = re.compile(r"^\s*/([a-z_]+)", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass
+class StoredNote:
+    """A note as the fake keeps it."""
+
+    id: int
+    body: str
+    author: str
+    system: bool = False
+    discussion_id: str | None = None
+    position: dict[str, Any] | None = None
+
+    def document(self, iid: int) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "DiffNote" if self.position is not None else None,
+            "body": self.body,
+            "author": {"id": 7, "username": self.author},
+            "system": self.system,
+            "noteable_type": "MergeRequest",
+            "noteable_iid": iid,
+            "created_at": f"2026-01-01T00:00:{self.id % 60:02d}Z",
+            "position": self.position,
+        }
+
+
+@dataclass
+class DiffLines:
+    """One file of a diff: which (old line, new line) pairs GitLab can give a line code."""
+
+    old_path: str
+    new_path: str
+    lines: set[tuple[int | None, int | None]] = field(default_factory=set)
+
+
+class _DiffReader:
+    """`git diff`'s output, line by line, into `DiffLines`."""
+
+    def __init__(self) -> None:
+        self.files: list[DiffLines] = []
+        self.old = self.new = self.old_left = self.new_left = 0
+
+    def feed(self, line: str) -> None:
+        if self.old_left > 0 or self.new_left > 0:  # inside a hunk: every line is content
+            self._content(line[:1])
+        elif line.startswith("diff --git "):
+            self.files.append(DiffLines("", ""))
+        elif line.startswith(("rename from ", "rename to ")):
+            side, path = line.split(" ", 2)[1:]
+            setattr(self.files[-1], "old_path" if side == "from" else "new_path", path)
+        elif line.startswith("--- a/"):
+            self.files[-1].old_path = line.removeprefix("--- a/")
+        elif line.startswith("+++ b/"):
+            self.files[-1].new_path = line.removeprefix("+++ b/")
+        elif line.startswith("@@ "):
+            match = _HUNK.match(line)
+            assert match is not None
+            self.old, self.new = int(match[1]), int(match[3])
+            self.old_left = 1 if match[2] is None else int(match[2])
+            self.new_left = 1 if match[4] is None else int(match[4])
+
+    def _content(self, tag: str) -> None:
+        pair = {"+": (None, self.new), "-": (self.old, None), " ": (self.old, self.new)}.get(tag)
+        if pair is None:
+            return  # "\ No newline at end of file"
+        self.files[-1].lines.add(pair)
+        if tag in ("-", " "):
+            self.old, self.old_left = self.old + 1, self.old_left - 1
+        if tag in ("+", " "):
+            self.new, self.new_left = self.new + 1, self.new_left - 1
+
+
+def diff_files(project: Project, base: str, head: str) -> list[DiffLines]:
+    """The files of `git diff base head` (renames found), line pairs per file."""
+    out = git(project.bare, "diff", "--no-color", "--no-ext-diff", "-M", "--unified=3", base, head)
+    reader = _DiffReader()
+    for line in out.split("\n"):
+        reader.feed(line)
+    for file in reader.files:  # a new or deleted file names one path on both sides, as GitLab
+        file.old_path = file.old_path or file.new_path
+        file.new_path = file.new_path or file.old_path
+    return reader.files
+
+
+class FakeNotes:
+    """The notes and discussions of the fake's merge requests (see the module docstring)."""
+
+    def __init__(self, fake: FakeGitLab) -> None:
+        self.fake = fake
+        self.notes: dict[tuple[int, int], list[StoredNote]] = {}
+        self.quick_actions: list[str] = []  # every command a posted body would have run
+        self.refuse_discussions = False  # answer every discussion 400, whatever its position
+        self._ids = count(1001)
+        self._lock = threading.Lock()
+        fake.routes.append(self.route)
+
+    # --- what tests set and read ---
+
+    def add(
+        self, path: str, iid: int, body: str, author: str, *, system: bool = False
+    ) -> StoredNote:
+        """A note someone (or GitLab itself) wrote earlier."""
+        project = self.fake.project(path)
+        note = StoredNote(next(self._ids), body, author, system=system)
+        with self._lock:
+            self.notes.setdefault((project.id, iid), []).append(note)
+        return note
+
+    def of(self, path: str, iid: int) -> list[StoredNote]:
+        """The merge request's notes, oldest first."""
+        with self._lock:
+            return list(self.notes.get((self.fake.project(path).id, iid), []))
+
+    def discussions(self, path: str, iid: int) -> list[StoredNote]:
+        return [n for n in self.of(path, iid) if n.discussion_id is not None]
+
+    def plain_notes(self, path: str, iid: int) -> list[StoredNote]:
+        return [n for n in self.of(path, iid) if n.discussion_id is None and not n.system]
+
+    # --- the route ---
+
+    def route(
+        self,
+        fake: FakeGitLab,
+        handler: Any,
+        record: RecordedRequest,
+        project: Project,
+        tail: list[str],
+        body: bytes,
+    ) -> bool:
+        if len(tail) != 3 or tail[0] != "merge_requests" or tail[2] not in ("notes", "discussions"):
+            return False
+        document = fake.documents.get((project.id, int(tail[1]))) if tail[1].isdigit() else None
+        if document is None:
+            handler.send_json(record, 404, {"message": "404 Not found"})
+            return True
+        key = (project.id, int(tail[1]))
+        if handler.command == "GET":
+            self._list(handler, record, key, tail[2])
+        elif handler.command == "POST":
+            self._create(handler, record, project, document, key, tail[2], body)
+        else:
+            handler.send_json(record, 405, {"message": "405 Method Not Allowed"})
+        return True
+
+    def _list(self, handler: Any, record: RecordedRequest, key: tuple[int, int], kind: str) -> None:
+        query = parse_qs(record.query)
+        sort = query.get("sort", ["desc"])[0]
+        order_by = query.get("order_by", ["created_at"])[0]
+        if sort not in ("asc", "desc") or order_by not in ("created_at", "updated_at"):
+            handler.send_json(record, 400, {"error": "sort, order_by does not have a valid value"})
+            return
+        with self._lock:
+            notes = list(self.notes.get(key, []))
+        if kind == "discussions":
+            items = [_discussion(n, key[1]) for n in notes if n.discussion_id is not None]
+        else:
+            items = [n.document(key[1]) for n in (notes if sort == "asc" else notes[::-1])]
+        handler.send_page(record, items)
+
+    def _create(
+        self,
+        handler: Any,
+        record: RecordedRequest,
+        project: Project,
+        document: dict[str, Any],
+        key: tuple[int, int],
+        kind: str,
+        body: bytes,
+    ) -> None:
+        token = record.private_token
+        if token is None:
+            handler.send_json(record, 401, {"message": "401 Unauthorized"})
+            return
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            handler.send_json(record, 400, {"error": "body is invalid"})
+            return
+        text = payload.get("body") if isinstance(payload, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            handler.send_json(record, 400, {"message": {"note": ["can't be blank"]}})
+            return
+        if len(text) > MAX_NOTE_CHARS:
+            too_long = f"is too long (maximum is {MAX_NOTE_CHARS} characters)"
+            handler.send_json(record, 400, {"message": {"note": [too_long]}})
+            return
+        position = None
+        if kind == "discussions":
+            position = payload.get("position")
+            if self.refuse_discussions or not _valid_position(project, document, position):
+                handler.send_json(record, 400, LINE_CODE_REFUSED)
+                return
+        note = StoredNote(next(self._ids), text, self.fake.users[token], position=position)
+        if kind == "discussions":
+            note.discussion_id = f"{note.id:040x}"
+        with self._lock:
+            self.quick_actions += _COMMAND.findall(text.replace("\r", ""))
+            self.notes.setdefault(key, []).append(note)
+        answer = _discussion(note, key[1]) if kind == "discussions" else note.document(key[1])
+        handler.send_json(record, 201, answer)
+
+
+def _discussion(note: StoredNote, iid: int) -> dict[str, Any]:
+    return {"id": note.discussion_id, "individual_note": False, "notes": [note.document(iid)]}
+
+
+def _valid_position(project: Project, document: dict[str, Any], position: Any) -> bool:
+    """GitLab's checks of a text position (see the module docstring)."""
+    refs = document.get("diff_refs")
+    if not isinstance(position, dict) or not isinstance(refs, dict):
+        return False
+    if position.get("position_type") != "text":
+        return False
+    if any(position.get(name) != refs[name] for name in ("base_sha", "start_sha", "head_sha")):
+        return False
+    old_line, new_line = position.get("old_line"), position.get("new_line")
+    if not all(v is None or (isinstance(v, int) and v > 0) for v in (old_line, new_line)):
+        return False
+    for file in diff_files(project, refs["base_sha"], refs["head_sha"]):
+        if (file.new_path, file.old_path) == (position.get("new_path"), position.get("old_path")):
+            return (old_line, new_line) in file.lines
+    return False
+
+
+@pytest.fixture
+def fake_gitlab_notes(fake_gitlab: FakeGitLab) -> FakeNotes:
+    """The notes and discussions of the running fake GitLab."""
+    return FakeNotes(fake_gitlab)
