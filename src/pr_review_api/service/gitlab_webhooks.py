@@ -26,9 +26,12 @@ a few seconds makes the answer `server_busy`, and GitLab may deliver again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import logging
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
@@ -108,8 +111,13 @@ def gitlab_webhook_router() -> APIRouter:
     ) -> Response:
         event_name = one_header(request, "x-gitlab-event")
         label = _EVENT_LABELS.get(event_name or "", event_name)
+        # The application's client (one pool; our username asked once), else one of our own.
+        shared: GitLabClient | None = getattr(request.app.state, "gitlab", None)
         try:
-            response, outcome = await _answer(request, settings, queue, event_name, access)
+            async with _shared_or_own(shared, settings) as gitlab:
+                response, outcome = await _answer(
+                    request, settings, queue, event_name, _Checks(gitlab, access)
+                )
         except ReviewError as exc:
             if metrics is not None:
                 metrics.webhook_delivery(label, exc.code)
@@ -121,12 +129,28 @@ def gitlab_webhook_router() -> APIRouter:
     return router
 
 
+@dataclass(frozen=True)
+class _Checks:
+    """What tells who may ask: the GitLab client and the cache of access levels."""
+
+    gitlab: GitLabClient
+    access: AccessLevels
+
+
+def _shared_or_own(
+    shared: GitLabClient | None, settings: Settings
+) -> AbstractAsyncContextManager[GitLabClient]:
+    # A client opens no connection before its first request: one of our own costs nothing
+    # for a delivery that asks GitLab nothing.
+    return contextlib.nullcontext(shared) if shared is not None else GitLabClient(settings)
+
+
 async def _answer(
     request: Request,
     settings: Settings,
     queue: JobQueue,
     event_name: str | None,
-    access: AccessLevels,
+    checks: _Checks,
 ) -> tuple[Response, str]:
     """The answer to one delivery, and its outcome for the metrics (`queued`, `ignored`)."""
     secret = settings.pr_review_gitlab_webhook_secret
@@ -140,7 +164,7 @@ async def _answer(
     event = await json_event(body)
     delivery = delivery_id(request, "x-gitlab-event-uuid", prefix="gitlab:")
     if event_name == NOTE_HOOK:
-        return await _note_answer(event, settings, queue, delivery, access)
+        return await _note_answer(event, settings, queue, delivery, checks)
     push = merge_request_push(event, settings)
     if push is None:
         return ignored(), "ignored"
@@ -160,7 +184,7 @@ async def _note_answer(
     settings: Settings,
     queue: JobQueue,
     delivery: str | None,
-    access: AccessLevels,
+    checks: _Checks,
 ) -> tuple[Response, str]:
     """A Note Hook: the command job it asks for (CONTRACT 15), or ignored."""
     note = merge_request_note(event, settings)
@@ -171,7 +195,7 @@ async def _note_answer(
         return ignored(), "ignored"
     try:
         async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
-            command = await _permitted_command(note, settings, access)
+            command = await _permitted_command(note, checks)
     except (TimeoutError, GitLabUnavailable, PullRequestNotFound):
         raise ServerBusy("GitLab did not say who may ask in time; redeliver shortly.") from None
     if command is None:
@@ -179,18 +203,15 @@ async def _note_answer(
     return await queued(enqueue_command(queue, command, delivery_id=delivery)), "queued"
 
 
-async def _permitted_command(
-    note: MergeRequestNote, settings: Settings, access: AccessLevels
-) -> CommandJob | None:
+async def _permitted_command(note: MergeRequestNote, checks: _Checks) -> CommandJob | None:
     """The command, when it is addressed to us and its author may ask it; else None."""
-    async with GitLabClient(settings) as gitlab:
-        username = await gitlab.username()
-        if note.author.lower() == username.lower():
-            return None
-        text = addressed_text(note.body, username)
-        kind = None if text is None else _COMMANDS.get(text.lower())
-        if text is None or kind is None:
-            return None
-        if not await access.may_ask(gitlab, note.ref, note.author_id):
-            return None
+    username = await checks.gitlab.username()
+    if note.author.lower() == username.lower():
+        return None
+    text = addressed_text(note.body, username)
+    kind = None if text is None else _COMMANDS.get(text.lower())
+    if text is None or kind is None:
+        return None
+    if not await checks.access.may_ask(checks.gitlab, note.ref, note.author_id):
+        return None
     return CommandJob(_job(note.ref, None), kind, note.command(kind, text))
