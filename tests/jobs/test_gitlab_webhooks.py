@@ -21,6 +21,7 @@ from pr_review_api.settings import Settings
 from tests.conftest import PROVIDER_KEY
 from tests.gitlab.payloads import HEAD, OLDREV, PROJECT, merge_request_hook
 from tests.jobs.test_jobs import FAST, rows, service
+from tests.scrape import label_values, value
 
 TOKEN = "glwhsec-test-GITLAB-WEBHOOK-SECRET-5c1d"
 GITLAB = "https://gitlab.example/prefix"
@@ -398,3 +399,26 @@ def test_review_jobs_accept_merge_request_urls(database_url: str) -> None:
             assert elsewhere.json()["error"]["code"] == "invalid_pull_request_url"
 
     asyncio.run(scenario())
+
+
+def test_deliveries_are_counted_by_gitlab_event_and_outcome(database_url: str) -> None:
+    async def scenario() -> str:
+        async with service(settings_for(database_url)) as client:
+            assert (await deliver(client, merge_request_hook("open"))).status_code == 202
+            assert (await deliver(client, merge_request_hook("close"))).status_code == 202
+            assert (await deliver(client, merge_request_hook("open"), token="x")).status_code == 401
+            assert (await deliver(client, b"[1]")).status_code == 422
+            assert (await deliver(client, b"[1]", kind="Note Hook")).status_code == 422
+            assert (await deliver(client, b"{}", kind="Push Hook<b>")).status_code == 202
+            return (await client.get("/metrics")).text
+
+    text = asyncio.run(scenario())
+    name = "pr_review_webhook_deliveries_total"
+    assert value(text, name, event="merge_request", outcome="queued") == 1
+    assert value(text, name, event="merge_request", outcome="ignored") == 1
+    assert value(text, name, event="merge_request", outcome="invalid_signature") == 1
+    assert value(text, name, event="merge_request", outcome="invalid_request") == 1
+    assert value(text, name, event="note", outcome="invalid_request") == 1
+    assert value(text, name, event="other", outcome="ignored") == 1
+    assert label_values(text, "event") == {"merge_request", "note", "other"}
+    assert TOKEN not in text
