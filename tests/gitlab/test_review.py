@@ -1,6 +1,7 @@
 """A GitLab merge request reviewed end to end (CONTRACT 17) without publishing: a nested group
 on a self-managed server under a path prefix and a non-default port, real git, the fake GitLab
-and the scripted provider, through the command line and the HTTP API.
+and the scripted provider, through the command line and the HTTP API. Publishing (--post):
+tests/loop/test_merge_request_post.py.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from pr_review_api.cli import commands as cli
 from pr_review_api.errors import GitHubUnavailable, GitLabUnavailable, InvalidRepository
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.gitlab.client import TOKEN_NEEDED_MESSAGE
-from pr_review_api.loop.run import MERGE_REQUEST_POST_UNSUPPORTED
 from pr_review_api.loop.workspace import Prepared
 from pr_review_api.model import Forge, PullRequestInfo
 from pr_review_api.service.app import create_app
@@ -304,38 +304,6 @@ def test_a_merge_request_url_off_the_server_is_refused_before_any_request(
     assert result.exit_code == 2, result.output
     assert json.loads(result.stdout)["error"]["code"] == "invalid_pull_request_url"
     assert fake_gitlab.requests == []
-
-
-def test_post_on_a_merge_request_is_refused_before_the_model_runs(
-    fake_gitlab: FakeGitLab,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    mr = publish(fake_gitlab)
-    env = environment(fake_gitlab, scripted_provider, tmp_path / "cache")
-    result = review_cli(monkeypatch, env, mr.url, "--post", "--format", "json")
-    assert result.exit_code == 2, result.output
-    assert json.loads(result.stdout)["error"] == {
-        "code": "invalid_request",
-        "message": MERGE_REQUEST_POST_UNSUPPORTED,
-    }
-    assert fake_gitlab.requests == []
-    assert scripted_provider.requests == []
-
-
-@pytest.mark.anyio
-async def test_post_on_a_merge_request_is_refused_by_the_http_api(
-    fake_gitlab: FakeGitLab, scripted_provider: ScriptedProvider, tmp_path: Path
-) -> None:
-    mr = publish(fake_gitlab)
-    async with service(settings_for(fake_gitlab, scripted_provider, tmp_path / "c")) as client:
-        body = {"pull_request_url": mr.url, "post": True}
-        response = await client.post("/v1/reviews", json=body)
-    assert response.status_code == 422
-    assert response.json()["error"]["code"] == "invalid_request"
-    assert fake_gitlab.requests == []
-    assert scripted_provider.requests == []
 
 
 # --- git failures while a merge request is read ---

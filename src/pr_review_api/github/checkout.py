@@ -48,9 +48,21 @@ from pr_review_api.cache_layout import (
     last_used_file_of,
     staging_git_dir_of,
 )
-from pr_review_api.errors import ConfigurationError, GitHubUnavailable, ReviewError
-from pr_review_api.git_runner import GitConfig, GitError, is_sha, run_git
+from pr_review_api.errors import ConfigurationError, GitHubUnavailable
+from pr_review_api.git_runner import GitError, is_sha, run_git
 from pr_review_api.github.cache_files import Lease, heal, last_used, lock, tree_size
+from pr_review_api.github.cache_remote import (
+    BASE_MISSING_TEMPLATE,
+    CACHE_BROKEN,
+    CACHE_BUSY,
+    FETCH_FAILED_TEMPLATE,
+    FETCH_TIMEOUT_TEMPLATE,
+    HEAD_MOVED_TEMPLATE,
+    INVALID_METADATA_TEMPLATE,
+    CacheFailure,
+    ForgeWords,
+    Remote,
+)
 from pr_review_api.github.client import GitHubClient, fetch_metadata
 from pr_review_api.github.credentials import credentials_for
 from pr_review_api.github.git_http import fetch_config
@@ -65,60 +77,17 @@ LOCAL_GIT_TIMEOUT_SECONDS = 60.0
 # Before a fetch, unused repositories are evicted while the cache's file system has less free.
 FETCH_RESERVE_BYTES = 256 * 1024**2
 
-# A failure's sentence names the change and its forge ({change}, {forge}; see `ForgeWords`).
-_HEAD_MOVED = "The {change}'s head moved while fetching; retry the review."
-_BASE_MISSING = "The {change}'s base commit is no longer on its base branch; retry the review."
-_FETCH_FAILED = "Fetching the {change}'s commits from {forge} failed."
-_FETCH_TIMEOUT = "Fetching the {change}'s commits from {forge} did not finish in time."
-_INVALID_METADATA = "{forge} returned {change} data that is not valid."
-CACHE_BUSY = "Another review is still fetching this repository; try again shortly."
-CACHE_BROKEN = "The repository cache could not be prepared."
 CACHE_UNUSABLE = "PR_REVIEW_CACHE_DIR cannot be used as the repository cache (is it writable?)."
 
 _KEY = re.compile(r"[0-9a-f]{32}")
 
-
-@dataclass(frozen=True)
-class ForgeWords:
-    """How a forge's fetch failures are told: its name, what it calls a change, its error."""
-
-    forge: str
-    change: str
-    error: type[ReviewError]
-
-    def failure(self, sentence: str) -> ReviewError:
-        """The forge's error with `sentence` (a template of this module, or a fixed one)."""
-        return self.error(sentence.format(forge=self.forge, change=self.change))
-
-
 GITHUB_WORDS: Final = ForgeWords("GitHub", "pull request", GitHubUnavailable)
 
-HEAD_MOVED = GITHUB_WORDS.failure(_HEAD_MOVED).message
-BASE_MISSING = GITHUB_WORDS.failure(_BASE_MISSING).message
-FETCH_FAILED = GITHUB_WORDS.failure(_FETCH_FAILED).message
-FETCH_TIMEOUT = GITHUB_WORDS.failure(_FETCH_TIMEOUT).message
-INVALID_METADATA = GITHUB_WORDS.failure(_INVALID_METADATA).message
-
-
-@dataclass(frozen=True)
-class Remote:
-    """Where one change's two commits are fetched from, as its forge says."""
-
-    key_text: str  # hashed into the repository's cache key: no part of it becomes a path
-    git_url: str
-    head_ref: str  # the server's ref holding the head: refs/pull/N/head
-    local_head_ref: str  # where the fetch keeps it in the cache: refs/pr-review/pull/N
-    config: GitConfig  # the fetch's git configuration (the token only in its secret)
-    words: ForgeWords
-    label: str  # for the log: owner/repo#N, never a URL
-
-
-class _CacheFailure(Exception):
-    """A failure inside the cache, told in the remote's words by `prepare_remote`."""
-
-    def __init__(self, sentence: str) -> None:
-        super().__init__(sentence)
-        self.sentence = sentence
+HEAD_MOVED = GITHUB_WORDS.failure(HEAD_MOVED_TEMPLATE).message
+BASE_MISSING = GITHUB_WORDS.failure(BASE_MISSING_TEMPLATE).message
+FETCH_FAILED = GITHUB_WORDS.failure(FETCH_FAILED_TEMPLATE).message
+FETCH_TIMEOUT = GITHUB_WORDS.failure(FETCH_TIMEOUT_TEMPLATE).message
+INVALID_METADATA = GITHUB_WORDS.failure(INVALID_METADATA_TEMPLATE).message
 
 
 @dataclass(frozen=True)
@@ -187,7 +156,7 @@ class RepositoryCache:
         """`prepare` for any forge's `remote`; failures are its forge's errors."""
         try:
             return self._prepare(remote, metadata)
-        except _CacheFailure as failure:
+        except CacheFailure as failure:
             raise remote.words.failure(failure.sentence) from None
 
     def _prepare(self, remote: Remote, metadata: PullRequestMetadata) -> Lease:
@@ -198,7 +167,7 @@ class RepositoryCache:
         except OSError:
             raise ConfigurationError(CACHE_UNUSABLE) from None
         if fd is None:
-            raise _CacheFailure(CACHE_BUSY)
+            raise CacheFailure(CACHE_BUSY)
         lease = Lease(fd, self.layout.repository(key))
         try:
             fetched = self._pin(key, remote, metadata)
@@ -214,13 +183,13 @@ class RepositoryCache:
         """Fetch unless both commits are present; whether a fetch ran."""
         pinned = (metadata.base_sha, metadata.head_sha)
         if not all(is_sha(sha) for sha in pinned) or not is_valid_branch_name(metadata.base_ref):
-            raise _CacheFailure(_INVALID_METADATA)
+            raise CacheFailure(INVALID_METADATA_TEMPLATE)
         git_dir = git_dir_of(self.layout.repository(key))
         if (git_dir / "HEAD").is_file() and _has_commits(git_dir, pinned):
             return False  # a repeat review of the same head: nothing to fetch, no lock to wait for
         fetch_lock = lock(self.layout.fetch_lock(key), shared=False, timeout=self._wait)
         if fetch_lock is None:
-            raise _CacheFailure(CACHE_BUSY)
+            raise CacheFailure(CACHE_BUSY)
         try:
             # Space first: a full disk fails the fetch, and a cache that heals itself does not
             # stay wedged by what a killed fetch left behind (issue 9 items 6 and 8).
@@ -257,14 +226,14 @@ class RepositoryCache:
                 timeout=LOCAL_GIT_TIMEOUT_SECONDS,
             )
         except (GitError, OSError, subprocess.TimeoutExpired):
-            raise _CacheFailure(CACHE_BROKEN) from None
+            raise CacheFailure(CACHE_BROKEN) from None
         staging.rename(git_dir)
         return git_dir
 
     def _fetch(self, git_dir: Path, remote: Remote, metadata: PullRequestMetadata) -> None:
         branch = metadata.base_ref
         if not _git_accepts_branch(git_dir, branch):
-            raise _CacheFailure(_INVALID_METADATA)
+            raise CacheFailure(INVALID_METADATA_TEMPLATE)
         args = [
             "fetch",
             "--quiet",
@@ -284,11 +253,11 @@ class RepositoryCache:
         except GitError as exc:
             # stderr stays in the GitError: it may quote the server, and is never shown.
             logger.info("git fetch for %s failed with status %d", remote.label, exc.returncode)
-            raise _CacheFailure(_FETCH_FAILED) from None
+            raise CacheFailure(FETCH_FAILED_TEMPLATE) from None
         except subprocess.TimeoutExpired:
-            raise _CacheFailure(_FETCH_TIMEOUT) from None
+            raise CacheFailure(FETCH_TIMEOUT_TEMPLATE) from None
         except OSError:
-            raise _CacheFailure(_FETCH_FAILED) from None
+            raise CacheFailure(FETCH_FAILED_TEMPLATE) from None
         logger.info("fetched %s in %.2f s", remote.label, time.monotonic() - started)
 
     # --- eviction ---
@@ -405,7 +374,7 @@ def _check(
             git_dir, args, input_bytes=input_bytes, timeout=LOCAL_GIT_TIMEOUT_SECONDS, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
-        raise _CacheFailure(CACHE_BROKEN) from None
+        raise CacheFailure(CACHE_BROKEN) from None
 
 
 def _has_commits(git_dir: Path, shas: Iterable[str]) -> bool:
@@ -436,9 +405,9 @@ def _resolve(git_dir: Path, ref: str) -> str | None:
 def _verify(git_dir: Path, remote: Remote, metadata: PullRequestMetadata) -> None:
     """The fetched head ref must be the metadata's head, and the base commit must be present."""
     if _resolve(git_dir, remote.local_head_ref) != metadata.head_sha:
-        raise _CacheFailure(_HEAD_MOVED)
+        raise CacheFailure(HEAD_MOVED_TEMPLATE)
     if not _has_commits(git_dir, [metadata.base_sha]):
-        raise _CacheFailure(_BASE_MISSING)
+        raise CacheFailure(BASE_MISSING_TEMPLATE)
 
 
 # --- the entry point ---

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from pr_review_api.github.markers import finding_marker, head_marker
+from pr_review_api.github.markers import finding_marker, head_marker, holds_marker
 from pr_review_api.github.placement import Placed, Placement
 from pr_review_api.gitlab.markdown import escape, escape_inline, starts_quick_action
 from pr_review_api.model import SEVERITIES, ReviewResult, Suggestion
@@ -32,22 +32,26 @@ MAX_NOTE_CHARS = 900_000
 # Raw text in a code block: every control but tab and line feed goes (a carriage return too,
 # which GitLab deletes and a renderer may read as a line break).
 _RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-# A line's start (after a line feed or a carriage return) followed by blanks, `/` and a word.
-_COMMAND_LINE = re.compile(r"(?:\A|(?<=[\n\r]))(?=[^\S\n\r]*/[a-z_])", re.IGNORECASE)
+# A line's start (after a line feed or a carriage return), its blanks, then `/` and a word.
+_COMMAND_LINE = re.compile(r"(?:\A|(?<=[\n\r]))([^\S\n\r]*)(?=/[a-z_])", re.IGNORECASE)
 
 
 def defused(text: str) -> str:
-    """`text` with a word joiner before every line that could start a quick action."""
-    return _COMMAND_LINE.sub(WORD_JOINER, text)
+    """`text` with a word joiner before the `/` of every line that could start a quick action
+    (after the line's blanks, which may be a list item's indentation)."""
+    return _COMMAND_LINE.sub(lambda m: m[1] + WORD_JOINER, text)
 
 
 def committable(placed: Placed) -> bool:
-    """Whether the finding's suggestion is posted as GitLab's committable block."""
+    """Whether the finding's suggestion is posted as GitLab's committable block: placement
+    said so, and its replacement, shown exactly, holds no line GitLab could run and no marker
+    (placement already refuses those; checked again here, where the text is written)."""
     suggestion = placed.suggestion
     return (
         placed.committable
         and suggestion is not None
         and not starts_quick_action(suggestion.replacement)
+        and not holds_marker(suggestion.replacement)
     )
 
 
@@ -84,13 +88,19 @@ def _diff_block(placed: Placed, indent: str = "") -> list[str]:
     suggestion = placed.suggestion
     assert suggestion is not None
     where = suggestion_heading(suggestion)
-    diff = _RAW_CONTROL.sub("", suggestion_diff(suggestion, placed.replaced))
+    # One diff line per line, each starting with `@@`, `-` or `+`: no break inside a line.
+    replaced = None if placed.replaced is None else [_one_line(x) for x in placed.replaced]
+    diff = _RAW_CONTROL.sub("", suggestion_diff(suggestion, replaced))
     # Shown raw, text that would read as one of our markers is broken (github/markers.py).
     diff = diff.replace("<!--", "<" + WORD_JOINER + "!--")
     return [
         f"{indent}**Suggested change** ({where}, not committable here):",
         code_block("diff", diff, indent),
     ]
+
+
+def _one_line(text: str) -> str:
+    return _RAW_CONTROL.sub("", text).replace("\n", " ")
 
 
 def _note_entry(placed: Placed) -> str:
@@ -134,7 +144,8 @@ def render_note(result: ReviewResult, placement: Placement) -> tuple[str, int]:
             shown += 1
         if shown < len(placement.body):
             parts += [f"{len(placement.body) - shown} more findings did not fit in this note."]
-    notes = [escape(note).replace("\n", "\n  ") for note in review.notes]
+    # An empty list item ("- ") under a paragraph would read as a heading's underline.
+    notes = [escape(note.strip()).replace("\n", "\n  ") for note in review.notes if note.strip()]
     if notes:
         parts += ["", "#### Notes", ""]
         for note in notes:

@@ -43,10 +43,12 @@ from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import is_merge_request_url
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
+from pr_review_api.loop import merge_request_post
 from pr_review_api.loop.background_index import one_shot_store
 from pr_review_api.loop.batches import batched_review
 from pr_review_api.loop.engine import Engine, StageHook, Tally
 from pr_review_api.loop.gate import Gate, already_posted, gated, open_gate, skip_review
+from pr_review_api.loop.merge_request_post import is_merge_request
 from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.review import final_review, same_tree
 from pr_review_api.loop.workspace import (
@@ -82,10 +84,6 @@ __all__ = [
     "run_review",
 ]
 
-MERGE_REQUEST_POST_UNSUPPORTED = (
-    "Publishing a review on a GitLab merge request is not supported yet; review it without "
-    '--post (or "post": false).'
-)
 NO_CHANGES_SUMMARY = (
     "The head commit has the same tree as the merge base: there are no changes to review."
 )
@@ -107,7 +105,7 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
-async def run_review(  # noqa: C901, PLR0913  (the one review function: each shell passes what it shares, and each early answer of CONTRACT 15 and 16 is one branch)
+async def run_review(  # noqa: PLR0913  (the one review function: each shell passes what it shares, and each early answer of CONTRACT 15 and 16 is one branch)
     target: ReviewTarget,
     settings: Settings,
     *,
@@ -179,24 +177,23 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                     prepared,
                     settings,
                     github_client,
-                    post=post,
+                    post=post and not is_merge_request(prepared),  # check runs are GitHub's
                     on_outcome=on_check,
                 )
                 if automatic and (skipped := await skip_review(prepared, settings, gate)):
                     return _counted(metrics, skipped, loop.time() - started)
-                if post and (
-                    done := await _before_publishing(
-                        prepared, settings, github_client, ledger, gate, force
-                    )
-                ):
-                    return _counted(metrics, done, loop.time() - started)
                 if post:
-                    prepared, posted = await with_re_review(prepared, github_client)
-                    if posted is not None and not force:
-                        done = await already_posted(prepared, settings, github_client, posted, gate)
+                    prepared, done = await _before_model(
+                        prepared,
+                        settings,
+                        (github_client, gitlab_client),
+                        gate,
+                        ledger=ledger,
+                        force=force,
+                        dismissals=dismissals,
+                    )
+                    if done is not None:
                         return _counted(metrics, done, loop.time() - started)
-                if post and dismissals is not None:
-                    prepared = await _with_dismissed_titles(prepared, dismissals)
                 engine = Engine(
                     client,
                     prepared,
@@ -211,24 +208,17 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
                     gate, deadline, functools.partial(_review, engine, include_trace)
                 )
                 if post:
-                    dismissed = await _dismissed(
-                        prepared,
-                        dismissals,
-                        github_client,
-                        result_findings=bool(result.review.findings),
-                    )
-                    gate.dismissed = dismissed
-                    result.publication = await publish_result(
+                    await _publish(
                         result,
-                        github_client,
-                        prepared.repository.git_dir,
+                        prepared,
+                        (github_client, gitlab_client),
+                        gate,
                         deadline=deadline,
                         ledger=ledger,
                         metrics=metrics,
                         force=force,
-                        dismissed=dismissed,
+                        dismissals=dismissals,
                     )
-                    await _resolve_fixed(result, prepared, github_client)
                 await gate.finished(result)
                 return _counted(metrics, result, loop.time() - started)
     except TimeoutError:
@@ -244,6 +234,79 @@ async def run_review(  # noqa: C901, PLR0913  (the one review function: each she
         raise
     finally:
         cancel.set()
+
+
+async def _before_model(
+    prepared: Prepared,
+    settings: Settings,
+    clients: tuple[GitHubClient, GitLabClient | None],
+    gate: Gate,
+    *,
+    ledger: PublishLedger | None,
+    force: bool,
+    dismissals: DismissedFindings | None,
+) -> tuple[Prepared, ReviewResult | None]:
+    """What `post` does before the model is asked: (prepared, None) to go on, or (prepared,
+    the early answer: a head already published). A merge request's is
+    loop/merge_request_post.py's."""
+    github, gitlab = clients
+    if is_merge_request(prepared):
+        assert gitlab is not None
+        return await merge_request_post.before_model(
+            prepared, settings, gitlab, github, gate, ledger=ledger, force=force
+        )
+    done = await _before_publishing(prepared, settings, github, ledger, gate, force)
+    if done is not None:
+        return prepared, done
+    prepared, posted = await with_re_review(prepared, github)
+    if posted is not None and not force:
+        return prepared, await already_posted(prepared, settings, github, posted, gate)
+    if dismissals is not None:
+        prepared = await _with_dismissed_titles(prepared, dismissals)
+    return prepared, None
+
+
+async def _publish(  # noqa: PLR0913  (as _before_model)
+    result: ReviewResult,
+    prepared: Prepared,
+    clients: tuple[GitHubClient, GitLabClient | None],
+    gate: Gate,
+    *,
+    deadline: float,
+    ledger: PublishLedger | None,
+    metrics: Metrics | None,
+    force: bool,
+    dismissals: DismissedFindings | None,
+) -> None:
+    """Publish the review (CONTRACT 10, 17): `result.publication` says what happened."""
+    github, gitlab = clients
+    if is_merge_request(prepared):
+        assert gitlab is not None
+        result.publication = await merge_request_post.after_review(
+            result,
+            prepared,
+            gitlab,
+            deadline=deadline,
+            ledger=ledger,
+            metrics=metrics,
+            force=force,
+        )
+        return
+    dismissed = await _dismissed(
+        prepared, dismissals, github, result_findings=bool(result.review.findings)
+    )
+    gate.dismissed = dismissed
+    result.publication = await publish_result(
+        result,
+        github,
+        prepared.repository.git_dir,
+        deadline=deadline,
+        ledger=ledger,
+        metrics=metrics,
+        force=force,
+        dismissed=dismissed,
+    )
+    await _resolve_fixed(result, prepared, github)
 
 
 async def _before_publishing(
@@ -347,13 +410,10 @@ def _counted(metrics: Metrics | None, outcome: _Outcome, seconds: float) -> _Out
 
 
 def _check_publishable(target: ReviewTarget) -> None:
-    """What `post` can publish on, checked before anything is fetched or the model is asked.
-    The seam of publishing on a merge request (CONTRACT 17): until gitlab/ can publish, a
-    `post` of one is refused here."""
+    """What `post` can publish on, checked before anything is fetched or the model is asked:
+    a pull request or a merge request (loop/merge_request_post.py), never a local repository."""
     if isinstance(target, LocalTarget):
         raise InvalidRequest("Publishing needs a pull request URL, not a local repository.")
-    if is_merge_request_url(target.url):
-        raise InvalidRequest(MERGE_REQUEST_POST_UNSUPPORTED)
 
 
 def _gitlab_client(

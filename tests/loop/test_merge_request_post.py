@@ -1,0 +1,265 @@
+"""`--post` on a GitLab merge request, end to end (CONTRACT 10, 17): the CLI and the HTTP API
+through run_review, the fake GitLab (notes and discussions with GitLab's rules), real git and
+the scripted provider. The preflight fails before any provider request; a head already
+published answers without one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Collection
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner, Result
+
+from pr_review_api.cli import commands as cli
+from pr_review_api.github.ledger import HeadKey, PublishedHead
+from pr_review_api.github.markers import head_marker
+from pr_review_api.gitlab.preflight import NEEDS_CREDENTIALS
+from pr_review_api.llm.testing import ScriptedModel, stop_turn
+from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.model import Publication, ReviewResult
+from pr_review_api.service.app import create_app
+from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY
+from tests.fakes.gitlab_notes import FakeNotes
+from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
+from tests.fakes.provider_server import ScriptedProvider
+from tests.fakes.provider_server import stop_turn as provider_stop_turn
+
+pytestmark = pytest.mark.e2e
+
+PATH = "grp/sub/project"
+IID = 3
+BOT = "pr-review-bot"
+BASE = {"src/service.py": "def save(w):\n    db.write(w)\n    return w\n"}
+HEAD = {"src/service.py": "def save(w):\n    db.write(w)\n    validate(w)\n    return w\n"}
+ADDED = {
+    "severity": "high",
+    "title": "Validation after write",
+    "explanation": "Invalid widgets are saved first.",
+    "path": "src/service.py",
+    "line": 3,
+    "evidence": "validate(w) follows db.write(w).",
+    "recommendation": "Validate before writing.",
+}
+CONTEXT = {**ADDED, "severity": "low", "title": "Returned unchecked", "line": 4}
+REVIEW = {"summary": "Two problems.", "findings": [ADDED, CONTEXT], "notes": []}
+
+
+def merge_request(fake: FakeGitLab, *, private: bool = True) -> MergeRequestFixture:
+    fake.users[GITLAB_TOKEN] = BOT
+    return fake.merge_request(PATH, IID, base=BASE, head=HEAD, private=private)
+
+
+def environment(
+    monkeypatch: pytest.MonkeyPatch,
+    fake: FakeGitLab,
+    provider: ScriptedProvider,
+    cache: Path,
+    token: str | None = GITLAB_TOKEN,
+) -> None:
+    values = {
+        "OPENCODE_API_KEY": PROVIDER_KEY,
+        "OPENCODE_BASE_URL": provider.base_url,
+        "OPENCODE_MAX_RETRIES": "0",
+        "GITLAB_SERVER_URL": fake.server_url,
+        "PR_REVIEW_CACHE_DIR": str(cache),
+        "REVIEW_TIMEOUT_SECONDS": "60",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    if token is None:
+        monkeypatch.delenv("GITLAB_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("GITLAB_TOKEN", token)
+
+
+def review_cli(mr: MergeRequestFixture) -> Result:
+    return CliRunner().invoke(
+        cli.main, ["review", mr.url, "--post", "--format", "json"], prog_name="pr-review"
+    )
+
+
+def posts(fake: FakeGitLab) -> list[str]:
+    return [r.path.rsplit("/", 1)[-1] for r in fake.api_requests() if r.method == "POST"]
+
+
+def test_post_publishes_a_note_and_discussions_through_the_cli(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mr = merge_request(fake_gitlab)
+    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    scripted_provider.script(provider_stop_turn(REVIEW))
+    done = review_cli(mr)
+    assert done.exit_code == 0, done.output
+    document = json.loads(done.stdout)
+    (note,) = fake_gitlab_notes.plain_notes(PATH, IID)
+    assert document["publication"] == {
+        "status": "published",
+        "review_id": note.id,
+        "url": f"{mr.url}#note_{note.id}",
+        "inline_comments": 2,
+        "body_findings": 0,
+        "duplicates_skipped": 0,
+        "suppressed": 0,
+        "resolved": 0,
+        "error": None,
+    }
+    assert posts(fake_gitlab) == ["discussions", "discussions", "notes"]
+    added, context = fake_gitlab_notes.discussions(PATH, IID)
+    refs = {"base_sha": mr.base_sha, "start_sha": mr.start_sha, "head_sha": mr.head_sha}
+    paths = {"new_path": "src/service.py", "old_path": "src/service.py"}
+    assert added.position == {"position_type": "text", **refs, **paths, "new_line": 3}
+    assert context.position == {
+        "position_type": "text",
+        **refs,
+        **paths,
+        "new_line": 4,
+        "old_line": 3,
+    }
+    assert head_marker(mr.head_sha) in note.body
+    assert {n.author for n in fake_gitlab_notes.of(PATH, IID)} == {BOT}
+    assert fake_gitlab_notes.quick_actions == []
+    # No GitHub request at all: a merge request's publication is GitLab's alone.
+    assert {r.private_token for r in fake_gitlab.api_requests()} == {GITLAB_TOKEN}
+
+
+def test_a_second_run_on_the_same_head_asks_no_model_and_posts_nothing(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mr = merge_request(fake_gitlab)
+    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    scripted_provider.script(provider_stop_turn(REVIEW))
+    first = review_cli(mr)
+    assert first.exit_code == 0, first.output
+    asked, posted = len(scripted_provider.requests), len(posts(fake_gitlab))
+    again = review_cli(mr)
+    assert again.exit_code == 0, again.output
+    document = json.loads(again.stdout)
+    assert document["termination_reason"] == "already_published"
+    assert document["publication"]["status"] == "already_published"
+    assert document["publication"]["url"] == json.loads(first.stdout)["publication"]["url"]
+    assert len(scripted_provider.requests) == asked
+    assert len(posts(fake_gitlab)) == posted
+
+
+def test_post_without_a_token_fails_before_any_provider_request(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mr = merge_request(fake_gitlab, private=False)  # readable without a token
+    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache", token=None)
+    done = review_cli(mr)
+    assert done.exit_code == 2, done.output
+    assert json.loads(done.stdout)["error"] == {
+        "code": "configuration_error",
+        "message": NEEDS_CREDENTIALS,
+    }
+    assert scripted_provider.requests == []
+    assert posts(fake_gitlab) == []
+    assert fake_gitlab_notes.of(PATH, IID) == []
+
+
+@pytest.mark.anyio
+async def test_post_through_the_http_api(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+) -> None:
+    mr = merge_request(fake_gitlab)
+    scripted_provider.script(provider_stop_turn(REVIEW))
+    settings = fake_gitlab.settings(
+        tmp_path / "cache",
+        token=GITLAB_TOKEN,
+        opencode_api_key=PROVIDER_KEY,
+        opencode_base_url=scripted_provider.base_url,
+        review_timeout_seconds=60,
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://testserver", timeout=60
+        ) as client:
+            body = {"pull_request_url": mr.url, "post": True}
+            response = await client.post("/v1/reviews", json=body)
+    assert response.status_code == 200, response.text
+    publication = response.json()["publication"]
+    assert publication["status"] == "published"
+    assert publication["inline_comments"] == 2
+    assert len(fake_gitlab_notes.discussions(PATH, IID)) == 2
+
+
+class DictLedger:
+    """A `PublishLedger` in memory."""
+
+    def __init__(self) -> None:
+        self.heads: dict[HeadKey, PublishedHead] = {}
+        self.posted: dict[HeadKey, list[str]] = {}
+
+    async def find(self, key: HeadKey) -> PublishedHead | None:
+        return self.heads.get(key)
+
+    async def fingerprints(self, key: HeadKey) -> set[str]:
+        return {
+            f
+            for k, found in self.posted.items()
+            if (k.pull_request, k.identity) == (key.pull_request, key.identity)
+            for f in found
+        }
+
+    async def record(
+        self,
+        key: HeadKey,
+        publication: Publication,
+        fingerprints: Collection[str],
+        result: ReviewResult,
+    ) -> None:
+        document = result.model_dump(mode="json")
+        self.heads[key] = PublishedHead(publication.review_id, publication.url, document)
+        self.posted[key] = list(fingerprints)
+
+
+def test_the_services_ledger_answers_a_published_head_before_the_model(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    tmp_path: Path,
+) -> None:
+    mr = merge_request(fake_gitlab)
+    settings = fake_gitlab.settings(
+        tmp_path / "cache", token=GITLAB_TOKEN, opencode_api_key=PROVIDER_KEY
+    )
+    ledger = DictLedger()
+
+    def run(model: ScriptedModel) -> ReviewResult:
+        target = PullRequestTarget(mr.url)
+        return asyncio.run(run_review(target, settings, model=model, post=True, ledger=ledger))
+
+    first = run(ScriptedModel(stop_turn(REVIEW)))
+    assert first.publication is not None
+    assert first.publication.status == "published"
+    key = HeadKey(f"{PATH}!{IID}", BOT, mr.head_sha)
+    assert set(ledger.heads) == {key}  # `group/project!iid`: no GitHub key can equal it
+    fake_gitlab_notes.notes.clear()  # the ledger alone now knows this head was published
+    silent = ScriptedModel()  # a model that must not be asked
+    again = run(silent)
+    assert silent.requests == []
+    assert again.publication is not None
+    assert again.publication.status == "already_published"
+    assert again.publication.review_id == first.publication.review_id
+    assert fake_gitlab_notes.notes == {}
