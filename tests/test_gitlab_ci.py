@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY
+from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 
@@ -137,11 +138,11 @@ def _run_job(
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="the job installs pr-review with uv")
-# Until run_review publishes on a merge request (gl-publish wires gitlab/publish.py in), the
-# job's --post is refused before the model runs; strict: this fails once it publishes.
-@pytest.mark.xfail(strict=True, reason="run_review does not publish on a merge request yet")
 def test_the_job_publishes_the_review_on_the_merge_request(
-    fake_gitlab: FakeGitLab, scripted_provider: ScriptedProvider, tmp_path: Path
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
 ) -> None:
     fake_gitlab.users[GITLAB_TOKEN] = BOT
     merge_request = fake_gitlab.merge_request(
@@ -157,18 +158,13 @@ def test_the_job_publishes_the_review_on_the_merge_request(
     done = _run_job(fake_gitlab, scripted_provider, tmp_path, merge_request.url, 7)
     assert done.returncode == 0, done.stderr[-3000:]
     scripted_provider.assert_complete()
-    posted = [
-        (request.path, json.loads(request.body))
-        for request in fake_gitlab.api_requests()
-        if request.method == "POST"
-    ]
-    notes = [body for path, body in posted if path.endswith("/merge_requests/7/notes")]
-    discussions = [body for path, body in posted if path.endswith("/merge_requests/7/discussions")]
-    assert len(notes) == 1
-    assert f"<!-- pr-review:head={merge_request.head_sha} -->" in notes[0]["body"]
-    assert len(discussions) == 1
-    assert discussions[0]["position"]["new_path"] == "a.py"
-    assert discussions[0]["position"]["new_line"] == 2
+    (note,) = fake_gitlab_notes.plain_notes(PROJECT, 7)
+    assert note.author == BOT
+    assert f"<!-- pr-review:head={merge_request.head_sha} -->" in note.body
+    (discussion,) = fake_gitlab_notes.discussions(PROJECT, 7)
+    assert discussion.position is not None
+    assert (discussion.position["new_path"], discussion.position["new_line"]) == ("a.py", 2)
+    assert fake_gitlab_notes.quick_actions == []
     # The token went only to the fake GitLab, and no secret reached the job's log.
     for request in fake_gitlab.api_requests():
         assert request.private_token == GITLAB_TOKEN

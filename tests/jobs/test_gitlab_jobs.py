@@ -7,7 +7,6 @@ job publishes the review on the merge request.
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -22,6 +21,7 @@ from pydantic import SecretStr
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN, PROVIDER_KEY
+from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitlab.payloads import merge_request_hook
@@ -145,11 +145,12 @@ def test_a_merge_request_job_is_reviewed_with_the_gitlab_token(
     assert rows(database_url, "SELECT tenant FROM review_jobs") == [("gitlab:acme",)]
 
 
-# Until run_review publishes on a merge request (gl-publish wires gitlab/publish.py in), a
-# post of one is refused before the model runs; strict: this fails once it publishes.
-@pytest.mark.xfail(strict=True, reason="run_review does not publish on a merge request yet")
 def test_a_webhook_job_publishes_the_review_on_the_merge_request(
-    database_url: str, fake_gitlab: FakeGitLab, scripted_provider: ScriptedProvider, tmp_path: Path
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
 ) -> None:
     fixture = merge_request(fake_gitlab)
     scripted_provider.script(stop_turn({"summary": "One bug.", "findings": [FINDING], "notes": []}))
@@ -168,15 +169,12 @@ def test_a_webhook_job_publishes_the_review_on_the_merge_request(
     publication = job["result"]["publication"]
     assert publication["status"] == "published"
     assert publication["inline_comments"] == 1
-    posted = [
-        (request.path, json.loads(request.body))
-        for request in fake_gitlab.api_requests()
-        if request.method == "POST"
-    ]
-    notes = [body for path, body in posted if path.endswith("/merge_requests/7/notes")]
-    discussions = [body for path, body in posted if path.endswith("/merge_requests/7/discussions")]
-    assert len(notes) == 1
-    assert f"<!-- pr-review:head={fixture.head_sha} -->" in notes[0]["body"]
-    assert len(discussions) == 1
-    assert discussions[0]["position"]["new_line"] == 2
-    assert discussions[0]["position"]["head_sha"] == fixture.head_sha
+    (note,) = fake_gitlab_notes.plain_notes(PROJECT, 7)
+    assert note.author == BOT
+    assert f"<!-- pr-review:head={fixture.head_sha} -->" in note.body
+    (discussion,) = fake_gitlab_notes.discussions(PROJECT, 7)
+    assert discussion.position is not None
+    assert discussion.position["new_path"] == "a.py"
+    assert discussion.position["new_line"] == 2
+    assert discussion.position["head_sha"] == fixture.head_sha
+    assert fake_gitlab_notes.quick_actions == []
