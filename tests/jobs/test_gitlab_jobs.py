@@ -21,10 +21,11 @@ from pydantic import SecretStr
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN, PROVIDER_KEY
+from tests.fakes.gitlab_members import Members
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
-from tests.gitlab.payloads import merge_request_hook
+from tests.gitlab.payloads import merge_request_hook, note_hook
 from tests.jobs.test_gitlab_webhooks import TOKEN, deliver
 from tests.jobs.test_jobs import FAST, rows, service
 
@@ -178,3 +179,46 @@ def test_a_webhook_job_publishes_the_review_on_the_merge_request(
     assert discussion.position["new_line"] == 2
     assert discussion.position["head_sha"] == fixture.head_sha
     assert fake_gitlab_notes.quick_actions == []
+
+
+def test_a_head_is_published_once_unless_a_developer_asks_for_review(
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+) -> None:
+    """A reopened merge request whose head we published asks no model; `/pr-review review`
+    from a Developer reviews and publishes that head again, without repeating its finding."""
+    fixture = merge_request(fake_gitlab)
+    Members.install(fake_gitlab).add(PROJECT, user_id=51, username="alice", level=30)
+    review = {"summary": "One bug.", "findings": [FINDING], "notes": []}
+    scripted_provider.script(stop_turn(review), stop_turn(review))
+    settings = settings_for(database_url, fake_gitlab, scripted_provider, tmp_path)
+
+    async def scenario() -> list[dict[str, Any]]:
+        jobs = []
+        async with running(settings) as (client, _):
+            for event, kind in (
+                (merge_request_hook("open", path=PROJECT, head=fixture.head_sha), None),
+                (merge_request_hook("reopen", path=PROJECT, head=fixture.head_sha), None),
+                (note_hook("/pr-review review", path=PROJECT), "Note Hook"),
+            ):
+                answer = await deliver(client, event, kind=kind or "Merge Request Hook")
+                assert answer.json()["status"] == "queued", answer.text
+                jobs.append(await finished(client, answer.json()["job_id"]))
+        return jobs
+
+    first, reopened, asked = asyncio.run(scenario())
+    assert first["result"]["publication"]["status"] == "published"
+    assert reopened["result"]["publication"]["status"] == "already_published"
+    assert reopened["result"]["rounds"] == 0
+    assert asked["status"] == "succeeded", asked["result"]
+    assert asked["result"]["publication"]["status"] == "published"
+    assert asked["result"]["publication"]["duplicates_skipped"] == 1
+    scripted_provider.assert_complete()  # two reviews paid for, not three
+    notes = fake_gitlab_notes.plain_notes(PROJECT, 7)
+    assert len(notes) == 2
+    assert len(fake_gitlab_notes.discussions(PROJECT, 7)) == 1
+    kinds = rows(database_url, "SELECT kind FROM review_jobs ORDER BY created_at")
+    assert kinds == [("review",), ("review",), ("review",)]
