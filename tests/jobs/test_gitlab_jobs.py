@@ -222,3 +222,34 @@ def test_a_head_is_published_once_unless_a_developer_asks_for_review(
     assert len(fake_gitlab_notes.discussions(PROJECT, 7)) == 1
     kinds = rows(database_url, "SELECT kind FROM review_jobs ORDER BY created_at")
     assert kinds == [("review",), ("review",), ("review",)]
+
+
+def test_a_webhook_job_honours_the_bases_skip_rules(
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+) -> None:
+    """A webhook's job is automatic (CONTRACT 16): the base's `.pr-review.toml` may skip it,
+    with no provider request and nothing posted."""
+    fixture = fake_gitlab.merge_request(
+        PROJECT,
+        9,
+        base={".pr-review.toml": 'skip_title = ["[wip]"]\n', "a.py": "x = 0\n"},
+        head={"a.py": "x = 1\n"},
+        title="[WIP] try something",
+    )
+    settings = settings_for(database_url, fake_gitlab, scripted_provider, tmp_path)
+    event = merge_request_hook("open", path=PROJECT, iid=9, head=fixture.head_sha)
+
+    async def scenario() -> dict[str, Any]:
+        async with running(settings) as (client, _):
+            answer = await deliver(client, event)
+            return await finished(client, answer.json()["job_id"])
+
+    job = asyncio.run(scenario())
+    assert job["status"] == "succeeded", job["result"]
+    assert job["result"]["termination_reason"] == "skipped"
+    assert scripted_provider.requests == []
+    assert fake_gitlab_notes.of(PROJECT, 9) == []
