@@ -15,9 +15,10 @@
   `old_line` alone a removed line. Anything else is 400 with GitLab's "line_code" message.
   The diff is read here with its own small parser, not the code under test.
 
-Every posted body is also read as GitLab's quick-action extractor reads it: each line that
-starts with `/` and a word (case-insensitive, carriage returns deleted) is recorded in
-`quick_actions`, so a test can assert that nothing we post would run a command.
+Every posted body is also read as GitLab's quick-action extractor reads it, a little more
+strictly: each line that starts with `/` and a word, after blanks (case-insensitive, carriage
+returns deleted first, as GitLab deletes them), is recorded in `quick_actions`, so a test can
+assert that nothing we post would run a command.
 """
 
 from __future__ import annotations

@@ -139,7 +139,9 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
     token GitHub refuses) fails before the model is asked (github/preflight.py). With
     `dismissals` (the service's), a finding the repository dismissed is not published.
     A GitLab merge request's URL is reviewed through `gitlab` (the process's shared client;
-    else one is made with `GITLAB_TOKEN`, for a merge request only).
+    else one is made with `GITLAB_TOKEN`, for a merge request only), and published there by
+    loop/merge_request_post.py (its preflight before the model, its note and discussions
+    after).
 
     Raises a `ReviewError` subclass for every failure the contract names, carrying what the
     review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
