@@ -270,3 +270,23 @@ def test_a_help_job_answers_in_the_commands_discussion_or_on_the_merge_request(
     ]
     # No line of it may start a GitLab quick action.
     assert not [line for line in GITLAB_HELP_TEXT.splitlines() if line.lstrip().startswith("/")]
+
+
+def test_without_a_gitlab_token_commands_are_ignored_without_asking_gitlab(
+    database_url: str, fake_gitlab: FakeGitLab, tmp_path: Path
+) -> None:
+    """Without GITLAB_TOKEN nothing could be posted, and GitLab could not say who we are."""
+    members = members_of(fake_gitlab)
+    settings = settings_for(database_url, fake_gitlab, tmp_path).model_copy(
+        update={"gitlab_token": None}
+    )
+
+    async def scenario() -> None:
+        async with service(settings) as client:
+            answer = await note(client, by(DEVELOPER, "/pr-review review"))
+            assert answer.json() == {"status": "ignored"}
+
+    asyncio.run(scenario())
+    assert members.asked == []
+    assert fake_gitlab.api_requests() == []
+    assert rows(database_url, "SELECT count(*) FROM review_jobs") == [(0,)]
