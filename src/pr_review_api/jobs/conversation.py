@@ -9,6 +9,7 @@
   commit the finding was posted on, its text escaped as a review's. At most
   PR_REVIEW_MAX_ANSWERS_PER_HOUR answers a pull request per hour; over it, one `eyes` reaction.
 
+A merge request's command (GitLab: `help`) is jobs/gitlab_commands.py's.
 Every job works from the comment its delivery carried (`review_jobs.command`). Our answers
 carry the question's id in a marker, and the thread is read before answering: a job run again
 after its worker died never answers one question twice. Nothing an answer says changes a
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from pr_review_api.forge.urls import forge_of
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.github.client import GitHubClient
@@ -37,6 +39,7 @@ from pr_review_api.github.conversation import (
 )
 from pr_review_api.jobs.commands import HELP_TEXT, Comment, is_bot
 from pr_review_api.jobs.dismissals import DatabaseDismissals, Dismissal, repository_key
+from pr_review_api.jobs.gitlab_commands import run_gitlab_command
 from pr_review_api.jobs.published_heads import Connections
 from pr_review_api.jobs.records import JobRecord, answers_in_the_last_hour
 from pr_review_api.jobs.runner import JobReviewer, installation_client
@@ -73,6 +76,8 @@ class ConversationJobs:
             return await self._reviewer(
                 record.pull_request_url, settings, True, record.installation_id, False, force=True
             )
+        if forge_of(record.pull_request_url) == "gitlab":
+            return await run_gitlab_command(record, settings)
         the_comment = _comment(command)
         async with self._github(settings, record.installation_id) as github:
             login = await github.login()

@@ -46,6 +46,7 @@ from psycopg import AsyncConnection
 
 from pr_review_api.errors import (
     GitHubUnavailable,
+    GitLabUnavailable,
     OpenCodeRateLimited,
     OpenCodeUnavailable,
     ReviewError,
@@ -70,7 +71,14 @@ logger = logging.getLogger(__name__)
 
 TASK_NAME = "pr_review.review_pull_request"
 QUEUE_NAME = "reviews"
-RETRYABLE_ERRORS = (OpenCodeRateLimited, OpenCodeUnavailable, GitHubUnavailable, ServerBusy)
+# A forge's outage (GitHub's or GitLab's) passes: the job is tried again later.
+RETRYABLE_ERRORS = (
+    OpenCodeRateLimited,
+    OpenCodeUnavailable,
+    GitHubUnavailable,
+    GitLabUnavailable,
+    ServerBusy,
+)
 WORKER_RESTART_SECONDS = 1.0
 DATABASE_DOWN = "The job database is not available; try again shortly."
 

@@ -336,7 +336,13 @@ class PullRequestJob:
 
     @property
     def key(self) -> str:
-        # GitHub owner and repository names are case-insensitive.
+        """The pull request's key (`review_jobs.pr_key`, its lock and its one waiting job).
+
+        GitHub's and GitLab's names are both case-insensitive. A merge request's key names its
+        forge: `gitlab:group/sub/project!7` can never equal a pull request's `owner/repo#7`,
+        even for the same path on one host."""
+        if forge_of(self.url) == "gitlab":
+            return f"gitlab:{self.owner}/{self.repo}!{self.number}".lower()
         return f"{self.owner}/{self.repo}#{self.number}".lower()
 
 

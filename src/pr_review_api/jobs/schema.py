@@ -1,9 +1,10 @@
 """Versioned database migrations, applied at start by every process that uses the database.
 
 Migration 1 is procrastinate's own schema (the queue); the others are ours (the review-job
-records, and in 4 the tenants and the fair fetch of `jobs.fairness`). Each runs in its own
-transaction and is recorded in `pr_review_migrations`; a transaction-level advisory lock makes
-concurrent starts (a server and several workers) apply each migration exactly once. A later
+records, in 4 the tenants and the fair fetch of `jobs.fairness`, in 6 GitLab's tenants). Each
+runs in its own transaction and is recorded in `pr_review_migrations`; a transaction-level
+advisory lock makes concurrent starts (a server and several workers) apply each migration
+exactly once. A later
 schema change appends a migration; none is ever edited.
 
 `review_jobs` holds what an operator needs ("what did we review today, and what did it cost")
@@ -208,12 +209,27 @@ CREATE TABLE dismissals (
 );
 """
 
+# GitLab merge requests (CONTRACT 17): a merge request's job belongs to its top-level group,
+# the account an installation would be on GitHub (`owner` is the full namespace path there, and
+# every subgroup of one group is one customer). Its `pr_key` starts with `gitlab:`
+# (records.PullRequestJob.key), so a GitLab group and a GitHub owner of the same name are two
+# tenants. PostgreSQL before 17 cannot change a generated column's expression: it is made again.
+_GITLAB_TENANTS = """
+ALTER TABLE review_jobs DROP COLUMN tenant;
+ALTER TABLE review_jobs ADD COLUMN tenant text GENERATED ALWAYS AS (
+    CASE WHEN installation_id IS NOT NULL THEN 'installation:' || installation_id::text
+         WHEN left(pr_key, 7) = 'gitlab:' THEN 'gitlab:' || lower(split_part(owner, '/', 1))
+         ELSE 'owner:' || lower(owner) END
+) STORED;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "procrastinate queue schema", _procrastinate_schema),
     Migration(2, "review_jobs records", lambda: _REVIEW_JOBS),
     Migration(3, "published_heads ledger", lambda: _PUBLISHED_HEADS),
     Migration(4, "fair fetch across tenants", lambda: _FAIR_FETCH),
     Migration(5, "conversation: job kinds and dismissals", lambda: _CONVERSATION),
+    Migration(6, "gitlab: a merge request's tenant is its group", lambda: _GITLAB_TENANTS),
 )
 
 

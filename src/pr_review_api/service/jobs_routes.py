@@ -15,7 +15,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from pr_review_api.errors import InvalidRequest, JobNotFound
-from pr_review_api.github.urls import parse_pull_request_url
+from pr_review_api.forge.urls import parse_change_url
 from pr_review_api.jobs.admin import list_jobs
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import PullRequestJob
@@ -40,7 +40,10 @@ class ReviewJobRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    pull_request_url: str = Field(description="A pull request on the configured GitHub host.")
+    pull_request_url: str = Field(
+        description="A pull request on the configured GitHub host, or a merge request on the "
+        "configured GitLab host (CONTRACT 17)."
+    )
     post: bool = Field(default=False, description="Publish the review on the pull request.")
 
 
@@ -56,7 +59,7 @@ def jobs_router(*, secured: bool) -> APIRouter:
         queue: Annotated[JobQueue, Depends(get_jobs)],
     ) -> Response:
         body = await json_body(request, ReviewJobRequest, MAX_JOB_REQUEST_BYTES)
-        ref = parse_pull_request_url(body.pull_request_url, settings)
+        ref = parse_change_url(body.pull_request_url, settings)
         job = PullRequestJob(
             url=ref.url, owner=ref.owner, repo=ref.repo, number=ref.number, post=body.post
         )

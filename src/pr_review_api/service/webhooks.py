@@ -18,7 +18,8 @@ answer (github/conversation.py, cached briefly), never the comment's own claims.
 
 A repeated `X-GitHub-Delivery` answers the job the first one queued. Queueing is one short
 transaction; it is given under a second, and a database that does not answer in that time
-makes the answer `server_busy` (GitHub shows it, and the delivery can be redelivered).
+makes the answer `server_busy` (GitHub shows it, and the delivery can be redelivered). What both
+webhook routes answer alike is service/deliveries.py.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from fastapi.responses import Response
 from pr_review_api.errors import (
     GitHubUnavailable,
     InvalidPullRequestUrl,
-    InvalidRequest,
     InvalidSignature,
     ReviewError,
     ServerBusy,
@@ -54,9 +54,16 @@ from pr_review_api.jobs.commands import (
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.jobs.runner import installation_client
-from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import read_capped
+from pr_review_api.service.deliveries import (
+    COMMAND_CHECK_TIMEOUT_SECONDS,
+    delivery_id,
+    ignored,
+    json_event,
+    one_header,
+    queued,
+)
 from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.service.errors import ContractJSONResponse
 from pr_review_api.settings import Settings
@@ -65,13 +72,9 @@ WEBHOOK_PATH = "/v1/webhooks/github"
 # GitHub caps payloads at 25 MB; a pull_request event is a few tens of KiB, its body at most
 # 65,536 characters. 1 MiB leaves room without letting anyone make us buffer much.
 MAX_WEBHOOK_BODY_BYTES = 1024 * 1024
-ENQUEUE_TIMEOUT_SECONDS = 0.9
 COMMENT_EVENTS = ("issue_comment", "pull_request_review_comment")
-# The author's permission and our login: two short GitHub requests, each cached.
-COMMAND_CHECK_TIMEOUT_SECONDS = 3.0
 REVIEWED_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-_DELIVERY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
 def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
@@ -80,15 +83,6 @@ def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
     if header is None:
         return False
     return hmac.compare_digest(expected.encode("ascii"), header.strip().encode("utf-8"))
-
-
-def _one_header(request: Request, name: str) -> str | None:
-    values = request.headers.getlist(name)
-    return values[0] if len(values) == 1 else None
-
-
-def _ignored() -> Response:
-    return ContractJSONResponse({"status": "ignored"}, status_code=202)
 
 
 def _job_of(event: dict[str, Any], settings: Settings) -> PullRequestJob | None:
@@ -154,7 +148,7 @@ def webhook_router() -> APIRouter:
         queue: Annotated[JobQueue, Depends(get_jobs)],
         metrics: Annotated[Metrics | None, Depends(get_metrics)],
     ) -> Response:
-        event_name = _one_header(request, "x-github-event")
+        event_name = one_header(request, "x-github-event")
         try:
             response, outcome = await _answer(request, settings, queue, event_name)
         except ReviewError as exc:
@@ -178,27 +172,21 @@ async def _command_answer(
     """A comment delivery: the command job it asks for (CONTRACT 15), or ignored."""
     the_comment = comment_of(event_name, event)
     if the_comment is None or is_bot(the_comment.author):
-        return _ignored(), "ignored"
+        return ignored(), "ignored"
     first = the_comment.body.strip()[:1]
     if first not in ("@", "/"):
-        return _ignored(), "ignored"  # addressed to no one: no request to GitHub
+        return ignored(), "ignored"  # addressed to no one: no request to GitHub
     job = _pull_job(event, settings, pull_number(event_name, event), None)
     if job is None:
-        return _ignored(), "ignored"
+        return ignored(), "ignored"
     try:
         async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
             command = await _permitted_command(the_comment, job, settings, queue)
     except (TimeoutError, GitHubUnavailable):
         raise ServerBusy("GitHub did not say who may ask in time; redeliver shortly.") from None
     if command is None:
-        return _ignored(), "ignored"
-    try:
-        async with asyncio.timeout(ENQUEUE_TIMEOUT_SECONDS):
-            enqueued = await enqueue_command(queue, command, delivery_id=delivery)
-    except TimeoutError:
-        raise ServerBusy("The job queue did not answer in time; redeliver shortly.") from None
-    answer = {"job_id": str(enqueued.job_id), "status": enqueued.status}
-    return ContractJSONResponse(answer, status_code=202), "queued"
+        return ignored(), "ignored"
+    return await queued(enqueue_command(queue, command, delivery_id=delivery)), "queued"
 
 
 async def _permitted_command(
@@ -230,33 +218,19 @@ async def _answer(
     secret = settings.pr_review_webhook_secret
     assert secret is not None
     body = await read_capped(request, MAX_WEBHOOK_BODY_BYTES)
-    header = _one_header(request, "x-hub-signature-256")
+    header = one_header(request, "x-hub-signature-256")
     if not signature_valid(secret.get_secret_value().encode("utf-8"), body, header):
         raise InvalidSignature()
     if event_name == "ping":
         return ContractJSONResponse({"status": "ok"}, status_code=200), "ok"
     if event_name not in ("pull_request", *COMMENT_EVENTS):
-        return _ignored(), "ignored"
-    try:
-        # Up to 1 MiB through Python hooks: off the loop that serves every other request.
-        event = await asyncio.to_thread(loads_strict, body)
-    except StrictJSONError:
-        raise InvalidRequest("The delivery's body is not a JSON object.") from None
-    if not isinstance(event, dict):
-        raise InvalidRequest("The delivery's body is not a JSON object.")
-    delivery = _one_header(request, "x-github-delivery")
-    if delivery is not None and not _DELIVERY.match(delivery):
-        delivery = None
+        return ignored(), "ignored"
+    event = await json_event(body)
+    delivery = delivery_id(request, "x-github-delivery")
     if event_name in COMMENT_EVENTS:
         assert event_name is not None
         return await _command_answer(event_name, event, settings, queue, delivery)
     job = _job_of(event, settings)
     if job is None:
-        return _ignored(), "ignored"
-    try:
-        async with asyncio.timeout(ENQUEUE_TIMEOUT_SECONDS):
-            enqueued = await queue.enqueue(job, source="webhook", delivery_id=delivery)
-    except TimeoutError:
-        raise ServerBusy("The job queue did not answer in time; redeliver shortly.") from None
-    answer = {"job_id": str(enqueued.job_id), "status": enqueued.status}
-    return ContractJSONResponse(answer, status_code=202), "queued"
+        return ignored(), "ignored"
+    return await queued(queue.enqueue(job, source="webhook", delivery_id=delivery)), "queued"

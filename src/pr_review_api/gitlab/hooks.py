@@ -1,0 +1,251 @@
+"""What a GitLab webhook delivery asks for (CONTRACT 17), read from its payload alone.
+
+Two hooks matter, each read here into a neutral value, never trusted further than that:
+
+    Merge Request Hook  `open`, `reopen`, or an `update` that moved the head (GitLab sends
+                        `object_attributes.oldrev` only when commits were pushed) or took the
+                        merge request out of draft; a draft (`draft`, or the older
+                        `work_in_progress`) or a merge request that is not open asks for nothing
+    Note Hook           a note created by a person on a merge request (a command, CONTRACT 15)
+
+The merge request is named by OUR `GITLAB_SERVER_URL`, the payload's `project.path_with_namespace`
+(each segment checked against GitLab's path rules first, so no `..`, `?`, `#` or
+`/-/merge_requests/` can smuggle in another merge request) and its iid, and the URL built from
+them must then pass `parse_merge_request_url`; the payload's own URLs (`url`, `web_url`) are
+never read. A field we need that is missing or of the wrong type makes the delivery
+`invalid_request`; anything that is well formed but asks for nothing is `None` (ignored).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pr_review_api.errors import InvalidPullRequestUrl, InvalidRequest
+from pr_review_api.gitlab.urls import (
+    MAX_IID,
+    MAX_NAMESPACE_DEPTH,
+    MergeRequestRef,
+    is_valid_segment,
+    parse_merge_request_url,
+)
+from pr_review_api.settings import Settings
+
+MERGE_REQUEST_HOOK = "Merge Request Hook"
+NOTE_HOOK = "Note Hook"
+OPENING_ACTIONS = frozenset({"open", "reopen"})
+# GitLab's own length limit of a note is 1,000,000 characters; a command is its first words.
+MAX_NOTE_CHARS = 65_536
+MAX_USERNAME_CHARS = 255
+MAX_PATH_CHARS = 4096
+MAX_ID = 2**63 - 1  # note and user ids are bigint columns (gitlab.com's notes passed 2**31)
+_SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)
+DISCUSSION_ID = re.compile(r"[0-9a-f]{1,64}", re.ASCII)  # a path piece of our reply's URL
+# Users GitLab makes for tokens and its own features: a project or group access token's bot
+# (`project_12_bot_<hex>`, `group_3_bot`), and the instance's internal bots.
+_TOKEN_BOT = re.compile(r"(?:project|group)_[0-9]+_bot(?:_[0-9a-f]+)?", re.ASCII)
+_INTERNAL_BOTS = frozenset(
+    {
+        "alert-bot",
+        "support-bot",
+        "visual-review-bot",
+        "ghost",
+        "gitlab-admin-bot",
+        "gitlab-security-bot",
+        "automation-bot",
+        "gitlab-llm-bot",
+        "duo-developer",
+    }
+)
+# The delivery is `invalid_request` with one of these fixed sentences (never its content).
+_NOT_A_MERGE_REQUEST_EVENT = "The delivery is not a well-formed merge request event."
+_NOT_A_NOTE_EVENT = "The delivery is not a well-formed note event."
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class MergeRequestPush:
+    """A merge request to review at `head_sha` (None when the payload gave no last commit)."""
+
+    ref: MergeRequestRef
+    head_sha: str | None
+
+
+@dataclass(frozen=True)
+class MergeRequestNote:
+    """A note created on a merge request, as its delivery gave it."""
+
+    ref: MergeRequestRef
+    note_id: int
+    body: str
+    author: str
+    author_id: int
+    # The note's discussion, when it is a reply or a thread's start (`DiscussionNote`, or
+    # `DiffNote` on a line); a standalone note is answered with a note of our own.
+    discussion_id: str | None
+    head_sha: str | None
+
+    def command(self, kind: str, text: str) -> dict[str, Any]:
+        """The job's `command` column: this note and what it asks (jobs/commands.py's shape
+        for the fields both forges have)."""
+        return {
+            "forge": "gitlab",
+            "comment_id": self.note_id,
+            "body": self.body,
+            "author": self.author,
+            "author_id": self.author_id,
+            "discussion_id": self.discussion_id,
+            "kind": kind,
+            "text": text,
+            "force": kind == "review",
+        }
+
+
+def is_bot(username: str) -> bool:
+    """Whether a GitLab user is a bot by its username (GitLab's payloads carry no flag)."""
+    lowered = username.lower()
+    return (
+        lowered.endswith(("[bot]", "-bot"))
+        or lowered in _INTERNAL_BOTS
+        or _TOKEN_BOT.fullmatch(lowered) is not None
+        or lowered.startswith("service_account_")
+    )
+
+
+def merge_request_push(event: dict[str, Any], settings: Settings) -> MergeRequestPush | None:
+    """The review a `Merge Request Hook` asks for, or None; `InvalidRequest` when malformed."""
+    if event.get("object_kind", "merge_request") != "merge_request":
+        return None
+    attributes = _object(event.get("object_attributes"), _NOT_A_MERGE_REQUEST_EVENT)
+    action = _optional(attributes, "action", str, _NOT_A_MERGE_REQUEST_EVENT)
+    if action not in OPENING_ACTIONS and action != "update":
+        return None
+    state = _optional(attributes, "state", str, _NOT_A_MERGE_REQUEST_EVENT)
+    draft = _optional(attributes, "draft", bool, _NOT_A_MERGE_REQUEST_EVENT)
+    old_draft = _optional(attributes, "work_in_progress", bool, _NOT_A_MERGE_REQUEST_EVENT)
+    oldrev = _optional(attributes, "oldrev", str, _NOT_A_MERGE_REQUEST_EVENT)
+    if oldrev is not None and _SHA.fullmatch(oldrev) is None:
+        raise InvalidRequest(_NOT_A_MERGE_REQUEST_EVENT)
+    ref = _reference(
+        event.get("project"), attributes.get("iid"), settings, _NOT_A_MERGE_REQUEST_EVENT
+    )
+    head = _head(attributes.get("last_commit"), _NOT_A_MERGE_REQUEST_EVENT)
+    if draft is True or old_draft is True or state not in (None, "opened"):
+        return None  # a draft is reviewed once it is marked ready
+    if action == "update" and oldrev is None and not _marked_ready(event.get("changes")):
+        return None  # a title, label or assignee changed: the head did not move
+    return MergeRequestPush(ref, head)
+
+
+def merge_request_note(event: dict[str, Any], settings: Settings) -> MergeRequestNote | None:
+    """The note a `Note Hook` carries when a person created it on a merge request, or None;
+    `InvalidRequest` when malformed."""
+    if event.get("object_kind", "note") != "note":
+        return None
+    attributes = _object(event.get("object_attributes"), _NOT_A_NOTE_EVENT)
+    if _optional(attributes, "noteable_type", str, _NOT_A_NOTE_EVENT) != "MergeRequest":
+        return None  # a note on an issue, a commit or a snippet
+    if _optional(attributes, "system", bool, _NOT_A_NOTE_EVENT) is True:
+        return None  # "added 1 commit", "approved this merge request": GitLab's own notes
+    if _optional(attributes, "action", str, _NOT_A_NOTE_EVENT) not in (None, "create"):
+        return None  # an edited note: its command was read when it was created
+    body = _required(attributes, "note", str, _NOT_A_NOTE_EVENT)
+    note_id = _positive(attributes.get("id"), _NOT_A_NOTE_EVENT, MAX_ID)
+    user = _object(event.get("user"), _NOT_A_NOTE_EVENT)
+    author = _required(user, "username", str, _NOT_A_NOTE_EVENT)
+    if not 0 < len(author) <= MAX_USERNAME_CHARS:
+        raise InvalidRequest(_NOT_A_NOTE_EVENT)
+    author_id = _positive(user.get("id"), _NOT_A_NOTE_EVENT, MAX_ID)
+    merge_request = _object(event.get("merge_request"), _NOT_A_NOTE_EVENT)
+    ref = _reference(event.get("project"), merge_request.get("iid"), settings, _NOT_A_NOTE_EVENT)
+    discussion = _optional(attributes, "discussion_id", str, _NOT_A_NOTE_EVENT)
+    kind = _optional(attributes, "type", str, _NOT_A_NOTE_EVENT)
+    in_thread = kind in ("DiscussionNote", "DiffNote")
+    if discussion is not None and DISCUSSION_ID.fullmatch(discussion) is None:
+        raise InvalidRequest(_NOT_A_NOTE_EVENT)
+    return MergeRequestNote(
+        ref=ref,
+        note_id=note_id,
+        body=body[:MAX_NOTE_CHARS],
+        author=author,
+        author_id=author_id,
+        discussion_id=discussion if in_thread else None,
+        head_sha=_head(merge_request.get("last_commit"), _NOT_A_NOTE_EVENT),
+    )
+
+
+def _reference(project: object, iid: object, settings: Settings, malformed: str) -> MergeRequestRef:
+    """The merge request on OUR server that the project's path and the iid name."""
+    path = _required(_object(project, malformed), "path_with_namespace", str, malformed)
+    number = _positive(iid, malformed)
+    segments = path.split("/")
+    if (
+        len(path) > MAX_PATH_CHARS
+        or not 2 <= len(segments) <= MAX_NAMESPACE_DEPTH + 1
+        or not all(is_valid_segment(segment) for segment in segments)
+    ):
+        raise InvalidRequest(malformed)
+    try:
+        ref = parse_merge_request_url(
+            f"{settings.gitlab_server_url}/{path}/-/merge_requests/{number}", settings
+        )
+    except InvalidPullRequestUrl:
+        raise InvalidRequest(malformed) from None
+    if ref.project_path != path or ref.number != number:  # the parser normalised something
+        raise InvalidRequest(malformed)
+    return ref
+
+
+def _head(last_commit: object, malformed: str) -> str | None:
+    if last_commit is None:
+        return None
+    sha = _required(_object(last_commit, malformed), "id", str, malformed)
+    if _SHA.fullmatch(sha) is None:
+        raise InvalidRequest(malformed)
+    return sha
+
+
+def _marked_ready(changes: object) -> bool:
+    """Whether the update took the merge request out of draft (`changes.draft` true -> false)."""
+    if not isinstance(changes, dict):
+        return False
+    for name in ("draft", "work_in_progress"):
+        change = changes.get(name)
+        if (
+            isinstance(change, dict)
+            and change.get("previous") is True
+            and change.get("current") is False
+        ):
+            return True
+    return False
+
+
+def _object(value: object, malformed: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidRequest(malformed)
+    return value
+
+
+def _optional(holder: dict[str, Any], name: str, kind: type[_T], malformed: str) -> _T | None:
+    """`holder[name]` when present and not null; `InvalidRequest` when of another type."""
+    value = holder.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise InvalidRequest(malformed)
+    return value
+
+
+def _required(holder: dict[str, Any], name: str, kind: type[_T], malformed: str) -> _T:
+    value = _optional(holder, name, kind, malformed)
+    if value is None:
+        raise InvalidRequest(malformed)
+    return value
+
+
+def _positive(value: object, malformed: str, most: int = MAX_IID) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= most:
+        raise InvalidRequest(malformed)
+    return value

@@ -1,0 +1,72 @@
+"""What both webhook routes (GitHub's, service/webhooks.py; GitLab's,
+service/gitlab_webhooks.py) answer alike: one header read once, the delivery's JSON object, its
+delivery id, the `ignored` and `queued` answers, and queueing within the time a forge waits.
+
+A forge waits a few seconds for an answer and counts a slow one as a failure; the queueing is
+one short transaction, given under a second, and a database that does not answer in that time
+makes the answer `server_busy` (the delivery can be redelivered).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from pr_review_api.errors import InvalidRequest, ServerBusy
+from pr_review_api.jobs.queue import Enqueued
+from pr_review_api.jsonutil import StrictJSONError, loads_strict
+from pr_review_api.service.errors import ContractJSONResponse
+
+ENQUEUE_TIMEOUT_SECONDS = 0.9
+# Who may ask and our identity: two short forge requests, each cached.
+COMMAND_CHECK_TIMEOUT_SECONDS = 3.0
+DELIVERY_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+_NOT_AN_OBJECT = "The delivery's body is not a JSON object."
+
+
+def one_header(request: Request, name: str) -> str | None:
+    """The header's value when it was sent exactly once; else None."""
+    values = request.headers.getlist(name)
+    return values[0] if len(values) == 1 else None
+
+
+def delivery_id(request: Request, name: str, prefix: str = "") -> str | None:
+    """The delivery id a forge sent in header `name`, prefixed (so that two forges' ids never
+    meet), or None when it sent none that is safe to store."""
+    value = one_header(request, name)
+    if value is None or not DELIVERY_ID.match(value):
+        return None
+    return prefix + value
+
+
+async def json_event(body: bytes) -> dict[str, Any]:
+    """The delivery's body as one strict JSON object; `InvalidRequest` otherwise."""
+    try:
+        # Up to a few MiB through Python hooks: off the loop that serves every other request.
+        event = await asyncio.to_thread(loads_strict, body)
+    except StrictJSONError:
+        raise InvalidRequest(_NOT_AN_OBJECT) from None
+    if not isinstance(event, dict):
+        raise InvalidRequest(_NOT_AN_OBJECT)
+    return event
+
+
+def ignored() -> Response:
+    return ContractJSONResponse({"status": "ignored"}, status_code=202)
+
+
+async def queued(enqueueing: Awaitable[Enqueued]) -> Response:
+    """Queue within `ENQUEUE_TIMEOUT_SECONDS` and answer 202 with the job; `ServerBusy` when
+    the queue did not answer in time."""
+    try:
+        async with asyncio.timeout(ENQUEUE_TIMEOUT_SECONDS):
+            enqueued = await enqueueing
+    except TimeoutError:
+        raise ServerBusy("The job queue did not answer in time; redeliver shortly.") from None
+    answer = {"job_id": str(enqueued.job_id), "status": enqueued.status}
+    return ContractJSONResponse(answer, status_code=202)

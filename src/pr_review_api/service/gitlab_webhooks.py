@@ -1,0 +1,217 @@
+"""`POST /v1/webhooks/gitlab`: GitLab deliveries become review jobs (CONTRACT 17, 11 and 15).
+
+Present only when `PR_REVIEW_GITLAB_WEBHOOK_SECRET` is set. The secret token, not a service key,
+guards it: `X-Gitlab-Token` must equal the secret (compared in constant time), else 401
+`invalid_signature`, before the body is read. Then:
+
+    Merge Request Hook  open, reopen, or update that moved the head or marked it ready; not a
+                        draft; open                      202 {"job_id": ..., "status": ...}
+    Note Hook           a note on a merge request whose first word is `@<our username>` or
+                        `/pr-review`, then `review` or `help`, by a user with Developer (30)
+                        or higher access                 202 {"job_id": ..., "status": ...}
+    anything else                                        202 {"status": "ignored"}
+    a malformed payload                                  422 invalid_request
+
+What a payload asks for is read by gitlab/hooks.py (the merge request is always one on OUR
+`GITLAB_SERVER_URL`); who may ask is GitLab's member API (gitlab/conversation.py, cached
+briefly), never the note's own claims; our own notes and bots are ignored before it is asked.
+Answers in a finding's discussion (`ignore`, questions) are not taken on GitLab yet: ignored.
+
+A repeated `X-Gitlab-Event-UUID` answers the job the first one queued (stored as
+`gitlab:<uuid>`, so it can never meet a GitHub delivery id). The answer comes within a second
+whatever the queue holds (service/deliveries.py); a GitLab that does not say who may ask within
+a few seconds makes the answer `server_busy`, and GitLab may deliver again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import logging
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from pr_review_api.errors import (
+    GitLabUnavailable,
+    InvalidSignature,
+    PullRequestNotFound,
+    ReviewError,
+    ServerBusy,
+)
+from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.gitlab.conversation import AccessLevels
+from pr_review_api.gitlab.hooks import (
+    MERGE_REQUEST_HOOK,
+    NOTE_HOOK,
+    MergeRequestNote,
+    is_bot,
+    merge_request_note,
+    merge_request_push,
+)
+from pr_review_api.gitlab.urls import MergeRequestRef
+from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
+from pr_review_api.jobs.commands import addressed_text
+from pr_review_api.jobs.queue import JobQueue
+from pr_review_api.jobs.records import JobKind, PullRequestJob
+from pr_review_api.metrics import Metrics
+from pr_review_api.service.body import read_capped
+from pr_review_api.service.deliveries import (
+    COMMAND_CHECK_TIMEOUT_SECONDS,
+    delivery_id,
+    ignored,
+    json_event,
+    one_header,
+    queued,
+)
+from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
+from pr_review_api.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+GITLAB_WEBHOOK_PATH = "/v1/webhooks/gitlab"
+# Read only once the token matched. A merge request's description may be 1,000,000 characters
+# and an update carries it twice (`changes`): 4 MiB holds that without an outside sender ever
+# making us buffer a byte.
+MAX_GITLAB_WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
+# The `event` label of pr_review_webhook_deliveries_total (metrics.WEBHOOK_EVENTS).
+_EVENT_LABELS = {MERGE_REQUEST_HOOK: "merge_request", NOTE_HOOK: "note"}
+_TOKEN_INVALID = "The webhook delivery's X-Gitlab-Token is missing or not valid."  # noqa: S105
+# What a note may ask on GitLab (CONTRACT 15's `review` and `help`).
+_COMMANDS: dict[str, JobKind] = {"review": "review", "help": "help"}
+
+
+def token_valid(secret: bytes, header: str | None) -> bool:
+    """Whether `header` equals the secret; constant time, and (both hashed first) whatever
+    their lengths."""
+    if header is None:
+        return False
+    given = hashlib.sha256(header.encode("utf-8", "surrogateescape")).digest()
+    return hmac.compare_digest(hashlib.sha256(secret).digest(), given)
+
+
+def gitlab_webhook_router() -> APIRouter:
+    """The GitLab webhook route: no service-key dependency, the secret token guards it."""
+    router = APIRouter()
+    access = AccessLevels()  # who may ask, cached for the life of the application
+
+    @router.post(
+        GITLAB_WEBHOOK_PATH, response_model=None, summary="Receive a GitLab webhook delivery"
+    )
+    async def receive(
+        request: Request,
+        settings: Annotated[Settings, Depends(get_settings)],
+        queue: Annotated[JobQueue, Depends(get_jobs)],
+        metrics: Annotated[Metrics | None, Depends(get_metrics)],
+    ) -> Response:
+        event_name = one_header(request, "x-gitlab-event")
+        label = _EVENT_LABELS.get(event_name or "", event_name)
+        # The application's client (one pool; our username asked once), else one of our own.
+        shared: GitLabClient | None = getattr(request.app.state, "gitlab", None)
+        try:
+            async with _shared_or_own(shared, settings) as gitlab:
+                response, outcome = await _answer(
+                    request, settings, queue, event_name, _Checks(gitlab, access)
+                )
+        except ReviewError as exc:
+            if metrics is not None:
+                metrics.webhook_delivery(label, exc.code)
+            raise
+        if metrics is not None:
+            metrics.webhook_delivery(label, outcome)
+        return response
+
+    return router
+
+
+@dataclass(frozen=True)
+class _Checks:
+    """What tells who may ask: the GitLab client and the cache of access levels."""
+
+    gitlab: GitLabClient
+    access: AccessLevels
+
+
+def _shared_or_own(
+    shared: GitLabClient | None, settings: Settings
+) -> AbstractAsyncContextManager[GitLabClient]:
+    # A client opens no connection before its first request: one of our own costs nothing
+    # for a delivery that asks GitLab nothing.
+    return contextlib.nullcontext(shared) if shared is not None else GitLabClient(settings)
+
+
+async def _answer(
+    request: Request,
+    settings: Settings,
+    queue: JobQueue,
+    event_name: str | None,
+    checks: _Checks,
+) -> tuple[Response, str]:
+    """The answer to one delivery, and its outcome for the metrics (`queued`, `ignored`)."""
+    secret = settings.pr_review_gitlab_webhook_secret
+    assert secret is not None
+    header = one_header(request, "x-gitlab-token")
+    if not token_valid(secret.get_secret_value().encode("utf-8"), header):
+        raise InvalidSignature(_TOKEN_INVALID)
+    body = await read_capped(request, MAX_GITLAB_WEBHOOK_BODY_BYTES)
+    if event_name not in (MERGE_REQUEST_HOOK, NOTE_HOOK):
+        return ignored(), "ignored"
+    event = await json_event(body)
+    delivery = delivery_id(request, "x-gitlab-event-uuid", prefix="gitlab:")
+    if event_name == NOTE_HOOK:
+        return await _note_answer(event, settings, queue, delivery, checks)
+    push = merge_request_push(event, settings)
+    if push is None:
+        return ignored(), "ignored"
+    job = _job(push.ref, push.head_sha)
+    return await queued(queue.enqueue(job, source="webhook", delivery_id=delivery)), "queued"
+
+
+def _job(ref: MergeRequestRef, head_sha: str | None) -> PullRequestJob:
+    """A published review of the merge request (GitLab has no installations: GITLAB_TOKEN)."""
+    return PullRequestJob(
+        url=ref.url, owner=ref.owner, repo=ref.repo, number=ref.number, head_sha=head_sha
+    )
+
+
+async def _note_answer(
+    event: dict[str, object],
+    settings: Settings,
+    queue: JobQueue,
+    delivery: str | None,
+    checks: _Checks,
+) -> tuple[Response, str]:
+    """A Note Hook: the command job it asks for (CONTRACT 15), or ignored."""
+    note = merge_request_note(event, settings)
+    if note is None or is_bot(note.author) or note.body.strip()[:1] not in ("@", "/"):
+        return ignored(), "ignored"  # addressed to no one: no request to GitLab
+    if settings.gitlab_token is None:
+        logger.warning("a GitLab note asked for pr-review, but GITLAB_TOKEN is not set")
+        return ignored(), "ignored"
+    try:
+        async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
+            command = await _permitted_command(note, checks)
+    except (TimeoutError, GitLabUnavailable, PullRequestNotFound):
+        raise ServerBusy("GitLab did not say who may ask in time; redeliver shortly.") from None
+    if command is None:
+        return ignored(), "ignored"
+    return await queued(enqueue_command(queue, command, delivery_id=delivery)), "queued"
+
+
+async def _permitted_command(note: MergeRequestNote, checks: _Checks) -> CommandJob | None:
+    """The command, when it is addressed to us and its author may ask it; else None."""
+    username = await checks.gitlab.username()
+    if note.author.lower() == username.lower():
+        return None
+    text = addressed_text(note.body, username)
+    kind = None if text is None else _COMMANDS.get(text.lower())
+    if text is None or kind is None:
+        return None
+    if not await checks.access.may_ask(checks.gitlab, note.ref, note.author_id):
+        return None
+    return CommandJob(_job(note.ref, None), kind, note.command(kind, text))
