@@ -21,17 +21,16 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
-from pr_review_api.errors import GitHubUnavailable, ReviewError, ReviewTimeout
+from pr_review_api.errors import ReviewError, ReviewTimeout
+from pr_review_api.forge.select import open_forge
 from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GIT_FAILURES
-from pr_review_api.github.checkout import open_pull_request
-from pr_review_api.github.client import GitHubClient
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
@@ -41,6 +40,11 @@ from pr_review_api.loop.final_review import FinalReviewRejected, unwrap_fence
 from pr_review_api.loop.workspace import Prepared, context_for
 from pr_review_api.settings import Settings
 from pr_review_api.tools import map_git_errors
+
+if TYPE_CHECKING:
+    # The caller's client, named for the signature only: the answer reaches the forge
+    # through forge/select.py (the import contract forbids loop/ a forge's package).
+    from pr_review_api.github.client import GitHubClient
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 MAX_ANSWER_CHARS = 4000
@@ -178,7 +182,9 @@ async def answer_at(
 ) -> Answer:
     """Pin the pull request at `head_sha` (the commit the finding was posted on; the current
     head when that commit is gone or unknown) and answer on the engine, within
-    REVIEW_TIMEOUT_SECONDS. The tools read that commit only."""
+    REVIEW_TIMEOUT_SECONDS. The tools read that commit only. The change is opened by the
+    forge its URL names (forge/select.py), through `github` (a merge request's through a
+    GitLab client of its own)."""
     settings.require_provider_key()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.review_timeout_seconds
@@ -187,14 +193,15 @@ async def answer_at(
         async with (
             asyncio.timeout_at(deadline),
             contextlib.AsyncExitStack() as stack,
-            open_pull_request(url, settings, github) as pull,
+            open_forge(url, settings, github=github) as forge,
+            forge.open_change(url) as pull,
         ):
             client = model
             if client is None:
                 client = await stack.enter_async_context(ProviderClient(settings))
             work = store.work(deadline, cancel)
             base = pull.metadata.base_sha
-            with map_git_errors(GitHubUnavailable):
+            with map_git_errors(forge.unavailable):
                 repository = await _pinned(store, pull.git_dir, base, head_sha, work)
                 if repository is None:
                     repository = await store.run(
