@@ -17,14 +17,16 @@ from collections.abc import Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from pr_review_api.errors import ReviewError
 from pr_review_api.forge.checkout import unavailable_error
 from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.github.checks import CheckReporter
+from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import PermissionCache
 from pr_review_api.github.ledger import DismissedFindings, PublishLedger
+from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 
 if TYPE_CHECKING:
@@ -49,6 +51,19 @@ class ChangeMetadata(Protocol):
     def author(self) -> str: ...
     @property
     def labels(self) -> tuple[str, ...]: ...
+
+
+class Lent(TypedDict, total=False):
+    """What a review's holder (the CLI, the service, a job) lends `run_review` for the forges:
+    the client of its identity on each forge (None: the review makes its own with the
+    settings' token), the service's ledger of published heads and dismissed findings, and the
+    holder's cache of who may dismiss."""
+
+    github: GitHubClient | None
+    gitlab: GitLabClient | None
+    ledger: PublishLedger | None
+    dismissals: DismissedFindings | None
+    permissions: PermissionCache | None
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, Unpack
 
 from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout
-from pr_review_api.forge.base import ChangeForge
+from pr_review_api.forge.base import ChangeForge, Lent
 from pr_review_api.forge.gate import Gate, OnOutcome
 from pr_review_api.forge.select import open_forge
 from pr_review_api.git.store import RepositoryStore
@@ -43,12 +43,6 @@ from pr_review_api.model import FinalReview, ReviewResult, Revisions, Usage, est
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
-    # What the shells pass, named for the signature only: the review reaches each forge
-    # through forge/ (the import contract forbids loop/ a forge's package at run time).
-    from pr_review_api.github.client import GitHubClient
-    from pr_review_api.github.conversation import PermissionCache
-    from pr_review_api.github.ledger import DismissedFindings, PublishLedger
-    from pr_review_api.gitlab.client import GitLabClient
     from pr_review_api.metrics import Metrics
 
 # The targets live in loop/workspace.py; callers import them from here, beside run_review.
@@ -90,22 +84,19 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
     progress: ProgressCallback | None = None,
     model: ModelClient | None = None,
     post: bool = False,
-    github: GitHubClient | None = None,
     store: RepositoryStore | None = None,
-    ledger: PublishLedger | None = None,
     metrics: Metrics | None = None,
     automatic: bool = False,
     on_check: OnOutcome | None = None,
     force: bool = False,
-    dismissals: DismissedFindings | None = None,
-    gitlab: GitLabClient | None = None,
-    permissions: PermissionCache | None = None,
     forge: ChangeForge | None = None,
+    **lent: Unpack[Lent],
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
     `post` publishes the validated review on the pull request (CONTRACT 10) and sets the
-    result's `publication`; `github` is the GitHub client of the review's identity (the
+    result's `publication`. Of what the holder lends (`lent`: forge/base.py's `Lent`, by
+    keyword), `github` is the GitHub client of the review's identity (the
     process's shared one, or a job's bound to its App installation; else one is made with
     `GITHUB_TOKEN`): every read, fetch, check and publication goes through it.
     With a `ledger` (the service's record of what it published), a head already published
@@ -144,7 +135,7 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
         async with (
             asyncio.timeout_at(deadline),
             _shared_or_own(model, lambda: ProviderClient(settings, metrics=metrics)) as client,
-            _forge_of(target, settings, forge, github, gitlab) as change_forge,
+            _forge_of(target, settings, forge, lent) as change_forge,
             _shared_or_own(store, lambda: one_shot_store(settings)) as repo_store,
         ):
             if on_stage is not None:
@@ -162,9 +153,8 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
                         settings,
                         publisher,
                         gate,
-                        ledger=ledger,
+                        lent,
                         force=force,
-                        dismissals=dismissals,
                     )
                     if done is not None:
                         return _counted(metrics, done, loop.time() - started)
@@ -187,12 +177,10 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
                         prepared,
                         publisher,
                         gate,
+                        lent,
                         deadline=deadline,
-                        ledger=ledger,
                         metrics=metrics,
                         force=force,
-                        dismissals=dismissals,
-                        permissions=permissions,
                     )
                 await gate.finished(result)
                 return _counted(metrics, result, loop.time() - started)
@@ -216,10 +204,9 @@ async def _before_model(
     settings: Settings,
     forge: ChangeForge,
     gate: Gate,
+    lent: Lent,
     *,
-    ledger: PublishLedger | None,
     force: bool,
-    dismissals: DismissedFindings | None,
 ) -> tuple[Prepared, ReviewResult | None]:
     """What `post` does before the model is asked: (prepared, None) to go on, or (prepared,
     the early answer: a head already published). A review that cannot be published fails
@@ -231,6 +218,7 @@ async def _before_model(
     git_dir, head = prepared.repository.git_dir, prepared.repository.revisions.head_sha
     await forge.ensure_can_publish(info)
     posted = None
+    ledger, dismissals = lent.get("ledger"), lent.get("dismissals")
     if ledger is not None and not force:
         posted = await forge.published_in_ledger(info, head, ledger)
     if posted is None:
@@ -259,13 +247,11 @@ async def _publish(  # noqa: PLR0913  (as _before_model)
     prepared: Prepared,
     forge: ChangeForge,
     gate: Gate,
+    lent: Lent,
     *,
     deadline: float,
-    ledger: PublishLedger | None,
     metrics: Metrics | None,
     force: bool,
-    dismissals: DismissedFindings | None,
-    permissions: PermissionCache | None,
 ) -> None:
     """Publish the review (CONTRACT 10, 17): `result.publication` says what happened. Findings
     the repository dismissed (CONTRACT 15) are not published and never fail the check."""
@@ -275,8 +261,8 @@ async def _publish(  # noqa: PLR0913  (as _before_model)
     reviewed_before = prepared.context.last_reviewed_head is not None
     dismissed = await forge.dismissed(
         info,
-        dismissals,
-        permissions,
+        lent.get("dismissals"),
+        lent.get("permissions"),
         reviewed_before=reviewed_before,
         has_findings=bool(result.review.findings),
     )
@@ -285,7 +271,7 @@ async def _publish(  # noqa: PLR0913  (as _before_model)
         result,
         git_dir,
         deadline=deadline,
-        ledger=ledger,
+        ledger=lent.get("ledger"),
         metrics=metrics,
         force=force,
         dismissed=dismissed,
@@ -316,13 +302,12 @@ def _forge_of(
     target: ReviewTarget,
     settings: Settings,
     forge: ChangeForge | None,
-    github: GitHubClient | None,
-    gitlab: GitLabClient | None,
+    lent: Lent,
 ) -> AbstractAsyncContextManager[ChangeForge | None]:
     """The caller's forge, else the one the change's URL names; None for a local repository."""
     if forge is not None or not isinstance(target, PullRequestTarget):
         return contextlib.nullcontext(forge)
-    return open_forge(target.url, settings, github=github, gitlab=gitlab)
+    return open_forge(target.url, settings, github=lent.get("github"), gitlab=lent.get("gitlab"))
 
 
 def _shared_or_own(
