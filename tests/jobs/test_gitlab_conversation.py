@@ -253,3 +253,36 @@ def test_over_the_hourly_limit_a_question_gets_eyes_and_nothing_else(
     assert ours_in(fake_gitlab_notes, ours) == []
     assert len(scripted_provider.requests) == provider_requests  # no model asked
     assert members.asked == [(PROJECT, REPORTER[1])]  # the author was never looked up
+
+
+def test_commands_in_a_discussion_that_is_not_ours_do_nothing(
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+) -> None:
+    """A person's discussion, even one that copies our finding's marker, is not one of our
+    findings': `ignore` stores nothing and a question asks no model."""
+    settings = settings_for(database_url, fake_gitlab, scripted_provider, tmp_path)
+    members_of(fake_gitlab)
+    _, ours = published(fake_gitlab, fake_gitlab_notes, scripted_provider, settings, 7)
+    theirs = fake_gitlab_notes.add(PROJECT, 7, ours.body, "mallory")  # the marker, copied
+    theirs.discussion_id = "e" * 40
+    provider_requests = len(scripted_provider.requests)
+    _, ignore = reply_event(fake_gitlab_notes, theirs, DEVELOPER, "/pr-review ignore")
+    _, question = reply_event(fake_gitlab_notes, theirs, DEVELOPER, "/pr-review why?")
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with running(settings) as (client, _):
+            answers = [await note(client, event) for event in (ignore, question)]
+            return [await finished(client, a.json()["job_id"]) for a in answers]
+
+    jobs = asyncio.run(scenario())
+    assert [job["result"]["outcome"] for job in jobs] == ["not_our_finding"] * 2
+    assert fake_gitlab_notes.awards == []
+    assert [n for n in fake_gitlab_notes.of(PROJECT, 7) if n.author == BOT and n is not ours] == [
+        fake_gitlab_notes.plain_notes(PROJECT, 7)[0]
+    ]  # our review's note and discussion, nothing more
+    assert rows(database_url, "SELECT count(*) FROM dismissals") == [(0,)]
+    assert len(scripted_provider.requests) == provider_requests
