@@ -4,9 +4,11 @@ the conversation engine (`loop/engine.py`), beside the review and the verificati
 The first messages: a system prompt with the answer's own final schema, then the finding (as
 our comment states it), the thread's earlier replies and the question, every one of them
 untrusted data in one JSON-encoded block, as `loop/prompts.py` gives the pull request's
-metadata. The same four read-only tools read the head the finding was posted on. The stop turn
-must be one JSON object `{"text": str, "severity": null | severity, "finding_stands": bool}`
-(strict, bounded); the text is escaped as a review's when it is posted (jobs/conversation.py).
+metadata. The same four read-only tools read the head the finding was posted on, pinned by
+forge/checkout.py (a pull request or a GitLab merge request alike: nothing here knows which).
+The stop turn must be one JSON object `{"text": str, "severity": null | severity,
+"finding_stands": bool}` (strict, bounded); the text is escaped as a review's when it is posted
+(jobs/conversation.py; for GitLab, jobs/gitlab_commands.py).
 Nothing in the answer changes a finding's state: `severity` and `finding_stands` are shown,
 never acted on.
 """
