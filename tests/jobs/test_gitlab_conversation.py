@@ -122,17 +122,23 @@ def test_a_question_in_our_discussion_gets_one_inert_reply_at_the_findings_head(
     )
     scripted_provider.script(stop_turn(json.dumps(HOSTILE_ANSWER)))
 
-    async def scenario() -> tuple[httpx.Response, httpx.Response, dict[str, Any]]:
+    async def scenario() -> tuple[httpx.Response, httpx.Response, dict[str, Any], dict[str, Any]]:
         async with running(settings) as (client, _):
             first = await note(client, event, uuid_header="conv-1")
             again = await note(client, event, uuid_header="conv-1")
-            return first, again, await finished(client, first.json()["job_id"])
+            job = await finished(client, first.json()["job_id"])
+            # Another delivery of the same note (a job run again): our answer is found by
+            # its marker; no second reply, no model asked (none is scripted).
+            other = await note(client, event, uuid_header="conv-2")
+            return first, again, job, await finished(client, other.json()["job_id"])
 
-    first, again, job = asyncio.run(scenario())
+    first, again, job, rerun = asyncio.run(scenario())
     assert first.status_code == 202, first.text
     assert again.json()["job_id"] == first.json()["job_id"]
     assert job["status"] == "succeeded", job["result"]
     assert job["result"]["outcome"] == "answered"
+    assert rerun["status"] == "succeeded", rerun["result"]
+    assert rerun["result"] == {"kind": "answer", "outcome": "answered"}
     (answer,) = ours_in(fake_gitlab_notes, ours)
     assert answer.body.endswith(f"<!-- pr-review:answer={question.id} -->")
     assert active_parts(answer.body) == []  # no mention, reference, link or quick action
