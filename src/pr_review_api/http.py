@@ -1,4 +1,5 @@
-"""The one capped, deadline-bound body reader for every upstream (the provider, GitHub).
+"""What every upstream client (the provider, GitHub) shares: the one capped, deadline-bound body
+reader, and the TLS context (`tls_context`).
 
 A response body is untrusted: it may be huge, it may announce a size it never sends, and it may
 be a gzip bomb (64 KiB on the wire, 64 MiB inflated). `read_capped()` reads the raw stream and
@@ -15,9 +16,12 @@ body text.
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 import zlib
 from collections.abc import Callable
 
+import certifi
 import httpx
 
 ACCEPTED_ENCODINGS = "gzip, deflate"
@@ -26,6 +30,13 @@ _GZIP_WBITS = 16 + zlib.MAX_WBITS
 _ZLIB_WBITS = zlib.MAX_WBITS
 _RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
 _CODINGS = frozenset({"identity", "gzip", "x-gzip", "deflate"})
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """httpx's default verification (certifi's CA bundle), built once for the process: loading
+    the bundle costs 20-50 ms of CPU, which a client made per review paid each time."""
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 class BodyError(Exception):

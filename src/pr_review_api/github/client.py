@@ -19,16 +19,13 @@ never reach an error message or a log.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Annotated, Any, Self
 
-import certifi
 import httpx
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
@@ -49,6 +46,7 @@ from pr_review_api.http import (
     UnsupportedEncoding,
     bounded_decimal,
     read_capped,
+    tls_context,
 )
 from pr_review_api.jsonutil import dumps_compact
 from pr_review_api.settings import Settings
@@ -125,12 +123,6 @@ def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
     return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
 
 
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """httpx's default verification (certifi's CA bundle), built once: loading it costs ~50 ms."""
-    return ssl.create_default_context(cafile=certifi.where())
-
-
 class GitHubClient:
     """The process's GitHub API client (see the module docstring). Close it with `aclose()`.
 
@@ -177,7 +169,7 @@ class GitHubClient:
     async def _pool(self) -> httpx.AsyncClient:
         async with self._lock:
             if self._http is None:
-                tls = await asyncio.to_thread(_tls_context)
+                tls = await asyncio.to_thread(tls_context)
                 # trust_env=False: no proxy, netrc or CA settings picked up from the
                 # environment, as for git, whose environment is built from scratch too.
                 self._http = httpx.AsyncClient(
