@@ -4,9 +4,11 @@ the conversation engine (`loop/engine.py`), beside the review and the verificati
 The first messages: a system prompt with the answer's own final schema, then the finding (as
 our comment states it), the thread's earlier replies and the question, every one of them
 untrusted data in one JSON-encoded block, as `loop/prompts.py` gives the pull request's
-metadata. The same four read-only tools read the head the finding was posted on. The stop turn
-must be one JSON object `{"text": str, "severity": null | severity, "finding_stands": bool}`
-(strict, bounded); the text is escaped as a review's when it is posted (jobs/conversation.py).
+metadata. The same four read-only tools read the head the finding was posted on, pinned by
+forge/checkout.py (a pull request or a GitLab merge request alike: nothing here knows which).
+The stop turn must be one JSON object `{"text": str, "severity": null | severity,
+"finding_stands": bool}` (strict, bounded); the text is escaped as a review's when it is posted
+(jobs/conversation.py; for GitLab, jobs/gitlab_commands.py).
 Nothing in the answer changes a finding's state: `severity` and `finding_stands` are shown,
 never acted on.
 """
@@ -25,13 +27,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
-from pr_review_api.errors import GitHubUnavailable, ReviewError, ReviewTimeout
+from pr_review_api.errors import ReviewError, ReviewTimeout
+from pr_review_api.forge.checkout import open_change, unavailable_error
+from pr_review_api.forge.urls import forge_of
 from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GIT_FAILURES
-from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
@@ -167,18 +171,21 @@ async def answer(engine: Engine, question: Question) -> Answer:
     )
 
 
-async def answer_at(
+async def answer_at(  # noqa: PLR0913  (a forge client each, as forge/checkout.open_change)
     url: str,
     head_sha: str | None,
     question: Question,
     settings: Settings,
-    github: GitHubClient,
+    github: GitHubClient | None,
     store: RepositoryStore,
     model: ModelClient | None = None,
+    *,
+    gitlab: GitLabClient | None = None,
 ) -> Answer:
-    """Pin the pull request at `head_sha` (the commit the finding was posted on; the current
-    head when that commit is gone or unknown) and answer on the engine, within
-    REVIEW_TIMEOUT_SECONDS. The tools read that commit only."""
+    """Pin the change at `head_sha` (the commit the finding was posted on; the current head
+    when that commit is gone or unknown) and answer on the engine, within
+    REVIEW_TIMEOUT_SECONDS. The tools read that commit only. The URL's forge is read through
+    its client (`github` for a pull request, `gitlab` for a merge request: forge/checkout.py)."""
     settings.require_provider_key()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.review_timeout_seconds
@@ -187,14 +194,14 @@ async def answer_at(
         async with (
             asyncio.timeout_at(deadline),
             contextlib.AsyncExitStack() as stack,
-            open_pull_request(url, settings, github) as pull,
+            open_change(url, settings, github, gitlab) as pull,
         ):
             client = model
             if client is None:
                 client = await stack.enter_async_context(ProviderClient(settings))
             work = store.work(deadline, cancel)
             base = pull.metadata.base_sha
-            with map_git_errors(GitHubUnavailable):
+            with map_git_errors(unavailable_error(forge_of(url))):
                 repository = await _pinned(store, pull.git_dir, base, head_sha, work)
                 if repository is None:
                     repository = await store.run(

@@ -6,9 +6,13 @@ markers: a head already published answers `already_published` without a provider
 on GitHub; a re-review names the files changed since our last reviewed head. After the review:
 gitlab/publish.py posts the discussions and the note.
 
+With the service's dismissals (CONTRACT 15; the project's key is `gitlab:group/project`), the
+first message names the findings dismissed in the changed files, and a finding whose
+fingerprint was dismissed is not published (`publication.suppressed`).
+
 What GitHub has and a merge request does not have here: check runs (section 16's gate is left
 without a reporter; `--check-file` still gets the outcome), resolving our fixed threads, and
-dismissals by reaction (section 15's conversation is GitHub's): those steps are skipped.
+dismissals by reaction (read from GitHub at each review): those steps are skipped.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING
 from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.history import PublishFailure, re_review_of
-from pr_review_api.github.ledger import PublishLedger
+from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.history import prior_state
 from pr_review_api.gitlab.preflight import ensure_can_publish
@@ -47,7 +51,7 @@ def _ref(info: PullRequestInfo) -> MergeRequestRef:
     return MergeRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
 
 
-async def before_model(
+async def before_model(  # noqa: PLR0913  (as run.py's _before_model)
     prepared: Prepared,
     settings: Settings,
     gitlab: GitLabClient,
@@ -56,6 +60,7 @@ async def before_model(
     *,
     ledger: PublishLedger | None,
     force: bool,
+    dismissals: DismissedFindings | None = None,
 ) -> tuple[Prepared, ReviewResult | None]:
     """(prepared, None) to go on with the review, its context naming what changed since our
     last reviewed head; or (prepared, the `already_published` document) when this head is
@@ -69,7 +74,8 @@ async def before_model(
         try:
             state = await prior_state(gitlab, ref, head_sha=head)
         except (PublishFailure, ReviewError):
-            return prepared, None  # publishing reads the notes again, and decides
+            # publishing reads the notes again, and decides
+            return await _with_dismissed_titles(prepared, ref, dismissals), None
         done = state.review_of(head)
         if done is not None and not force:
             posted = PostedHead(*done)
@@ -83,7 +89,7 @@ async def before_model(
                 )
                 prepared = replace(prepared, context=context)
     if posted is None:
-        return prepared, None
+        return await _with_dismissed_titles(prepared, ref, dismissals), None
     # No model asked. GitLab has no check run to complete from the posted counts: the
     # outcome, for --check-file, is the gate's "unknown" of a head published before.
     quiet = Gate(None, gate.fail_on, gate.git_dir)
@@ -105,7 +111,7 @@ async def _in_ledger(
     return None if recorded is None else PostedHead(recorded.review_id, recorded.url)
 
 
-async def after_review(
+async def after_review(  # noqa: PLR0913  (as run.py's _publish)
     result: ReviewResult,
     prepared: Prepared,
     gitlab: GitLabClient,
@@ -114,8 +120,17 @@ async def after_review(
     ledger: PublishLedger | None,
     metrics: Metrics | None,
     force: bool,
+    dismissals: DismissedFindings | None = None,
 ) -> Publication | None:
-    """Publish the review on its merge request (gitlab/publish.py)."""
+    """Publish the review on its merge request (gitlab/publish.py), without the findings
+    the project dismissed."""
+    dismissed: set[str] = set()
+    info = prepared.pull_request
+    if dismissals is not None and info is not None:
+        try:
+            dismissed = await dismissals.fingerprints(_ref(info).dismissals_key)
+        except ServerBusy:  # the review is paid for: publish it, dismissals or not
+            logger.warning("the dismissed findings could not be read")
     return await publish_merge_request(
         result,
         gitlab,
@@ -124,4 +139,19 @@ async def after_review(
         ledger=ledger,
         metrics=metrics,
         force=force,
+        dismissed=dismissed,
     )
+
+
+async def _with_dismissed_titles(
+    prepared: Prepared, ref: MergeRequestRef, dismissals: DismissedFindings | None
+) -> Prepared:
+    """The first message names the findings the project dismissed in the changed files."""
+    if dismissals is None:
+        return prepared
+    paths = [path for _, path in prepared.context.changed_files]
+    try:
+        titles = await dismissals.titles(ref.dismissals_key, paths)
+    except ServerBusy:
+        return prepared
+    return replace(prepared, context=replace(prepared.context, dismissed_titles=tuple(titles)))

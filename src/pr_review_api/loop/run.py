@@ -259,7 +259,14 @@ async def _before_model(
     if is_merge_request(prepared):
         assert gitlab is not None
         return await merge_request_post.before_model(
-            prepared, settings, gitlab, github, gate, ledger=ledger, force=force
+            prepared,
+            settings,
+            gitlab,
+            github,
+            gate,
+            ledger=ledger,
+            force=force,
+            dismissals=dismissals,
         )
     done = await _before_publishing(prepared, settings, github, ledger, gate, force)
     if done is not None:
@@ -297,6 +304,7 @@ async def _publish(  # noqa: PLR0913  (as _before_model)
             ledger=ledger,
             metrics=metrics,
             force=force,
+            dismissals=dismissals,
         )
         return
     dismissed = await _dismissed(
