@@ -109,6 +109,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         WHOLE_TIER[tier] = len(session.items)
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """`--fast` never imports the two folders it leaves out: each worker would otherwise import
+    and collect them (their conftests, a few hundred tests) only to deselect every one."""
+    if not config.getoption("--fast"):
+        return None
+    root = Path(__file__).resolve().parent
+    if collection_path.parent == root and collection_path.name in _FAST_SKIPS:
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--fast"):
         return

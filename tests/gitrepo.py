@@ -3,13 +3,20 @@
 `GitRepo.commit_files` writes through the working tree, as a developer would. `commit_tree`
 builds commits from raw tree entries with git's plumbing, so tests can plant what no working
 tree can hold: names with backslashes or `.GIT`, symbolic links into `.git`, gitlinks.
+`commit_onto` commits plain files over any commit in one `git fast-import`, for fixtures that
+make many commits and never look at a working tree (the fake GitHub's repositories).
+
+Thousands of tests build repositories, so a fixture spends as few git processes as it can: no
+template copied at `init`, no housekeeping started after each commit, one process for all the
+blobs of a tree.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 FILE = "100644"
@@ -30,6 +37,13 @@ _ENV = {
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
     "LC_ALL": "C",
 }
+# Options, not the environment: tests tell pr-review's git processes from the fixtures' by the
+# GIT_CONFIG_COUNT that pr-review sets (tests/github/support.py).
+_NO_MAINTENANCE = ("-c", "maintenance.auto=false")
+# A handful of objects stays one pack, instead of a second process that unpacks it.
+_FAST_IMPORT = ("-c", "fastimport.unpackLimit=0", "fast-import", "--quiet", "--done")
+# The identity and date of a commit made by `commit_onto`, as _ENV sets them for `git commit`.
+_FAST_IMPORT_IDENTITY = b"Test Author <author@example.invalid> 1767225600 +0000"
 
 Entry = tuple[str, bytes]  # (mode, content); for a gitlink the content is the commit SHA
 
@@ -50,7 +64,8 @@ class GitRepo:
     def __init__(self, path: Path, *, bare: bool = False) -> None:
         self.path = path
         path.mkdir(parents=True, exist_ok=True)
-        git(path, "init", "-q", "-b", "main", *(["--bare"] if bare else []))
+        # No template: its sample hooks and files are copied at every `init` and used by none.
+        git(path, "init", "-q", "--template=", "-b", "main", *(["--bare"] if bare else []))
         self.git_dir = path if bare else path / ".git"
 
     def write(self, files: Mapping[str, str | bytes]) -> None:
@@ -71,8 +86,18 @@ class GitRepo:
         for rel in delete:
             (self.path / rel).unlink()
         git(self.path, "add", "-A")
-        git(self.path, "commit", "-q", "--allow-empty", "-m", message)
+        # A fixture never needs housekeeping: each commit would start `git maintenance`.
+        git(self.path, *_NO_MAINTENANCE, "commit", "-q", "--allow-empty", "-m", message)
         return self.head()
+
+    def commit_onto(
+        self, files: Mapping[str, str | bytes], parent: str | None, message: str = "change"
+    ) -> str:
+        """Commit regular files over `parent`'s tree (None: a root commit holding only them);
+        neither the working tree, the index nor HEAD moves."""
+        scratch = FastCommit("refs/fixture/commit-onto", files, parent, message)
+        [sha] = import_commits(self.git_dir, [scratch])
+        return sha
 
     def symlink(self, rel: str, target: str) -> None:
         """Create a symbolic link in the working tree."""
@@ -100,6 +125,21 @@ class GitRepo:
         return git(self.git_dir, *args)
 
     def _mktree(self, entries: Mapping[str, Entry]) -> str:
+        return self._mktree_of(entries, self._write_blobs(entries))
+
+    def _write_blobs(self, entries: Mapping[str, Entry]) -> dict[bytes, str]:
+        """Write every distinct blob of the tree in one `git fast-import` (not one
+        `hash-object` each); the object name of each content."""
+        contents = list(dict.fromkeys(c for mode, c in entries.values() if mode != GITLINK))
+        if not contents:
+            return {}
+        stream = [b"blob\nmark :%d\n" % n + _data(c) for n, c in enumerate(contents, 1)]
+        stream += [b"get-mark :%d\n" % n for n in range(1, len(contents) + 1)]
+        stream.append(b"done\n")
+        names = git(self.git_dir, *_FAST_IMPORT, input_bytes=b"".join(stream))
+        return dict(zip(contents, names.split(), strict=True))
+
+    def _mktree_of(self, entries: Mapping[str, Entry], blobs: Mapping[bytes, str]) -> str:
         children: dict[str, dict[str, Entry]] = {}
         lines: list[bytes] = []
         for path, (mode, content) in entries.items():
@@ -110,11 +150,64 @@ class GitRepo:
             if mode == GITLINK:
                 oid, kind = content.decode(), "commit"
             else:
-                oid = git(self.git_dir, "hash-object", "-w", "--stdin", input_bytes=content)
-                kind = "blob"
+                oid, kind = blobs[content], "blob"
             lines.append(
                 f"{mode} {kind} {oid}\t".encode() + path.encode("utf-8", "surrogateescape")
             )
         for name, sub in children.items():
-            lines.append(f"040000 tree {self._mktree(sub)}\t".encode() + name.encode())
+            lines.append(f"040000 tree {self._mktree_of(sub, blobs)}\t".encode() + name.encode())
         return git(self.git_dir, "mktree", "-z", input_bytes=b"\0".join(lines) + b"\0")
+
+
+@dataclass(frozen=True)
+class FastCommit:
+    """A commit for `import_commits`: regular files over its parent's tree, on its ref."""
+
+    ref: str
+    files: Mapping[str, str | bytes]
+    # A commit's name, the index of an earlier commit of the same import, or None (a root).
+    parent: str | int | None
+    message: str = "change"
+
+
+def import_commits(git_dir: Path, commits: Sequence[FastCommit]) -> list[str]:
+    """Make the commits in one `git fast-import` (a handful of processes fewer than a working
+    tree takes for each), each ref forced to its commit; their names. The bytes are stored as
+    given, as `git add` stores them without attributes."""
+    stream: list[bytes] = []
+    for mark, commit in enumerate(commits, 1):
+        ref = commit.ref.encode()
+        if commit.parent is None:  # the ref's current commit must not become the parent
+            stream.append(b"reset " + ref + b"\n")
+        stream += [b"commit " + ref + b"\n", b"mark :%d\n" % mark]
+        stream += [b"committer " + _FAST_IMPORT_IDENTITY + b"\n", _data(commit.message)]
+        if isinstance(commit.parent, int):
+            stream.append(b"from :%d\n" % (commit.parent + 1))
+        elif commit.parent is not None:
+            stream.append(f"from {commit.parent}\n".encode())
+        for rel, content in commit.files.items():
+            stream += [b"M 100644 inline " + _quoted(rel) + b"\n", _data(content)]
+    stream += [b"get-mark :%d\n" % mark for mark in range(1, len(commits) + 1)]
+    stream.append(b"done\n")
+    # --force: a ref may move to a commit that does not descend from its last, as a forced push.
+    return git(git_dir, *_FAST_IMPORT, "--force", input_bytes=b"".join(stream)).split()
+
+
+def _data(content: str | bytes) -> bytes:
+    """A `git fast-import` data block: its exact length, then the bytes."""
+    raw = content.encode() if isinstance(content, str) else content
+    return b"data %d\n" % len(raw) + raw + b"\n"
+
+
+def _quoted(path: str) -> bytes:
+    """A path as `git fast-import` reads it quoted (C style): any name, spaces, quotes or
+    newlines included."""
+    out = bytearray(b'"')
+    for byte in path.encode("utf-8", "surrogateescape"):
+        if byte in b'"\\':
+            out += b"\\" + bytes([byte])
+        elif byte < 0x20 or byte == 0x7F:
+            out += b"\\%03o" % byte
+        else:
+            out.append(byte)
+    return bytes(out + b'"')

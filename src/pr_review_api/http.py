@@ -1,5 +1,5 @@
-"""The one capped, deadline-bound body reader for every upstream (the provider, the forges),
-and the TLS context the forge clients share.
+"""What every upstream client (the provider, the forges) shares: the one capped, deadline-bound
+body reader, and the TLS context (`tls_context`).
 
 A response body is untrusted: it may be huge, it may announce a size it never sends, and it may
 be a gzip bomb (64 KiB on the wire, 64 MiB inflated). `read_capped()` reads the raw stream and
@@ -32,6 +32,13 @@ _RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
 _CODINGS = frozenset({"identity", "gzip", "x-gzip", "deflate"})
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """httpx's default verification (certifi's CA bundle), built once for the process: loading
+    the bundle costs 20-50 ms of CPU, which a client made per review paid each time."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
 class BodyError(Exception):
     """A response body that was refused; never carries any of the body."""
 
@@ -46,13 +53,6 @@ class BodyCorrupt(BodyError):
 
 class UnsupportedEncoding(BodyError):
     """A Content-Encoding other than identity, gzip or deflate."""
-
-
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """httpx's default verification (certifi's CA bundle), built once: loading it costs ~50 ms.
-    Shared by the forge clients (GitHub, GitLab)."""
-    return ssl.create_default_context(cafile=certifi.where())
 
 
 def bounded_decimal(text: str, ceiling: int) -> int | None:

@@ -29,7 +29,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,7 +43,7 @@ from pr_review_api.settings import Settings
 from tests.fakes.github_conversation import conversation, graphql
 from tests.fakes.github_documents import pull_json
 from tests.fakes.github_reviews import comment_view, create_review, reviews
-from tests.gitrepo import GitRepo, git
+from tests.gitrepo import FastCommit, GitRepo, git, import_commits
 
 API_PREFIX = "/api/v3"
 GIT_EXEC_PATH = Path(
@@ -102,8 +101,14 @@ class Origin:
         self.repo = repo
         self.bare = server.git_root / owner / f"{repo}.git"
         self.bare.parent.mkdir(parents=True, exist_ok=True)
-        git(self.bare.parent, "init", "-q", "--bare", self.bare.name)
+        git(self.bare.parent, "init", "-q", "--template=", "--bare", self.bare.name)
         self.work = GitRepo(server.root / "work" / owner / repo)
+        # The working repository reads the served one's objects, so a commit can be made
+        # straight in the served repository (`FakeGitHub.pull_request`) and still be a parent
+        # here. Never the other way: the served repository holds only what was published.
+        alternates = self.work.git_dir / "objects" / "info" / "alternates"
+        alternates.parent.mkdir(parents=True, exist_ok=True)
+        alternates.write_text(f"{self.bare.resolve() / 'objects'}\n")
 
     def publish(self, sha: str, ref: str) -> None:
         """Point `ref` of the served repository at `sha` (forced)."""
@@ -119,13 +124,7 @@ class Origin:
         self, files: Mapping[str, str | bytes], parent: str | None, message: str = "c"
     ) -> str:
         """Commit files on top of `parent` (None: a root commit) without moving any branch."""
-        if parent is None:
-            git(self.work.path, "checkout", "-q", "--orphan", f"tmp-{time.monotonic_ns()}")
-            git(self.work.path, "rm", "-rfq", "--ignore-unmatch", ".")
-            git(self.work.path, "clean", "-fdxq")
-        else:
-            git(self.work.path, "checkout", "-q", "--detach", parent)
-        return self.work.commit_files(files, message)
+        return self.work.commit_onto(files, parent, message)
 
     def has_object(self, sha: str) -> bool:
         done = subprocess.run(
@@ -266,13 +265,19 @@ class FakeGitHub:
         current = git(
             origin.bare, "for-each-ref", "--format=%(objectname)", f"refs/heads/{base_ref}"
         )
-        base_sha = current or origin.commit(base or {"README.md": "hello\n"}, None, "base")
-        if current and base:
-            base_sha = origin.commit(base, current, "base")
-        if base_sha != current:
-            origin.set_branch(base_ref, base_sha)
-        head_sha = origin.commit(head or {f"change-{number}.txt": f"{number}\n"}, base_sha, "head")
-        origin.set_pull_head(number, head_sha)
+        # Published as they are made: both commits straight in the served repository, each
+        # on its ref, in one process (as a push of the base branch and the pull head would).
+        commits = []
+        if base or not current:
+            base_files = base or {"README.md": "hello\n"}
+            commits.append(
+                FastCommit(f"refs/heads/{base_ref}", base_files, current or None, "base")
+            )
+        head_files = head or {f"change-{number}.txt": f"{number}\n"}
+        head_parent = 0 if commits else current
+        commits.append(FastCommit(f"refs/pull/{number}/head", head_files, head_parent, "head"))
+        *made, head_sha = import_commits(origin.bare, commits)
+        base_sha = made[0] if made else current
         self.set_pull(
             owner,
             repo,
@@ -293,9 +298,10 @@ class FakeGitHub:
     def push_head(
         self, pull: PullRequestFixture, files: Mapping[str, str | bytes], parent: str | None = None
     ) -> PullRequestFixture:
-        """A new head on the pull request (a push): a commit on `parent` (default the head)."""
-        head_sha = pull.origin.commit(files, parent or pull.head_sha, "push")
-        pull.origin.set_pull_head(pull.number, head_sha)
+        """A new head on the pull request (a push): a commit on `parent` (default the head),
+        made straight in the served repository."""
+        pushed = FastCommit(f"refs/pull/{pull.number}/head", files, parent or pull.head_sha, "push")
+        [head_sha] = import_commits(pull.origin.bare, [pushed])
         owner, repo = pull.origin.owner, pull.origin.repo
         self.set_pull(
             owner,

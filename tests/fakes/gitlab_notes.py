@@ -15,6 +15,19 @@
   `old_line` alone a removed line. Anything else is 400 with GitLab's "line_code" message.
   The diff is read here with its own small parser, not the code under test.
 
+Replies and award emoji, as GitLab enforces them:
+
+- `GET .../merge_requests/:iid/discussions/:discussion_id` gives one discussion with its notes,
+  oldest first; 404 ("404 Discussion Not Found") for an id that is not a discussion of that
+  merge request.
+- `POST .../discussions/:discussion_id/notes` `{"body"}` replies in it (a token needed; the same
+  404 for an unknown discussion; the reply of a diff discussion is a `DiffNote` with the
+  discussion's position, else a `DiscussionNote`).
+- `POST .../notes/:note_id/award_emoji` `{"name"}` awards the token's user's emoji on a note of
+  that merge request: 404 "404 Not found" for another note, 400 without a name, and GitLab's
+  404 "Award Emoji Name has already been taken" for an emoji that user already gave it
+  (lib/api/award_emoji.rb answers every refusal of AwardEmojis::AddService with not_found!).
+
 Every posted body is also read as GitLab's quick-action extractor reads it, a little more
 strictly: each line that starts with `/` and a word, after blanks (case-insensitive, carriage
 returns deleted first, as GitLab deletes them), is recorded in `quick_actions`, so a test can
@@ -57,9 +70,10 @@ class StoredNote:
     position: dict[str, Any] | None = None
 
     def document(self, iid: int) -> dict[str, Any]:
+        kind = "DiscussionNote" if self.discussion_id is not None else None
         return {
             "id": self.id,
-            "type": "DiffNote" if self.position is not None else None,
+            "type": "DiffNote" if self.position is not None else kind,
             "body": self.body,
             "author": {"id": 7, "username": self.author},
             "system": self.system,
@@ -135,6 +149,7 @@ class FakeNotes:
         self.fake = fake
         self.notes: dict[tuple[int, int], list[StoredNote]] = {}
         self.quick_actions: list[str] = []  # every command a posted body would have run
+        self.awards: list[tuple[int, str, str]] = []  # (note id, emoji name, user)
         self.refuse_discussions = False  # answer every discussion 400, whatever its position
         self._ids = count(1001)
         self._lock = threading.Lock()
@@ -157,6 +172,17 @@ class FakeNotes:
         with self._lock:
             return list(self.notes.get((self.fake.project(path).id, iid), []))
 
+    def reply(self, path: str, iid: int, discussion_id: str, body: str, author: str) -> StoredNote:
+        """A reply someone wrote in a discussion of the merge request."""
+        project = self.fake.project(path)
+        with self._lock:
+            notes = self.notes.get((project.id, iid), [])
+            first = next(n for n in notes if n.discussion_id == discussion_id)
+            note = StoredNote(next(self._ids), body, author, discussion_id=discussion_id)
+            note.position = first.position
+            notes.append(note)
+        return note
+
     def discussions(self, path: str, iid: int) -> list[StoredNote]:
         return [n for n in self.of(path, iid) if n.discussion_id is not None]
 
@@ -174,14 +200,18 @@ class FakeNotes:
         tail: list[str],
         body: bytes,
     ) -> bool:
-        if len(tail) != 3 or tail[0] != "merge_requests" or tail[2] not in ("notes", "discussions"):
+        if len(tail) < 3 or tail[0] != "merge_requests" or tail[2] not in ("notes", "discussions"):
+            return False
+        if len(tail) not in (3, 4, 5):
             return False
         document = fake.documents.get((project.id, int(tail[1]))) if tail[1].isdigit() else None
         if document is None:
             handler.send_json(record, 404, {"message": "404 Not found"})
             return True
         key = (project.id, int(tail[1]))
-        if handler.command == "GET":
+        if len(tail) > 3:
+            self._one(handler, record, key, tail[2:], body)
+        elif handler.command == "GET":
             self._list(handler, record, key, tail[2])
         elif handler.command == "POST":
             self._create(handler, record, project, document, key, tail[2], body)
@@ -245,6 +275,114 @@ class FakeNotes:
             self.notes.setdefault(key, []).append(note)
         answer = _discussion(note, key[1]) if kind == "discussions" else note.document(key[1])
         handler.send_json(record, 201, answer)
+
+    def _one(
+        self,
+        handler: Any,
+        record: RecordedRequest,
+        key: tuple[int, int],
+        tail: list[str],
+        body: bytes,
+    ) -> None:
+        """A discussion (`discussions/:id`), a reply in it (`discussions/:id/notes`), or an
+        award emoji on a note (`notes/:id/award_emoji`)."""
+        with self._lock:
+            notes = list(self.notes.get(key, []))
+        shape = (tail[0], len(tail), tail[-1], handler.command)
+        if shape == ("discussions", 2, tail[1], "GET"):
+            thread = [n for n in notes if n.discussion_id == tail[1]]
+            if not thread:
+                handler.send_json(record, 404, {"message": "404 Discussion Not Found"})
+                return
+            document = _discussion(thread[0], key[1])
+            document["notes"] = [n.document(key[1]) for n in thread]
+            handler.send_json(record, 200, document)
+        elif shape == ("discussions", 3, "notes", "POST"):
+            self._reply(handler, record, key, notes, tail[1], body)
+        elif shape == ("notes", 3, "award_emoji", "POST"):
+            self._award(handler, record, notes, tail[1], body)
+        else:
+            handler.send_json(record, 404, {"error": "404 Not Found"})
+
+    def _reply(
+        self,
+        handler: Any,
+        record: RecordedRequest,
+        key: tuple[int, int],
+        notes: list[StoredNote],
+        discussion_id: str,
+        body: bytes,
+    ) -> None:
+        token = record.private_token
+        if token is None:
+            handler.send_json(record, 401, {"message": "401 Unauthorized"})
+            return
+        thread = [n for n in notes if n.discussion_id == discussion_id]
+        if not thread:
+            handler.send_json(record, 404, {"message": "404 Discussion Not Found"})
+            return
+        text = _body_text(body)
+        if text is None:
+            handler.send_json(record, 400, {"message": {"note": ["can't be blank"]}})
+            return
+        note = StoredNote(next(self._ids), text, self.fake.users[token])
+        note.discussion_id, note.position = discussion_id, thread[0].position
+        with self._lock:
+            self.quick_actions += _COMMAND.findall(text.replace("\r", ""))
+            self.notes.setdefault(key, []).append(note)
+        handler.send_json(record, 201, note.document(key[1]))
+
+    def _award(
+        self,
+        handler: Any,
+        record: RecordedRequest,
+        notes: list[StoredNote],
+        note_id: str,
+        body: bytes,
+    ) -> None:
+        token = record.private_token
+        if token is None:
+            handler.send_json(record, 401, {"message": "401 Unauthorized"})
+            return
+        if not note_id.isdigit() or int(note_id) not in {n.id for n in notes}:
+            handler.send_json(record, 404, {"message": "404 Not found"})
+            return
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            payload = None
+        name = payload.get("name") if isinstance(payload, dict) else None
+        if not isinstance(name, str) or not name:
+            handler.send_json(record, 400, {"error": "name is missing"})
+            return
+        user = self.fake.users[token]
+        with self._lock:
+            if (int(note_id), name, user) in self.awards:
+                taken = "404 Award Emoji Name has already been taken Not Found"
+                handler.send_json(record, 404, {"message": taken})
+                return
+            self.awards.append((int(note_id), name, user))
+            award_id = len(self.awards)
+        document = {
+            "id": award_id,
+            "name": name,
+            "user": {"id": 7, "username": user},
+            "awardable_id": int(note_id),
+            "awardable_type": "Note",
+        }
+        handler.send_json(record, 201, document)
+
+
+def _body_text(body: bytes) -> str | None:
+    """A posted note's body when it is one GitLab takes (1 to 1,000,000 characters)."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None
+    text = payload.get("body") if isinstance(payload, dict) else None
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_NOTE_CHARS:
+        return None
+    return text
 
 
 def _discussion(note: StoredNote, iid: int) -> dict[str, Any]:

@@ -117,3 +117,45 @@ def test_an_unknown_merge_request_is_404(fake_gitlab: FakeGitLab, mr: MergeReque
     response = httpx.post(url, json={"body": "x"}, headers={"PRIVATE-TOKEN": GITLAB_TOKEN})
     assert response.status_code == 404
     assert json.loads(response.text)["message"].startswith("404")
+
+
+def test_a_reply_needs_a_discussion_of_that_merge_request(
+    fake_gitlab: FakeGitLab, fake_gitlab_notes: FakeNotes, mr: MergeRequestFixture
+) -> None:
+    started = post(fake_gitlab, "discussions", {"body": "x", "position": position(mr, new_line=6)})
+    discussion = started.json()["id"]
+    other = fake_gitlab.merge_request(PATH, 2, base={"a.py": TEN}, head={"a.py": TEN + "z\n"})
+    assert other.iid == 2
+    assert (
+        post(fake_gitlab, f"discussions/{discussion}/notes", {"body": "r"}, None).status_code == 401
+    )
+    assert post(fake_gitlab, f"discussions/{'f' * 40}/notes", {"body": "r"}).status_code == 404
+    elsewhere = httpx.post(
+        f"{fake_gitlab.api_url}/projects/grp%2Fwidget/merge_requests/2/discussions/{discussion}/notes",
+        json={"body": "r"},
+        headers={"PRIVATE-TOKEN": GITLAB_TOKEN},
+    )
+    assert elsewhere.status_code == 404
+    replied = post(fake_gitlab, f"discussions/{discussion}/notes", {"body": "r"})
+    assert replied.status_code == 201
+    assert replied.json()["type"] == "DiffNote"
+    url = f"{fake_gitlab.api_url}/projects/grp%2Fwidget/merge_requests/1/discussions/{discussion}"
+    shown = httpx.get(url).json()
+    assert [n["body"] for n in shown["notes"]] == ["x", "r"]
+    assert httpx.get(url.replace(discussion, "0" * 40)).status_code == 404
+
+
+def test_an_award_emoji_needs_a_note_of_that_merge_request_and_is_given_once(
+    fake_gitlab: FakeGitLab, fake_gitlab_notes: FakeNotes, mr: MergeRequestFixture
+) -> None:
+    note = fake_gitlab_notes.add(PATH, 1, "/pr-review ignore", "alice")
+    tail = f"notes/{note.id}/award_emoji"
+    assert post(fake_gitlab, tail, {"name": "thumbsup"}, None).status_code == 401
+    assert post(fake_gitlab, "notes/999999/award_emoji", {"name": "thumbsup"}).status_code == 404
+    assert post(fake_gitlab, tail, {}).status_code == 400
+    assert post(fake_gitlab, tail, {"name": "thumbsup"}).status_code == 201
+    again = post(fake_gitlab, tail, {"name": "thumbsup"})
+    assert again.status_code == 404
+    assert "Name has already been taken" in again.json()["message"]
+    assert post(fake_gitlab, tail, {"name": "eyes"}).status_code == 201
+    assert fake_gitlab_notes.awards == [(note.id, "thumbsup", "bot"), (note.id, "eyes", "bot")]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import shutil
+import threading
+import time
 import tracemalloc
 from collections.abc import Generator
 from pathlib import Path
@@ -612,3 +614,33 @@ def test_line_counts_stream_and_stop_at_1_mib_of_a_huge_blob(repo: GitRepo) -> N
         assert peak < 4 * 1024**2, f"peak {peak / 1024**2:.1f} MiB counting a 50 MB blob"
         # The reader stopped in the middle of the blob; the next read starts a new one.
         assert pinned.read_source(files[1]) == "one\ntwo\n"
+
+
+# --- a store made for one pinned repository ---
+
+
+def test_the_collector_closing_a_store_never_waits_on_a_lock_its_thread_holds(
+    repo: GitRepo,
+) -> None:
+    """The collection that drops a pinned repository may run on a thread inside the store's own
+    executor, holding its lock (concurrent.futures takes it around `submit`): closing the store
+    there once waited on that lock forever, and a test hung with every executor of the
+    process. The store is closed all the same, by another thread."""
+    base = repo.commit_files({"a.txt": "a\n"})
+    pinned = PinnedRepository.open(repo.git_dir, base, base)
+    store = pinned._store
+    dropped = threading.Event()
+
+    def drop() -> None:
+        nonlocal pinned
+        with store.index_executor._shutdown_lock:  # as inside `submit`
+            del pinned  # the last reference: its finalizer runs here, on this thread
+        dropped.set()
+
+    thread = threading.Thread(target=drop, daemon=True)  # a daemon: a regression hangs it
+    thread.start()
+    assert dropped.wait(10), "dropping the last reference waited on the executor's lock"
+    deadline = time.monotonic() + 10
+    while not store.closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.closed

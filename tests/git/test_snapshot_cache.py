@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr_review_api import git_runner as git_module
@@ -146,18 +146,23 @@ def consistent(entries: dict[str, Entry]) -> dict[str, Entry]:
     return {path: entry for path, entry in entries.items() if path not in directories}
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@pytest.fixture(scope="module")
+def rooted(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepo, str]:
+    """A repository and its root commit, for every example below: each example commits new
+    objects on the root and moves no ref, so one repository serves them all."""
+    repo = GitRepo(tmp_path_factory.mktemp("derive") / "repo")
+    return repo, repo.commit_files({"root.txt": "root\n"})
+
+
+@settings(max_examples=40, deadline=None)
 @given(old=tree_strategy(), new=tree_strategy(), gitlink=st.booleans())
 def test_any_derived_snapshot_equals_a_fresh_load(
-    tmp_path_factory: pytest.TempPathFactory,
+    rooted: tuple[GitRepo, str],
     old: dict[str, Entry],
     new: dict[str, Entry],
     gitlink: bool,
 ) -> None:
-    repo = GitRepo(tmp_path_factory.mktemp("derive") / "repo")
-    root = repo.commit_files({"root.txt": "root\n"})
+    repo, root = rooted
     if gitlink:
         new = {**new, "sub": (GITLINK, root.encode())}
     first = repo.commit_tree(consistent({"keep.txt": (FILE, b"k\n"), **old}), parent=root)

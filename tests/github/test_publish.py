@@ -168,6 +168,7 @@ def test_renamed_file_is_commented_on_under_its_new_path(
     origin = fake_github.origin("acme", "widget")
     pull = fake_github.pull_request("acme", "widget", 7, base={"old/name.py": FIFTY})
     # Move the file and edit line 40 in a second head, as a rename GitHub detects.
+    origin.work.checkout(pull.head_sha)
     origin.work.commit_files({"new/name.py": FIFTY.replace("row 40\n", "row forty\n")})
     moved = origin.work.commit_files({}, "move", delete=("old/name.py",))
     origin.set_pull_head(7, moved)
@@ -571,6 +572,7 @@ def test_no_first_attempt_is_ever_refused(
     origin = fake_github.origin("acme", "widget")
     origin.set_branch(f"b{number}", base_sha)
     work = origin.work
+    work.checkout(base_sha)
     work.commit_files({"f.txt": "\n".join(new) + "\n"})
     work.commit_files({"moved.txt": moved_old.replace("m20\n", "m twenty\n")}, delete=("was.txt",))
     head_sha = work.head()

@@ -14,10 +14,17 @@ import pytest
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import AccessLevels, post_note
+from pr_review_api.gitlab.conversation import (
+    AccessLevels,
+    DiscussionNote,
+    award,
+    discussion_notes,
+    post_note,
+)
 from pr_review_api.gitlab.urls import MergeRequestRef, parse_merge_request_url
 from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_members import Members
+from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab
 
 PROJECT = "grp/sub/project"
@@ -157,3 +164,62 @@ def test_a_refused_reply_is_a_contract_error(fake_gitlab: FakeGitLab, tmp_path: 
 
     with pytest.raises(PullRequestNotFound):
         asyncio.run(scenario())
+
+
+def test_a_discussion_is_read_and_our_award_is_given_once_however_often_asked(
+    fake_gitlab: FakeGitLab, fake_gitlab_notes: FakeNotes, tmp_path: Path
+) -> None:
+    """The discussion's notes, oldest first, with our finding's marker and the head its
+    position names; an unknown discussion is None; an award GitLab says we already gave is no
+    failure (a job run twice), a note of another merge request is."""
+    fake_gitlab.merge_request(PROJECT, 3, base={"a.py": "x = 0\n"}, head={"a.py": "x = 1\n"})
+    ref = ref_of(fake_gitlab)
+    fingerprint = "ab" * 16
+
+    async def scenario() -> None:
+        async with client_of(fake_gitlab, tmp_path) as client:
+            first = fake_gitlab_notes.add(
+                PROJECT,
+                3,
+                f"**low** · x\n\n<!-- pr-review:finding={fingerprint} -->",
+                "pr-review-bot",
+            )
+            first.discussion_id = "c" * 40
+            first.position = {"head_sha": "d" * 40, "new_path": "a.py", "new_line": 1}
+            reply = fake_gitlab_notes.reply(PROJECT, 3, "c" * 40, "why?", "alice")
+            notes = await discussion_notes(client, ref, "c" * 40)
+            assert notes is not None
+            assert [n.id for n in notes] == [first.id, reply.id]
+            assert notes[0].finding_fingerprint() == fingerprint
+            assert notes[0].posted_head() == "d" * 40
+            assert (notes[0].path(), notes[0].line()) == ("a.py", 1)
+            assert notes[1].username == "alice"
+            assert await discussion_notes(client, ref, "e" * 40) is None
+            await award(client, ref, reply.id, "thumbsup")
+            await award(client, ref, reply.id, "thumbsup")
+            with pytest.raises(PullRequestNotFound):
+                await award(client, ref, 999_999, "eyes")
+
+    asyncio.run(scenario())
+    assert fake_gitlab_notes.awards == [
+        (fake_gitlab_notes.of(PROJECT, 3)[1].id, "thumbsup", "pr-review-bot")
+    ]
+
+
+def test_a_marker_counts_unescaped_and_the_original_position_names_the_head() -> None:
+    escaped = DiscussionNote(id=1, body="\\<!-- pr-review:finding=" + "ab" * 16 + " -->")
+    assert escaped.finding_fingerprint() is None
+    moved = DiscussionNote.model_validate(
+        {
+            "id": 2,
+            "body": "<!-- pr-review:answer=17 -->\\<!-- pr-review:answer=18 -->",
+            "position": {"head_sha": "b" * 40},
+            "original_position": {"head_sha": "a" * 40},
+        }
+    )
+    assert moved.posted_head() == "a" * 40
+    assert moved.answers() == {17}
+    assert (
+        DiscussionNote.model_validate({"id": 3, "position": {"head_sha": "../x"}}).posted_head()
+        is None
+    )

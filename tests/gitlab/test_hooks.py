@@ -197,6 +197,20 @@ def test_a_note_on_a_merge_request_is_read_from_the_delivery() -> None:
     assert found.command("review", "review")["force"] is True
 
 
+def test_a_note_names_the_merge_requests_author_and_gitlabs_bot_flag() -> None:
+    """The author may ask questions without Developer access; `user.bot` is GitLab's word."""
+    found = note(note_hook("/pr-review why?", note_type="DiffNote"))
+    assert found is not None
+    assert (found.merge_request_author_id, found.by_bot, found.in_discussion) == (77, False, True)
+    assert found.command("answer", "why?")["merge_request_author_id"] == 77
+    flagged = note_hook("/pr-review why?")
+    flagged["user"]["bot"] = True
+    found = note(flagged)
+    assert found is not None
+    assert found.by_bot
+    assert not found.in_discussion
+
+
 def test_a_standalone_note_has_no_discussion_to_answer_in() -> None:
     found = note(note_hook(note_type=None))
     assert found is not None
@@ -238,6 +252,8 @@ def test_a_long_note_is_cut_to_what_a_command_needs() -> None:
         ("user", "id", -1),
         ("merge_request", "iid", None),
         ("merge_request", "iid", "7"),
+        ("merge_request", "author_id", "77"),
+        ("user", "bot", "true"),
     ],
 )
 def test_a_hostile_note_is_invalid(where: str, field: str, value: object) -> None:
@@ -266,6 +282,7 @@ def test_a_note_without_an_object_it_needs_is_invalid(holder: str) -> None:
         "ghost",
         "renovate-bot",
         "dependabot[bot]",
+        "ci_bot",
         "service_account_group_9_abc",
     ],
 )

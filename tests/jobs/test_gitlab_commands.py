@@ -3,8 +3,8 @@ the real service, a real worker on PostgreSQL, and the fake GitLab that says who
 
 `review` and `help` addressed to `@<our username>` or `/pr-review` by a Developer (30) or higher
 become jobs of their kind; our own notes, bots, Reporters and non-members, notes addressed to
-no one, and what GitLab does not let us answer yet (`ignore`, questions) are ignored; a help job
-posts one note in the command's discussion.
+no one, and `ignore` or a question outside a discussion are ignored; a help job posts one note
+in the command's discussion.
 """
 
 from __future__ import annotations
@@ -109,8 +109,15 @@ def test_who_may_not_ask_and_what_is_not_a_command_are_ignored(
         by(DEVELOPER, "@someone-else review"),
         by(DEVELOPER, "/approve"),
         by(DEVELOPER, "/pr-review review now please"),
-        by(DEVELOPER, "/pr-review ignore", note_type="DiffNote"),  # not taken on GitLab yet
-        by(DEVELOPER, "/pr-review why is this a bug?", note_type="DiscussionNote"),
+        by(DEVELOPER, "/pr-review ignore"),  # not in a discussion
+        by(DEVELOPER, "/pr-review why is this a bug?"),  # a question outside a discussion
+        by(REPORTER, "/pr-review ignore", note_type="DiffNote"),  # a Reporter may not dismiss
+        by(REPORTER, "/pr-review why?", note_type="DiscussionNote"),  # nor ask (not the author)
+        {
+            **by(("helper", 60), "/pr-review ignore", note_type="DiffNote"),  # GitLab's bot flag
+            "user": {"id": 60, "username": "helper", "bot": True},
+        },
+        by(("ci_bot", 61), "/pr-review why?", note_type="DiscussionNote"),
         by(DEVELOPER, "/pr-review review", noteable_type="Issue"),
         by(DEVELOPER, "/pr-review review", system=True),
     ]
@@ -124,7 +131,8 @@ def test_who_may_not_ask_and_what_is_not_a_command_are_ignored(
 
     asyncio.run(scenario())
     assert rows(database_url, "SELECT count(*) FROM review_jobs") == [(0,)]
-    # Only the three people whose notes were addressed to us and asked a command were looked up.
+    # Only the people whose notes were addressed to us and asked a command were looked up
+    # (the Reporter's answer is cached).
     assert sorted(user for _, user in members.asked) == [REPORTER[1], OUTSIDER[1], BLOCKED[1]]
 
 

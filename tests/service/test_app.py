@@ -28,7 +28,8 @@ from tests.results import PR_URL
 from tests.results import SERVICE_REVIEW as REVIEW
 from tests.service.support import assert_error, live_server, post_review, settings
 
-pytestmark = pytest.mark.anyio
+# Every test here reviews through the service and the fakes from end to end: the default run's.
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 
 # --- end to end: the real review loop ----------------------------------------------------------

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hypothesis
 import pytest
-import schemathesis
-from schemathesis import checks as schemathesis_checks
-from schemathesis.core.result import Ok
 
 from pr_review_api import errors
 from pr_review_api.llm.client import ModelClient
@@ -17,6 +14,9 @@ from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 from tests.results import PR_URL, review_result
 from tests.service.support import ERROR_KEYS, SERVICE_KEY, FakeReviewer, app_with, client_for
+
+if TYPE_CHECKING:
+    import schemathesis
 
 pytestmark = pytest.mark.anyio
 
@@ -78,6 +78,11 @@ class _UrlCheckingReviewer(FakeReviewer):
 
 
 def _operations(app: Any) -> list[Any]:
+    # Imported here, not at collection: each pytest-xdist worker collects this file, and one
+    # of them runs it.
+    import schemathesis
+    from schemathesis.core.result import Ok
+
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     operations = []
     for result in schema.get_all_operations():
@@ -96,6 +101,8 @@ def test_the_api_keeps_its_openapi_document(keys: str) -> None:
         "GET /healthz",
         "POST /v1/reviews",
     ]
+    from schemathesis import checks as schemathesis_checks
+
     for operation in operations:
 
         @hypothesis.given(case=operation.as_strategy())

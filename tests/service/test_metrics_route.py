@@ -80,6 +80,7 @@ def _script_ten_reviews(fake: FakeGitHub, provider: ScriptedProvider) -> list[st
     return urls
 
 
+@pytest.mark.e2e  # ten reviews through the service and the fakes
 async def test_a_scrape_after_ten_reviews_counts_every_family(
     fake_github: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:

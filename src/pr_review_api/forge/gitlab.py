@@ -7,9 +7,13 @@ markers: a head already published answers `already_published` without a provider
 on GitHub; a re-review names the files changed since our last reviewed head. After the review:
 gitlab/publish.py posts the discussions and the note.
 
+With the service's dismissals (CONTRACT 15; the project's key is `gitlab:group/project`), the
+first message names the findings dismissed in the changed files, and a finding whose
+fingerprint was dismissed is not published (`publication.suppressed`).
+
 What GitHub has and a merge request does not have here: check runs (section 16's gate has no
 reporter; `--check-file` still gets the outcome), resolving our fixed threads, and dismissals
-by reaction (section 15's conversation is GitHub's): those methods do nothing.
+by reaction (read from GitHub at each review): those methods do nothing.
 """
 
 from __future__ import annotations
@@ -103,7 +107,10 @@ class GitLabForge(ChangeForge):
     async def dismissed_titles(
         self, info: PullRequestInfo, paths: list[str], dismissals: DismissedFindings
     ) -> tuple[str, ...] | None:
-        return None
+        try:
+            return tuple(await dismissals.titles(_ref(info).dismissals_key, paths))
+        except ServerBusy:
+            return None
 
     async def dismissed(
         self,
@@ -114,7 +121,15 @@ class GitLabForge(ChangeForge):
         reviewed_before: bool,
         has_findings: bool,
     ) -> Collection[str]:
-        return frozenset()
+        """The project's dismissed fingerprints (no reactions to read: a dismissal on GitLab
+        is an `ignore` in our discussion, stored when its webhook arrives)."""
+        if dismissals is None:
+            return set()
+        try:
+            return await dismissals.fingerprints(_ref(info).dismissals_key)
+        except ServerBusy:  # the review is paid for: publish it, dismissals or not
+            logger.warning("the dismissed findings could not be read")
+            return set()
 
     async def publish(
         self,

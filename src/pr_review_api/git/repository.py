@@ -11,7 +11,6 @@ a byte outside it, and an uncommitted file can never be read. What is cached bet
 
 from __future__ import annotations
 
-import weakref
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from pr_review_api.git.hunks import DIFF_CONFIG
 from pr_review_api.git.limits import Work
 from pr_review_api.git.search import GrepMatch, grep
 from pr_review_api.git.search_index.reader import SearchIndex
-from pr_review_api.git.store import RepositoryStore
+from pr_review_api.git.store import RepositoryStore, close_when_collected
 from pr_review_api.git.symlinks import ResolvedPath, resolve_in
 from pr_review_api.git.tree import (
     files_under,
@@ -61,7 +60,7 @@ class PinnedRepository:
                 raise ValueError("revisions must be full SHAs")
         if store is None:
             store = RepositoryStore(threads=1)
-            weakref.finalize(self, store.close)
+            close_when_collected(self, store)
         self.git_dir = git_dir
         self.revisions = revisions
         self._store = store
@@ -81,7 +80,7 @@ class PinnedRepository:
         if store is None:
             store = RepositoryStore(threads=1)
             pinned = cls.open(git_dir, base_sha, head_sha, store=store, work=work)
-            weakref.finalize(pinned, store.close)
+            close_when_collected(pinned, store)
             return pinned
         merge_base = store.merge_base(git_dir, base_sha, head_sha)
         return cls(git_dir, Revisions(base_sha, head_sha, merge_base), store=store, work=work)

@@ -10,15 +10,22 @@ Nothing of it is process-global: create one per worker process (the HTTP service
 lifespan, the CLI per run), pin heads with `PinnedRepository.open(..., store=store)`, and
 `close()` it at the end. `before_build(index folder)` runs before a search index is built
 (the process's cache trims itself there: loop.workspace.repository_store).
+
+A store made for one pinned repository alone (`PinnedRepository.open` without a store) is
+closed once that repository is garbage (`close_when_collected`), on a thread of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import hashlib
+import logging
 import os
+import queue
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +41,8 @@ from pr_review_api.git.snapshots import SnapshotCache
 from pr_review_api.git.tree import Snapshot
 from pr_review_api.git_runner import is_sha, run_git
 from pr_review_api.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 SNAPSHOT_CACHE_SIZE = 8
 PAIR_CACHE_SIZE = 256
@@ -180,3 +189,58 @@ class RepositoryStore:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+# Stores whose owner is garbage, closed by one thread (`close_when_collected`).
+_COLLECTED: queue.SimpleQueue[RepositoryStore] = queue.SimpleQueue()
+_closer_lock = threading.Lock()
+_closer_started = False
+_exiting = False
+
+
+def close_when_collected(owner: object, store: RepositoryStore) -> None:
+    """Close `store` once `owner` is garbage.
+
+    Not inside the garbage collection: it runs on whatever thread allocates at that moment,
+    even one inside this store's own executor holding the executor's lock, and closing there
+    waits on that lock forever, and with it every executor of the process (a test hung so).
+    The collection only hands the store to a closer thread (`SimpleQueue.put` may be called
+    from a weakref callback). At exit, where no collection runs, the finalizer closes it in
+    place, as before, so its snapshots are still saved."""
+    weakref.finalize(owner, _collected, store)
+    global _closer_started  # noqa: PLW0603  (one closer thread for the process)
+    with _closer_lock:
+        if _closer_started:
+            return
+        _closer_started = True
+        # Registered after weakref.finalize's own exit hook (made by the finalize above), so
+        # it runs before it: the finalizers that run at exit then close in place.
+        atexit.register(_close_at_exit)
+    threading.Thread(target=_close_collected, name="pr-review-store-closer", daemon=True).start()
+
+
+def _collected(store: RepositoryStore) -> None:
+    if _exiting:
+        store.close()
+    else:
+        _COLLECTED.put(store)
+
+
+def _close_collected() -> None:
+    while True:
+        store = _COLLECTED.get()
+        try:
+            store.close()
+        except Exception as exc:  # as a finalizer's error: reported, and the closer goes on
+            logger.warning("a repository store could not be closed: %s", type(exc).__name__)
+
+
+def _close_at_exit() -> None:
+    global _exiting  # noqa: PLW0603  (read by the finalizers that run after this)
+    _exiting = True
+    while True:
+        try:
+            store = _COLLECTED.get_nowait()
+        except queue.Empty:
+            return
+        store.close()

@@ -6,13 +6,20 @@ member (404) may not. Never the note's own claims. The answers are cached briefl
 of an `AccessLevels` (the webhook route keeps one for its life).
 
 Our replies: a note on the merge request, or a note in the discussion the command was written
-in. Every request goes through the job's `GitLabClient`.
+in; an award emoji on a note (`thumbsup` for `ignore`, `eyes` over the answers' hourly limit);
+a discussion's notes, to tell one of our findings' discussions (its first note is ours and
+carries a finding's marker) and the head it was posted on. Our answers carry
+`<!-- pr-review:answer=<question note id> -->`, read only from our own notes. Every request
+goes through the job's `GitLabClient`.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import GitLabUnavailable
 from pr_review_api.gitlab.client import GitLabClient, status_error
@@ -22,6 +29,13 @@ DEVELOPER_ACCESS = 30  # GitLab's Developer role; Maintainer is 40, Owner 50
 ACCESS_TTL_SECONDS = 60.0
 MAX_ACCESS_ENTRIES = 4096
 MAX_MEMBER_BYTES = 64 * 1024
+MAX_DISCUSSION_BYTES = 8 * 1024 * 1024  # a discussion's notes, each up to 1,000,000 characters
+# Markers count only unescaped (model text's `<` is always `\\<`): github/markers.py's rule.
+_FINDING = re.compile(r"(?<!\\)<!-- pr-review:finding=([0-9a-f]{16,64}) -->")
+_ANSWER = re.compile(r"(?<!\\)<!-- pr-review:answer=([0-9]{1,20}) -->")
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}", re.ASCII)
+
+Award = Literal["thumbsup", "eyes"]
 
 
 class AccessLevels:
@@ -72,3 +86,100 @@ async def post_note(
     created: Any = response.json()
     note_id = created.get("id") if isinstance(created, dict) else None
     return note_id if isinstance(note_id, int) and not isinstance(note_id, bool) else None
+
+
+class _Author(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    username: str | None = None
+
+
+class _Position(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    head_sha: str | None = None
+    new_path: str | None = None
+    old_path: str | None = None
+    new_line: int | None = None
+    old_line: int | None = None
+
+
+class DiscussionNote(BaseModel):
+    """A note of a discussion as GitLab's API returns it (the fields the conversation reads)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: int
+    body: str = ""
+    author: _Author | None = None
+    system: bool = False
+    position: _Position | None = None
+    original_position: _Position | None = None
+
+    @property
+    def username(self) -> str | None:
+        return None if self.author is None else self.author.username
+
+    def finding_fingerprint(self) -> str | None:
+        found = _FINDING.search(self.body)
+        return None if found is None else found.group(1)
+
+    def answers(self) -> set[int]:
+        """The ids of the questions this note (one of ours) answers."""
+        return {int(found) for found in _ANSWER.findall(self.body)}
+
+    def posted_head(self) -> str | None:
+        """The head the note was posted on: its original position's (GitLab moves `position`
+        along with later pushes), else its position's; None when it names no valid commit."""
+        for position in (self.original_position, self.position):
+            head = None if position is None else position.head_sha
+            if head is not None and _SHA.fullmatch(head):
+                return head
+        return None
+
+    def path(self) -> str | None:
+        position = self.original_position or self.position
+        return None if position is None else position.new_path or position.old_path
+
+    def line(self) -> int | None:
+        position = self.original_position or self.position
+        return None if position is None else position.new_line or position.old_line
+
+
+class _DiscussionWire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str
+    notes: list[DiscussionNote] = []
+
+
+async def discussion_notes(
+    client: GitLabClient, ref: MergeRequestRef, discussion_id: str
+) -> list[DiscussionNote] | None:
+    """The notes of the merge request's discussion, oldest first; None when GitLab has no such
+    discussion on it (or answers with something that is not one)."""
+    url = ref.api_url(client.settings, f"/discussions/{discussion_id}")
+    response = await client.request("GET", url, limit=MAX_DISCUSSION_BYTES)
+    if response.status == 404:
+        return None
+    if not 200 <= response.status < 300:
+        raise status_error(response, anonymous=client.anonymous)
+    try:
+        wire = _DiscussionWire.model_validate_json(response.body)
+    except ValidationError:
+        return None
+    return None if wire.id != discussion_id else wire.notes
+
+
+async def award(client: GitLabClient, ref: MergeRequestRef, note_id: int, name: Award) -> None:
+    """Our award emoji on a note of the merge request. GitLab answers 404 "... has already been
+    taken ..." for an emoji we gave that note before: a job run again, and no failure."""
+    url = ref.api_url(client.settings, f"/notes/{note_id}/award_emoji")
+    response = await client.request("POST", url, json={"name": name})
+    if 200 <= response.status < 300:
+        return
+    if response.status == 404 and b"has already been taken" in response.body:
+        return
+    raise status_error(response, anonymous=client.anonymous, read=False)
+
+
+def answer_marker(question_id: int) -> str:
+    """What our answer carries: the question's note id (a job run twice answers once)."""
+    return f"<!-- pr-review:answer={question_id} -->"

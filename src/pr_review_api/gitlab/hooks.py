@@ -86,6 +86,15 @@ class MergeRequestNote:
     # `DiffNote` on a line); a standalone note is answered with a note of our own.
     discussion_id: str | None
     head_sha: str | None
+    # The merge request's author (who may ask questions without Developer access), and
+    # whether GitLab's payload flags the note's author as a bot (`user.bot`).
+    merge_request_author_id: int | None = None
+    by_bot: bool = False
+
+    @property
+    def in_discussion(self) -> bool:
+        """A reply in a discussion (or its first note): where `ignore` and questions count."""
+        return self.discussion_id is not None
 
     def command(self, kind: str, text: str) -> dict[str, Any]:
         """The job's `command` column: this note and what it asks (jobs/commands.py's shape
@@ -96,6 +105,7 @@ class MergeRequestNote:
             "body": self.body,
             "author": self.author,
             "author_id": self.author_id,
+            "merge_request_author_id": self.merge_request_author_id,
             "discussion_id": self.discussion_id,
             "kind": kind,
             "text": text,
@@ -107,7 +117,7 @@ def is_bot(username: str) -> bool:
     """Whether a GitLab user is a bot by its username (GitLab's payloads carry no flag)."""
     lowered = username.lower()
     return (
-        lowered.endswith(("[bot]", "-bot"))
+        lowered.endswith(("[bot]", "-bot", "_bot"))
         or lowered in _INTERNAL_BOTS
         or _TOKEN_BOT.fullmatch(lowered) is not None
         or lowered.startswith("service_account_")
@@ -158,7 +168,10 @@ def merge_request_note(event: dict[str, Any], settings: Settings) -> MergeReques
     if not 0 < len(author) <= MAX_USERNAME_CHARS:
         raise InvalidRequest(_NOT_A_NOTE_EVENT)
     author_id = _positive(user.get("id"), _NOT_A_NOTE_EVENT, MAX_ID)
+    by_bot = _optional(user, "bot", bool, _NOT_A_NOTE_EVENT) is True
     merge_request = _object(event.get("merge_request"), _NOT_A_NOTE_EVENT)
+    opener = merge_request.get("author_id")
+    opener_id = None if opener is None else _positive(opener, _NOT_A_NOTE_EVENT, MAX_ID)
     ref = _reference(event.get("project"), merge_request.get("iid"), settings, _NOT_A_NOTE_EVENT)
     discussion = _optional(attributes, "discussion_id", str, _NOT_A_NOTE_EVENT)
     kind = _optional(attributes, "type", str, _NOT_A_NOTE_EVENT)
@@ -173,6 +186,8 @@ def merge_request_note(event: dict[str, Any], settings: Settings) -> MergeReques
         author_id=author_id,
         discussion_id=discussion if in_thread else None,
         head_sha=_head(merge_request.get("last_commit"), _NOT_A_NOTE_EVENT),
+        merge_request_author_id=opener_id,
+        by_bot=by_bot,
     )
 
 

@@ -50,6 +50,13 @@ class MergeRequestRef:
         return f"{self.owner}/{self.repo}"
 
     @property
+    def dismissals_key(self) -> str:
+        """The project's key in the dismissals table (CONTRACT 15): `gitlab:group/project`,
+        lower case (GitLab's paths are case-insensitive), never equal to a GitHub repository's
+        `owner/repo`, which has no colon."""
+        return f"gitlab:{self.project_path}".lower()
+
+    @property
     def info(self) -> PullRequestInfo:
         """The identity the review result reports."""
         return PullRequestInfo(

@@ -9,7 +9,7 @@
   commit the finding was posted on, its text escaped as a review's. At most
   PR_REVIEW_MAX_ANSWERS_PER_HOUR answers a pull request per hour; over it, one `eyes` reaction.
 
-A merge request's command (GitLab: `help`) is jobs/gitlab_commands.py's.
+A merge request's command is jobs/gitlab_commands.py's.
 Every job works from the comment its delivery carried (`review_jobs.command`). Our answers
 carry the question's id in a marker, and the thread is read before answering: a job run again
 after its worker died never answers one question twice. Nothing an answer says changes a
@@ -39,7 +39,7 @@ from pr_review_api.github.conversation import (
 )
 from pr_review_api.jobs.commands import HELP_TEXT, Comment, is_bot
 from pr_review_api.jobs.dismissals import DatabaseDismissals, Dismissal, repository_key
-from pr_review_api.jobs.gitlab_commands import run_gitlab_command
+from pr_review_api.jobs.gitlab_commands import GitLabConversation, run_gitlab_command
 from pr_review_api.jobs.published_heads import Connections
 from pr_review_api.jobs.records import JobRecord, answers_in_the_last_hour
 from pr_review_api.jobs.runner import JobReviewer, installation_client
@@ -77,7 +77,7 @@ class ConversationJobs:
                 record.pull_request_url, settings, True, record.installation_id, False, force=True
             )
         if forge_of(record.pull_request_url) == "gitlab":
-            return await run_gitlab_command(record, settings)
+            return await run_gitlab_command(record, settings, self._gitlab(settings))
         the_comment = _comment(command)
         async with self._github(settings, record.installation_id) as github:
             login = await github.login()
@@ -89,6 +89,12 @@ class ConversationJobs:
             if kind == "dismiss":
                 return await self._dismiss(job)
             return await self._answer(job, settings, str(command.get("text") or ""))
+
+    def _gitlab(self, settings: Settings) -> GitLabConversation:
+        def store() -> RepositoryStore:
+            return self._store or self._reviewer.store_for(settings)
+
+        return GitLabConversation(self._connections, self.dismissals, store, self.model)
 
     @asynccontextmanager
     async def _github(

@@ -57,6 +57,7 @@ from pr_review_api.http import (
     UnsupportedEncoding,
     bounded_decimal,
     read_capped,
+    tls_context,
 )
 from pr_review_api.jsonutil import StrictJSONError, dumps_compact, loads_strict
 from pr_review_api.llm.envelope import turn_from_envelope
@@ -104,6 +105,9 @@ class ProviderClient:
         self._metrics = metrics  # counts each exchange's outcome and each turn's tokens
         self._url = f"{settings.opencode_base_url}/chat/completions"
         self._client = httpx.AsyncClient(
+            # One context for the process (pr_review_api.http): a client is made per review
+            # (the CLI, a job), and httpx would load the CA bundle again for each.
+            verify=tls_context(),
             transport=transport,
             limits=httpx.Limits(
                 max_connections=connections,

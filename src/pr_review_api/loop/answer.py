@@ -4,9 +4,11 @@ the conversation engine (`loop/engine.py`), beside the review and the verificati
 The first messages: a system prompt with the answer's own final schema, then the finding (as
 our comment states it), the thread's earlier replies and the question, every one of them
 untrusted data in one JSON-encoded block, as `loop/prompts.py` gives the pull request's
-metadata. The same four read-only tools read the head the finding was posted on. The stop turn
-must be one JSON object `{"text": str, "severity": null | severity, "finding_stands": bool}`
-(strict, bounded); the text is escaped as a review's when it is posted (jobs/conversation.py).
+metadata. The same four read-only tools read the head the finding was posted on, pinned by
+the forge its URL names (forge/select.py; a pull request or a GitLab merge request alike:
+nothing here knows which). The stop turn must be one JSON object `{"text": str, "severity":
+null | severity, "finding_stands": bool}` (strict, bounded); the text is escaped as a review's
+when it is posted (jobs/conversation.py; for GitLab, jobs/gitlab_commands.py).
 Nothing in the answer changes a finding's state: `severity` and `finding_stands` are shown,
 never acted on.
 """
@@ -42,9 +44,10 @@ from pr_review_api.settings import Settings
 from pr_review_api.tools import map_git_errors
 
 if TYPE_CHECKING:
-    # The caller's client, named for the signature only: the answer reaches the forge
+    # The caller's clients, named for the signature only: the answer reaches the forge
     # through forge/select.py (the import contract forbids loop/ a forge's package).
     from pr_review_api.github.client import GitHubClient
+    from pr_review_api.gitlab.client import GitLabClient
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 MAX_ANSWER_CHARS = 4000
@@ -171,20 +174,21 @@ async def answer(engine: Engine, question: Question) -> Answer:
     )
 
 
-async def answer_at(
+async def answer_at(  # noqa: PLR0913  (a forge client each, as forge/select.open_forge)
     url: str,
     head_sha: str | None,
     question: Question,
     settings: Settings,
-    github: GitHubClient,
+    github: GitHubClient | None,
     store: RepositoryStore,
     model: ModelClient | None = None,
+    *,
+    gitlab: GitLabClient | None = None,
 ) -> Answer:
-    """Pin the pull request at `head_sha` (the commit the finding was posted on; the current
-    head when that commit is gone or unknown) and answer on the engine, within
-    REVIEW_TIMEOUT_SECONDS. The tools read that commit only. The change is opened by the
-    forge its URL names (forge/select.py), through `github` (a merge request's through a
-    GitLab client of its own)."""
+    """Pin the change at `head_sha` (the commit the finding was posted on; the current head
+    when that commit is gone or unknown) and answer on the engine, within
+    REVIEW_TIMEOUT_SECONDS. The tools read that commit only. The URL's forge is read through
+    its client (`github` for a pull request, `gitlab` for a merge request: forge/select.py)."""
     settings.require_provider_key()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.review_timeout_seconds
@@ -193,7 +197,7 @@ async def answer_at(
         async with (
             asyncio.timeout_at(deadline),
             contextlib.AsyncExitStack() as stack,
-            open_forge(url, settings, github=github) as forge,
+            open_forge(url, settings, github=github, gitlab=gitlab) as forge,
             forge.open_change(url) as pull,
         ):
             client = model

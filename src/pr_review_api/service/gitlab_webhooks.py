@@ -7,15 +7,18 @@ guards it: `X-Gitlab-Token` must equal the secret (compared in constant time), e
     Merge Request Hook  open, reopen, or update that moved the head or marked it ready; not a
                         draft; open                      202 {"job_id": ..., "status": ...}
     Note Hook           a note on a merge request whose first word is `@<our username>` or
-                        `/pr-review`, then `review` or `help`, by a user with Developer (30)
-                        or higher access                 202 {"job_id": ..., "status": ...}
+                        `/pr-review`, then `review` or `help`, or (in a discussion) `ignore` or
+                        a question, by a user with Developer (30) or higher access (a question
+                        also from the merge request's author)
+                                                         202 {"job_id": ..., "status": ...}
     anything else                                        202 {"status": "ignored"}
     a malformed payload                                  422 invalid_request
 
 What a payload asks for is read by gitlab/hooks.py (the merge request is always one on OUR
 `GITLAB_SERVER_URL`); who may ask is GitLab's member API (gitlab/conversation.py, cached
-briefly), never the note's own claims; our own notes and bots are ignored before it is asked.
-Answers in a finding's discussion (`ignore`, questions) are not taken on GitLab yet: ignored.
+briefly), never the note's own claims; our own notes and bots (`user.bot`, or a bot's
+username) are ignored before it is asked. Whether a discussion is one of our findings' is the
+job's to find out (jobs/gitlab_commands.py): a delivery is answered within a second.
 
 A repeated `X-Gitlab-Event-UUID` answers the job the first one queued (stored as
 `gitlab:<uuid>`, so it can never meet a GitHub delivery id). The answer comes within a second
@@ -82,7 +85,7 @@ MAX_GITLAB_WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
 # The `event` label of pr_review_webhook_deliveries_total (metrics.WEBHOOK_EVENTS).
 _EVENT_LABELS = {MERGE_REQUEST_HOOK: "merge_request", NOTE_HOOK: "note"}
 _TOKEN_INVALID = "The webhook delivery's X-Gitlab-Token is missing or not valid."  # noqa: S105
-# What a note may ask on GitLab (CONTRACT 15's `review` and `help`).
+# What a note may ask anywhere on a merge request; in a discussion, `ignore` and questions too.
 _COMMANDS: dict[str, JobKind] = {"review": "review", "help": "help"}
 
 
@@ -188,7 +191,12 @@ async def _note_answer(
 ) -> tuple[Response, str]:
     """A Note Hook: the command job it asks for (CONTRACT 15), or ignored."""
     note = merge_request_note(event, settings)
-    if note is None or is_bot(note.author) or note.body.strip()[:1] not in ("@", "/"):
+    if (
+        note is None
+        or note.by_bot
+        or is_bot(note.author)
+        or note.body.strip()[:1] not in ("@", "/")
+    ):
         return ignored(), "ignored"  # addressed to no one: no request to GitLab
     if settings.gitlab_token is None:
         logger.warning("a GitLab note asked for pr-review, but GITLAB_TOKEN is not set")
@@ -209,9 +217,21 @@ async def _permitted_command(note: MergeRequestNote, checks: _Checks) -> Command
     if note.author.lower() == username.lower():
         return None
     text = addressed_text(note.body, username)
-    kind = None if text is None else _COMMANDS.get(text.lower())
+    kind = None if text is None else kind_of(text, note)
     if text is None or kind is None:
         return None
-    if not await checks.access.may_ask(checks.gitlab, note.ref, note.author_id):
+    # The merge request's author may ask questions, nothing else (CONTRACT 15).
+    author_asks = kind == "answer" and note.author_id == note.merge_request_author_id
+    if not author_asks and not await checks.access.may_ask(checks.gitlab, note.ref, note.author_id):
         return None
     return CommandJob(_job(note.ref, None), kind, note.command(kind, text))
+
+
+def kind_of(text: str, note: MergeRequestNote) -> JobKind | None:
+    """The job a note's command asks for (jobs/commands.py's reading, GitLab's threads)."""
+    word = text.lower()
+    if word in _COMMANDS:
+        return _COMMANDS[word]
+    if not note.in_discussion or not text:
+        return None
+    return "dismiss" if word == "ignore" else "answer"
