@@ -6,7 +6,12 @@ request's can), then that forge's own parser checks the URL against its configur
 
 from __future__ import annotations
 
-from pr_review_api.github.urls import PullRequestRef, parse_pull_request_url
+from pr_review_api.github.urls import (
+    PullRequestRef,
+    is_valid_owner,
+    is_valid_repo,
+    parse_pull_request_url,
+)
 from pr_review_api.gitlab.urls import MergeRequestRef, is_merge_request_url, parse_merge_request_url
 from pr_review_api.model import Forge
 from pr_review_api.settings import Settings
@@ -24,3 +29,9 @@ def parse_change_url(url: str, settings: Settings) -> ChangeRef:
 def forge_of(canonical_url: str) -> Forge:
     """The forge of a URL that passed `parse_change_url` (a job's stored URL)."""
     return "gitlab" if is_merge_request_url(canonical_url) else "github"
+
+
+def is_repository_name(owner: str, repo: str) -> bool:
+    """Whether `owner/repo` is a repository's name as the service's pages and job listings take
+    it: GitHub's rules for both names (a GitLab project's nested namespace is not one yet)."""
+    return is_valid_owner(owner) and is_valid_repo(repo)

@@ -5,10 +5,10 @@ The first messages: a system prompt with the answer's own final schema, then the
 our comment states it), the thread's earlier replies and the question, every one of them
 untrusted data in one JSON-encoded block, as `loop/prompts.py` gives the pull request's
 metadata. The same four read-only tools read the head the finding was posted on, pinned by
-forge/checkout.py (a pull request or a GitLab merge request alike: nothing here knows which).
-The stop turn must be one JSON object `{"text": str, "severity": null | severity,
-"finding_stands": bool}` (strict, bounded); the text is escaped as a review's when it is posted
-(jobs/conversation.py; for GitLab, jobs/gitlab_commands.py).
+the forge its URL names (forge/select.py; a pull request or a GitLab merge request alike:
+nothing here knows which). The stop turn must be one JSON object `{"text": str, "severity":
+null | severity, "finding_stands": bool}` (strict, bounded); the text is escaped as a review's
+when it is posted (jobs/conversation.py; for GitLab, jobs/gitlab_commands.py).
 Nothing in the answer changes a finding's state: `severity` and `finding_stands` are shown,
 never acted on.
 """
@@ -23,19 +23,16 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import ReviewError, ReviewTimeout
-from pr_review_api.forge.checkout import open_change, unavailable_error
-from pr_review_api.forge.urls import forge_of
+from pr_review_api.forge.select import open_forge
 from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GIT_FAILURES
-from pr_review_api.github.client import GitHubClient
-from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
@@ -45,6 +42,12 @@ from pr_review_api.loop.final_review import FinalReviewRejected, unwrap_fence
 from pr_review_api.loop.workspace import Prepared, context_for
 from pr_review_api.settings import Settings
 from pr_review_api.tools import map_git_errors
+
+if TYPE_CHECKING:
+    # The caller's clients, named for the signature only: the answer reaches the forge
+    # through forge/select.py (the import contract forbids loop/ a forge's package).
+    from pr_review_api.github.client import GitHubClient
+    from pr_review_api.gitlab.client import GitLabClient
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 MAX_ANSWER_CHARS = 4000
@@ -171,7 +174,7 @@ async def answer(engine: Engine, question: Question) -> Answer:
     )
 
 
-async def answer_at(  # noqa: PLR0913  (a forge client each, as forge/checkout.open_change)
+async def answer_at(  # noqa: PLR0913  (a forge client each, as forge/select.open_forge)
     url: str,
     head_sha: str | None,
     question: Question,
@@ -185,7 +188,7 @@ async def answer_at(  # noqa: PLR0913  (a forge client each, as forge/checkout.o
     """Pin the change at `head_sha` (the commit the finding was posted on; the current head
     when that commit is gone or unknown) and answer on the engine, within
     REVIEW_TIMEOUT_SECONDS. The tools read that commit only. The URL's forge is read through
-    its client (`github` for a pull request, `gitlab` for a merge request: forge/checkout.py)."""
+    its client (`github` for a pull request, `gitlab` for a merge request: forge/select.py)."""
     settings.require_provider_key()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.review_timeout_seconds
@@ -194,14 +197,15 @@ async def answer_at(  # noqa: PLR0913  (a forge client each, as forge/checkout.o
         async with (
             asyncio.timeout_at(deadline),
             contextlib.AsyncExitStack() as stack,
-            open_change(url, settings, github, gitlab) as pull,
+            open_forge(url, settings, github=github, gitlab=gitlab) as forge,
+            forge.open_change(url) as pull,
         ):
             client = model
             if client is None:
                 client = await stack.enter_async_context(ProviderClient(settings))
             work = store.work(deadline, cancel)
             base = pull.metadata.base_sha
-            with map_git_errors(unavailable_error(forge_of(url))):
+            with map_git_errors(forge.unavailable):
                 repository = await _pinned(store, pull.git_dir, base, head_sha, work)
                 if repository is None:
                     repository = await store.run(

@@ -6,7 +6,7 @@ that does nothing. `run_review` calls it at four points: `skipped` (an automatic
 rule of the base stopped: a completed `neutral` check, nothing else), `started` (the check
 `in_progress` before the model is asked), `finished` (the review: `failure` or `success` by
 `fail_on`; also a head already published, from what was posted) and `ended` (no final review:
-`neutral`). The forge's reporter (github/checks.py) does the requests; a Gate never raises
+`neutral`). The forge's reporter (forge/gate.py) does the requests; a Gate never raises
 for them.
 
 `fail_on` is the base commit's, made stricter (never laxer) by `PR_REVIEW_FAIL_ON` (the
@@ -16,41 +16,15 @@ Action's `fail-on` input): the workflow file may come from the pull request's ow
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
-from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
-from pydantic import ValidationError
-
-from pr_review_api.errors import GitHubUnavailable, ReviewError, ReviewTimeout
-from pr_review_api.github.checks import (
-    CheckOutcome,
-    CheckReporter,
-    FailOn,
-    GateFinding,
-    ended_outcome,
-    review_outcome,
-    severity_counts,
-    skipped_outcome,
-    stricter,
-    unknown_outcome,
-)
-from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.history import PostWire
-from pr_review_api.github.placement import fingerprint_of, line_texts
+from pr_review_api.errors import ReviewError, ReviewTimeout
+from pr_review_api.forge.base import ChangeForge, PostedHead
+from pr_review_api.forge.gate import Gate, OnOutcome, gate_of
 from pr_review_api.loop.policy import skip_rule
-from pr_review_api.loop.workspace import PostedHead, Prepared
-from pr_review_api.model import (
-    FinalReview,
-    Finding,
-    Publication,
-    ReviewResult,
-    Revisions,
-    Severity,
-    Usage,
-)
+from pr_review_api.loop.workspace import Prepared
+from pr_review_api.model import FinalReview, Publication, ReviewResult, Revisions, Usage
 from pr_review_api.settings import Settings
 
 GATE_MARGIN_SECONDS = 1.0
@@ -60,91 +34,21 @@ ALREADY_PUBLISHED_SUMMARY = (
 SKIPPED_SUMMARY = "The review was skipped by the repository's rules (.pr-review.toml): {rule}."
 
 
-@dataclass
-class Gate:
-    """The check of one review; `reporter` None: nothing to set."""
-
-    reporter: CheckReporter | None
-    fail_on: FailOn
-    git_dir: Path | None = None
-    # Fingerprints dismissed in this repository (the review conversation): never fail the check.
-    dismissed: Collection[str] = frozenset()
-    started_already: bool = False
-    # Told every outcome the check is completed with (the CLI's --check-file; the Action).
-    on_outcome: Callable[[CheckOutcome], None] | None = None
-
-    async def skipped(self, rule: str) -> None:
-        await self._complete(skipped_outcome(rule))
-
-    async def started(self) -> None:
-        if self.reporter is not None and not self.started_already:
-            self.started_already = True
-            await self.reporter.start()
-
-    async def ended(self, code: str) -> None:
-        await self._complete(ended_outcome(code))
-
-    async def finished(self, result: ReviewResult, counts: Counter[Severity] | None = None) -> None:
-        """The review's check; `counts` read back from a review already posted, when its
-        findings are not at hand."""
-        if self.reporter is None and self.on_outcome is None:
-            return
-        if result.termination_reason == "already_published" and counts is None:
-            await self._complete(unknown_outcome())
-            return
-        if result.termination_reason not in ("final_review", "no_changes", "already_published"):
-            await self.ended(result.termination_reason)
-            return
-        findings = await asyncio.to_thread(self._gate_findings, result)
-        url = result.publication.url if result.publication is not None else None
-        outcome = review_outcome(
-            findings, self.fail_on, self.dismissed, result.coverage, url, counts
-        )
-        await self._complete(outcome, url)
-
-    def _gate_findings(self, result: ReviewResult) -> list[GateFinding]:
-        found = result.review.findings
-        texts = (
-            {}
-            if self.git_dir is None
-            else line_texts(self.git_dir, result.revisions.head_sha, found)
-        )
-        return [_gate_finding(f, fingerprint_of(f, texts)) for f in found]
-
-    async def _complete(self, outcome: CheckOutcome, url: str | None = None) -> None:
-        if self.on_outcome is not None:
-            self.on_outcome(outcome)
-        if self.reporter is not None:
-            await self.reporter.complete(outcome, url)
-
-
-def _gate_finding(finding: Finding, fingerprint: str) -> GateFinding:
-    return GateFinding(
-        severity=finding.severity,
-        path=finding.path,
-        line=finding.line,
-        title=finding.title,
-        message=finding.explanation,
-        fingerprint=fingerprint,
-    )
-
-
 def open_gate(
     prepared: Prepared,
     settings: Settings,
-    github: GitHubClient,
+    forge: ChangeForge | None,
     *,
-    post: bool,
-    on_outcome: Callable[[CheckOutcome], None] | None = None,
+    on_outcome: OnOutcome | None = None,
 ) -> Gate:
-    fail_on = stricter(prepared.repo_config.config.fail_on, settings.pr_review_fail_on)
+    """The review's gate; `forge` None when the review is not published (no check to set)."""
+    fail_on = prepared.repo_config.config.fail_on
     info = prepared.pull_request
     git_dir = prepared.repository.git_dir
-    if not post or info is None or not settings.pr_review_check_runs:
-        return Gate(None, fail_on, git_dir, on_outcome=on_outcome)
-    head = prepared.repository.revisions.head_sha
-    reporter = CheckReporter(github, info.owner, info.repo, head)
-    return Gate(reporter, fail_on, git_dir, on_outcome=on_outcome)
+    reporter = None
+    if forge is not None and info is not None and settings.pr_review_check_runs:
+        reporter = forge.check_reporter(info, prepared.repository.revisions.head_sha)
+    return gate_of(reporter, fail_on, settings.pr_review_fail_on, git_dir, on_outcome)
 
 
 async def gated(
@@ -183,7 +87,7 @@ async def skip_review(prepared: Prepared, settings: Settings, gate: Gate) -> Rev
 async def already_posted(
     prepared: Prepared,
     settings: Settings,
-    github: GitHubClient,
+    forge: ChangeForge,
     posted: PostedHead,
     gate: Gate,
 ) -> ReviewResult:
@@ -194,32 +98,10 @@ async def already_posted(
         status="already_published", review_id=posted.review_id, url=posted.url
     )
     if gate.reporter is not None or gate.on_outcome is not None:
-        body = await _posted_body(prepared, github, posted.review_id)
-        counts = None if body is None else severity_counts(body)
+        info = prepared.pull_request
+        counts = None if info is None else await forge.posted_counts(info, posted.review_id)
         await gate.finished(result, counts)
     return result
-
-
-async def _posted_body(
-    prepared: Prepared, github: GitHubClient, review_id: int | None
-) -> str | None:
-    info = prepared.pull_request
-    if info is None or review_id is None:
-        return None
-    url = (
-        f"{github.settings.github_api_url}/repos/{info.owner}/{info.repo}/pulls/{info.number}"
-        f"/reviews/{review_id}"
-    )
-    try:
-        response = await github.request("GET", url)
-    except GitHubUnavailable:
-        return None
-    if response.status != 200:
-        return None
-    try:
-        return PostWire.model_validate_json(response.body).body
-    except ValidationError:
-        return None
 
 
 def _empty_result(

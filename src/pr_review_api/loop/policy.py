@@ -18,14 +18,14 @@ only the base's key, so nothing the author wrote reaches the check.
 
 from __future__ import annotations
 
-from pr_review_api.github.metadata import PullRequestMetadata
+from pr_review_api.forge.base import ChangeMetadata
 from pr_review_api.globs import matches_any
 from pr_review_api.loop.repo_config import RepoConfig
 
 BOT_SUFFIX = "[bot]"
 
 
-def skip_rule(metadata: PullRequestMetadata, config: RepoConfig) -> str | None:
+def skip_rule(metadata: ChangeMetadata, config: RepoConfig) -> str | None:
     """The rule that skips an automatic review of this pull request, or None."""
     author = metadata.author
     if not config.review_bots and author.lower().endswith(BOT_SUFFIX):

@@ -16,40 +16,19 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, Unpack
 
-from pr_review_api.errors import (
-    GitHubUnavailable,
-    InvalidRequest,
-    ReviewError,
-    ReviewTimeout,
-    ServerBusy,
-)
+from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout
+from pr_review_api.forge.base import ChangeForge, Lent
+from pr_review_api.forge.gate import Gate, OnOutcome
+from pr_review_api.forge.select import open_forge
 from pr_review_api.git.store import RepositoryStore
-from pr_review_api.github.checks import CheckOutcome
-from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import (
-    PermissionCache,
-    Repository,
-    dismissed_on_pull_request,
-    downvoted,
-)
-from pr_review_api.github.ledger import DismissedFindings, PublishLedger
-from pr_review_api.github.placement import fingerprint_of, line_texts
-from pr_review_api.github.preflight import ensure_can_publish
-from pr_review_api.github.publish import publish_result
-from pr_review_api.github.resolve import resolve_fixed
-from pr_review_api.github.urls import PullRequestRef
-from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.urls import is_merge_request_url
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
-from pr_review_api.loop import merge_request_post
 from pr_review_api.loop.background_index import one_shot_store
 from pr_review_api.loop.batches import batched_review
 from pr_review_api.loop.engine import Engine, StageHook, Tally
-from pr_review_api.loop.gate import Gate, already_posted, gated, open_gate, skip_review
-from pr_review_api.loop.merge_request_post import is_merge_request
+from pr_review_api.loop.gate import already_posted, gated, open_gate, skip_review
 from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.review import final_review, same_tree
 from pr_review_api.loop.workspace import (
@@ -58,18 +37,9 @@ from pr_review_api.loop.workspace import (
     PullRequestTarget,
     ReviewTarget,
     prepare,
-    published_before,
-    with_re_review,
     with_repo_config,
 )
-from pr_review_api.model import (
-    FinalReview,
-    PullRequestInfo,
-    ReviewResult,
-    Revisions,
-    Usage,
-    estimated_cost,
-)
+from pr_review_api.model import FinalReview, ReviewResult, Revisions, Usage, estimated_cost
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
@@ -114,21 +84,19 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
     progress: ProgressCallback | None = None,
     model: ModelClient | None = None,
     post: bool = False,
-    github: GitHubClient | None = None,
     store: RepositoryStore | None = None,
-    ledger: PublishLedger | None = None,
     metrics: Metrics | None = None,
     automatic: bool = False,
-    on_check: Callable[[CheckOutcome], None] | None = None,
+    on_check: OnOutcome | None = None,
     force: bool = False,
-    dismissals: DismissedFindings | None = None,
-    gitlab: GitLabClient | None = None,
-    permissions: PermissionCache | None = None,
+    forge: ChangeForge | None = None,
+    **lent: Unpack[Lent],
 ) -> ReviewResult:
     """Prepare the repository, run the validated tool-calling loop, return the review.
 
     `post` publishes the validated review on the pull request (CONTRACT 10) and sets the
-    result's `publication`; `github` is the GitHub client of the review's identity (the
+    result's `publication`. Of what the holder lends (`lent`: forge/base.py's `Lent`, by
+    keyword), `github` is the GitHub client of the review's identity (the
     process's shared one, or a job's bound to its App installation; else one is made with
     `GITHUB_TOKEN`): every read, fetch, check and publication goes through it.
     With a `ledger` (the service's record of what it published), a head already published
@@ -142,9 +110,9 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
     `dismissals` (the service's), a finding the repository dismissed is not published;
     `permissions` (the holder's) keeps GitHub's answers of who may dismiss, else the review
     keeps its own. A GitLab merge request's URL is reviewed through `gitlab` (the process's
-    shared client; else one is made with `GITLAB_TOKEN`, for a merge request only), and
-    published there by loop/merge_request_post.py (its preflight before the model, its note
-    and discussions after).
+    shared client; else one is made with `GITLAB_TOKEN`, for a merge request only). Every
+    forge's step goes through the change's `ChangeForge` (forge/base.py): `forge` when given,
+    else the one its URL names (forge/select.py) over `github` or `gitlab`.
 
     Raises a `ReviewError` subclass for every failure the contract names, carrying what the
     review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
@@ -167,35 +135,26 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
         async with (
             asyncio.timeout_at(deadline),
             _shared_or_own(model, lambda: ProviderClient(settings, metrics=metrics)) as client,
-            _shared_or_own(github, lambda: GitHubClient(settings)) as github_client,
-            _gitlab_client(target, gitlab, settings) as gitlab_client,
+            _forge_of(target, settings, forge, lent) as change_forge,
             _shared_or_own(store, lambda: one_shot_store(settings)) as repo_store,
         ):
             if on_stage is not None:
                 on_stage("preparing", 0)
             work = repo_store.work(deadline, cancel)
-            async with prepare(
-                target, settings, github_client, repo_store, work, gitlab_client
-            ) as pinned:
+            async with prepare(target, change_forge, repo_store, work) as pinned:
                 prepared = await repo_store.run(with_repo_config, pinned)
-                gate = open_gate(
-                    prepared,
-                    settings,
-                    github_client,
-                    post=post and not is_merge_request(prepared),  # check runs are GitHub's
-                    on_outcome=on_check,
-                )
+                publisher = change_forge if post else None
+                gate = open_gate(prepared, settings, publisher, on_outcome=on_check)
                 if automatic and (skipped := await skip_review(prepared, settings, gate)):
                     return _counted(metrics, skipped, loop.time() - started)
-                if post:
+                if publisher is not None:
                     prepared, done = await _before_model(
                         prepared,
                         settings,
-                        (github_client, gitlab_client),
+                        publisher,
                         gate,
-                        ledger=ledger,
+                        lent,
                         force=force,
-                        dismissals=dismissals,
                     )
                     if done is not None:
                         return _counted(metrics, done, loop.time() - started)
@@ -212,18 +171,16 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
                 result = await gated(
                     gate, deadline, functools.partial(_review, engine, include_trace)
                 )
-                if post:
+                if publisher is not None:
                     await _publish(
                         result,
                         prepared,
-                        (github_client, gitlab_client),
+                        publisher,
                         gate,
+                        lent,
                         deadline=deadline,
-                        ledger=ledger,
                         metrics=metrics,
                         force=force,
-                        dismissals=dismissals,
-                        permissions=permissions or PermissionCache(),
                     )
                 await gate.finished(result)
                 return _counted(metrics, result, loop.time() - started)
@@ -245,177 +202,86 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
 async def _before_model(
     prepared: Prepared,
     settings: Settings,
-    clients: tuple[GitHubClient, GitLabClient | None],
+    forge: ChangeForge,
     gate: Gate,
+    lent: Lent,
     *,
-    ledger: PublishLedger | None,
     force: bool,
-    dismissals: DismissedFindings | None,
 ) -> tuple[Prepared, ReviewResult | None]:
     """What `post` does before the model is asked: (prepared, None) to go on, or (prepared,
-    the early answer: a head already published). A merge request's is
-    loop/merge_request_post.py's."""
-    github, gitlab = clients
-    if is_merge_request(prepared):
-        assert gitlab is not None
-        return await merge_request_post.before_model(
-            prepared,
-            settings,
-            gitlab,
-            github,
-            gate,
-            ledger=ledger,
-            force=force,
-            dismissals=dismissals,
-        )
-    done = await _before_publishing(prepared, settings, github, ledger, gate, force)
-    if done is not None:
-        return prepared, done
-    prepared, posted = await with_re_review(prepared, github)
-    if posted is not None and not force:
-        return prepared, await already_posted(prepared, settings, github, posted, gate)
+    the early answer: a head already published). A review that cannot be published fails
+    here (no token, a token the forge refuses); a head the ledger or our markers say is
+    published answers `already_published` (no model asked; the check completed from what was
+    posted); a re-review names the files changed since our last reviewed head."""
+    info = prepared.pull_request
+    assert info is not None  # `post` publishes a change, never a local repository
+    git_dir, head = prepared.repository.git_dir, prepared.repository.revisions.head_sha
+    await forge.ensure_can_publish(info)
+    posted = None
+    ledger, dismissals = lent.get("ledger"), lent.get("dismissals")
+    if ledger is not None and not force:
+        posted = await forge.published_in_ledger(info, head, ledger)
+    if posted is None:
+        prior = await forge.prior_review(info, git_dir, head, force=force)
+        if prior.last_head is not None:
+            context = replace(
+                prepared.context,
+                last_reviewed_head=prior.last_head,
+                changed_since_last_review=prior.changed,
+            )
+            prepared = replace(prepared, context=context)
+        posted = None if force else prior.posted
+    if posted is not None:
+        return prepared, await already_posted(prepared, settings, forge, posted, gate)
     if dismissals is not None:
-        prepared = await _with_dismissed_titles(prepared, dismissals)
+        paths = [path for _, path in prepared.context.changed_files]
+        titles = await forge.dismissed_titles(info, paths, dismissals)
+        if titles is not None:  # the first message names the findings the team dismissed
+            context = replace(prepared.context, dismissed_titles=titles)
+            prepared = replace(prepared, context=context)
     return prepared, None
 
 
 async def _publish(  # noqa: PLR0913  (as _before_model)
     result: ReviewResult,
     prepared: Prepared,
-    clients: tuple[GitHubClient, GitLabClient | None],
+    forge: ChangeForge,
     gate: Gate,
+    lent: Lent,
     *,
     deadline: float,
-    ledger: PublishLedger | None,
     metrics: Metrics | None,
     force: bool,
-    dismissals: DismissedFindings | None,
-    permissions: PermissionCache,
 ) -> None:
-    """Publish the review (CONTRACT 10, 17): `result.publication` says what happened."""
-    github, gitlab = clients
-    if is_merge_request(prepared):
-        assert gitlab is not None
-        result.publication = await merge_request_post.after_review(
-            result,
-            prepared,
-            gitlab,
-            deadline=deadline,
-            ledger=ledger,
-            metrics=metrics,
-            force=force,
-            dismissals=dismissals,
-        )
-        return
-    dismissed = await _dismissed(
-        prepared, dismissals, github, permissions, result_findings=bool(result.review.findings)
+    """Publish the review (CONTRACT 10, 17): `result.publication` says what happened. Findings
+    the repository dismissed (CONTRACT 15) are not published and never fail the check."""
+    info = prepared.pull_request
+    assert info is not None
+    git_dir = prepared.repository.git_dir
+    reviewed_before = prepared.context.last_reviewed_head is not None
+    dismissed = await forge.dismissed(
+        info,
+        lent.get("dismissals"),
+        lent.get("permissions"),
+        reviewed_before=reviewed_before,
+        has_findings=bool(result.review.findings),
     )
     gate.dismissed = dismissed
-    result.publication = await publish_result(
+    result.publication = await forge.publish(
         result,
-        github,
-        prepared.repository.git_dir,
+        git_dir,
         deadline=deadline,
-        ledger=ledger,
+        ledger=lent.get("ledger"),
         metrics=metrics,
         force=force,
         dismissed=dismissed,
     )
-    await _resolve_fixed(result, prepared, github)
-
-
-async def _before_publishing(
-    prepared: Prepared,
-    settings: Settings,
-    github: GitHubClient,
-    ledger: PublishLedger | None,
-    gate: Gate,
-    force: bool,
-) -> ReviewResult | None:
-    """Before the model is asked: a review that cannot be published fails (no token, a token
-    GitHub refuses); a head the ledger says is published answers `already_published`."""
-    if prepared.pull_request is not None:
-        await ensure_can_publish(github, _ref_of(prepared.pull_request))
-    if ledger is None or force:
-        return None
-    earlier = await published_before(prepared, ledger, github)
-    if earlier is None:
-        return None
-    # No model asked; the check is completed from what was posted.
-    return await already_posted(prepared, settings, github, earlier, gate)
-
-
-async def _resolve_fixed(result: ReviewResult, prepared: Prepared, github: GitHubClient) -> None:
-    """On a published new head, resolve the threads of ours it fixed (github/resolve.py)."""
-    publication, info = result.publication, prepared.pull_request
-    if publication is None or publication.status != "published" or info is None:
-        return
-    if prepared.context.last_reviewed_head is None:
+    publication = result.publication
+    if publication is None or publication.status != "published" or not reviewed_before:
         return  # a first review (or one after a rewritten history): no thread of ours to fix
-    git_dir, head = prepared.repository.git_dir, result.revisions.head_sha
-    findings = result.review.findings
-    texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
-    reported = {fingerprint_of(f, texts) for f in findings}
-    repository = Repository(info.owner, info.repo)
-    publication.resolved = await resolve_fixed(
-        github, repository, info.number, git_dir, head, reported, findings
-    )
-
-
-async def _with_dismissed_titles(prepared: Prepared, dismissals: DismissedFindings) -> Prepared:
-    """The first message names the findings the team dismissed in the changed files."""
-    info = prepared.pull_request
-    if info is None:
-        return prepared
-    paths = [path for _, path in prepared.context.changed_files]
-    try:
-        titles = await dismissals.titles(f"{info.owner}/{info.repo}", paths)
-    except ServerBusy:
-        return prepared
-    context = replace(prepared.context, dismissed_titles=tuple(titles))
-    return replace(prepared, context=context)
-
-
-async def _dismissed(
-    prepared: Prepared,
-    dismissals: DismissedFindings | None,
-    github: GitHubClient,
-    permissions: PermissionCache,
-    *,
-    result_findings: bool,
-) -> set[str]:
-    """The repository's dismissed fingerprints, after storing the `-1` reactions of writers on
-    our findings' comments of this pull request (CONTRACT 15)."""
-    info = prepared.pull_request
-    if info is None:
-        return set()
-    if dismissals is None:  # the CLI, the Action: what the pull request itself says
-        if prepared.context.last_reviewed_head is None or not result_findings:
-            return set()  # no earlier review of ours to dismiss, or nothing to suppress
-        try:
-            return await dismissed_on_pull_request(
-                github, Repository(info.owner, info.repo), info.number, permissions
-            )
-        except GitHubUnavailable:
-            return set()
-    repository = f"{info.owner}/{info.repo}"
-    try:
-        found = await downvoted(github, Repository(info.owner, info.repo), info.number, permissions)
-    except GitHubUnavailable:
-        found = []  # read again at the next review
-    try:
-        for comment, user in found:
-            fingerprint = comment.finding_fingerprint()
-            assert fingerprint is not None
-            title = comment.finding_title()
-            await dismissals.dismiss(repository, fingerprint, title, comment.path, user)
-        return await dismissals.fingerprints(repository)
-    except ServerBusy:  # the review is paid for: publish it, dismissals or not
-        return set()
-
-
-def _ref_of(info: PullRequestInfo) -> PullRequestRef:
-    return PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
+    resolved = await forge.resolve_fixed(result, info, git_dir)
+    if resolved is not None:
+        publication.resolved = resolved
 
 
 def _counted(metrics: Metrics | None, outcome: _Outcome, seconds: float) -> _Outcome:
@@ -427,22 +293,21 @@ def _counted(metrics: Metrics | None, outcome: _Outcome, seconds: float) -> _Out
 
 def _check_publishable(target: ReviewTarget) -> None:
     """What `post` can publish on, checked before anything is fetched or the model is asked:
-    a pull request or a merge request (loop/merge_request_post.py), never a local repository."""
+    a pull request or a merge request, never a local repository."""
     if isinstance(target, LocalTarget):
         raise InvalidRequest("Publishing needs a pull request URL, not a local repository.")
 
 
-def _gitlab_client(
-    target: ReviewTarget, shared: GitLabClient | None, settings: Settings
-) -> AbstractAsyncContextManager[GitLabClient | None]:
-    """The shared GitLab client, else one of the review's own for a merge request only."""
-    if (
-        shared is None
-        and isinstance(target, PullRequestTarget)
-        and is_merge_request_url(target.url)
-    ):
-        return GitLabClient(settings)
-    return contextlib.nullcontext(shared)
+def _forge_of(
+    target: ReviewTarget,
+    settings: Settings,
+    forge: ChangeForge | None,
+    lent: Lent,
+) -> AbstractAsyncContextManager[ChangeForge | None]:
+    """The caller's forge, else the one the change's URL names; None for a local repository."""
+    if forge is not None or not isinstance(target, PullRequestTarget):
+        return contextlib.nullcontext(forge)
+    return open_forge(target.url, settings, github=lent.get("github"), gitlab=lent.get("gitlab"))
 
 
 def _shared_or_own(

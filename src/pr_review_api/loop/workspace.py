@@ -2,10 +2,9 @@
 
 `prepare()` turns a target into a `Prepared` review: a `PinnedRepository` at the head commit, the
 pull request's identity, and the context the first user message is built from. A pull request
-(or a GitLab merge request) is fetched into the cache by its forge (`forge.checkout`); a local
-repository is read in place, its working tree never touched. `with_repo_config` and
-`with_re_review` add what the base commit's `.pr-review.toml` and our earlier reviews on the
-pull request say; `published_before` finds a head the service already published in its ledger.
+(or a GitLab merge request) is fetched into the cache by its forge (forge/base.py); a local
+repository is read in place, its working tree never touched. `with_repo_config` adds what the
+base commit's `.pr-review.toml` says.
 """
 
 from __future__ import annotations
@@ -16,19 +15,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pr_review_api.errors import GitHubUnavailable, InvalidRepository, ReviewError
-from pr_review_api.forge.checkout import open_change, unavailable_error
+from pr_review_api.errors import InvalidRepository, ReviewError
+from pr_review_api.forge.base import ChangeForge, ChangeMetadata
+from pr_review_api.forge.checkout import cache_trimmer, unavailable_error
 from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GIT_FAILURES, run_git
-from pr_review_api.github.checkout import RepositoryCache
-from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.history import PublishFailure, prior_state, re_review_of
-from pr_review_api.github.ledger import HeadKey, PublishLedger
-from pr_review_api.github.metadata import PullRequestMetadata
-from pr_review_api.github.urls import PullRequestRef
-from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.loop.guidance import repository_guidance
 from pr_review_api.loop.prompts import ReviewContext
 from pr_review_api.loop.repo_config import NO_REPO_CONFIG, LoadedRepoConfig, load_repo_config
@@ -65,7 +58,7 @@ class Prepared:
     context: ReviewContext
     repo_config: LoadedRepoConfig = NO_REPO_CONFIG
     # What the host said of the pull request (author, labels, base branch): the skip rules.
-    metadata: PullRequestMetadata | None = None
+    metadata: ChangeMetadata | None = None
 
     @property
     def unreadable(self) -> type[ReviewError]:
@@ -84,26 +77,25 @@ class Prepared:
 def repository_store(settings: Settings) -> RepositoryStore:
     """The repository store a process reviews through (the CLI per run, the service and each
     jobs worker for their life): its search-index builds trim the cache they grow first."""
-    return RepositoryStore(settings, before_build=RepositoryCache(settings).trim_for_index)
+    return RepositoryStore(settings, before_build=cache_trimmer(settings))
 
 
 @asynccontextmanager
 async def prepare(
     target: ReviewTarget,
-    settings: Settings,
-    github: GitHubClient,
+    forge: ChangeForge | None,
     store: RepositoryStore,
     work: Work,
-    gitlab: GitLabClient | None = None,
 ) -> AsyncIterator[Prepared]:
-    """Pin the target's commits for one review: fetched into the cache, or read locally.
-    `gitlab` is the client of a merge request's review (None: one of its own)."""
+    """Pin the target's commits for one review: fetched into the cache by the change's `forge`
+    (forge/select.py), or read locally (`forge` None)."""
     if isinstance(target, LocalTarget):
         yield await store.run(prepare_local, target, store, work)
         return
-    async with open_change(target.url, settings, github, gitlab) as pull:
+    assert forge is not None
+    async with forge.open_change(target.url) as pull:
         # Pinning reads the cache: the one git edge; a failure is the forge's.
-        with map_git_errors(unavailable_error(pull.info.forge)):
+        with map_git_errors(forge.unavailable):
             metadata = pull.metadata
             repository = await store.run(
                 PinnedRepository.open,
@@ -165,57 +157,6 @@ def _local_git_dir(repo: Path) -> Path:
     except GIT_FAILURES:  # a timeout, or a folder git may not enter, is no repository either
         raise InvalidRepository("The path is not a git repository.") from None
     return Path(found.stdout.decode(errors="surrogateescape").strip())
-
-
-@dataclass(frozen=True)
-class PostedHead:
-    """Our review of this head, already on the pull request (its markers say so)."""
-
-    review_id: int | None
-    url: str | None
-
-
-async def with_re_review(
-    prepared: Prepared, github: GitHubClient
-) -> tuple[Prepared, PostedHead | None]:
-    """A re-review names the files changed since our last reviewed head (CONTRACT 10); one
-    read of our earlier reviews also tells whether this head is published already."""
-    info = prepared.pull_request
-    if info is None:
-        return prepared, None
-    repository = prepared.repository
-    head = repository.revisions.head_sha
-    ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
-    try:
-        state = await prior_state(github, ref, head_sha=head)
-    except (PublishFailure, GitHubUnavailable):
-        return prepared, None  # publishing decides again
-    done = state.review_of(head)
-    if done is not None:
-        return prepared, PostedHead(*done)
-    found = await re_review_of(state, repository.git_dir, head)
-    if found is None:
-        return prepared, None
-    context = replace(
-        prepared.context,
-        last_reviewed_head=found.last_head,
-        changed_since_last_review=found.changed,
-    )
-    return replace(prepared, context=context), None
-
-
-async def published_before(
-    prepared: Prepared, ledger: PublishLedger, github: GitHubClient
-) -> PostedHead | None:
-    """The review the service already published of this head, from its ledger, or None."""
-    info = prepared.pull_request
-    if info is None:
-        return None
-    ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
-    identity = await github.login()
-    head = prepared.repository.revisions.head_sha
-    recorded = await ledger.find(HeadKey.of(ref, identity, head))
-    return None if recorded is None else PostedHead(recorded.review_id, recorded.url)
 
 
 def with_repo_config(prepared: Prepared) -> Prepared:

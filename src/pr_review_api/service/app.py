@@ -24,8 +24,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from pr_review_api import __version__
-from pr_review_api.github.client import GitHubClient
-from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.forge.clients import open_clients
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.metrics import Metrics
@@ -53,9 +52,9 @@ def create_app(settings: Settings | None = None, *, metrics: Metrics | None = No
             # One repository store (indexes, readers, search text, git threads) per process.
             with repository_store(settings) as store:
                 app.state.store = store
-                async with GitHubClient(settings) as github, GitLabClient(settings) as gitlab:
-                    app.state.github = github
-                    app.state.gitlab = gitlab  # its pool opens on a merge request's first read
+                async with open_clients(settings) as forges:
+                    app.state.forges = forges
+                    app.state.gitlab = forges.gitlab  # the GitLab webhook route's
                     yield
 
     app = FastAPI(

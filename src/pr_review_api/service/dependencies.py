@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 from fastapi import Request
 
 from pr_review_api.errors import ServerBusy
+from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.git.store import RepositoryStore
-from pr_review_api.github.client import GitHubClient
-from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
@@ -72,7 +71,7 @@ def get_reviewer(request: Request) -> Reviewer:
     store: RepositoryStore | None = getattr(request.app.state, "store", None)
     # One GitHub and one GitLab API client (a connection pool, the credentials each) per
     # service, too.
-    github: GitHubClient | None = getattr(request.app.state, "github", None)
+    forges: ForgeClients | None = getattr(request.app.state, "forges", None)
     shared: dict[str, object] = {}
     # The application's metrics count every review it runs (CONTRACT 18).
     metrics: Metrics | None = getattr(request.app.state, "metrics", None)
@@ -80,11 +79,8 @@ def get_reviewer(request: Request) -> Reviewer:
         shared["metrics"] = metrics
     if store is not None:
         shared["store"] = store
-    if github is not None:
-        shared["github"] = github
-    gitlab: GitLabClient | None = getattr(request.app.state, "gitlab", None)
-    if gitlab is not None:
-        shared["gitlab"] = gitlab
+    if forges is not None:
+        shared.update(forges.shared())
     if not shared:
         return run_review
     return functools.partial(run_review, **shared)  # type: ignore[arg-type]

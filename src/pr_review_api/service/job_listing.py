@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import BaseModel, Field
 
 from pr_review_api.errors import InvalidRequest
-from pr_review_api.github.urls import is_valid_owner, is_valid_repo
+from pr_review_api.forge.urls import is_repository_name
 from pr_review_api.jobs.listing import DEFAULT_PAGE_SIZE, JOB_STATUSES, MAX_PAGE_SIZE
 from pr_review_api.jobs.records import JobFilter, JobPage
 
@@ -79,7 +79,7 @@ def _query_values(raw: bytes) -> dict[str, str]:
 def parse_repository(value: str) -> tuple[str, str]:
     """`owner/repo` with GitHub's rules for both names."""
     owner, slash, repo = value.partition("/")
-    if not slash or not is_valid_owner(owner) or not is_valid_repo(repo):
+    if not slash or not is_repository_name(owner, repo):
         raise InvalidRequest("repository must be owner/repo.")
     return owner, repo
 

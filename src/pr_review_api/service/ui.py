@@ -27,7 +27,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from pr_review_api import __version__
 from pr_review_api.errors import InvalidRequest, JobNotFound
-from pr_review_api.github.urls import is_valid_owner, is_valid_repo
+from pr_review_api.forge.urls import is_repository_name
 from pr_review_api.jobs.admin import list_jobs
 from pr_review_api.jobs.dismissals import DatabaseDismissals, repository_key
 from pr_review_api.jobs.queue import JobQueue
@@ -134,7 +134,7 @@ def ui_router(*, secured: bool) -> APIRouter:
     async def dismissals_page(
         request: Request, owner: str, repo: str, queue: Annotated[JobQueue, Depends(get_jobs)]
     ) -> HTMLResponse:
-        if not is_valid_owner(owner) or not is_valid_repo(repo):
+        if not is_repository_name(owner, repo):
             raise InvalidRequest("The repository must be owner/repo.")
         return _page(
             request,

@@ -1,7 +1,7 @@
-"""`--post` on a GitLab merge request, end to end (CONTRACT 10, 17): the CLI and the HTTP API
-through run_review, the fake GitLab (notes and discussions with GitLab's rules), real git and
-the scripted provider. The preflight fails before any provider request; a head already
-published answers without one.
+"""`--post` on a GitLab merge request (forge/gitlab.py), end to end (CONTRACT 10, 17): the
+CLI and the HTTP API through run_review, the fake GitLab (notes and discussions with GitLab's
+rules), real git and the scripted provider. The preflight fails before any provider request; a
+head already published answers without one.
 """
 
 from __future__ import annotations

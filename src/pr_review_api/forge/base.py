@@ -1,0 +1,164 @@
+"""What a review needs from the forge of its change, as one interface (issue 27's seam).
+
+loop/ speaks to a forge only through `ChangeForge`: open the change (its commits pinned in the
+cache, its metadata), the preflight of publishing, what was published before (the service's
+ledger, our own markers on the change), publishing, resolving our fixed threads, the check of
+the merge gate and the findings the team dismissed. forge/github.py and forge/gitlab.py
+implement it over github/ and gitlab/; forge/select.py picks one by the change's URL. What a
+forge does not have (GitLab's check runs, reactions, thread resolution) is a method that does
+nothing, so the review's steps are the same on every forge.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Collection
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypedDict
+
+from pr_review_api.errors import ReviewError
+from pr_review_api.forge.checkout import unavailable_error
+from pr_review_api.github.checkout import PreparedPullRequest
+from pr_review_api.github.checks import CheckReporter
+from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.conversation import PermissionCache
+from pr_review_api.github.ledger import DismissedFindings, PublishLedger
+from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
+
+if TYPE_CHECKING:
+    from pr_review_api.metrics import Metrics
+
+
+class ChangeMetadata(Protocol):
+    """What the host says of a change that the review reads (untrusted `title` and `body`);
+    the skip rules of .pr-review.toml read the author, the labels and the base branch."""
+
+    @property
+    def base_sha(self) -> str: ...
+    @property
+    def head_sha(self) -> str: ...
+    @property
+    def base_ref(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def author(self) -> str: ...
+    @property
+    def labels(self) -> tuple[str, ...]: ...
+
+
+class Lent(TypedDict, total=False):
+    """What a review's holder (the CLI, the service, a job) lends `run_review` for the forges:
+    the client of its identity on each forge (None: the review makes its own with the
+    settings' token), the service's ledger of published heads and dismissed findings, and the
+    holder's cache of who may dismiss."""
+
+    github: GitHubClient | None
+    gitlab: GitLabClient | None
+    ledger: PublishLedger | None
+    dismissals: DismissedFindings | None
+    permissions: PermissionCache | None
+
+
+@dataclass(frozen=True)
+class PostedHead:
+    """Our review of this head, already on the change (its markers, or the ledger, say so)."""
+
+    review_id: int | None
+    url: str | None
+
+
+@dataclass(frozen=True)
+class PriorReview:
+    """What our earlier reviews on the change say before the model is asked: this head's review
+    (`posted`), or the files changed since our last reviewed head (`last_head`, `changed`)."""
+
+    posted: PostedHead | None = None
+    last_head: str | None = None
+    changed: tuple[str, ...] = ()
+
+
+class ChangeForge(ABC):
+    """One forge, speaking as the review's identity (its client)."""
+
+    name: Forge
+
+    @property
+    def unavailable(self) -> type[ReviewError]:
+        """The error a failure of this forge (or of git reading what was fetched from it) is."""
+        return unavailable_error(self.name)
+
+    @abstractmethod
+    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedPullRequest]:
+        """Parse the URL, read the metadata, fetch and pin both commits until exit."""
+
+    @abstractmethod
+    def check_reporter(self, info: PullRequestInfo, head_sha: str) -> CheckReporter | None:
+        """The merge gate's check on the head (CONTRACT 16), or None: the forge has none."""
+
+    @abstractmethod
+    async def ensure_can_publish(self, info: PullRequestInfo) -> None:
+        """Fail before the model is asked when publishing cannot succeed (no or refused token)."""
+
+    @abstractmethod
+    async def published_in_ledger(
+        self, info: PullRequestInfo, head_sha: str, ledger: PublishLedger
+    ) -> PostedHead | None:
+        """The review the service already published of this head, from its ledger."""
+
+    @abstractmethod
+    async def prior_review(
+        self, info: PullRequestInfo, git_dir: Path, head_sha: str, *, force: bool
+    ) -> PriorReview:
+        """What our reviews on the change say (one read of them); empty when it fails."""
+
+    @abstractmethod
+    async def posted_counts(
+        self, info: PullRequestInfo, review_id: int | None
+    ) -> Counter[Severity] | None:
+        """The counts by severity our posted review's body states, or None (unknown)."""
+
+    @abstractmethod
+    async def dismissed_titles(
+        self, info: PullRequestInfo, paths: list[str], dismissals: DismissedFindings
+    ) -> tuple[str, ...] | None:
+        """The titles the team dismissed in these files, or None: none to name."""
+
+    @abstractmethod
+    async def dismissed(
+        self,
+        info: PullRequestInfo,
+        dismissals: DismissedFindings | None,
+        permissions: PermissionCache | None,
+        *,
+        reviewed_before: bool,
+        has_findings: bool,
+    ) -> Collection[str]:
+        """The fingerprints dismissed in the repository, after reading the change's new ones."""
+
+    @abstractmethod
+    async def publish(
+        self,
+        result: ReviewResult,
+        git_dir: Path,
+        *,
+        deadline: float,
+        ledger: PublishLedger | None,
+        metrics: Metrics | None,
+        force: bool,
+        dismissed: Collection[str],
+    ) -> Publication | None:
+        """Publish the review on the change; what happened."""
+
+    @abstractmethod
+    async def resolve_fixed(
+        self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
+    ) -> int | None:
+        """After publishing a re-review, resolve the threads of ours the new head fixed: how
+        many, or None when the forge resolves none."""

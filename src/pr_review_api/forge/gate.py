@@ -1,0 +1,112 @@
+"""The merge gate of one published review (CONTRACT 16): the check's outcomes, told to the
+forge's reporter (github/checks.py's check run; none on GitLab) and to `on_outcome` (the CLI's
+--check-file, the Action). loop/gate.py decides when each is told; a Gate never raises for the
+reporter's requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+from pr_review_api.github.checks import (
+    CheckOutcome,
+    CheckReporter,
+    FailOn,
+    GateFinding,
+    ended_outcome,
+    review_outcome,
+    skipped_outcome,
+    stricter,
+    unknown_outcome,
+)
+from pr_review_api.github.placement import fingerprint_of, line_texts
+from pr_review_api.model import Finding, ReviewResult, Severity
+
+# Told every outcome the check is completed with.
+OnOutcome = Callable[[CheckOutcome], None]
+
+
+def gate_of(
+    reporter: CheckReporter | None,
+    fail_on: FailOn,
+    override: FailOn | None,
+    git_dir: Path | None,
+    on_outcome: OnOutcome | None = None,
+) -> Gate:
+    """A review's gate: `fail_on` the base commit's, made stricter (never laxer) by
+    `override` (`PR_REVIEW_FAIL_ON`, the Action's `fail-on`: the workflow may come from the
+    pull request's own head)."""
+    return Gate(reporter, stricter(fail_on, override), git_dir, on_outcome=on_outcome)
+
+
+@dataclass
+class Gate:
+    """The check of one review; `reporter` None: nothing to set."""
+
+    reporter: CheckReporter | None
+    fail_on: FailOn
+    git_dir: Path | None = None
+    # Fingerprints dismissed in this repository (the review conversation): never fail the check.
+    dismissed: Collection[str] = frozenset()
+    started_already: bool = False
+    # Told every outcome the check is completed with (the CLI's --check-file; the Action).
+    on_outcome: OnOutcome | None = None
+
+    async def skipped(self, rule: str) -> None:
+        await self._complete(skipped_outcome(rule))
+
+    async def started(self) -> None:
+        if self.reporter is not None and not self.started_already:
+            self.started_already = True
+            await self.reporter.start()
+
+    async def ended(self, code: str) -> None:
+        await self._complete(ended_outcome(code))
+
+    async def finished(self, result: ReviewResult, counts: Counter[Severity] | None = None) -> None:
+        """The review's check; `counts` read back from a review already posted, when its
+        findings are not at hand."""
+        if self.reporter is None and self.on_outcome is None:
+            return
+        if result.termination_reason == "already_published" and counts is None:
+            await self._complete(unknown_outcome())
+            return
+        if result.termination_reason not in ("final_review", "no_changes", "already_published"):
+            await self.ended(result.termination_reason)
+            return
+        findings = await asyncio.to_thread(self._gate_findings, result)
+        url = result.publication.url if result.publication is not None else None
+        outcome = review_outcome(
+            findings, self.fail_on, self.dismissed, result.coverage, url, counts
+        )
+        await self._complete(outcome, url)
+
+    def _gate_findings(self, result: ReviewResult) -> list[GateFinding]:
+        found = result.review.findings
+        texts = (
+            {}
+            if self.git_dir is None
+            else line_texts(self.git_dir, result.revisions.head_sha, found)
+        )
+        return [_gate_finding(f, fingerprint_of(f, texts)) for f in found]
+
+    async def _complete(self, outcome: CheckOutcome, url: str | None = None) -> None:
+        if self.on_outcome is not None:
+            self.on_outcome(outcome)
+        if self.reporter is not None:
+            await self.reporter.complete(outcome, url)
+
+
+def _gate_finding(finding: Finding, fingerprint: str) -> GateFinding:
+    return GateFinding(
+        severity=finding.severity,
+        path=finding.path,
+        line=finding.line,
+        title=finding.title,
+        message=finding.explanation,
+        fingerprint=fingerprint,
+    )

@@ -1,0 +1,42 @@
+"""The forge of a review's change, chosen by its URL (forge/urls.py's rule), with its client.
+
+The callers (the CLI, the service, a job) hold a client per forge for the review's identity
+and pass it (`github`, `gitlab`); without one, the forge gets a client of its own with the
+settings' token, closed when the review ends. A shared client is never closed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from pr_review_api.forge.base import ChangeForge
+from pr_review_api.forge.github import GitHubForge
+from pr_review_api.forge.gitlab import GitLabForge
+from pr_review_api.forge.urls import forge_of
+from pr_review_api.github.client import GitHubClient
+from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.settings import Settings
+
+
+@asynccontextmanager
+async def open_forge(
+    url: str,
+    settings: Settings,
+    *,
+    github: GitHubClient | None = None,
+    gitlab: GitLabClient | None = None,
+) -> AsyncIterator[ChangeForge]:
+    """The forge `url` names, speaking through the caller's client or one of its own."""
+    if forge_of(url) == "gitlab":
+        if gitlab is not None:
+            yield GitLabForge(settings, gitlab)
+            return
+        async with GitLabClient(settings) as own_gitlab:
+            yield GitLabForge(settings, own_gitlab)
+        return
+    if github is not None:
+        yield GitHubForge(settings, github)
+        return
+    async with GitHubClient(settings) as own_github:
+        yield GitHubForge(settings, own_github)
