@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from pr_review_api.settings import Settings
 from tests.gitrepo import GitRepo
@@ -50,6 +51,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the fast tier: skip tests/hostile, tests/jobs and tests marked e2e, and run on "
         "two workers a core (pytest-xdist) unless -n says otherwise; CI runs everything",
     )
+
+
+# Property tests draw their full number of examples in the default run; the fast tier draws at
+# most this many of each, enough for the inner loop to meet each property's shapes. Set before
+# any test module is imported (the decorators read it then), in every xdist worker too.
+FAST_TIER_MAX_EXAMPLES = 20
+_FAST_TIER_ENV = "PR_REVIEW_TEST_FAST_TIER"
+
+
+def examples(full: int) -> int:
+    """A property test's number of examples: `full` in the default run, fewer in the fast tier."""
+    return min(full, FAST_TIER_MAX_EXAMPLES) if os.environ.get(_FAST_TIER_ENV) else full
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--fast"):
+        os.environ[_FAST_TIER_ENV] = "1"
+        hypothesis_settings.register_profile("fast", max_examples=FAST_TIER_MAX_EXAMPLES)
+        hypothesis_settings.load_profile("fast")
 
 
 def usable_cores() -> int:

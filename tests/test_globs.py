@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr_review_api.globs import MAX_GLOB_CHARS, MAX_GLOBS, GlobSet, matches_any
+from tests.conftest import examples
 
 HOSTILE = "**a" * 40 + "**b"  # 123 characters: exponential for a backtracking matcher
 MANY_STARS = "*a" * 60 + "b"  # 60 `*` in one name
@@ -55,13 +56,13 @@ GLOBS = st.text(_GLOB_CHARS, min_size=1, max_size=10)
 PATHS = st.text(_PATH_CHARS, max_size=12)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(glob=GLOBS, path=PATHS)
 def test_one_glob_agrees_with_the_regular_expression(glob: str, path: str) -> None:
     assert GlobSet([glob]).matches(path) is bool(oracle(glob).fullmatch(path))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(globs=st.lists(GLOBS, max_size=5), path=PATHS)
 def test_a_set_matches_when_any_of_its_globs_does(globs: list[str], path: str) -> None:
     expected = any(oracle(glob).fullmatch(path) for glob in globs)

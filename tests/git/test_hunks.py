@@ -14,6 +14,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from pr_review_api.git.hunks import FileHunks, diff_hunks, parse_hunks, unquote_path
+from tests.conftest import examples
 from tests.gitrepo import GitRepo, git
 
 TEN = "".join(f"line {n}\n" for n in range(1, 11))
@@ -133,7 +134,9 @@ def test_parse_ignores_a_malformed_hunk_header() -> None:
 
 
 @hypothesis_settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     old=st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=30),

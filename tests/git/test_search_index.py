@@ -39,6 +39,7 @@ from pr_review_api.git.tree import Snapshot, load_snapshot
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.settings import Settings
 from pr_review_api.tools import SearchArguments, execute_tool, search_repository
+from tests.conftest import examples
 from tests.gitrepo import FILE, GitRepo, git
 from tests.hostile.world import REGULAR_FILES, HostileWorld, build_hostile_world
 
@@ -190,7 +191,9 @@ def test_index_search_equals_git_grep_search(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     text=st.sampled_from(sorted(REGULAR_FILES.values())),

@@ -25,6 +25,7 @@ from pr_review_api.git import store as store_module
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.tree import Snapshot, derive_snapshot, load_snapshot
+from tests.conftest import examples
 from tests.gitrepo import EXECUTABLE, FILE, GITLINK, LINK, Entry, GitRepo, git
 from tests.hostile.world import HostileWorld, build_hostile_world
 
@@ -154,7 +155,7 @@ def rooted(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepo, str]:
     return repo, repo.commit_files({"root.txt": "root\n"})
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(old=tree_strategy(), new=tree_strategy(), gitlink=st.booleans())
 def test_any_derived_snapshot_equals_a_fresh_load(
     rooted: tuple[GitRepo, str],

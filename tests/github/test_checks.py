@@ -24,6 +24,7 @@ from pr_review_api.github.checks import (
     stricter,
 )
 from pr_review_api.model import SEVERITIES, Coverage, Severity
+from tests.conftest import examples
 
 FAIL_ON: tuple[FailOn, ...] = get_args(FailOn)
 RANK = {severity: index for index, severity in enumerate(SEVERITIES)}
@@ -46,7 +47,7 @@ def at_or_above(severity: Severity, fail_on: FailOn) -> bool:
     return fail_on != "none" and RANK[severity] <= RANK[fail_on]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     findings=findings_strategy,
     fail_on=st.sampled_from(FAIL_ON),

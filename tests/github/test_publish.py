@@ -38,7 +38,7 @@ from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.output.inert_markdown import WORD_JOINER
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
-from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY, examples
 from tests.fakes.github_server import (
     CannedResponse,
     FakeGitHub,
@@ -541,7 +541,7 @@ _LINES = st.lists(st.sampled_from(["a", "b", "c", "d", "e", ""]), min_size=1, ma
 
 
 @hypothesis_settings(
-    max_examples=20,
+    max_examples=examples(20),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

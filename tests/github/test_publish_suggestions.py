@@ -27,7 +27,7 @@ from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import Finding, ReviewResult, Suggestion
 from pr_review_api.output.inert_markdown import WORD_JOINER
 from pr_review_api.settings import Settings
-from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY, examples
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture, fake_github
 
 __all__ = ["fake_github"]
@@ -246,7 +246,7 @@ _LINES = st.lists(st.sampled_from(_CODE), min_size=1, max_size=20)
 
 
 @hypothesis_settings(
-    max_examples=10,
+    max_examples=examples(10),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -31,7 +31,7 @@ from pr_review_api.github.review_text import render_body
 from pr_review_api.github.summary import CUT, DROPPED_FINDINGS, MAX_EDITED_BODY_CHARS, updated_body
 from pr_review_api.model import Finding
 from pr_review_api.output.inert_markdown import escape
-from tests.conftest import GITHUB_TOKEN
+from tests.conftest import GITHUB_TOKEN, examples
 from tests.fakes.github_server import CannedResponse, FakeGitHub, PullRequestFixture, fake_github
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.github.test_preflight import BOT, env
@@ -347,7 +347,7 @@ def test_the_rewrite_keeps_the_first_reviews_findings_and_every_marker() -> None
     note=st.text(min_size=1, max_size=300),
     explanation=st.text(min_size=1, max_size=300),
 )
-@hypothesis_settings(max_examples=40, deadline=None)
+@hypothesis_settings(max_examples=examples(40), deadline=None)
 def test_model_text_never_moves_what_the_rewrite_keeps(
     summary: str, note: str, explanation: str
 ) -> None:

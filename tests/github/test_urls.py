@@ -16,7 +16,7 @@ from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.urls import PullRequestRef, parse_pull_request_url
 from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
-from tests.conftest import GITHUB_TOKEN
+from tests.conftest import GITHUB_TOKEN, examples
 from tests.fakes.github_server import FakeGitHub
 
 CANONICAL = "https://github.com/acme/widget/pull/7"
@@ -417,7 +417,9 @@ _TAIL_TEXT = st.text(
 )
 
 
-@hypothesis_settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(
+    max_examples=examples(100), suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     parts=st.tuples(
         _OWNERS,
@@ -438,7 +440,9 @@ def test_every_accepted_form_normalises_to_a_fixed_point(
     assert parse(ref.url) == ref
 
 
-@hypothesis_settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(
+    max_examples=examples(150), suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     st.one_of(
         st.text(max_size=80), st.text(max_size=40).map(lambda text: "https://github.com/" + text)

@@ -29,6 +29,7 @@ from pr_review_api.model import (
     Usage,
 )
 from pr_review_api.output.inert_markdown import WORD_JOINER
+from tests.conftest import examples
 from tests.gitlab.support import QUICK_ACTION_PATTERN, active_parts
 
 HEAD = "d" * 40
@@ -112,7 +113,7 @@ def placements(draw: Any) -> tuple[ReviewResult, Placement]:
     return result, Placement(inline=placed[:split], body=placed[split:], skipped=0)
 
 
-@hypothesis_settings(max_examples=300)
+@hypothesis_settings(max_examples=examples(300))
 @given(placements())
 def test_no_model_text_makes_anything_active_or_forges_a_marker(
     case: tuple[ReviewResult, Placement],

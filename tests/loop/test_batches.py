@@ -35,7 +35,7 @@ from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview, Finding, ReviewResult
 from pr_review_api.settings import MAX_DIFF_PATHS, load_settings
-from tests.conftest import PROVIDER_KEY
+from tests.conftest import PROVIDER_KEY, examples
 from tests.gitrepo import GitRepo, git
 
 DIRECTORIES = 6
@@ -264,7 +264,7 @@ _PATHS = st.lists(
 )
 
 
-@hypothesis_settings(max_examples=200, deadline=None)
+@hypothesis_settings(max_examples=examples(200), deadline=None)
 @given(
     paths=_PATHS,
     max_files=st.integers(min_value=1, max_value=12),

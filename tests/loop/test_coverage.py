@@ -30,7 +30,7 @@ from pr_review_api.output.sarif import sarif_document
 from pr_review_api.output.text import render_text
 from pr_review_api.settings import MAX_DIFF_BYTES, MAX_NOT_INSPECTED, load_settings
 from pr_review_api.tools import TOOLS_BY_NAME, execute_tool
-from tests.conftest import PROVIDER_KEY
+from tests.conftest import PROVIDER_KEY, examples
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitrepo import GitRepo
 from tests.results import review_result
@@ -173,7 +173,7 @@ DIFF_TOKENS = [
 ]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from(DIFF_TOKENS) | st.text(max_size=3)).map("".join), st.booleans())
 def test_any_diff_text_parses_without_error(text: str, truncated: bool) -> None:
     paths = diff_paths(text, truncated=truncated)

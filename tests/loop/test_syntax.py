@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr_review_api.loop.syntax import ParseTooSlow, SyntaxBaseline, language_of, syntax_errors
+from tests.conftest import examples
 
 # (path, a file that parses, the same file broken)
 SAMPLES = [
@@ -47,7 +48,7 @@ def test_a_missing_token_counts() -> None:
 _PIECES = ["x = 1\n", "y = (\n", ")\n", "def f():\n", "    return 1\n", "é = 'ü'\n", "\n", "[1,\n"]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     head=st.lists(st.sampled_from(_PIECES), max_size=30),
     start=st.integers(min_value=0, max_value=30),

@@ -25,6 +25,7 @@ from pr_review_api.output.json import render_json
 from pr_review_api.output.markdown import md_code, md_escape, md_inline, render_markdown
 from pr_review_api.output.sarif import render_sarif
 from pr_review_api.output.text import render_text
+from tests.conftest import examples
 from tests.github.test_publish_text import FORBIDDEN, GITHUB_RULES, rendered, visible_text
 from tests.results import (
     HEAD_SHA,
@@ -198,7 +199,7 @@ def test_markdown_escape_shows_hostile_text_literally() -> None:
     assert "\u202e" not in escaped
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.text(
         alphabet=st.sampled_from(

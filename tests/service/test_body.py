@@ -12,6 +12,7 @@ import hypothesis
 import pytest
 
 from pr_review_api.service.body import MAX_REQUEST_BODY_BYTES
+from tests.conftest import examples
 from tests.results import PR_URL
 from tests.service.support import (
     FakeReviewer,
@@ -173,7 +174,7 @@ def test_no_body_and_no_content_type_ever_makes_the_service_answer_500() -> None
             ]
         ),
     )
-    @hypothesis.settings(max_examples=200, deadline=None, database=None)
+    @hypothesis.settings(max_examples=examples(200), deadline=None, database=None)
     def check(body: bytes, content_type: str | None) -> None:
         headers = {"content-type": content_type} if content_type else {}
 

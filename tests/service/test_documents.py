@@ -12,6 +12,7 @@ from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
+from tests.conftest import examples
 from tests.results import PR_URL, review_result
 from tests.service.support import ERROR_KEYS, SERVICE_KEY, FakeReviewer, app_with, client_for
 
@@ -107,7 +108,7 @@ def test_the_api_keeps_its_openapi_document(keys: str) -> None:
 
         @hypothesis.given(case=operation.as_strategy())
         @hypothesis.settings(
-            max_examples=50,
+            max_examples=examples(50),
             deadline=None,
             suppress_health_check=list(hypothesis.HealthCheck),
             database=None,

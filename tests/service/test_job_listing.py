@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pr_review_api.errors import InvalidRequest
 from pr_review_api.jobs.records import JobFilter, JobPage, JobRecord
 from pr_review_api.service.job_listing import page_document, parse_listing_query
+from tests.conftest import examples
 
 FIXED_MESSAGES = {
     "The query string is too long.",
@@ -46,7 +47,7 @@ def test_values_out_of_their_rule_are_invalid_request(query: bytes) -> None:
         parse_listing_query(query)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=200))
 def test_any_bytes_are_read_or_refused_with_invalid_request(raw: bytes) -> None:
     refused: InvalidRequest | None = None

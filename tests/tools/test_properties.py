@@ -30,6 +30,7 @@ from pr_review_api.tools import (
     ToolOutcome,
     execute_tool,
 )
+from tests.conftest import examples
 from tests.gitrepo import EXECUTABLE, FILE
 from tests.hostile.world import (
     GIT_DIR_SENTINEL,
@@ -45,7 +46,7 @@ from tests.hostile.world import (
 ERROR_CODES: set[str] = set(get_args(ToolErrorCode))
 
 PROPERTIES = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     database=None,
     # The suite's autouse environment fixture is function-scoped and harmless to share.
@@ -340,7 +341,7 @@ DIRECTORIES = {
 }
 
 
-@settings(PROPERTIES, max_examples=60)
+@settings(PROPERTIES, max_examples=examples(60))
 @given(directory=st.sampled_from(sorted(DIRECTORIES)), limit=st.integers(1, 200))
 def test_paging_visits_every_file_of_a_directory_exactly_once(
     world: HostileWorld, pinned: PinnedRepository, directory: str, limit: int
