@@ -15,8 +15,8 @@ key is a hash of the server URL and the lower-cased owner and repository
 unlinked file.
 
 Only `refs/pull/N/head` (a merge request's `refs/merge-requests/N/head`) and `refs/heads/<base>`
-are fetched, into refs of our own namespace;
-those refs are what a later fetch offers as "haves", so it downloads only new objects. A
+are fetched, into refs of our own namespace; a later fetch offers those as "haves", so it
+downloads only new objects. A
 review whose two commits are already present fetches nothing. The size bound is enforced
 after each fetch by removing the least recently used repositories that no review is using;
 a repository in use is never removed, so the bound can be exceeded while it is.
