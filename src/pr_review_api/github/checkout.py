@@ -8,11 +8,10 @@ protected from eviction until the context exits. The cache itself is forge-neutr
 git configuration) and in whose words a failure is told; GitLab's merge requests
 (gitlab/checkout.py) are fetched into the same cache through one.
 
-The folders and locks under PR_REVIEW_CACHE_DIR are named in `cache_layout`. A repository's
-key is a hash of the server URL and the lower-cased owner and repository
-(GitHub names are case-insensitive), so no part of a URL ever becomes a path. Locks are
-`flock(2)` locks on files that are never deleted, so a waiter can never hold a lock on an
-unlinked file.
+The folders and locks under PR_REVIEW_CACHE_DIR are named in `cache_layout`. A repository's key
+is a hash of the server URL and the lower-cased owner and repository (GitHub names are
+case-insensitive), so no part of a URL ever becomes a path. Locks are
+`flock(2)` locks on files never deleted, so a waiter never holds a lock on an unlinked file.
 
 Only `refs/pull/N/head` (a merge request's `refs/merge-requests/N/head`) and `refs/heads/<base>`
 are fetched, into refs of our own namespace; a later fetch offers those as "haves", so it
