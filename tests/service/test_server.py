@@ -133,7 +133,7 @@ def test_running_out_of_descriptors_is_one_line_per_interval(
 
 SHUTDOWN_SERVER = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, pathlib, sys
     import uvicorn
     from pr_review_api.service.app import create_app
     from pr_review_api.service.dependencies import get_reviewer
@@ -142,6 +142,7 @@ SHUTDOWN_SERVER = textwrap.dedent(
     from tests.results import review_result
 
     async def slow(target, settings, *, include_trace, model):
+        pathlib.Path("in-flight").touch()  # the test signals only once a review runs
         await asyncio.sleep(1.5)
         return review_result()
 
@@ -195,7 +196,11 @@ def test_sigterm_lets_a_review_in_flight_finish(tmp_path: Path) -> None:
             )
         )
         request.start()
-        time.sleep(0.5)  # the review is in flight
+        in_flight = tmp_path / "in-flight"
+        deadline = time.monotonic() + 20
+        while not in_flight.exists():  # a loaded machine may take long to start the review
+            assert time.monotonic() < deadline, "the review never started"
+            time.sleep(0.02)
         process.send_signal(signal.SIGTERM)
         request.join(timeout=20)
         # uvicorn re-raises the signal once it has shut down, as a well-behaved daemon does.
