@@ -432,8 +432,14 @@ def test_sigint_to_a_real_review_exits_130_with_the_document(
         "REVIEW_TIMEOUT_SECONDS": "30",
     }
     args = ["review", "--repo", str(repo.path), "--base", base, "--head", head, "--format", "json"]
+    # As from a terminal: a suite started in the background of a non-interactive shell runs
+    # with SIGINT ignored, which every child inherits (and then rightly ignores Ctrl-C).
+    default_sigint = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
     process = subprocess.Popen(
-        [str(CONSOLE_SCRIPT), *args],
+        [sys.executable, "-c", default_sigint, str(CONSOLE_SCRIPT), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
