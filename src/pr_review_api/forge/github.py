@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from pr_review_api.errors import GitHubUnavailable, ServerBusy
 from pr_review_api.forge.base import ChangeForge, PostedHead, PriorReview
 from pr_review_api.github.checkout import PreparedPullRequest, open_pull_request
-from pr_review_api.github.checks import CheckReporter, severity_counts
+from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import (
     PermissionCache,
@@ -37,6 +37,7 @@ from pr_review_api.github.publish import publish_result
 from pr_review_api.github.resolve import resolve_fixed
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
+from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
