@@ -112,8 +112,8 @@ class StatusReporter:
         if status in NO_ACCESS:
             self.refused = True
             logger.info(
-                "GitLab refused the commit status (status %d): the token needs the Developer "
-                "role on the project; the merge gate is not set",
+                "GitLab refused the commit status (status %d: a token without the Developer "
+                "role, or a head the project does not hold); the merge gate is not set",
                 status,
             )
         elif status == 400 and _same_state(response.body):
