@@ -15,8 +15,10 @@
   `old_line` alone a removed line. Anything else is 400 with GitLab's "line_code" message.
   The diff is read here with its own small parser, not the code under test.
 
-Replies and award emoji, as GitLab enforces them:
+Replies, single notes and award emoji, as GitLab enforces them:
 
+- `GET .../merge_requests/:iid/notes/:note_id` gives one note of that merge request; 404
+  ("404 Note Not Found") for any other id.
 - `GET .../merge_requests/:iid/discussions/:discussion_id` gives one discussion with its notes,
   oldest first; 404 ("404 Discussion Not Found") for an id that is not a discussion of that
   merge request.
@@ -284,8 +286,8 @@ class FakeNotes:
         tail: list[str],
         body: bytes,
     ) -> None:
-        """A discussion (`discussions/:id`), a reply in it (`discussions/:id/notes`), or an
-        award emoji on a note (`notes/:id/award_emoji`)."""
+        """A discussion (`discussions/:id`), a reply in it (`discussions/:id/notes`), a note
+        (`notes/:id`), or an award emoji on a note (`notes/:id/award_emoji`)."""
         with self._lock:
             notes = list(self.notes.get(key, []))
         shape = (tail[0], len(tail), tail[-1], handler.command)
@@ -297,6 +299,12 @@ class FakeNotes:
             document = _discussion(thread[0], key[1])
             document["notes"] = [n.document(key[1]) for n in thread]
             handler.send_json(record, 200, document)
+        elif shape == ("notes", 2, tail[1], "GET"):
+            found = [n for n in notes if str(n.id) == tail[1]]
+            if not found:
+                handler.send_json(record, 404, {"message": "404 Note Not Found"})
+                return
+            handler.send_json(record, 200, found[0].document(key[1]))
         elif shape == ("discussions", 3, "notes", "POST"):
             self._reply(handler, record, key, notes, tail[1], body)
         elif shape == ("notes", 3, "award_emoji", "POST"):

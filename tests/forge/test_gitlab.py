@@ -1,7 +1,10 @@
-"""`--post` on a GitLab merge request (forge/gitlab.py), end to end (CONTRACT 10, 17): the
-CLI and the HTTP API through run_review, the fake GitLab (notes and discussions with GitLab's
-rules), real git and the scripted provider. The preflight fails before any provider request; a
-head already published answers without one.
+"""`--post` on a GitLab merge request (forge/gitlab.py), end to end (CONTRACT 10, 16, 17): the
+CLI and the HTTP API through run_review, the fake GitLab (notes, discussions and commit
+statuses with GitLab's rules), real git and the scripted provider. The preflight fails before
+any provider request; a head already published answers without one. The merge gate is the
+commit status `pr-review`: running, then failed or success by `fail_on`; neutral (a skipped
+automatic review) is success saying so; a head published before completes it with the counts
+our note states; a token that may not set statuses costs the gate, never the review.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ import pytest
 from click.testing import CliRunner, Result
 
 from pr_review_api.cli import commands as cli
+from pr_review_api.forge.gitlab import GitLabForge
 from pr_review_api.github.ledger import HeadKey, PublishedHead
 from pr_review_api.github.markers import head_marker
+from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.preflight import NEEDS_CREDENTIALS
+from pr_review_api.gitlab.urls import parse_merge_request_url
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.model import Publication, ReviewResult
@@ -26,6 +32,7 @@ from pr_review_api.service.app import create_app
 from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
+from tests.fakes.gitlab_statuses import FakeStatuses
 from tests.fakes.provider_server import ScriptedProvider
 from tests.fakes.provider_server import stop_turn as provider_stop_turn
 
@@ -49,9 +56,13 @@ CONTEXT = {**ADDED, "severity": "low", "title": "Returned unchecked", "line": 4}
 REVIEW = {"summary": "Two problems.", "findings": [ADDED, CONTEXT], "notes": []}
 
 
-def merge_request(fake: FakeGitLab, *, private: bool = True) -> MergeRequestFixture:
+def merge_request(
+    fake: FakeGitLab, *, private: bool = True, config: str | None = None
+) -> MergeRequestFixture:
+    """The merge request; `config` the base's .pr-review.toml."""
     fake.users[GITLAB_TOKEN] = BOT
-    return fake.merge_request(PATH, IID, base=BASE, head=HEAD, private=private)
+    base = BASE if config is None else {**BASE, ".pr-review.toml": config}
+    return fake.merge_request(PATH, IID, base=base, head=HEAD, private=private)
 
 
 def environment(
@@ -77,14 +88,21 @@ def environment(
         monkeypatch.setenv("GITLAB_TOKEN", token)
 
 
-def review_cli(mr: MergeRequestFixture) -> Result:
+def review_cli(mr: MergeRequestFixture, *options: str) -> Result:
     return CliRunner().invoke(
-        cli.main, ["review", mr.url, "--post", "--format", "json"], prog_name="pr-review"
+        cli.main,
+        ["review", mr.url, "--post", "--format", "json", *options],
+        prog_name="pr-review",
     )
 
 
 def posts(fake: FakeGitLab) -> list[str]:
-    return [r.path.rsplit("/", 1)[-1] for r in fake.api_requests() if r.method == "POST"]
+    """The endpoints of the notes and discussions posted (the gate's statuses left out)."""
+    return [
+        r.path.rsplit("/", 1)[-1]
+        for r in fake.api_requests()
+        if r.method == "POST" and "/statuses/" not in r.path
+    ]
 
 
 def test_post_publishes_a_note_and_discussions_through_the_cli(
@@ -263,3 +281,157 @@ def test_the_services_ledger_answers_a_published_head_before_the_model(
     assert again.publication.status == "already_published"
     assert again.publication.review_id == first.publication.review_id
     assert fake_gitlab_notes.notes == {}
+
+
+def gate_states(statuses: FakeStatuses) -> list[tuple[str, int]]:
+    """(state asked, GitLab's answer) of every status request, in order."""
+    return [(a.payload["state"], a.answer) for a in statuses.attempts]
+
+
+def test_the_gate_runs_then_fails_on_a_finding_at_fail_on_linking_our_note(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    fake_gitlab_statuses: FakeStatuses,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mr = merge_request(fake_gitlab, config='fail_on = "high"\n')
+    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    scripted_provider.script(provider_stop_turn(REVIEW))
+    done = review_cli(mr)
+    assert done.exit_code == 0, done.output  # the gate fails the merge, not the review
+    assert gate_states(fake_gitlab_statuses) == [("running", 201), ("failed", 201)]
+    (status,) = fake_gitlab_statuses.on(mr.head_sha)
+    assert status.status == "failed"
+    assert status.target_url == json.loads(done.stdout)["publication"]["url"]
+    assert status.description is not None
+    assert status.description.startswith("Findings at or above high: 1 high, 1 low;")
+    assert "of 1 changed file;" in status.description  # coverage, as numbers
+    assert "Validation after write" not in status.description  # no model text
+
+
+def test_the_gate_succeeds_below_fail_on(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    fake_gitlab_statuses: FakeStatuses,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mr = merge_request(fake_gitlab, config='fail_on = "critical"\n')
+    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    scripted_provider.script(provider_stop_turn(REVIEW))
+    assert review_cli(mr).exit_code == 0
+    assert gate_states(fake_gitlab_statuses) == [("running", 201), ("success", 201)]
+    (status,) = fake_gitlab_statuses.on(mr.head_sha)
+    assert status.description is not None
+    assert status.description.startswith("2 findings: 1 high, 1 low;")
+
+
+def test_a_skipped_automatic_review_sets_a_neutral_success_and_nothing_else(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    fake_gitlab_statuses: FakeStatuses,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mr = merge_request(fake_gitlab, config='fail_on = "info"\nskip_authors = ["ali*"]\n')
+    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    done = review_cli(mr, "--automatic")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["termination_reason"] == "skipped"
+    assert scripted_provider.requests == []
+    assert fake_gitlab_notes.of(PATH, IID) == []
+    assert gate_states(fake_gitlab_statuses) == [("success", 201)]
+    (status,) = fake_gitlab_statuses.on(mr.head_sha)
+    assert status.description == (
+        "Neutral, skipped: the author matches skip_authors (.pr-review.toml); no review ran."
+    )
+
+
+def test_a_head_published_before_completes_the_gate_with_the_counts_our_note_states(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    fake_gitlab_statuses: FakeStatuses,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mr = merge_request(fake_gitlab, config='fail_on = "high"\n')
+    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    scripted_provider.script(provider_stop_turn(REVIEW))
+    first = review_cli(mr)
+    assert first.exit_code == 0, first.output
+    asked = len(scripted_provider.requests)
+    again = review_cli(mr)
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["termination_reason"] == "already_published"
+    assert len(scripted_provider.requests) == asked
+    # No model asked, so no running status: a new status (the first was finished), from our note.
+    assert gate_states(fake_gitlab_statuses)[2:] == [("failed", 201)]
+    later = fake_gitlab_statuses.on(mr.head_sha)[-1]
+    assert later.status == "failed"
+    assert later.description is not None
+    assert later.description.startswith("Findings at or above high: 1 high, 1 low;")
+    assert later.target_url == json.loads(first.stdout)["publication"]["url"]
+
+
+def test_a_token_that_may_not_set_statuses_still_publishes_the_review(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    fake_gitlab_statuses: FakeStatuses,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mr = merge_request(fake_gitlab, config='fail_on = "high"\n')
+    fake_gitlab_statuses.levels[BOT] = 20  # Reporter: may comment, may not set statuses
+    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    scripted_provider.script(provider_stop_turn(REVIEW))
+    done = review_cli(mr)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["publication"]["status"] == "published"
+    assert len(fake_gitlab_notes.plain_notes(PATH, IID)) == 1
+    assert gate_states(fake_gitlab_statuses) == [("running", 403)]  # then given up
+    assert fake_gitlab_statuses.statuses == []
+    assert GITLAB_TOKEN not in done.output
+
+
+def test_check_runs_off_sets_no_status(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    fake_gitlab_statuses: FakeStatuses,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mr = merge_request(fake_gitlab, config='fail_on = "high"\n')
+    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    monkeypatch.setenv("PR_REVIEW_CHECK_RUNS", "false")
+    scripted_provider.script(provider_stop_turn(REVIEW))
+    done = review_cli(mr)
+    assert done.exit_code == 0, done.output
+    assert len(fake_gitlab_notes.plain_notes(PATH, IID)) == 1
+    assert fake_gitlab_statuses.attempts == []
+
+
+def test_posted_counts_read_only_our_own_note(
+    fake_gitlab: FakeGitLab, fake_gitlab_notes: FakeNotes, tmp_path: Path
+) -> None:
+    mr = merge_request(fake_gitlab)
+    ours = fake_gitlab_notes.add(PATH, IID, "### pr-review\n\n**Findings:** 2 medium\n", BOT)
+    theirs = fake_gitlab_notes.add(PATH, IID, "**Findings:** 9 critical\n", "mallory")
+    settings = fake_gitlab.settings(tmp_path / "cache", token=GITLAB_TOKEN)
+
+    async def counts(note_id: int | None) -> object:
+        async with GitLabClient(settings) as gitlab:
+            forge = GitLabForge(settings, gitlab)
+            info = parse_merge_request_url(mr.url, settings).info
+            return await forge.posted_counts(info, note_id)
+
+    assert asyncio.run(counts(ours.id)) == {"medium": 2}
+    assert asyncio.run(counts(theirs.id)) is None  # not ours: unknown, never its counts
+    assert asyncio.run(counts(99_999)) is None  # gone
+    assert asyncio.run(counts(None)) is None

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from pr_review_api.forge.base import PostedHead, PriorReview
+from pr_review_api.forge.gate import GateReporter
 from pr_review_api.forge.github import GitHubForge
 from pr_review_api.github.checkout import PreparedPullRequest
-from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import PermissionCache
 from pr_review_api.github.ledger import DismissedFindings, PublishLedger
@@ -42,7 +42,7 @@ class RecordingForge(GitHubForge):
         async with super().open_change(url) as prepared:
             yield prepared
 
-    def check_reporter(self, info: PullRequestInfo, head_sha: str) -> CheckReporter | None:
+    def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         self.calls.append("check_reporter")
         return super().check_reporter(info, head_sha)
 

@@ -28,12 +28,12 @@ from pr_review_api.cli.jobs import jobs_command
 from pr_review_api.cli.progress import live_progress
 from pr_review_api.cli.worker import worker as worker_command
 from pr_review_api.errors import ConfigurationError, Interrupted, InvalidRequest, ReviewError
-from pr_review_api.github.checks import CheckOutcome
 from pr_review_api.loop.final_review import review_schema_json
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget, ReviewTarget
 from pr_review_api.output.common import OUTPUT_FORMATS, LocalSubject, OutputFormat
 from pr_review_api.output.formats import render
+from pr_review_api.output.gate_outcome import CheckOutcome
 from pr_review_api.output.json import render_json
 from pr_review_api.settings import load_settings
 

@@ -5,7 +5,7 @@ cache, its metadata), the preflight of publishing, what was published before (th
 ledger, our own markers on the change), publishing, resolving our fixed threads, the check of
 the merge gate and the findings the team dismissed. forge/github.py and forge/gitlab.py
 implement it over github/ and gitlab/; forge/select.py picks one by the change's URL. What a
-forge does not have (GitLab's check runs, reactions, thread resolution) is a method that does
+forge does not have (GitLab's reactions, thread resolution) is a method that does
 nothing, so the review's steps are the same on every forge.
 """
 
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from pr_review_api.errors import ReviewError
 from pr_review_api.forge.checkout import unavailable_error
+from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import PreparedPullRequest
-from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import PermissionCache
 from pr_review_api.github.ledger import DismissedFindings, PublishLedger
@@ -99,8 +99,8 @@ class ChangeForge(ABC):
         """Parse the URL, read the metadata, fetch and pin both commits until exit."""
 
     @abstractmethod
-    def check_reporter(self, info: PullRequestInfo, head_sha: str) -> CheckReporter | None:
-        """The merge gate's check on the head (CONTRACT 16), or None: the forge has none."""
+    def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
+        """The merge gate's mark on the head (CONTRACT 16), or None: the forge has none."""
 
     @abstractmethod
     async def ensure_can_publish(self, info: PullRequestInfo) -> None:

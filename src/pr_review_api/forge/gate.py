@@ -1,7 +1,7 @@
 """The merge gate of one published review (CONTRACT 16): the check's outcomes, told to the
-forge's reporter (github/checks.py's check run; none on GitLab) and to `on_outcome` (the CLI's
---check-file, the Action). loop/gate.py decides when each is told; a Gate never raises for the
-reporter's requests.
+forge's reporter (a `GateReporter`: github/checks.py's check run, gitlab/status.py's commit
+status) and to `on_outcome` (the CLI's --check-file, the Action). loop/gate.py decides when
+each is told; a Gate never raises for the reporter's requests.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from pr_review_api.github.checks import (
+from pr_review_api.github.placement import fingerprint_of, line_texts
+from pr_review_api.model import Finding, ReviewResult, Severity
+from pr_review_api.output.gate_outcome import (
     CheckOutcome,
-    CheckReporter,
     FailOn,
     GateFinding,
     ended_outcome,
@@ -23,15 +25,24 @@ from pr_review_api.github.checks import (
     stricter,
     unknown_outcome,
 )
-from pr_review_api.github.placement import fingerprint_of, line_texts
-from pr_review_api.model import Finding, ReviewResult, Severity
 
 # Told every outcome the check is completed with.
 OnOutcome = Callable[[CheckOutcome], None]
 
 
+class GateReporter(Protocol):
+    """The gate's mark on the head, as one forge shows it. Neither method raises for the
+    forge's answers: a refused or failed request is logged in fixed words and given up."""
+
+    async def start(self) -> None:
+        """The review has started on the head (a check `in_progress`, a status `running`)."""
+
+    async def complete(self, outcome: CheckOutcome, review_url: str | None = None) -> None:
+        """The review's outcome; `review_url` our published review's page, when known."""
+
+
 def gate_of(
-    reporter: CheckReporter | None,
+    reporter: GateReporter | None,
     fail_on: FailOn,
     override: FailOn | None,
     git_dir: Path | None,
@@ -47,7 +58,7 @@ def gate_of(
 class Gate:
     """The check of one review; `reporter` None: nothing to set."""
 
-    reporter: CheckReporter | None
+    reporter: GateReporter | None
     fail_on: FailOn
     git_dir: Path | None = None
     # Fingerprints dismissed in this repository (the review conversation): never fail the check.

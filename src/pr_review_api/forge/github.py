@@ -20,8 +20,9 @@ from pydantic import ValidationError
 
 from pr_review_api.errors import GitHubUnavailable, ServerBusy
 from pr_review_api.forge.base import ChangeForge, PostedHead, PriorReview
+from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import PreparedPullRequest, open_pull_request
-from pr_review_api.github.checks import CheckReporter, severity_counts
+from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import (
     PermissionCache,
@@ -37,6 +38,7 @@ from pr_review_api.github.publish import publish_result
 from pr_review_api.github.resolve import resolve_fixed
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
+from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
@@ -61,7 +63,7 @@ class GitHubForge(ChangeForge):
         async with open_pull_request(url, self.settings, self.github) as prepared:
             yield prepared
 
-    def check_reporter(self, info: PullRequestInfo, head_sha: str) -> CheckReporter | None:
+    def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return CheckReporter(self.github, info.owner, info.repo, head_sha)
 
     async def ensure_can_publish(self, info: PullRequestInfo) -> None:

@@ -11,9 +11,11 @@ With the service's dismissals (CONTRACT 15; the project's key is `gitlab:group/p
 first message names the findings dismissed in the changed files, and a finding whose
 fingerprint was dismissed is not published (`publication.suppressed`).
 
-What GitHub has and a merge request does not have here: check runs (section 16's gate has no
-reporter; `--check-file` still gets the outcome), resolving our fixed threads, and dismissals
-by reaction (read from GitHub at each review): those methods do nothing.
+The merge gate (CONTRACT 16) is a commit status `pr-review` on the head (gitlab/status.py); a
+head published before completes it with the counts by severity our note states.
+
+What GitHub has and a merge request does not have here: resolving our fixed threads, and
+dismissals by reaction (read from GitHub at each review): those methods do nothing.
 """
 
 from __future__ import annotations
@@ -27,18 +29,20 @@ from typing import TYPE_CHECKING
 
 from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.forge.base import ChangeForge, PostedHead, PriorReview
+from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import PreparedPullRequest
-from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.conversation import PermissionCache
 from pr_review_api.github.history import PublishFailure, re_review_of
 from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.history import prior_state
+from pr_review_api.gitlab.history import our_note_body, prior_state
 from pr_review_api.gitlab.preflight import ensure_can_publish
 from pr_review_api.gitlab.publish import merge_request_key, publish_merge_request
+from pr_review_api.gitlab.status import StatusReporter
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
+from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
@@ -65,8 +69,8 @@ class GitLabForge(ChangeForge):
         async with open_merge_request(url, self.settings, self.gitlab) as prepared:
             yield prepared
 
-    def check_reporter(self, info: PullRequestInfo, head_sha: str) -> CheckReporter | None:
-        return None  # no check run on a merge request (yet): the outcome still reaches on_outcome
+    def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
+        return StatusReporter(self.gitlab, _ref(info), head_sha)
 
     async def ensure_can_publish(self, info: PullRequestInfo) -> None:
         await ensure_can_publish(self.gitlab)
@@ -100,9 +104,10 @@ class GitLabForge(ChangeForge):
     async def posted_counts(
         self, info: PullRequestInfo, review_id: int | None
     ) -> Counter[Severity] | None:
-        # No check run to complete from the posted counts: the outcome, for --check-file, is
-        # the gate's "unknown" of a head published before.
-        return None
+        if review_id is None:
+            return None
+        body = await our_note_body(self.gitlab, _ref(info), review_id)
+        return None if body is None else severity_counts(body)
 
     async def dismissed_titles(
         self, info: PullRequestInfo, paths: list[str], dismissals: DismissedFindings

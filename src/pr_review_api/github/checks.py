@@ -1,16 +1,13 @@
 """The merge gate on GitHub: a check run `pr-review` on the head (CONTRACT 16).
 
-Two parts with a clear boundary, so that another forge can have its own reporter:
-
-- what the check says (`CheckOutcome`): pure functions of the review, the repository's
-  `fail_on` and the dismissed fingerprints: the conclusion, a title, a summary (counts by
-  severity, coverage, the review's link) and one annotation per finding;
-- `CheckReporter`: the requests. `start` creates the run `in_progress`; `complete` completes it
-  (or creates it completed, when it was never started) with the first 50 annotations, and
-  sends the rest 50 at a time with PATCH, as GitHub requires. A token that may not create
-  check runs (GitHub answers 403 or 404: a personal token, a workflow token without
-  `checks: write`) gets a commit status `pr-review` with the same outcome instead (`neutral`,
-  which statuses lack, is `success`: neither blocks a merge).
+What the check says (`CheckOutcome`: the conclusion, a title, a summary, the findings) is
+output/gate_outcome.py's, the same on every forge. Here are GitHub's requests: one annotation
+per finding, and `CheckReporter` (forge/gate.py's `GateReporter` on GitHub). `start` creates
+the run `in_progress`; `complete` completes it (or creates it completed, when it was never
+started) with the first 50 annotations, and sends the rest 50 at a time with PATCH, as GitHub
+requires. A token that may not create check runs (GitHub answers 403 or 404: a personal
+token, a workflow token without `checks: write`) gets a commit status `pr-review` with the
+same outcome instead (`neutral`, which statuses lack, is `success`: neither blocks a merge).
 
 Nothing here ever fails a review: a refused or failed request is logged in fixed words and the
 review goes on. Model text reaches only the annotations (plain text on GitHub, cut to its
@@ -20,20 +17,16 @@ limits); the title and the summary are ours.
 from __future__ import annotations
 
 import logging
-import re
-from collections import Counter
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.model import SEVERITIES, Coverage, Severity
-from pr_review_api.output.common import coverage_line
-from pr_review_api.output.inert_markdown import escape_inline
+from pr_review_api.model import Severity
+from pr_review_api.output.gate_outcome import CheckOutcome, GateFinding
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +37,6 @@ MAX_ANNOTATION_MESSAGE_CHARS = 4000
 MAX_STATUS_DESCRIPTION_CHARS = 140
 NO_ACCESS = (403, 404)  # the token may not create check runs
 
-Conclusion = Literal["success", "failure", "neutral"]
-FailOn = Literal["critical", "high", "medium", "low", "info", "none"]
 _LEVEL: dict[Severity, str] = {
     "critical": "failure",
     "high": "failure",
@@ -53,53 +44,6 @@ _LEVEL: dict[Severity, str] = {
     "low": "notice",
     "info": "notice",
 }
-
-
-@dataclass(frozen=True)
-class GateFinding:
-    """A finding as the gate sees it: its severity, where it is, and its fingerprint."""
-
-    severity: Severity
-    path: str
-    line: int | None
-    title: str
-    message: str
-    fingerprint: str
-
-
-@dataclass(frozen=True)
-class CheckOutcome:
-    """What the completed check says."""
-
-    conclusion: Conclusion
-    title: str
-    summary: str
-    annotations: tuple[dict[str, Any], ...] = field(default=())
-
-
-def fails(severity: Severity, fail_on: FailOn) -> bool:
-    """Whether a finding of `severity` is at or above `fail_on` ("none": never)."""
-    if fail_on == "none":
-        return False
-    return SEVERITIES.index(severity) <= SEVERITIES.index(fail_on)
-
-
-def conclusion_of(
-    findings: Sequence[GateFinding], fail_on: FailOn, dismissed: Collection[str]
-) -> Conclusion:
-    """`failure` exactly when an undismissed finding is at or above `fail_on`."""
-    blocking = (f for f in findings if f.fingerprint not in dismissed)
-    return "failure" if any(fails(f.severity, fail_on) for f in blocking) else "success"
-
-
-def stricter(base: FailOn, override: FailOn | None) -> FailOn:
-    """The stricter of the base's `fail_on` and an operator's override (the Action's input):
-    an override can only make the gate fail on more, never relax what the base commit says."""
-    if override is None or override == "none":
-        return base
-    if base == "none":
-        return override
-    return base if SEVERITIES.index(base) >= SEVERITIES.index(override) else override
 
 
 def annotation(finding: GateFinding) -> dict[str, Any]:
@@ -118,86 +62,6 @@ def batches(items: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """Annotations in requests of at most 50; one empty batch when there are none."""
     size = MAX_ANNOTATIONS_PER_REQUEST
     return [list(items[i : i + size]) for i in range(0, len(items), size)] or [[]]
-
-
-def review_outcome(
-    findings: Sequence[GateFinding],
-    fail_on: FailOn,
-    dismissed: Collection[str],
-    coverage: Coverage,
-    review_url: str | None,
-    counts: Counter[Severity] | None = None,
-) -> CheckOutcome:
-    """The check of a review that ended with a final review. `counts` (severity counts read
-    back from a review already posted) stand in for findings the check cannot list."""
-    kept = [f for f in findings if f.fingerprint not in dismissed]
-    tally = counts if counts is not None else Counter(f.severity for f in kept)
-    conclusion = conclusion_of(kept, fail_on, ())
-    if counts is not None and fail_on != "none":
-        conclusion = (
-            "failure" if any(fails(s, fail_on) for s in counts if counts[s]) else conclusion
-        )
-    total = sum(tally.values())
-    shown = ", ".join(f"{tally[s]} {s}" for s in SEVERITIES if tally[s]) or "none"
-    if conclusion == "failure":
-        title = f"Findings at or above {fail_on}: {shown}"
-    else:
-        title = f"{total} finding{'' if total == 1 else 's'}" + (f": {shown}" if total else "")
-    gate = "never fails" if fail_on == "none" else f"fails on {fail_on} or above"
-    lines = [
-        f"**Findings:** {shown}",
-        "",
-        coverage_line(coverage, escape_inline),  # repository paths: inert Markdown
-        "",
-        f"The gate {gate} (`fail_on`: docs/configuration-file.md).",
-    ]
-    if review_url:
-        lines += ["", f"[The review]({review_url})"]
-    return CheckOutcome(conclusion, title, "\n".join(lines), tuple(annotation(f) for f in kept))
-
-
-_COUNTS_LINE = re.compile(r"^\*\*Findings:\*\* (.{1,200})$", re.MULTILINE)
-_COUNT = re.compile(r"(\d{1,4}) (critical|high|medium|low|info)\b")
-
-
-def severity_counts(body: str) -> Counter[Severity]:
-    """The counts by severity that our posted review's body states (github/review_text.py
-    writes "**Findings:** 1 high, 2 low", or "none"); model text is escaped there, so the
-    first such line is ours."""
-    counts: Counter[Severity] = Counter()
-    found = _COUNTS_LINE.search(body)
-    if found is None:
-        return counts
-    for number, severity in _COUNT.findall(found.group(1)):
-        counts[severity] += int(number)
-    return counts
-
-
-def unknown_outcome() -> CheckOutcome:
-    """A head published before whose review could not be read back."""
-    return CheckOutcome(
-        "neutral",
-        "Published earlier; its findings could not be read",
-        "This head was reviewed and published before, but that review could not be read back.",
-    )
-
-
-def ended_outcome(code: str) -> CheckOutcome:
-    """The check of a review that ended without a final review."""
-    return CheckOutcome(
-        "neutral",
-        "The review ended without a final review",
-        f"The review ended with `{code}`; nothing was published.",
-    )
-
-
-def skipped_outcome(rule: str) -> CheckOutcome:
-    """The check of an automatic review that a skip rule of the base commit skipped."""
-    return CheckOutcome(
-        "neutral",
-        f"skipped: {rule}",
-        f"skipped: {rule}. The rule is in .pr-review.toml at the base commit; no review ran.",
-    )
 
 
 class _CreatedWire(BaseModel):
@@ -235,7 +99,7 @@ class CheckReporter:
 
     async def complete(self, outcome: CheckOutcome, review_url: str | None = None) -> None:
         """Complete the run with `outcome`: annotations 50 per request."""
-        first, *rest = batches(outcome.annotations)
+        first, *rest = batches([annotation(f) for f in outcome.findings])
         finished = {
             "status": "completed",
             "conclusion": outcome.conclusion,

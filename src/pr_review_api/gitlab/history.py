@@ -14,12 +14,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from pr_review_api.errors import ReviewError
 from pr_review_api.github.history import PublishFailure
 from pr_review_api.github.markers import Post, PriorState, read_markers
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import MergeRequestRef
 
 MAX_LIST_PAGES = 30
+MAX_NOTE_BYTES = 4 * 1024 * 1024  # a note holds at most 1,000,000 characters
 
 
 def status_failure(status: int, what: str) -> PublishFailure:
@@ -86,3 +88,22 @@ async def prior_state(
     state = read_markers(_posts(items, ref), username, reviews=True)
     state.complete = complete or (head_sha is not None and state.review_of(head_sha) is not None)
     return state
+
+
+async def our_note_body(gitlab: GitLabClient, ref: MergeRequestRef, note_id: int) -> str | None:
+    """The body of our note `note_id` on the merge request (`GET .../notes/:note_id`), or None
+    when it cannot be read or is not ours (only our notes' lines count, as markers do)."""
+    url = ref.api_url(gitlab.settings, f"/notes/{note_id}")
+    try:
+        response = await gitlab.request("GET", url, limit=MAX_NOTE_BYTES)
+        if response.status != 200:
+            return None
+        username = await gitlab.username()
+    except ReviewError:
+        return None
+    try:
+        note = NoteWire.model_validate_json(response.body)
+    except ValidationError:
+        return None
+    author = None if note.author is None else note.author.username
+    return note.body if author == username and not note.system else None
