@@ -15,14 +15,16 @@ resolve:
   is not resolvable (a plain note's) and for a user who is neither a member with Developer (30)
   or higher access (active) nor the merge request's author (`Discussion#can_resolve?`).
 
-Every resolution GitLab made is recorded in `resolutions` (discussion id, user, resolved).
-`award` gives a note an award emoji as someone did earlier.
+Every resolution GitLab made is recorded in `resolutions` (discussion id, user, resolved), every
+award listing in `award_reads` (and the most listings served at once); `award` gives a note an
+award emoji as someone did earlier.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -45,6 +47,9 @@ class FakeThreads:
         self.members = members
         self.resolutions: list[tuple[str, str, bool]] = []  # (discussion id, user, resolved)
         self.award_reads: list[int] = []  # note ids whose awards were listed
+        self.award_delay = 0.0  # seconds each award listing takes, to see reads overlap
+        self.most_awards_in_flight = 0
+        self._in_flight = 0
         self._lock = threading.Lock()
         self.fake.routes.insert(0, self.route)
 
@@ -89,7 +94,12 @@ class FakeThreads:
             return
         with self._lock:
             self.award_reads.append(int(note_id))
+            self._in_flight += 1
+            self.most_awards_in_flight = max(self.most_awards_in_flight, self._in_flight)
             given = [(i, a) for i, a in enumerate(self.notes.awards, 1) if a[0] == int(note_id)]
+        time.sleep(self.award_delay)
+        with self._lock:
+            self._in_flight -= 1
         items = [
             {
                 "id": award_id,
@@ -117,7 +127,12 @@ class FakeThreads:
         if token is None:
             handler.send_json(record, 401, {"message": "401 Unauthorized"})
             return
-        thread = [n for n in self.notes.of_key(key) if n.discussion_id == discussion_id]
+        # A plain note is a discussion of its own (`individual_note`), never resolvable.
+        thread = [
+            n
+            for n in self.notes.of_key(key)
+            if (n.discussion_id or f"{n.id:040x}") == discussion_id
+        ]
         if not thread:
             handler.send_json(record, 404, {"message": "404 Discussion Not Found"})
             return
