@@ -15,7 +15,8 @@ from pr_review_api.settings import Settings
 from tests.gitrepo import GitRepo
 
 # The fakes' fixtures (`scripted_provider`, `fake_github`, `fake_gitlab`, `fake_gitlab_notes`,
-# `fake_gitlab_statuses`), for every test: a test asks for one by name and never imports it.
+# `fake_gitlab_statuses`, `fake_gitlab_threads`), for every test: a test asks for one by name and
+# never imports it.
 # tests/README.md says which fake to use when.
 pytest_plugins = [
     "tests.fakes.provider_server",
@@ -23,6 +24,7 @@ pytest_plugins = [
     "tests.fakes.gitlab_server",
     "tests.fakes.gitlab_notes",
     "tests.fakes.gitlab_statuses",
+    "tests.fakes.gitlab_threads",
 ]
 
 # Distinctive secrets: tests assert they never appear in any output, log, trace or file.

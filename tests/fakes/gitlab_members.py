@@ -35,7 +35,15 @@ class Members:
         self, project: str, *, user_id: int, username: str, level: int, state: str = "active"
     ) -> None:
         self.fake.project(project)
+        self.fake.user_ids[username] = user_id  # the id GitLab gives the user everywhere
         self.levels[(project, user_id)] = (username, level, state)
+
+    def level_of(self, project: str, username: str) -> int:
+        """The user's access level on the project, 0 for a non-member or a blocked user."""
+        for (path, _), (name, level, state) in self.levels.items():
+            if path.lower() == project.lower() and name == username and state == "active":
+                return level
+        return 0
 
     def route(
         self,

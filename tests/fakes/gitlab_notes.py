@@ -4,7 +4,10 @@
 
 - `GET  .../merge_requests/:iid/notes` lists every note, discussions' notes included, newest
   first unless `sort=asc` (`order_by` created_at or updated_at), paginated as GitLab does
-  (`X-Page`, `X-Next-Page`, ...); each note has `author.username`, `system`, `type`.
+  (`X-Page`, `X-Next-Page`, ...); each note has `author` (`id`, `username`), `system`, `type`,
+  and `resolvable` (a discussion's note, not a system note), `resolved`, `resolved_by`.
+  `GET .../discussions` lists the discussions oldest first, each with its notes (a plain note
+  is an `individual_note` discussion of one).
 - `POST .../merge_requests/:iid/notes` `{"body"}` and `POST .../discussions` `{"body",
   "position"}` need a token (401 without one); the author is the token's user. A body must
   be 1 to 1,000,000 characters (400 otherwise).
@@ -70,15 +73,26 @@ class StoredNote:
     system: bool = False
     discussion_id: str | None = None
     position: dict[str, Any] | None = None
+    author_id: int = 7
+    resolved_by: tuple[int, str] | None = None  # (user id, username)
+
+    @property
+    def resolvable(self) -> bool:
+        """GitLab's rule: a DiffNote or DiscussionNote on a merge request, not a system note."""
+        return self.discussion_id is not None and not self.system
 
     def document(self, iid: int) -> dict[str, Any]:
         kind = "DiscussionNote" if self.discussion_id is not None else None
+        by = self.resolved_by
         return {
             "id": self.id,
             "type": "DiffNote" if self.position is not None else kind,
             "body": self.body,
-            "author": {"id": 7, "username": self.author},
+            "author": {"id": self.author_id, "username": self.author},
             "system": self.system,
+            "resolvable": self.resolvable,
+            "resolved": self.resolvable and by is not None,
+            "resolved_by": None if by is None else {"id": by[0], "username": by[1]},
             "noteable_type": "MergeRequest",
             "noteable_iid": iid,
             "created_at": f"2026-01-01T00:00:{self.id % 60:02d}Z",
@@ -165,6 +179,7 @@ class FakeNotes:
         """A note someone (or GitLab itself) wrote earlier."""
         project = self.fake.project(path)
         note = StoredNote(next(self._ids), body, author, system=system)
+        note.author_id = self.fake.user_id(author)
         with self._lock:
             self.notes.setdefault((project.id, iid), []).append(note)
         return note
@@ -174,6 +189,11 @@ class FakeNotes:
         with self._lock:
             return list(self.notes.get((self.fake.project(path).id, iid), []))
 
+    def of_key(self, key: tuple[int, int]) -> list[StoredNote]:
+        """The notes of the merge request (project id, iid), oldest first."""
+        with self._lock:
+            return list(self.notes.get(key, []))
+
     def reply(self, path: str, iid: int, discussion_id: str, body: str, author: str) -> StoredNote:
         """A reply someone wrote in a discussion of the merge request."""
         project = self.fake.project(path)
@@ -181,6 +201,7 @@ class FakeNotes:
             notes = self.notes.get((project.id, iid), [])
             first = next(n for n in notes if n.discussion_id == discussion_id)
             note = StoredNote(next(self._ids), body, author, discussion_id=discussion_id)
+            note.author_id = self.fake.user_id(author)
             note.position = first.position
             notes.append(note)
         return note
@@ -230,8 +251,18 @@ class FakeNotes:
             return
         with self._lock:
             notes = list(self.notes.get(key, []))
-        if kind == "discussions":
-            items = [_discussion(n, key[1]) for n in notes if n.discussion_id is not None]
+        if kind == "discussions":  # oldest first, each with its notes; a plain note alone
+            threads: dict[str, list[StoredNote]] = {}
+            for n in notes:
+                threads.setdefault(n.discussion_id or f"{n.id:040x}", []).append(n)
+            items = [
+                {
+                    "id": thread_id,
+                    "individual_note": thread[0].discussion_id is None,
+                    "notes": [n.document(key[1]) for n in thread],
+                }
+                for thread_id, thread in threads.items()
+            ]
         else:
             items = [n.document(key[1]) for n in (notes if sort == "asc" else notes[::-1])]
         handler.send_page(record, items)
@@ -270,6 +301,7 @@ class FakeNotes:
                 handler.send_json(record, 400, LINE_CODE_REFUSED)
                 return
         note = StoredNote(next(self._ids), text, self.fake.users[token], position=position)
+        note.author_id = self.fake.user_id(note.author)
         if kind == "discussions":
             note.discussion_id = f"{note.id:040x}"
         with self._lock:
@@ -334,6 +366,7 @@ class FakeNotes:
             handler.send_json(record, 400, {"message": {"note": ["can't be blank"]}})
             return
         note = StoredNote(next(self._ids), text, self.fake.users[token])
+        note.author_id = self.fake.user_id(note.author)
         note.discussion_id, note.position = discussion_id, thread[0].position
         with self._lock:
             self.quick_actions += _COMMAND.findall(text.replace("\r", ""))
@@ -374,7 +407,7 @@ class FakeNotes:
         document = {
             "id": award_id,
             "name": name,
-            "user": {"id": 7, "username": user},
+            "user": {"id": self.fake.user_id(user), "username": user},
             "awardable_id": int(note_id),
             "awardable_type": "Note",
         }

@@ -188,6 +188,7 @@ class FakeGitLab:
         self.git_root.mkdir(parents=True, exist_ok=True)
         self.requests: list[RecordedRequest] = []
         self.users: dict[str, str] = {}  # token -> username answered by GET /user
+        self.user_ids: dict[str, int] = {}  # username -> its id in every document (user_id)
         self.page_size = MAX_PER_PAGE  # at most this many items per page, whatever per_page says
         self.routes: list[Route] = []
         self.api_redirect: str | None = None  # answer API requests with a redirect to this URL
@@ -293,6 +294,11 @@ class FakeGitLab:
     def fixture(self, path: str, iid: int) -> MergeRequestFixture:
         return self._merge_requests[(self.project(path).id, iid)]
 
+    def user_id(self, username: str) -> int:
+        """The user's id, as notes, awards and `GET /user` give it (stable for the server)."""
+        with self._lock:
+            return self.user_ids.setdefault(username, 100 + len(self.user_ids))
+
     # --- what was asked ---
 
     def api_requests(self) -> list[RecordedRequest]:
@@ -396,7 +402,8 @@ class _Handler(BaseHTTPRequestHandler):
             if token is None:
                 self.send_json(record, 401, {"message": "401 Unauthorized"})
             else:
-                self.send_json(record, 200, {"id": 7, "username": fake.users[token]})
+                username = fake.users[token]
+                self.send_json(record, 200, {"id": fake.user_id(username), "username": username})
             return
         pieces = path.split("/")  # "", "projects", id, ...
         if len(pieces) < 3 or pieces[1] != "projects":

@@ -5,8 +5,8 @@ cache, its metadata), the preflight of publishing, what was published before (th
 ledger, our own markers on the change), publishing, resolving our fixed threads, the check of
 the merge gate and the findings the team dismissed. forge/github.py and forge/gitlab.py
 implement it over github/ and gitlab/; forge/select.py picks one by the change's URL. What a
-forge does not have (GitLab's reactions, thread resolution) is a method that does
-nothing, so the review's steps are the same on every forge.
+forge does not have is a method that does nothing, so the review's steps are the same on every
+forge.
 """
 
 from __future__ import annotations

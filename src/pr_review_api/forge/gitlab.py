@@ -7,19 +7,22 @@ markers: a head already published answers `already_published` without a provider
 on GitHub; a re-review names the files changed since our last reviewed head. After the review:
 gitlab/publish.py posts the discussions and the note.
 
-With the service's dismissals (CONTRACT 15; the project's key is `gitlab:group/project`), the
-first message names the findings dismissed in the changed files, and a finding whose
-fingerprint was dismissed is not published (`publication.suppressed`).
+Dismissals (CONTRACT 15; gitlab/dismissals.py): in the service, the `thumbsdown` awards of
+Developers on our findings' first notes are read at each review and stored for the project
+(key `gitlab:group/project`, as the `ignore` replies the webhook stores); the first message
+names the findings dismissed in the changed files, and a finding whose fingerprint was
+dismissed is not published (`publication.suppressed`). Outside the service (no database), a
+re-review with findings reads the merge request's own `ignore` replies and `thumbsdown` awards,
+and suppresses those. After a re-review is published, the discussions of ours its new head
+fixed are resolved (gitlab/resolve.py; `publication.resolved`).
 
 The merge gate (CONTRACT 16) is a commit status `pr-review` on the head (gitlab/status.py); a
 head published before completes it with the counts by severity our note states.
-
-What GitHub has and a merge request does not have here: resolving our fixed threads, and
-dismissals by reaction (read from GitHub at each review): those methods do nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Collection
@@ -27,18 +30,23 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pr_review_api.errors import ReviewError, ServerBusy
+from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError, ServerBusy
 from pr_review_api.forge.base import ChangeForge, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.github.conversation import PermissionCache
 from pr_review_api.github.history import PublishFailure, re_review_of
 from pr_review_api.github.ledger import DismissedFindings, PublishLedger
+from pr_review_api.github.placement import fingerprint_of, line_texts
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.gitlab.conversation import AccessLevels
+from pr_review_api.gitlab.discussions import finding_discussions
+from pr_review_api.gitlab.dismissals import dismissed_on_merge_request, thumbs_down
 from pr_review_api.gitlab.history import our_note_body, prior_state
 from pr_review_api.gitlab.preflight import ensure_can_publish
 from pr_review_api.gitlab.publish import merge_request_key, publish_merge_request
+from pr_review_api.gitlab.resolve import resolve_fixed
 from pr_review_api.gitlab.status import StatusReporter
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
@@ -63,6 +71,8 @@ class GitLabForge(ChangeForge):
     def __init__(self, settings: Settings, gitlab: GitLabClient) -> None:
         self.settings = settings
         self.gitlab = gitlab
+        # Who may dismiss, asked once per user and review (the webhook route keeps its own).
+        self.access = AccessLevels()
 
     @asynccontextmanager
     async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
@@ -126,12 +136,33 @@ class GitLabForge(ChangeForge):
         reviewed_before: bool,
         has_findings: bool,
     ) -> Collection[str]:
-        """The project's dismissed fingerprints (no reactions to read: a dismissal on GitLab
-        is an `ignore` in our discussion, stored when its webhook arrives)."""
-        if dismissals is None:
-            return set()
+        """The project's dismissed fingerprints, after storing the `thumbsdown` awards of
+        Developers on our findings' first notes of this merge request (CONTRACT 15).
+        `permissions` is GitHub's cache: GitLab's access levels are this forge's own."""
+        ref = _ref(info)
+        if dismissals is None:  # the CLI, a GitLab CI job: what the merge request itself says
+            if not reviewed_before or not has_findings:
+                return set()  # no earlier review of ours to dismiss, or nothing to suppress
+            try:
+                return await dismissed_on_merge_request(self.gitlab, ref, self.access)
+            except (GitLabUnavailable, PullRequestNotFound):
+                return set()
         try:
-            return await dismissals.fingerprints(_ref(info).dismissals_key)
+            discussions = await finding_discussions(self.gitlab, ref)
+            found = await thumbs_down(self.gitlab, ref, discussions, self.access)
+        except (GitLabUnavailable, PullRequestNotFound):
+            found = []  # read again at the next review
+        try:
+            for discussion, user in found:
+                first = discussion.first
+                await dismissals.dismiss(
+                    ref.dismissals_key,
+                    discussion.fingerprint,
+                    first.finding_title(),
+                    first.path(),
+                    user,
+                )
+            return await dismissals.fingerprints(ref.dismissals_key)
         except ServerBusy:  # the review is paid for: publish it, dismissals or not
             logger.warning("the dismissed findings could not be read")
             return set()
@@ -161,4 +192,7 @@ class GitLabForge(ChangeForge):
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
-        return None
+        head, findings = result.revisions.head_sha, result.review.findings
+        texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
+        reported = {fingerprint_of(f, texts) for f in findings}
+        return await resolve_fixed(self.gitlab, _ref(info), git_dir, head, reported, findings)

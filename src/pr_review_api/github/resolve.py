@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from pr_review_api.errors import GitHubUnavailable
-from pr_review_api.git_runner import GIT_FAILURES, run_git
+from pr_review_api.git.line_changes import line_changed
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import Repository, ReviewComment, review_comments
 from pr_review_api.github.threads import graphql, review_threads, same_finding
@@ -32,7 +31,6 @@ mutation($threadId: ID!) {
   resolveReviewThread(input: {threadId: $threadId}) { thread { id isResolved } }
 }
 """
-_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", re.MULTILINE)
 
 
 async def resolve_fixed(
@@ -83,22 +81,9 @@ def _line_changed(git_dir: Path, comment: ReviewComment, head_sha: str) -> bool:
     """Whether the line the comment was anchored on changed between its commit and the head."""
     posted_on = comment.original_commit_id or comment.commit_id
     line = comment.original_line or comment.line
-    if posted_on is None or line is None or comment.path is None or posted_on == head_sha:
+    if posted_on is None or line is None or comment.path is None:
         return False
-    try:
-        done = run_git(
-            git_dir, ["diff", "--no-ext-diff", "-U0", posted_on, head_sha, "--", comment.path]
-        )
-    except GIT_FAILURES:
-        return False
-    for match in _HUNK.finditer(done.stdout):
-        start = int(match[1])
-        count = 1 if match[2] is None else int(match[2])
-        if count == 0 and start in (line - 1, line):
-            return True  # lines inserted right at it
-        if start <= line < start + count:
-            return True
-    return False
+    return line_changed(git_dir, comment.path, line, posted_on, head_sha)
 
 
 async def _resolve(github: GitHubClient, node_id: str) -> bool:

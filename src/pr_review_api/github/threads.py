@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,17 +54,25 @@ def graphql_url(github: GitHubClient) -> str:
     return base + "/graphql"
 
 
-def same_finding(finding: Finding, path: str | None, line: int | None, body: str) -> bool:
+def same_finding(
+    finding: Finding,
+    path: str | None,
+    line: int | None,
+    body: str,
+    *,
+    shown_as: Callable[[str], str] = escape_inline,
+) -> bool:
     """Whether `finding` is the one our comment (`path`, `line`, `body`) was posted for: same
     path, same title as the comment's first line shows it (`**severity** · title`, escaped as
-    github/review_text.py escapes it), a line within `NEAR_LINES`."""
+    github/review_text.py escapes it, or as `shown_as` does: GitLab's escape), a line within
+    `NEAR_LINES`."""
     if path != finding.path or line is None or finding.line is None:
         return False
     if abs(finding.line - line) > NEAR_LINES:
         return False
     first = body.lstrip().split("\n", 1)[0]
     _, separator, shown = first.partition(" · ")
-    return bool(separator) and shown == escape_inline(finding.title)
+    return bool(separator) and shown == shown_as(finding.title)
 
 
 async def open_thread_matches(

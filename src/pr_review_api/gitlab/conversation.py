@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pr_review_api.errors import GitLabUnavailable
 from pr_review_api.gitlab.client import GitLabClient, status_error
 from pr_review_api.gitlab.urls import MergeRequestRef
+from pr_review_api.output.inert_markdown import WORD_JOINER
 
 DEVELOPER_ACCESS = 30  # GitLab's Developer role; Maintainer is 40, Owner 50
 ACCESS_TTL_SECONDS = 60.0
@@ -34,6 +35,8 @@ MAX_DISCUSSION_BYTES = 8 * 1024 * 1024  # a discussion's notes, each up to 1,000
 _FINDING = re.compile(r"(?<!\\)<!-- pr-review:finding=([0-9a-f]{16,64}) -->")
 _ANSWER = re.compile(r"(?<!\\)<!-- pr-review:answer=([0-9]{1,20}) -->")
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}", re.ASCII)
+_ESCAPED = re.compile(r"\\(.)")
+MAX_TITLE_CHARS = 300
 
 Award = Literal["thumbsup", "eyes"]
 
@@ -90,6 +93,7 @@ async def post_note(
 
 class _Author(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    id: int | None = None
     username: str | None = None
 
 
@@ -113,10 +117,16 @@ class DiscussionNote(BaseModel):
     system: bool = False
     position: _Position | None = None
     original_position: _Position | None = None
+    resolvable: bool = False
+    resolved: bool = False
 
     @property
     def username(self) -> str | None:
         return None if self.author is None else self.author.username
+
+    @property
+    def author_id(self) -> int | None:
+        return None if self.author is None else self.author.id
 
     def finding_fingerprint(self) -> str | None:
         found = _FINDING.search(self.body)
@@ -125,6 +135,13 @@ class DiscussionNote(BaseModel):
     def answers(self) -> set[int]:
         """The ids of the questions this note (one of ours) answers."""
         return {int(found) for found in _ANSWER.findall(self.body)}
+
+    def finding_title(self) -> str:
+        """The finding's title as our note's first line shows it (`**sev** · title`), GitLab's
+        escaping undone (backslashes, word joiners)."""
+        first = self.body.strip().split("\n", 1)[0]
+        shown = first.split(" · ", 1)[1] if " · " in first else first
+        return _ESCAPED.sub(r"\1", shown).replace(WORD_JOINER, "")[:MAX_TITLE_CHARS]
 
     def posted_head(self) -> str | None:
         """The head the note was posted on: its original position's (GitLab moves `position`
