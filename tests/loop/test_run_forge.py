@@ -16,7 +16,7 @@ from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import PermissionCache
-from pr_review_api.github.ledger import DismissedFindings, PublishLedger
+from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget

@@ -25,8 +25,8 @@ from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import PermissionCache
-from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 
 if TYPE_CHECKING:

@@ -31,13 +31,13 @@ from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.conversation import PermissionCache
 from pr_review_api.github.history import PublishFailure, re_review_of
-from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.history import prior_state
 from pr_review_api.gitlab.preflight import ensure_can_publish
 from pr_review_api.gitlab.publish import merge_request_key, publish_merge_request
 from pr_review_api.gitlab.urls import MergeRequestRef
+from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 from pr_review_api.settings import Settings
 

@@ -22,8 +22,8 @@ from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import PermissionCache
 from pr_review_api.github.credentials import credentials_for
-from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget, repository_store
 from pr_review_api.settings import Settings
