@@ -24,7 +24,6 @@ from pr_review_api.github.checkout import PreparedPullRequest, open_pull_request
 from pr_review_api.github.checks import CheckReporter, severity_counts
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import (
-    PermissionCache,
     Repository,
     dismissed_on_pull_request,
     downvoted,
@@ -37,6 +36,7 @@ from pr_review_api.github.resolve import resolve_fixed
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import DismissedFindings, HeadKey, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
+from pr_review_api.permissions import PermissionCache
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:

@@ -29,7 +29,6 @@ from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.forge.base import ChangeForge, PostedHead, PriorReview
 from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.github.checks import CheckReporter
-from pr_review_api.github.conversation import PermissionCache
 from pr_review_api.github.history import PublishFailure, re_review_of
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
@@ -39,6 +38,7 @@ from pr_review_api.gitlab.publish import merge_request_key, publish_merge_reques
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
+from pr_review_api.permissions import PermissionCache
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
