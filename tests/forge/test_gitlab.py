@@ -20,11 +20,11 @@ from click.testing import CliRunner, Result
 
 from pr_review_api.cli import commands as cli
 from pr_review_api.forge.gitlab import GitLabForge
-from pr_review_api.github.ledger import HeadKey, PublishedHead
 from pr_review_api.github.markers import head_marker
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.preflight import NEEDS_CREDENTIALS
 from pr_review_api.gitlab.urls import parse_merge_request_url
+from pr_review_api.ledger import HeadKey, PublishedHead
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.model import Publication, ReviewResult

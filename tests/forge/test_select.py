@@ -1,15 +1,22 @@
 """forge/select.py: a change's URL picks its forge, which speaks through the caller's client
-(never closed here) or through one of its own, closed when the review ends."""
+(never closed here) or through one of its own, closed when the review ends; a command job's
+conversation is picked the same way, through a client of the job's identity."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pr_review_api.errors import GitHubUnavailable, GitLabUnavailable
+from pr_review_api.forge.clients import JobIdentities
+from pr_review_api.forge.conversation import Command
 from pr_review_api.forge.github import GitHubForge
+from pr_review_api.forge.github_conversation import GitHubConversation
 from pr_review_api.forge.gitlab import GitLabForge
-from pr_review_api.forge.select import open_forge
+from pr_review_api.forge.gitlab_conversation import GitLabConversation
+from pr_review_api.forge.select import open_conversation, open_forge
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.settings import Settings
@@ -60,5 +67,76 @@ def test_a_shared_client_outlives_the_forge_and_an_own_one_is_closed(
             response = await own.github.request("GET", f"{settings.github_api_url}/user")
             assert response.status == 200
         assert own.github._http is None  # the own pool: closed with the forge
+
+    asyncio.run(main())
+
+
+@dataclass(frozen=True)
+class _Record:
+    """What jobs/records.py's `JobRecord` carries for a command job."""
+
+    pull_request_url: str
+    owner: str
+    repo: str
+    number: int
+    installation_id: int | None
+    command: dict[str, Any] | None
+
+
+def _comment(author: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "comment_id": 31,
+        "body": "/pr-review why?",
+        "author": author,
+        "review_comment": True,
+        "in_reply_to_id": 30,
+        "text": "why?",
+        **extra,
+    }
+
+
+def test_a_command_job_speaks_through_its_changes_forge_and_ignores_ours_and_bots(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    fake_github.users[GITHUB_TOKEN] = "pr-review-bot"
+    settings = fake_github.settings(tmp_path / "cache", token=GITHUB_TOKEN)
+    identities = JobIdentities(settings)  # no App configured: GITHUB_TOKEN's identity
+    pull = f"{fake_github.server_url}/acme/widget/pull/4"
+
+    async def command_of(raw: dict[str, Any] | None) -> Command | None:
+        record = _Record(pull, "acme", "widget", 4, None, raw)
+        async with open_conversation(record, settings, identities) as conversation:
+            assert isinstance(conversation, GitHubConversation)
+            assert conversation.clients() == (conversation.github, None)
+            assert conversation.dismissals_key == "acme/widget"
+            return await conversation.command()
+
+    async def main() -> list[Command | None]:
+        return [
+            await command_of(_comment("alice")),
+            await command_of(_comment("pr-review-bot")),  # our own comment
+            await command_of(_comment("Dependabot[bot]")),
+            await command_of({"comment_id": "x", "author": "alice"}),  # not a delivery's
+            await command_of(None),
+        ]
+
+    assert asyncio.run(main()) == [Command("alice", "why?"), None, None, None, None]
+    # Each job asks who it is once, with its identity's token, before deciding to ignore.
+    asked = [r for r in fake_github.requests if r.path.endswith("/user")]
+    assert [r.authorization for r in asked] == [f"Bearer {GITHUB_TOKEN}"] * 5
+
+
+def test_a_merge_requests_command_job_gets_gitlabs_conversation() -> None:
+    settings = Settings(github_server_url=SERVER, gitlab_server_url=SERVER)
+    record = _Record(MERGE, "acme/ui", "widget", 4, 11, {"comment_id": 5})
+
+    async def main() -> None:
+        async with open_conversation(record, settings, JobIdentities(settings)) as conversation:
+            assert isinstance(conversation, GitLabConversation)
+            _, gitlab = conversation.clients()
+            assert gitlab is conversation.gitlab
+            assert conversation.clients()[0] is None  # no App installation on GitLab
+            assert conversation.dismissals_key == "gitlab:acme/ui/widget"
+            assert gitlab._http is None  # no request asked: its pool opens on first use
 
     asyncio.run(main())

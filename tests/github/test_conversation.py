@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import PermissionCache, Repository
+from pr_review_api.github.conversation import Repository, may_write
+from pr_review_api.permissions import PermissionCache
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub, fake_github
 from tests.fakes.provider_server import ScriptedProvider
@@ -71,7 +72,7 @@ def test_who_may_write_is_kept_by_its_holder_for_its_ttl_only(
 
     async def ask(cache: PermissionCache, *users: str) -> list[bool]:
         async with GitHubClient(settings) as github:
-            return [await cache.may_write(github, repository, user) for user in users]
+            return [await may_write(github, repository, user, cache) for user in users]
 
     held = PermissionCache()
     answers = asyncio.run(ask(held, "alice", "Alice", "mallory", "alice"))

@@ -1,4 +1,4 @@
-"""Publishing with a ledger of published heads (github/ledger.py), through the fake GitHub.
+"""Publishing with a ledger of published heads (ledger.py), through the fake GitHub.
 
 The ledger here keeps its records in a dict (the PostgreSQL one is tested in
 tests/jobs/test_published_heads.py): what is tested is how publishing uses it. A head in the
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pr_review_api.errors import ServerBusy
 from pr_review_api.github.history import MAX_LIST_PAGES
-from pr_review_api.github.ledger import HeadKey, PublishedHead
+from pr_review_api.ledger import HeadKey, PublishedHead
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget

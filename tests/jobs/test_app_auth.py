@@ -255,14 +255,14 @@ def test_each_job_uses_its_installations_token_and_never_stores_it(
         installation_id: int | None,
         automatic: bool = False,
     ) -> dict[str, Any]:
-        # As the default runner (jobs/runner.py) binds its client to the job's identity.
+        # As the default runner's clients (forge/clients.py) are bound to the job's identity.
         token = await credentials_for(job_settings, installation_id, app=apps[0]).token()
         seen[url] = None if token is None else token.get_secret_value()
         return review_document(url)
 
     async def scenario() -> None:
         async with worker(settings, runner) as queue:
-            apps.append(queue.app_credentials)
+            apps.append(queue.identities.app)
             jobs = [
                 await queue.enqueue(pull(1, installation_id=11), source="webhook"),
                 await queue.enqueue(pull(2, installation_id=22), source="webhook"),

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from pr_review_api.jobs.gitlab_commands import GITLAB_HELP_TEXT
+from pr_review_api.forge.gitlab_conversation import GITLAB_HELP_TEXT
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.settings import Settings
 from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY

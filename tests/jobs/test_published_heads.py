@@ -18,12 +18,12 @@ from typing import Any
 import psycopg
 from pydantic import SecretStr
 
-from pr_review_api.github.ledger import HeadKey
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.jobs.published_heads import DatabaseLedger
 from pr_review_api.jobs.queue import JobQueue, QueueTuning
 from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.jobs.schema import apply_migrations
+from pr_review_api.ledger import HeadKey
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY

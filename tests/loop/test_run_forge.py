@@ -15,12 +15,12 @@ from pr_review_api.forge.gate import GateReporter
 from pr_review_api.forge.github import GitHubForge
 from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import PermissionCache
-from pr_review_api.github.ledger import DismissedFindings, PublishLedger
+from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import Publication, PullRequestInfo, ReviewResult
+from pr_review_api.permissions import PermissionCache
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub

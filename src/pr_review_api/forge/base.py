@@ -24,10 +24,10 @@ from pr_review_api.forge.checkout import unavailable_error
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import PermissionCache
-from pr_review_api.github.ledger import DismissedFindings, PublishLedger
 from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
+from pr_review_api.permissions import PermissionCache
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics

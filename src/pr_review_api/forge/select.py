@@ -3,6 +3,9 @@
 The callers (the CLI, the service, a job) hold a client per forge for the review's identity
 and pass it (`github`, `gitlab`); without one, the forge gets a client of its own with the
 settings' token, closed when the review ends. A shared client is never closed here.
+
+A command job's conversation (`open_conversation`) is chosen the same way, with a client of
+the job's identity (forge/clients.py's `JobIdentities`), closed when the job ends.
 """
 
 from __future__ import annotations
@@ -11,11 +14,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from pr_review_api.forge.base import ChangeForge
+from pr_review_api.forge.clients import JobIdentities
+from pr_review_api.forge.conversation import ChangeConversation, CommandRecord
 from pr_review_api.forge.github import GitHubForge
+from pr_review_api.forge.github_conversation import GitHubConversation
 from pr_review_api.forge.gitlab import GitLabForge
+from pr_review_api.forge.gitlab_conversation import GitLabConversation
 from pr_review_api.forge.urls import forge_of
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.gitlab.urls import parse_merge_request_url
 from pr_review_api.settings import Settings
 
 
@@ -40,3 +48,19 @@ async def open_forge(
         return
     async with GitHubClient(settings) as own_github:
         yield GitHubForge(settings, own_github)
+
+
+@asynccontextmanager
+async def open_conversation(
+    record: CommandRecord, settings: Settings, identities: JobIdentities
+) -> AsyncIterator[ChangeConversation]:
+    """The conversation of a command job's change, through a client of the job's identity."""
+    command = record.command or {}
+    url = record.pull_request_url
+    if forge_of(url) == "gitlab":
+        ref = parse_merge_request_url(url, settings)
+        async with GitLabClient(settings) as gitlab:
+            yield GitLabConversation(gitlab, ref, command)
+        return
+    async with identities.github(settings, record.installation_id) as github:
+        yield GitHubConversation(github, record.owner, record.repo, record.number, command)

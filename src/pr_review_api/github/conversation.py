@@ -1,9 +1,9 @@
 """The GitHub requests of the review conversation (CONTRACT 15).
 
-Who may ask (`GET /repos/{o}/{r}/collaborators/{user}/permission`, kept briefly by a
-`PermissionCache` its holder owns: never the comment's own claims), a review comment and its
-thread, a reply in a thread (GitHub takes replies only to a top-level review comment), a
-comment on the pull request, and a reaction. Our answers carry
+Who may ask (`GET /repos/{o}/{r}/collaborators/{user}/permission`, kept briefly by the
+`permissions.PermissionCache` its holder owns: never the comment's own claims), a review
+comment and its thread, a reply in a thread (GitHub takes replies only to a top-level review
+comment), a comment on the pull request, and a reaction. Our answers carry
 `<!-- pr-review:answer=<question id> -->`, read only from our own comments, so that a job run
 again after its worker died never answers one question twice.
 Every request goes through the `GitHubClient` of the job's identity.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -23,11 +22,10 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.output.inert_markdown import WORD_JOINER
+from pr_review_api.permissions import PermissionCache
 
 logger = logging.getLogger(__name__)
 
-PERMISSION_TTL_SECONDS = 60.0
-MAX_PERMISSION_ENTRIES = 4096
 MAX_COMMENT_BYTES = 1024 * 1024
 MAX_THREAD_PAGES = 5
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
@@ -99,30 +97,13 @@ class Repository:
         return f"/repos/{self.owner}/{self.repo}{tail}"
 
 
-class PermissionCache:
-    """GitHub's answers to who may write on which repository, each kept for `ttl` seconds (at
-    most `MAX_PERMISSION_ENTRIES`): a burst of commands asks GitHub once per user. Its holder
-    owns it: the service's job queue (its webhooks and its worker's reviews), or one review."""
-
-    def __init__(self, ttl: float = PERMISSION_TTL_SECONDS) -> None:
-        self.ttl = ttl
-        self._answers: dict[tuple[str, str], tuple[float, bool]] = {}
-
-    async def may_write(self, github: GitHubClient, repository: Repository, user: str) -> bool:
-        """Whether `user` has write (or maintain, or admin) permission on the repository. An
-        answer GitHub does not give is a no."""
-        key = (f"{repository.owner}/{repository.repo}".lower(), user.lower())
-        now = time.monotonic()
-        cached = self._answers.get(key)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        allowed = await _asked_may_write(github, repository, user)
-        if len(self._answers) >= MAX_PERMISSION_ENTRIES:
-            self._answers = {k: v for k, v in self._answers.items() if v[0] > now}
-            if len(self._answers) >= MAX_PERMISSION_ENTRIES:
-                self._answers.clear()
-        self._answers[key] = (now + self.ttl, allowed)
-        return allowed
+async def may_write(
+    github: GitHubClient, repository: Repository, user: str, permissions: PermissionCache
+) -> bool:
+    """Whether `user` has write (or maintain, or admin) permission on the repository, as
+    `permissions` kept it or GitHub says now. An answer GitHub does not give is a no."""
+    name = f"{repository.owner}/{repository.repo}"
+    return await permissions.answer(name, user, lambda: _asked_may_write(github, repository, user))
 
 
 async def _asked_may_write(github: GitHubClient, repository: Repository, user: str) -> bool:
@@ -205,7 +186,7 @@ async def _downvoted_in(
     found: list[tuple[ReviewComment, str]] = []
     for ours_one in ours[-MAX_DOWNVOTE_READS:]:
         for user in await _downvoters(github, repository, ours_one.id):
-            if user != login and await permissions.may_write(github, repository, user):
+            if user != login and await may_write(github, repository, user, permissions):
                 found.append((ours_one, user))
                 break
     return found
@@ -241,8 +222,8 @@ async def dismissed_on_pull_request(
         author = reply.author
         if top is None or author is None or author == login or author.endswith("[bot]"):
             continue
-        if _asks_ignore(reply.body, login) and await permissions.may_write(
-            github, repository, author
+        if _asks_ignore(reply.body, login) and await may_write(
+            github, repository, author, permissions
         ):
             found.add(str(top.finding_fingerprint()))
     for comment, _ in await _downvoted_in(github, repository, listed, login, permissions):

@@ -1,6 +1,6 @@
 """Publishing a validated review on its pull request (CONTRACT section 10).
 
-1. In the service, its ledger (`github/ledger.py`) of this head answers first. Then read our
+1. In the service, its ledger (`ledger.py`) of this head answers first. Then read our
    own earlier reviews and review comments, newest first (`github/history.py`), and keep the
    markers of those whose author is the publishing identity (`GitHubClient.login`). A review
    of ours that carries this head's marker means nothing is posted (`already_published`); the
@@ -44,7 +44,6 @@ from pr_review_api.github.history import (
     prior_state,
     status_failure,
 )
-from pr_review_api.github.ledger import HeadKey, PublishLedger
 from pr_review_api.github.markers import Post, PriorState
 from pr_review_api.github.placement import (
     Placement,
@@ -58,6 +57,7 @@ from pr_review_api.github.review_text import render_body, render_short_body
 from pr_review_api.github.summary import updated_body
 from pr_review_api.github.threads import open_thread_matches
 from pr_review_api.github.urls import PullRequestRef
+from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import (
     Finding,
     Publication,

@@ -3,7 +3,7 @@
 GitLab has no review object that carries a body and inline comments in one request, so a
 publication is one discussion per inline finding, then one note:
 
-1. In the service, its ledger (`github/ledger.py`, keyed `group/project!iid`) of this head
+1. In the service, its ledger (`ledger.py`, keyed `group/project!iid`) of this head
    answers first. Then our earlier notes are read (`gitlab/history.py`): a note of ours that
    carries this head's marker means nothing is posted (`already_published`); the fingerprints
    already in our notes and discussions are not posted again (`duplicates_skipped`). When the
@@ -39,7 +39,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.git.hunks import FileHunks, diff_hunks
 from pr_review_api.github.history import PublishFailure
-from pr_review_api.github.ledger import HeadKey, PublishLedger
 from pr_review_api.github.placement import (
     Placed,
     Placement,
@@ -54,6 +53,7 @@ from pr_review_api.gitlab.history import MAX_LIST_PAGES, note_url, prior_state, 
 from pr_review_api.gitlab.note_text import committable, render_discussion, render_note
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.http import bounded_decimal
+from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import Publication, PublicationError, ReviewResult, Revisions
 
 if TYPE_CHECKING:

@@ -16,19 +16,6 @@ from pr_review_api.jobs.records import JobKind
 
 COMMAND_PREFIX = "/pr-review"
 MAX_BODY_CHARS = 65_536
-HELP_TEXT = "\n".join(
-    [
-        "pr-review commands (a comment that starts with `/pr-review`, or a mention of this app):",
-        "",
-        "- `review`: review the current head again and publish it; findings already posted "
-        "are not repeated.",
-        "- `ignore` (a reply in one of our findings' threads): dismiss the finding in this "
-        "repository; it is not posted again.",
-        "- `help`: this list.",
-        "- anything else, as a reply in one of our findings' threads: a question about the "
-        "finding, answered in the thread.",
-    ]
-)
 
 
 @dataclass(frozen=True)

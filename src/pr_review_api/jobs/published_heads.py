@@ -1,6 +1,6 @@
 """The service's ledger of published reviews in PostgreSQL (`published_heads`, migration 3).
 
-`github/ledger.py` says what it is for. Here: one row per (pull request, publishing identity,
+`ledger.py` says what it is for. Here: one row per (pull request, publishing identity,
 head), inserted as soon as GitHub accepts the review, never updated (a second insert of the
 same head changes nothing). Reading it costs one indexed query whatever the pull request holds
 on GitHub, so a job of a head already published asks neither the model nor GitHub's listings.
@@ -22,7 +22,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from pr_review_api.errors import ServerBusy
-from pr_review_api.github.ledger import HeadKey, PublishedHead
+from pr_review_api.ledger import HeadKey, PublishedHead
 from pr_review_api.model import Publication, ReviewResult
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ _DATABASE_DOWN = "The job database is not available; try again shortly."
 
 
 class DatabaseLedger:
-    """`github.ledger.PublishLedger` on the jobs database."""
+    """`ledger.PublishLedger` on the jobs database."""
 
     def __init__(self, connections: Connections) -> None:
         self._connections = connections

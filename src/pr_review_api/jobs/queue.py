@@ -52,8 +52,7 @@ from pr_review_api.errors import (
     ReviewError,
     ServerBusy,
 )
-from pr_review_api.github.app_auth import AppCredentials
-from pr_review_api.github.conversation import PermissionCache
+from pr_review_api.forge.clients import JobIdentities
 from pr_review_api.jobs import records, recovery
 from pr_review_api.jobs.conversation import ConversationJobs
 from pr_review_api.jobs.dismissals import DatabaseDismissals
@@ -62,6 +61,7 @@ from pr_review_api.jobs.published_heads import DatabaseLedger
 from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord, PullRequestJob
 from pr_review_api.jobs.runner import JobReviewer
 from pr_review_api.jobs.schema import apply_migrations
+from pr_review_api.permissions import PermissionCache
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
@@ -88,8 +88,8 @@ ReviewRunner = Callable[[str, Settings, bool, int | None, bool], Awaitable[dict[
 """Runs one review: (pull request URL, settings, post, installation id, automatic) -> the
 review document (CONTRACT 5); `automatic` (a webhook's job) honours the base's skip rules
 (CONTRACT 16). Raises `ReviewError` for a review that ended without one. The runner decides
-who it is on GitHub from the installation id (`github.credentials.credentials_for`, with the
-queue's `app_credentials`); the settings are the queue's own."""
+who it is on the forge from the installation id (forge/clients.py, with the queue's
+`identities`); the settings are the queue's own."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,8 @@ class JobQueue:
         self.settings = settings
         self.conninfo = settings.pr_review_database_url.get_secret_value()
         self.tuning = tuning or QueueTuning()
-        self.app_credentials = AppCredentials.from_settings(settings)
+        # Who its jobs are on the forges: the GitHub App's installation tokens, cached.
+        self.identities = JobIdentities(settings)
         # The default runner keeps one repository store for the life of this worker process.
         self.connector = procrastinate.PsycopgConnector(
             conninfo=self.conninfo, min_size=1, max_size=10
@@ -139,17 +140,17 @@ class JobQueue:
             ledger = DatabaseLedger(lambda: self.connector.pool.connection())  # noqa: PLW0108
             dismissals = DatabaseDismissals(lambda: self.connector.pool.connection())  # noqa: PLW0108
             runner = self._own_runner = JobReviewer(
-                self.app_credentials, ledger, metrics, dismissals, self.permissions
+                self.identities, ledger, metrics, dismissals, self.permissions
             )
         self.runner: ReviewRunner = runner
         # Command jobs of comments (CONTRACT 15); reviews forced by `review` go through the
         # default reviewer (a queue given its own runner still runs them with it).
         reviewer = self._own_runner or JobReviewer(
-            self.app_credentials, None, metrics, permissions=self.permissions
+            self.identities, None, metrics, permissions=self.permissions
         )
         self.conversation: ConversationRunner = ConversationJobs(
             lambda: self.connector.pool.connection(),  # noqa: PLW0108
-            self.app_credentials,
+            self.identities,
             reviewer,
         )
         self.app = procrastinate.App(connector=self.connector)

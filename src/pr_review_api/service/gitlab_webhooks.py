@@ -18,7 +18,8 @@ What a payload asks for is read by gitlab/hooks.py (the merge request is always 
 `GITLAB_SERVER_URL`); who may ask is GitLab's member API (gitlab/conversation.py, cached
 briefly), never the note's own claims; our own notes and bots (`user.bot`, or a bot's
 username) are ignored before it is asked. Whether a discussion is one of our findings' is the
-job's to find out (jobs/gitlab_commands.py): a delivery is answered within a second.
+job's to find out (jobs/conversation.py, forge/gitlab_conversation.py): a delivery is
+answered within a second.
 
 A repeated `X-Gitlab-Event-UUID` answers the job the first one queued (stored as
 `gitlab:<uuid>`, so it can never meet a GitHub delivery id). The answer comes within a second

@@ -40,7 +40,7 @@ from pr_review_api.errors import (
     ReviewError,
     ServerBusy,
 )
-from pr_review_api.github.conversation import Repository
+from pr_review_api.github.conversation import Repository, may_write
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
 from pr_review_api.jobs.commands import (
@@ -53,7 +53,6 @@ from pr_review_api.jobs.commands import (
 )
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import PullRequestJob
-from pr_review_api.jobs.runner import installation_client
 from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import read_capped
 from pr_review_api.service.deliveries import (
@@ -194,7 +193,7 @@ async def _permitted_command(
 ) -> CommandJob | None:
     """The command, when it is addressed to us and its author may ask it; else None."""
     iid = job.installation_id
-    async with installation_client(settings, queue.app_credentials, iid) as github:
+    async with queue.identities.github(settings, iid) as github:
         login = await github.login()
         if the_comment.author.lower() == login.lower():
             return None
@@ -205,8 +204,8 @@ async def _permitted_command(
         # The pull request's author may ask questions, nothing else.
         author_asks = kind == "answer" and the_comment.author == the_comment.pull_author
         repository = Repository(job.owner, job.repo)
-        may_write = queue.permissions.may_write
-        if not author_asks and not await may_write(github, repository, the_comment.author):
+        author = the_comment.author
+        if not author_asks and not await may_write(github, repository, author, queue.permissions):
             return None
     return CommandJob(job, kind, the_comment.command(kind, text))
 

@@ -1,14 +1,17 @@
-"""What a service remembers of the reviews it published, one record per head (CONTRACT 10).
+"""What a service remembers of the reviews it published, one record per head (CONTRACT 10),
+and the findings its repositories dismissed (CONTRACT 15): forge-neutral, so every forge's
+publishing (github/publish.py, gitlab/publish.py), forge/ and jobs/ name them from here.
 
-GitHub's markers say which heads we reviewed, but only a listing of the pull request can read
+A forge's markers say which heads we reviewed, but only a listing of the change can read
 them, and others' posts are in that listing too. The service keeps its own record: when a
 review of a head is published, `record` stores it (review id, URL, the finding fingerprints
 it carried, the review document); a later job of the same head finds it with `find` before
 asking the model anything, and a re-review of a new head adds `fingerprints` to the ones read
-from GitHub. The CLI has no ledger and relies on the markers alone.
+from the forge. The CLI has no ledger and relies on the markers alone.
 
-Records are per pull request, publishing identity (a different App or account has its own
-markers) and head. They hold no token: the review document carries none (CONTRACT 5).
+Records are per change (a pull or merge request), publishing identity (a different App or
+account has its own markers) and head. They hold no token: the review document carries none
+(CONTRACT 5).
 """
 
 from __future__ import annotations
@@ -17,8 +20,18 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.model import Publication, ReviewResult
+
+
+class NumberedChange(Protocol):
+    """A pull request's reference (github/urls.py's `PullRequestRef`), as `HeadKey.of` reads it."""
+
+    @property
+    def owner(self) -> str: ...
+    @property
+    def repo(self) -> str: ...
+    @property
+    def number(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -30,7 +43,7 @@ class HeadKey:
     head_sha: str
 
     @classmethod
-    def of(cls, ref: PullRequestRef, identity: str, head_sha: str) -> HeadKey:
+    def of(cls, ref: NumberedChange, identity: str, head_sha: str) -> HeadKey:
         return cls(f"{ref.owner}/{ref.repo}#{ref.number}".lower(), identity.lower(), head_sha)
 
 
