@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,11 +69,28 @@ def examples(full: int) -> int:
     return min(full, FAST_TIER_MAX_EXAMPLES) if os.environ.get(_FAST_TIER_ENV) else full
 
 
+# No property test is timed: Hypothesis's default 200 ms deadline for a test case failed a
+# loaded machine's run (`test_every_accepted_form_normalises_to_a_fixed_point` took 300 ms once
+# and 7 ms when Hypothesis tried it again). A test that sets its own deadline keeps it.
+hypothesis_settings.register_profile("untimed", deadline=None)
+UNTIMED = hypothesis_settings.get_profile("untimed")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--fast"):
+        # Shells may set PYTHONDONTWRITEBYTECODE (this machine's do): every process of the
+        # tier (each worker, each pr-review or background process a test starts) then compiled
+        # the package, its libraries and the tests' rewritten asserts from source, every run
+        # (194 s of CPU where the same run with the caches took 128 s). The inner loop writes
+        # its caches (`__pycache__`, ignored by git) before the workers start, so they and
+        # their processes write them too; the default run leaves the variable as it is.
+        sys.dont_write_bytecode = False
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
         os.environ[_FAST_TIER_ENV] = "1"
-        hypothesis_settings.register_profile("fast", max_examples=FAST_TIER_MAX_EXAMPLES)
+        hypothesis_settings.register_profile("fast", UNTIMED, max_examples=FAST_TIER_MAX_EXAMPLES)
         hypothesis_settings.load_profile("fast")
+    else:
+        hypothesis_settings.load_profile("untimed")
 
 
 def usable_cores() -> int:

@@ -14,6 +14,7 @@ blobs of a tree.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -67,6 +68,17 @@ class GitRepo:
         # No template: its sample hooks and files are copied at every `init` and used by none.
         git(path, "init", "-q", "--template=", "-b", "main", *(["--bare"] if bare else []))
         self.git_dir = path if bare else path / ".git"
+
+    @classmethod
+    def copy_of(cls, template: GitRepo, path: Path) -> GitRepo:
+        """A repository of its own at `path`, a copy of `template` (objects, refs, index and
+        working tree): a fixture builds its repository once a session and gives each test a
+        copy, one `copytree` instead of a `git init` and three processes a commit."""
+        shutil.copytree(template.path, path, symlinks=True)
+        repo = cls.__new__(cls)
+        repo.path = path
+        repo.git_dir = path if template.git_dir == template.path else path / ".git"
+        return repo
 
     def write(self, files: Mapping[str, str | bytes]) -> None:
         """Write files into the working tree (not committed)."""

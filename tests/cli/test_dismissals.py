@@ -18,6 +18,9 @@ from tests.jobs.test_jobs import service, settings_for
 
 __all__ = ["database_url", "embedded_postgres"]
 
+# Every test here reads and writes a real PostgreSQL: the default run's, not --fast.
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def with_dismissals(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:

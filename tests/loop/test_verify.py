@@ -56,12 +56,19 @@ def verdict(kind: str, evidence: str = "Line 42 saves before it validates.") -> 
     return stop_turn({"verdict": kind, "evidence": evidence})
 
 
-@pytest.fixture
-def widget(tmp_path: Path) -> tuple[GitRepo, str, str]:
-    repo = GitRepo(tmp_path / "widget")
+@pytest.fixture(scope="module")
+def verify_widget(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepo, str, str]:
+    """Built once a module (a worker): each test reviews a copy of its own."""
+    repo = GitRepo(tmp_path_factory.mktemp("verify-widget") / "widget")
     base = repo.commit_files({PATH: "old\n", "README.md": "# widget\n"})
     head = repo.commit_files({PATH: SERVICE}, message="rewrite")
     return repo, base, head
+
+
+@pytest.fixture
+def widget(tmp_path: Path, verify_widget: tuple[GitRepo, str, str]) -> tuple[GitRepo, str, str]:
+    template, base, head = verify_widget
+    return GitRepo.copy_of(template, tmp_path / "widget"), base, head
 
 
 def run(

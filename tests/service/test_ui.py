@@ -11,6 +11,7 @@ import uuid
 from html.parser import HTMLParser
 from typing import Any
 
+import pytest
 from pydantic import SecretStr
 
 from pr_review_api.jobs.queue import JobQueue
@@ -128,6 +129,7 @@ async def _hostile_job(settings: Settings) -> uuid.UUID:
     return job_id
 
 
+@pytest.mark.e2e  # a real PostgreSQL: the default run's, not --fast
 def test_pages_show_model_text_as_text_and_never_as_markup(database_url: str) -> None:
     settings = settings_for(database_url)
 
@@ -161,6 +163,7 @@ def test_pages_show_model_text_as_text_and_never_as_markup(database_url: str) ->
     assert "script-src" not in headers["content-security-policy"]
 
 
+@pytest.mark.e2e  # a real PostgreSQL: the default run's, not --fast
 def test_recent_jobs_filters_and_pages_like_the_listing(database_url: str) -> None:
     settings = settings_for(database_url)
 
@@ -190,6 +193,7 @@ def test_recent_jobs_filters_and_pages_like_the_listing(database_url: str) -> No
     asyncio.run(scenario())
 
 
+@pytest.mark.e2e  # a real PostgreSQL: the default run's, not --fast
 def test_dismissals_page_says_none_are_recorded(database_url: str) -> None:
     async def scenario() -> None:
         async with service(settings_for(database_url)) as client:
@@ -204,6 +208,7 @@ def test_dismissals_page_says_none_are_recorded(database_url: str) -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.e2e  # a real PostgreSQL: the default run's, not --fast
 def test_pages_are_guarded_by_the_service_keys_like_v1(database_url: str) -> None:
     settings = settings_for(database_url, pr_review_api_keys=[SecretStr(SERVICE_KEY)])
     key = {"Authorization": f"Bearer {SERVICE_KEY}"}

@@ -25,10 +25,17 @@ def pinned(world: HostileWorld) -> PinnedRepository:
     return world.pinned()
 
 
-@pytest.fixture
-def widget(tmp_path: Path) -> tuple[GitRepo, str, str]:
-    """A base and a head whose src/app.py is 12 KB of text (read through cat-file streams)."""
-    repo = GitRepo(tmp_path / "widget")
+@pytest.fixture(scope="session")
+def widget_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepo, str, str]:
+    """Built once a session (a worker): each test gets a copy of its own."""
+    repo = GitRepo(tmp_path_factory.mktemp("tools-widget") / "widget")
     base = repo.commit_files(BASE_FILES)
     head = repo.commit_files(HEAD_FILES, message="grow app.py")
     return repo, base, head
+
+
+@pytest.fixture
+def widget(tmp_path: Path, widget_template: tuple[GitRepo, str, str]) -> tuple[GitRepo, str, str]:
+    """A base and a head whose src/app.py is 12 KB of text (read through cat-file streams)."""
+    template, base, head = widget_template
+    return GitRepo.copy_of(template, tmp_path / "widget"), base, head
