@@ -22,6 +22,7 @@ from pr_review_api.gitlab.conversation import (
     post_note,
 )
 from pr_review_api.gitlab.urls import MergeRequestRef, parse_merge_request_url
+from pr_review_api.permissions import PermissionCache
 from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_members import Members
 from tests.fakes.gitlab_notes import FakeNotes
@@ -80,6 +81,30 @@ def test_a_non_member_may_not_ask_and_answers_are_cached(
     (request, *_) = [r for r in fake_gitlab.api_requests() if "/members/all/" in r.path]
     assert request.path.endswith("/projects/grp%2Fsub%2Fproject/members/all/5")
     assert request.private_token == GITLAB_TOKEN
+
+
+def test_a_holders_cache_is_shared_and_keeps_a_github_repositorys_answer_apart(
+    fake_gitlab: FakeGitLab, tmp_path: Path
+) -> None:
+    """The job queue's `PermissionCache` serves the webhook route and the worker's reviews: a
+    second `AccessLevels` over it asks GitLab nothing, and a GitHub answer for a repository of
+    the same name and a user of the same name as the id is never taken for GitLab's."""
+    members = Members.install(fake_gitlab)
+    members.add(PROJECT, user_id=5, username="dev", level=30)
+    cache = PermissionCache()
+
+    async def github_says_no() -> bool:
+        return False
+
+    async def scenario() -> list[bool]:
+        await cache.answer(PROJECT, "5", github_says_no)  # GitHub's key: "owner/repo", login
+        async with client_of(fake_gitlab, tmp_path) as client:
+            ref = ref_of(fake_gitlab)
+            webhook, review = AccessLevels(cache), AccessLevels(cache)
+            return [await webhook.may_ask(client, ref, 5), await review.may_ask(client, ref, 5)]
+
+    assert asyncio.run(scenario()) == [True, True]
+    assert members.asked == [(PROJECT, 5)]
 
 
 @pytest.mark.parametrize("status", [401, 403])

@@ -71,8 +71,6 @@ class GitLabForge(ChangeForge):
     def __init__(self, settings: Settings, gitlab: GitLabClient) -> None:
         self.settings = settings
         self.gitlab = gitlab
-        # Who may dismiss, asked once per user and review (the webhook route keeps its own).
-        self.access = AccessLevels()
 
     @asynccontextmanager
     async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
@@ -138,18 +136,19 @@ class GitLabForge(ChangeForge):
     ) -> Collection[str]:
         """The project's dismissed fingerprints, after storing the `thumbsdown` awards of
         Developers on our findings' first notes of this merge request (CONTRACT 15).
-        `permissions` is GitHub's cache: GitLab's access levels are this forge's own."""
-        ref = _ref(info)
+        `permissions` (the holder's) keeps GitLab's answers of who may dismiss, else the review
+        keeps its own."""
+        ref, access = _ref(info), AccessLevels(permissions)
         if dismissals is None:  # the CLI, a GitLab CI job: what the merge request itself says
             if not reviewed_before or not has_findings:
                 return set()  # no earlier review of ours to dismiss, or nothing to suppress
             try:
-                return await dismissed_on_merge_request(self.gitlab, ref, self.access)
+                return await dismissed_on_merge_request(self.gitlab, ref, access)
             except (GitLabUnavailable, PullRequestNotFound):
                 return set()
         try:
             discussions = await finding_discussions(self.gitlab, ref)
-            found = await thumbs_down(self.gitlab, ref, discussions, self.access)
+            found = await thumbs_down(self.gitlab, ref, discussions, access)
         except (GitLabUnavailable, PullRequestNotFound):
             found = []  # read again at the next review
         try:

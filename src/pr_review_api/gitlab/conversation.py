@@ -2,8 +2,8 @@
 
 Who may ask: the user's access level on the project, inherited from its groups included
 (`GET /projects/:id/members/all/:user_id`), Developer (30) or higher; a user who is not a
-member (404) may not. Never the note's own claims. The answers are cached briefly by the owner
-of an `AccessLevels` (the webhook route keeps one for its life).
+member (404) may not. Never the note's own claims. The answers are kept briefly in the
+holder's `PermissionCache` (permissions.py), through an `AccessLevels`.
 
 Our replies: a note on the merge request, or a note in the discussion the command was written
 in; an award emoji on a note (`thumbsup` for `ignore`, `eyes` over the answers' hourly limit);
@@ -16,7 +16,6 @@ goes through the job's `GitLabClient`.
 from __future__ import annotations
 
 import re
-import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -25,10 +24,9 @@ from pr_review_api.errors import GitLabUnavailable
 from pr_review_api.gitlab.client import GitLabClient, status_error
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.output.inert_markdown import WORD_JOINER
+from pr_review_api.permissions import PermissionCache
 
 DEVELOPER_ACCESS = 30  # GitLab's Developer role; Maintainer is 40, Owner 50
-ACCESS_TTL_SECONDS = 60.0
-MAX_ACCESS_ENTRIES = 4096
 MAX_MEMBER_BYTES = 64 * 1024
 MAX_DISCUSSION_BYTES = 8 * 1024 * 1024  # a discussion's notes, each up to 1,000,000 characters
 # Markers count only unescaped (model text's `<` is always `\\<`): github/markers.py's rule.
@@ -42,25 +40,20 @@ Award = Literal["thumbsup", "eyes"]
 
 
 class AccessLevels:
-    """`may_ask` with a cache of the answers, per project and user, for `ACCESS_TTL_SECONDS`."""
+    """`may_ask` with its answers kept in a `PermissionCache`: the holder's (the job queue's,
+    shared by the webhook route and the worker's reviews), else one of its own."""
 
-    def __init__(self) -> None:
-        self._answers: dict[tuple[str, int], tuple[float, bool]] = {}
+    def __init__(self, cache: PermissionCache | None = None) -> None:
+        self.cache = cache or PermissionCache()
 
     async def may_ask(self, client: GitLabClient, ref: MergeRequestRef, user_id: int) -> bool:
         """Whether the user has Developer (30) or higher access to the merge request's project.
         An answer GitLab does not give (a 401 or 403 to our token) is a no; a GitLab that
         fails is `GitLabUnavailable`."""
-        key = (ref.project_path.lower(), user_id)
-        now = time.monotonic()
-        cached = self._answers.get(key)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        allowed = await _may_ask(client, ref, user_id)
-        if len(self._answers) >= MAX_ACCESS_ENTRIES:
-            self._answers.clear()
-        self._answers[key] = (now + ACCESS_TTL_SECONDS, allowed)
-        return allowed
+        # The project under `gitlab:` and the user by id: never a GitHub repository's answer.
+        return await self.cache.answer(
+            ref.dismissals_key, str(user_id), lambda: _may_ask(client, ref, user_id)
+        )
 
 
 async def _may_ask(client: GitLabClient, ref: MergeRequestRef, user_id: int) -> bool:

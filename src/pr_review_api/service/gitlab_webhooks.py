@@ -102,7 +102,6 @@ def token_valid(secret: bytes, header: str | None) -> bool:
 def gitlab_webhook_router() -> APIRouter:
     """The GitLab webhook route: no service-key dependency, the secret token guards it."""
     router = APIRouter()
-    access = AccessLevels()  # who may ask, cached for the life of the application
 
     @router.post(
         GITLAB_WEBHOOK_PATH, response_model=None, summary="Receive a GitLab webhook delivery"
@@ -120,7 +119,11 @@ def gitlab_webhook_router() -> APIRouter:
         try:
             async with _shared_or_own(shared, settings) as gitlab:
                 response, outcome = await _answer(
-                    request, settings, queue, event_name, _Checks(gitlab, access)
+                    request,
+                    settings,
+                    queue,
+                    event_name,
+                    _Checks(gitlab, AccessLevels(queue.permissions)),
                 )
         except ReviewError as exc:
             if metrics is not None:
