@@ -27,7 +27,7 @@ from pr_review_api.github.markers import (
     read_markers,
 )
 from pr_review_api.github.urls import PullRequestRef
-from pr_review_api.http import bounded_decimal
+from pr_review_api.http.body import bounded_decimal
 from pr_review_api.model import (
     PullRequestInfo,
 )

@@ -53,7 +53,7 @@ from pr_review_api.gitlab.client import GitLabClient, GitLabResponse
 from pr_review_api.gitlab.history import MAX_LIST_PAGES, note_url, prior_state, status_failure
 from pr_review_api.gitlab.note_text import committable, render_discussion, render_note
 from pr_review_api.gitlab.urls import MergeRequestRef
-from pr_review_api.http import bounded_decimal
+from pr_review_api.http.body import bounded_decimal
 from pr_review_api.model import Publication, PublicationError, ReviewResult, Revisions
 
 if TYPE_CHECKING:
