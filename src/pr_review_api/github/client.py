@@ -37,7 +37,12 @@ from pr_review_api.github.metadata import (
 from pr_review_api.github.urls import (
     PullRequestRef,
 )
-from pr_review_api.http.api_client import MAX_WAIT_HEADER_SECONDS, ApiClient, same_origin
+from pr_review_api.http.api_client import (
+    MAX_WAIT_HEADER_SECONDS,
+    ApiClient,
+    same_origin,
+    try_again_when,
+)
 from pr_review_api.http.body import bounded_decimal
 from pr_review_api.jsonutil import dumps_compact
 from pr_review_api.settings import Settings
@@ -92,8 +97,7 @@ def _status_error(response: GitHubResponse, *, anonymous: bool) -> Exception:
     if status in (404, 410):
         return PullRequestNotFound()
     if is_rate_limited(status, response.headers):
-        wait = rate_limit_wait(response.headers)
-        when = "later" if wait is None or wait > 86_400 else f"in {wait} seconds"
+        when = try_again_when(rate_limit_wait(response.headers))
         hint = " (setting GITHUB_TOKEN raises the limit)" if anonymous else ""
         return GitHubUnavailable(f"GitHub's API rate limit was reached; try again {when}{hint}.")
     if status == 401:

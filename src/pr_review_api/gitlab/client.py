@@ -23,7 +23,12 @@ import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr, StringConstraints, ValidationError
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError
-from pr_review_api.http.api_client import MAX_WAIT_HEADER_SECONDS, ApiClient, same_origin
+from pr_review_api.http.api_client import (
+    MAX_WAIT_HEADER_SECONDS,
+    ApiClient,
+    same_origin,
+    try_again_when,
+)
 from pr_review_api.http.body import BodyError, bounded_decimal, read_capped
 from pr_review_api.jsonutil import dumps_compact, loads_strict
 from pr_review_api.settings import Settings
@@ -74,8 +79,9 @@ def status_error(  # noqa: PLR0911  (one return per kind of answer)
     if status == 401:
         return GitLabUnavailable(TOKEN_NEEDED_MESSAGE if anonymous else TOKEN_REFUSED_MESSAGE)
     if status == 429:
-        wait = bounded_decimal(response.headers.get("retry-after", ""), MAX_WAIT_HEADER_SECONDS)
-        when = "later" if wait is None or wait > 86_400 else f"in {wait} seconds"
+        when = try_again_when(
+            bounded_decimal(response.headers.get("retry-after", ""), MAX_WAIT_HEADER_SECONDS)
+        )
         return GitLabUnavailable(f"GitLab's API rate limit was reached; try again {when}.")
     if 300 <= status < 400:
         return GitLabUnavailable("GitLab redirected the request; it was not followed.")

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.git.hunks import FileHunks, diff_hunks
-from pr_review_api.github.history import PublishFailure
+from pr_review_api.github.history import PublishFailure, status_failure
 from pr_review_api.github.ledger import HeadKey, PublishLedger
 from pr_review_api.github.placement import (
     Placed,
@@ -50,9 +50,10 @@ from pr_review_api.github.placement import (
     suggestion_texts,
 )
 from pr_review_api.gitlab.client import GitLabClient, GitLabResponse
-from pr_review_api.gitlab.history import MAX_LIST_PAGES, note_url, prior_state, status_failure
+from pr_review_api.gitlab.history import GITLAB_PUBLISH, MAX_LIST_PAGES, note_url, prior_state
 from pr_review_api.gitlab.note_text import committable, render_discussion, render_note
 from pr_review_api.gitlab.urls import MergeRequestRef
+from pr_review_api.http.api_client import rate_limit_pause
 from pr_review_api.http.body import bounded_decimal
 from pr_review_api.model import Publication, PublicationError, ReviewResult, Revisions
 
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_POST_ATTEMPTS = 5
-DEFAULT_RATE_LIMIT_WAIT_SECONDS = 60
 MAX_RATE_LIMIT_WAIT_SECONDS = 3600
 DEADLINE_MARGIN_SECONDS = 0.5
 REFUSED_POSITION = frozenset({400, 422})
@@ -301,7 +301,9 @@ async def _discussions(
         if 200 <= response.status < 300:
             posted.append(placed)
         elif response.status in TOKEN_REFUSED:
-            raise status_failure(response.status, "start a discussion on the merge request")
+            raise status_failure(
+                response.status, "start a discussion on the merge request", GITLAB_PUBLISH
+            )
         else:
             if response.status not in REFUSED_POSITION:
                 logger.info("GitLab answered %d to a discussion", response.status)
@@ -314,7 +316,6 @@ async def _post(
     gitlab: GitLabClient, url: str, payload: dict[str, Any], deadline: float
 ) -> GitLabResponse:
     """The answer to a POST, after waiting out GitLab's rate limit within the deadline."""
-    loop = asyncio.get_running_loop()
     for _ in range(MAX_POST_ATTEMPTS):
         response = await gitlab.request("POST", url, json=payload)
         if response.status != 429:
@@ -322,8 +323,8 @@ async def _post(
         header = bounded_decimal(
             response.headers.get("retry-after", ""), MAX_RATE_LIMIT_WAIT_SECONDS
         )
-        wait = DEFAULT_RATE_LIMIT_WAIT_SECONDS if header is None else max(header, 1)
-        if loop.time() + wait > deadline - DEADLINE_MARGIN_SECONDS:
+        wait = rate_limit_pause(header, deadline - DEADLINE_MARGIN_SECONDS)
+        if wait is None:
             raise PublishFailure("GitLab's rate limit lasts past the review's deadline.")
         logger.info("GitLab rate limit on publishing; waiting %d s", wait)
         await asyncio.sleep(wait)
@@ -332,7 +333,7 @@ async def _post(
 
 def _created_id(response: GitLabResponse, what: str) -> int:
     if not 200 <= response.status < 300:
-        raise status_failure(response.status, what)
+        raise status_failure(response.status, what, GITLAB_PUBLISH)
     try:
         return _CreatedWire.model_validate_json(response.body).id
     except ValidationError:

@@ -36,6 +36,7 @@ from pr_review_api.settings import Settings
 CONNECT_TIMEOUT_SECONDS = 10.0
 KEEPALIVE_EXPIRY_SECONDS = 30.0
 MAX_WAIT_HEADER_SECONDS = 10**9
+DEFAULT_RATE_LIMIT_WAIT_SECONDS = 60  # a rate limit that does not say how long
 USER_AGENT = f"pr-review/{__version__}"
 
 
@@ -160,3 +161,15 @@ class ApiClient:
             raise error(f"{forge} did not answer in time.") from None
         except (httpx.HTTPError, httpx.InvalidURL):
             raise error(f"{forge} could not be reached.") from None
+
+
+def try_again_when(wait: int | None) -> str:
+    """When a rate-limited caller may try again, as a sentence's end: "later" past a day."""
+    return "later" if wait is None or wait > 86_400 else f"in {wait} seconds"
+
+
+def rate_limit_pause(wait: int | None, until: float) -> int | None:
+    """The seconds to sleep out a rate limit that asked for `wait` (None: it did not say, so a
+    minute), at least one; None when sleeping would pass `until` (a loop.time() value)."""
+    seconds = DEFAULT_RATE_LIMIT_WAIT_SECONDS if wait is None else max(wait, 1)
+    return None if asyncio.get_running_loop().time() + seconds > until else seconds
