@@ -31,7 +31,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,18 +40,13 @@ import pytest
 from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
+from tests.fakes.git_smart_http import GitHandler
 from tests.fakes.github_conversation import conversation, graphql
 from tests.fakes.github_documents import pull_json
 from tests.fakes.github_reviews import comment_view, create_review, reviews
 from tests.gitrepo import FastCommit, GitRepo, git, import_commits
 
 API_PREFIX = "/api/v3"
-GIT_EXEC_PATH = Path(
-    subprocess.run(
-        ["git", "--exec-path"], capture_output=True, check=True, text=True
-    ).stdout.strip()
-)
-HTTP_BACKEND = GIT_EXEC_PATH / "git-http-backend"
 
 
 @dataclass
@@ -498,7 +493,7 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GitHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
@@ -744,69 +739,17 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.command == "POST":
             fake._sleep(fake.git_delay)
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": os.devnull,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_PROJECT_ROOT": str(fake.git_root),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "GATEWAY_INTERFACE": "CGI/1.1",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "REQUEST_METHOD": self.command,
-            "PATH_INFO": path,
-            "QUERY_STRING": query,
-            "REMOTE_ADDR": "127.0.0.1",
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-        }
-        for header, variable in (
-            ("Git-Protocol", "HTTP_GIT_PROTOCOL"),
-            ("Content-Encoding", "HTTP_CONTENT_ENCODING"),
-        ):
-            if header in self.headers:
-                env[variable] = self.headers[header]
-        done = subprocess.run(
-            [str(HTTP_BACKEND)], input=body, capture_output=True, env=env, check=False
-        )
-        head, _, payload = done.stdout.partition(b"\r\n\r\n")
-        status = 200
-        headers: dict[str, str] = {}
-        for line in head.decode("latin-1").split("\r\n"):
-            name, _, value = line.partition(":")
-            if name.lower() == "status":
-                status = int(value.split()[0])
-            elif name:
-                headers[name] = value.strip()
+        status, headers, payload = self.serve_git(fake.git_root, path, query, body)
         self._send(record, status, payload, headers)
 
     # --- plumbing ---
-
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
-                if size == 0:
-                    self.rfile.readline()
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
 
     def _send(
         self, record: RecordedRequest, status: int, body: bytes, headers: Mapping[str, str]
     ) -> None:
         record.status = status
         record.response_bytes = len(body)
-        self.send_response(status)
-        for name, value in headers.items():
-            if name.lower() not in ("content-length", "transfer-encoding", "connection"):
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self._write(status, body, headers)
 
 
 @pytest.fixture
