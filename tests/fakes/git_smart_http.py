@@ -1,19 +1,25 @@
 """Git smart-HTTP as the fake forges serve it: git's own `git-http-backend` run as a CGI over
-the fake's bare repositories, and the request plumbing both fake servers' handlers share.
+the fake's bare repositories, and the loopback plumbing both fake servers share.
 
-`GitHandler` is the base of a fake's request handler: it reads a request's body (plain or
-chunked, as git sends a large fetch), writes an answer with an exact Content-Length, and runs
-the backend for a git request (`serve_git`); who may fetch, and where a redirect sends git,
-are the fake's own rules.
+`GitHandler` is the base of a fake's request handler: HTTP/1.1 without Nagle's delay, quiet,
+it reads a request's body (plain or chunked, as git sends a large fetch), writes an answer with
+an exact Content-Length, and runs the backend for a git request (`serve_git`); who may fetch,
+where a redirect sends git, and which methods a fake answers are the fake's own rules.
+`LoopbackServer` is the threading server under it, started by `serve_in_thread` and stopped by
+`stop`.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import sys
+import threading
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 GIT_EXEC_PATH = Path(
     subprocess.run(
@@ -23,8 +29,48 @@ GIT_EXEC_PATH = Path(
 HTTP_BACKEND = GIT_EXEC_PATH / "git-http-backend"
 
 
+class LoopbackServer(ThreadingHTTPServer):
+    """A fake's threading server on 127.0.0.1."""
+
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128  # socketserver's 5 drops connections when many reviews start at once
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # a client that hung up (a timeout, a capped read) is not an error here
+        super().handle_error(request, client_address)
+
+
+def serve_in_thread(server: LoopbackServer) -> threading.Thread:
+    """`server` served by a daemon thread, started."""
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def stop(server: LoopbackServer, thread: threading.Thread) -> None:
+    """Stop serving, close the socket, and wait a little for the thread."""
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
 class GitHandler(BaseHTTPRequestHandler):
     """A fake forge's request handler: body reading, answers, and git over smart HTTP."""
+
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in two writes; without this, Nagle's algorithm and the
+        # client's delayed acknowledgement add tens of milliseconds to every answer.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # keep test output quiet
 
     def serve_git(
         self, git_root: Path, path: str, query: str, body: bytes

@@ -25,13 +25,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,7 +37,7 @@ import pytest
 from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
-from tests.fakes.git_smart_http import GitHandler
+from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
 from tests.fakes.github_conversation import conversation, graphql
 from tests.fakes.github_documents import pull_json
 from tests.fakes.github_reviews import comment_view, create_review, reviews
@@ -181,16 +178,11 @@ class FakeGitHub:
         self.port = self._httpd.server_address[1]
         self.server_url = f"http://127.0.0.1:{self.port}"
         self.api_url = f"{self.server_url}{API_PREFIX}"
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(self._httpd)
 
     def close(self) -> None:
         self._stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        stop(self._httpd, self._thread)
 
     def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
         """Settings pointing at this server."""
@@ -481,30 +473,12 @@ class FakeGitHub:
         self._stopping.wait(seconds)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128  # socketserver's 5 drops connections when many reviews start at once
+class _Server(LoopbackServer):
     fake: FakeGitHub
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return  # a client that hung up (a timeout, a capped read) is not an error here
-        super().handle_error(request, client_address)
 
 
 class _Handler(GitHandler):
-    protocol_version = "HTTP/1.1"
     server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body go out in two writes; without this, Nagle's algorithm and the
-        # client's delayed acknowledgement add tens of milliseconds to every answer.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return  # keep test output quiet
 
     def do_GET(self) -> None:
         self._dispatch()

@@ -28,13 +28,10 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -43,7 +40,7 @@ import pytest
 from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
-from tests.fakes.git_smart_http import GitHandler
+from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
 from tests.gitrepo import GitRepo, git
 
 PREFIX = "/gitlab"  # the relative URL root of the self-managed instance
@@ -201,15 +198,10 @@ class FakeGitLab:
         self.origin = f"http://127.0.0.1:{self.port}"
         self.server_url = f"{self.origin}{PREFIX}"
         self.api_url = f"{self.origin}{API_PREFIX}"
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(self._httpd)
 
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        stop(self._httpd, self._thread)
 
     def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
         """Settings pointing at this server (GITLAB_API_URL left to its default)."""
@@ -324,28 +316,12 @@ class FakeGitLab:
         return authorization in allowed
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128
+class _Server(LoopbackServer):
     fake: FakeGitLab
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return  # a client that hung up is not an error here
-        super().handle_error(request, client_address)
 
 
 class _Handler(GitHandler):
-    protocol_version = "HTTP/1.1"
     server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
 
     def do_GET(self) -> None:
         self._dispatch()
