@@ -46,7 +46,7 @@ from pr_review_api.github.history import (
 )
 from pr_review_api.github.ledger import HeadKey, PublishLedger
 from pr_review_api.github.markers import Post, PriorState
-from pr_review_api.github.placement import Placement, place
+from pr_review_api.github.placement import Placement, carried, place
 from pr_review_api.github.publish_driver import Findings, ForgeSteps, publish_with
 from pr_review_api.github.review_requests import post_review, send_review
 from pr_review_api.github.review_text import render_body, render_short_body
@@ -172,7 +172,7 @@ async def _first_review(
     if created is None or status not in (200, 201):
         raise status_failure(status, "publish the review")
     _, shown = await asyncio.to_thread(render_body, result, placement)
-    return _published(created, placement, shown), _carried(placement, shown)
+    return _published(created, placement, shown), carried(placement, shown)
 
 
 async def _later_review(
@@ -214,7 +214,7 @@ async def _later_review(
         if created is None or status not in (200, 201):
             raise status_failure(status, "publish the review")
     _, shown = await asyncio.to_thread(render_short_body, result, placement)
-    return _published(created, placement, shown), _carried(placement, shown)
+    return _published(created, placement, shown), carried(placement, shown)
 
 
 async def _edit_summary(  # noqa: PLR0913  (what the rewritten body is made of)
@@ -256,11 +256,6 @@ def _published(review: PostWire, placement: Placement, shown: int) -> Publicatio
         body_findings=shown,
         duplicates_skipped=placement.skipped,
     )
-
-
-def _carried(placement: Placement, shown: int) -> list[str]:
-    """The fingerprints a posted review carries: its inline comments', its body's."""
-    return [p.fingerprint for p in [*placement.inline, *placement.body[:shown]]]
 
 
 async def publish_result(  # noqa: PLR0913  (as publish)

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
 from pr_review_api.github.history import PostWire, PublishFailure
-from pr_review_api.github.placement import Placed, Placement, placed_order
+from pr_review_api.github.placement import Placed, Placement, moved_to_body
 from pr_review_api.github.review_text import render_comment
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.http.api_client import rate_limit_pause
@@ -77,10 +77,7 @@ async def post_review(
     if status == 422 and placement.inline:
         # GitHub refused a comment's line (it never says which): everything in the body.
         logger.info("GitHub refused the inline comments; posting every finding in the body")
-        placement = Placement(
-            body=sorted([*placement.inline, *placement.body], key=placed_order),
-            skipped=placement.skipped,
-        )
+        placement = moved_to_body(placement, [], placement.inline)
         payload = await asyncio.to_thread(_payload, result, placement, render)
         status, created = await send_review(github, "POST", url, payload, deadline=deadline)
     return status, created, placement

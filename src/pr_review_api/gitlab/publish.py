@@ -42,7 +42,14 @@ from pr_review_api.git.hunks import FileHunks
 from pr_review_api.github.history import PublishFailure, status_failure
 from pr_review_api.github.ledger import HeadKey, PublishLedger
 from pr_review_api.github.markers import PriorState
-from pr_review_api.github.placement import Placed, Placement, place, placed_order
+from pr_review_api.github.placement import (
+    Placed,
+    Placement,
+    carried,
+    moved_to_body,
+    place,
+    placed_order,
+)
 from pr_review_api.github.publish_driver import (
     DEADLINE_MARGIN_SECONDS,
     Findings,
@@ -160,11 +167,7 @@ class _GitLabSteps(ForgeSteps):
             hunks,
         )
         inline, refused = await _discussions(gitlab, ref, placement.inline, hunks, refs, deadline)
-        placement = Placement(
-            inline=inline,
-            body=sorted([*refused, *placement.body], key=placed_order),
-            skipped=placement.skipped,
-        )
+        placement = moved_to_body(placement, inline, refused)
         body, shown = await asyncio.to_thread(render_note, result, placement)
         url = ref.api_url(gitlab.settings, "/notes")
         response = await _post(gitlab, url, {"body": body}, deadline)
@@ -177,7 +180,7 @@ class _GitLabSteps(ForgeSteps):
             body_findings=shown,
             duplicates_skipped=placement.skipped,
         )
-        return publication, [p.fingerprint for p in [*placement.inline, *placement.body[:shown]]]
+        return publication, carried(placement, shown)
 
 
 async def _diff_refs(gitlab: GitLabClient, ref: MergeRequestRef, revisions: Revisions) -> DiffRefs:
