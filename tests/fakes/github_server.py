@@ -25,13 +25,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,18 +37,13 @@ import pytest
 from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
+from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
 from tests.fakes.github_conversation import conversation, graphql
 from tests.fakes.github_documents import pull_json
 from tests.fakes.github_reviews import comment_view, create_review, reviews
 from tests.gitrepo import FastCommit, GitRepo, git, import_commits
 
 API_PREFIX = "/api/v3"
-GIT_EXEC_PATH = Path(
-    subprocess.run(
-        ["git", "--exec-path"], capture_output=True, check=True, text=True
-    ).stdout.strip()
-)
-HTTP_BACKEND = GIT_EXEC_PATH / "git-http-backend"
 
 
 @dataclass
@@ -186,16 +178,11 @@ class FakeGitHub:
         self.port = self._httpd.server_address[1]
         self.server_url = f"http://127.0.0.1:{self.port}"
         self.api_url = f"{self.server_url}{API_PREFIX}"
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(self._httpd)
 
     def close(self) -> None:
         self._stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        stop(self._httpd, self._thread)
 
     def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
         """Settings pointing at this server."""
@@ -486,30 +473,12 @@ class FakeGitHub:
         self._stopping.wait(seconds)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128  # socketserver's 5 drops connections when many reviews start at once
+class _Server(LoopbackServer):
     fake: FakeGitHub
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return  # a client that hung up (a timeout, a capped read) is not an error here
-        super().handle_error(request, client_address)
 
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(GitHandler):
     server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body go out in two writes; without this, Nagle's algorithm and the
-        # client's delayed acknowledgement add tens of milliseconds to every answer.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return  # keep test output quiet
 
     def do_GET(self) -> None:
         self._dispatch()
@@ -744,69 +713,17 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.command == "POST":
             fake._sleep(fake.git_delay)
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": os.devnull,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_PROJECT_ROOT": str(fake.git_root),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "GATEWAY_INTERFACE": "CGI/1.1",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "REQUEST_METHOD": self.command,
-            "PATH_INFO": path,
-            "QUERY_STRING": query,
-            "REMOTE_ADDR": "127.0.0.1",
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-        }
-        for header, variable in (
-            ("Git-Protocol", "HTTP_GIT_PROTOCOL"),
-            ("Content-Encoding", "HTTP_CONTENT_ENCODING"),
-        ):
-            if header in self.headers:
-                env[variable] = self.headers[header]
-        done = subprocess.run(
-            [str(HTTP_BACKEND)], input=body, capture_output=True, env=env, check=False
-        )
-        head, _, payload = done.stdout.partition(b"\r\n\r\n")
-        status = 200
-        headers: dict[str, str] = {}
-        for line in head.decode("latin-1").split("\r\n"):
-            name, _, value = line.partition(":")
-            if name.lower() == "status":
-                status = int(value.split()[0])
-            elif name:
-                headers[name] = value.strip()
+        status, headers, payload = self.serve_git(fake.git_root, path, query, body)
         self._send(record, status, payload, headers)
 
     # --- plumbing ---
-
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
-                if size == 0:
-                    self.rfile.readline()
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
 
     def _send(
         self, record: RecordedRequest, status: int, body: bytes, headers: Mapping[str, str]
     ) -> None:
         record.status = status
         record.response_bytes = len(body)
-        self.send_response(status)
-        for name, value in headers.items():
-            if name.lower() not in ("content-length", "transfer-encoding", "connection"):
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self._write(status, body, headers)
 
 
 @pytest.fixture

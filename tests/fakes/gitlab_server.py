@@ -28,15 +28,10 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -45,7 +40,7 @@ import pytest
 from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
-from tests.fakes.github_server import HTTP_BACKEND
+from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
 from tests.gitrepo import GitRepo, git
 
 PREFIX = "/gitlab"  # the relative URL root of the self-managed instance
@@ -204,15 +199,10 @@ class FakeGitLab:
         self.origin = f"http://127.0.0.1:{self.port}"
         self.server_url = f"{self.origin}{PREFIX}"
         self.api_url = f"{self.origin}{API_PREFIX}"
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(self._httpd)
 
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        stop(self._httpd, self._thread)
 
     def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
         """Settings pointing at this server (GITLAB_API_URL left to its default)."""
@@ -332,28 +322,12 @@ class FakeGitLab:
         return authorization in allowed
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128
+class _Server(LoopbackServer):
     fake: FakeGitLab
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return  # a client that hung up is not an error here
-        super().handle_error(request, client_address)
 
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(GitHandler):
     server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
 
     def do_GET(self) -> None:
         self._dispatch()
@@ -497,68 +471,16 @@ class _Handler(BaseHTTPRequestHandler):
             location = fake.git_redirect + path + (f"?{query}" if query else "")
             self._send(record, 302, b"", {"Location": location})
             return
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": os.devnull,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_PROJECT_ROOT": str(fake.git_root),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "GATEWAY_INTERFACE": "CGI/1.1",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "REQUEST_METHOD": self.command,
-            "PATH_INFO": path,
-            "QUERY_STRING": query,
-            "REMOTE_ADDR": "127.0.0.1",
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-        }
-        for header, variable in (
-            ("Git-Protocol", "HTTP_GIT_PROTOCOL"),
-            ("Content-Encoding", "HTTP_CONTENT_ENCODING"),
-        ):
-            if header in self.headers:
-                env[variable] = self.headers[header]
-        done = subprocess.run(
-            [str(HTTP_BACKEND)], input=body, capture_output=True, env=env, check=False
-        )
-        head, _, payload = done.stdout.partition(b"\r\n\r\n")
-        status = 200
-        headers: dict[str, str] = {}
-        for line in head.decode("latin-1").split("\r\n"):
-            name, _, value = line.partition(":")
-            if name.lower() == "status":
-                status = int(value.split()[0])
-            elif name:
-                headers[name] = value.strip()
+        status, headers, payload = self.serve_git(fake.git_root, path, query, body)
         self._send(record, status, payload, headers)
 
     # --- plumbing ---
-
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
-                if size == 0:
-                    self.rfile.readline()
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
 
     def _send(
         self, record: RecordedRequest, status: int, body: bytes, headers: Mapping[str, str]
     ) -> None:
         record.status = status
-        self.send_response(status)
-        for name, value in headers.items():
-            if name.lower() not in ("content-length", "transfer-encoding", "connection"):
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self._write(status, body, headers)
 
 
 @pytest.fixture

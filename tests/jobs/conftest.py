@@ -1,4 +1,5 @@
-"""One embedded PostgreSQL per test session; a fresh database per test."""
+"""One embedded PostgreSQL per test session; a fresh database per test; the service and a
+worker on it beside the fake GitLab."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import pytest
 with warnings.catch_warnings():  # platformdirs warns once about XDG_RUNTIME_DIR at import
     warnings.simplefilter("ignore")
     from pr_review_api.jobs.embedded import EmbeddedPostgres
+
+from tests.fakes.gitlab_server import FakeGitLab
+from tests.jobs.gitlab_service import GitLabService
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +45,9 @@ def database_url(embedded_postgres: EmbeddedPostgres) -> Iterator[str]:
     finally:
         with psycopg.connect(embedded_postgres.url(), autocommit=True) as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def gitlab_service(database_url: str, fake_gitlab: FakeGitLab, tmp_path: Path) -> GitLabService:
+    """The service and a worker on this test's database, beside the fake GitLab."""
+    return GitLabService(database_url, fake_gitlab, tmp_path / "cache")

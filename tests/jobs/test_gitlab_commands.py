@@ -12,41 +12,21 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
-from pathlib import Path
 from typing import Any
-
-import httpx
-from pydantic import SecretStr
 
 from pr_review_api.forge.gitlab_conversation import GITLAB_HELP_TEXT
 from pr_review_api.jobs.queue import JobQueue
-from pr_review_api.settings import Settings
-from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY
+from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_members import Members
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.gitlab.payloads import PROJECT, note_hook
-from tests.jobs.test_gitlab_webhooks import TOKEN, deliver
-from tests.jobs.test_jobs import FAST, rows, service
+from tests.jobs.gitlab_service import BOT, GitLabService, note
+from tests.jobs.test_jobs import rows, service
 
-BOT = "pr-review-bot"
 DEVELOPER = ("alice", 51)
 REPORTER = ("rita", 52)
 OUTSIDER = ("mallory", 53)
 BLOCKED = ("bob", 54)
-
-
-def settings_for(database_url: str, fake: FakeGitLab, tmp: Path, **extra: Any) -> Settings:
-    fake.users.setdefault(GITLAB_TOKEN, BOT)
-    return fake.settings(
-        tmp / "cache",
-        token=GITLAB_TOKEN,
-        opencode_api_key=SecretStr(PROVIDER_KEY),
-        pr_review_database_url=SecretStr(database_url),
-        pr_review_gitlab_webhook_secret=SecretStr(TOKEN),
-        **extra,
-    )
 
 
 def members_of(fake: FakeGitLab) -> Members:
@@ -61,15 +41,13 @@ def by(user: tuple[str, int], note: str, **fields: Any) -> dict[str, Any]:
     return note_hook(note, username=user[0], user_id=user[1], **fields)
 
 
-async def note(client: httpx.AsyncClient, event: dict[str, Any], **kw: Any) -> httpx.Response:
-    return await deliver(client, event, kind="Note Hook", **kw)
-
-
 def test_review_and_help_from_a_developer_become_jobs_of_their_kind(
-    database_url: str, fake_gitlab: FakeGitLab, tmp_path: Path
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    gitlab_service: GitLabService,
 ) -> None:
     members = members_of(fake_gitlab)
-    settings = settings_for(database_url, fake_gitlab, tmp_path)
+    settings = gitlab_service.settings()
 
     async def scenario() -> None:
         async with service(settings) as client:
@@ -94,10 +72,12 @@ def test_review_and_help_from_a_developer_become_jobs_of_their_kind(
 
 
 def test_who_may_not_ask_and_what_is_not_a_command_are_ignored(
-    database_url: str, fake_gitlab: FakeGitLab, tmp_path: Path
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    gitlab_service: GitLabService,
 ) -> None:
     members = members_of(fake_gitlab)
-    settings = settings_for(database_url, fake_gitlab, tmp_path)
+    settings = gitlab_service.settings()
     ignored = [
         by(REPORTER, "/pr-review review"),  # Reporter (20): below Developer
         by(OUTSIDER, "/pr-review review"),  # not a member (404)
@@ -137,10 +117,12 @@ def test_who_may_not_ask_and_what_is_not_a_command_are_ignored(
 
 
 def test_a_repeated_note_delivery_answers_the_same_job(
-    database_url: str, fake_gitlab: FakeGitLab, tmp_path: Path
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    gitlab_service: GitLabService,
 ) -> None:
     members_of(fake_gitlab)
-    settings = settings_for(database_url, fake_gitlab, tmp_path)
+    settings = gitlab_service.settings()
 
     async def scenario() -> None:
         async with service(settings) as client:
@@ -154,11 +136,13 @@ def test_a_repeated_note_delivery_answers_the_same_job(
 
 
 def test_a_gitlab_that_does_not_answer_makes_the_delivery_server_busy(
-    database_url: str, fake_gitlab: FakeGitLab, tmp_path: Path
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    gitlab_service: GitLabService,
 ) -> None:
     """Who may ask is GitLab's to say; without an answer the delivery is 503 (GitLab may
     deliver it again), never a 500 and never a job."""
-    settings = settings_for(database_url, fake_gitlab, tmp_path)
+    settings = gitlab_service.settings()
     fake_gitlab.api_redirect = "https://elsewhere.example/"
 
     async def scenario() -> None:
@@ -173,10 +157,12 @@ def test_a_gitlab_that_does_not_answer_makes_the_delivery_server_busy(
 
 
 def test_hostile_notes_are_refused_or_ignored_never_a_500(
-    database_url: str, fake_gitlab: FakeGitLab, tmp_path: Path
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    gitlab_service: GitLabService,
 ) -> None:
     members_of(fake_gitlab)
-    settings = settings_for(database_url, fake_gitlab, tmp_path)
+    settings = gitlab_service.settings()
     hostile: list[dict[str, Any]] = [
         by(DEVELOPER, "/pr-review review", path="../../admin"),
         by(DEVELOPER, "/pr-review review", iid="7"),
@@ -199,19 +185,6 @@ def test_hostile_notes_are_refused_or_ignored_never_a_500(
 
     asyncio.run(scenario())
     assert rows(database_url, "SELECT count(*) FROM review_jobs") == [(0,)]
-
-
-@asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, JobQueue]]:
-    queue = JobQueue(settings, tuning=FAST)
-    async with queue.opened(), service(settings) as client:
-        task = asyncio.create_task(queue.run_worker(2, install_signal_handlers=False))
-        try:
-            yield client, queue
-        finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), 10)
 
 
 async def finished(queue: JobQueue, job_id: str) -> dict[str, Any]:
@@ -247,16 +220,17 @@ def accept_notes(fake: FakeGitLab) -> None:
 
 
 def test_a_help_job_answers_in_the_commands_discussion_or_on_the_merge_request(
-    database_url: str, fake_gitlab: FakeGitLab, tmp_path: Path
+    fake_gitlab: FakeGitLab,
+    gitlab_service: GitLabService,
 ) -> None:
     members_of(fake_gitlab)
     fake_gitlab.merge_request(PROJECT, 7)
     accept_notes(fake_gitlab)
-    settings = settings_for(database_url, fake_gitlab, tmp_path)
+    settings = gitlab_service.settings()
     thread = "6a9c1750b37d513a43987b574953fceb50b03ce7"
 
     async def scenario() -> None:
-        async with running(settings) as (client, queue):
+        async with gitlab_service.running(settings) as (client, queue):
             in_thread = await note(
                 client, by(DEVELOPER, f"@{BOT} help", note_type="DiscussionNote", note_id=1)
             )
@@ -281,13 +255,13 @@ def test_a_help_job_answers_in_the_commands_discussion_or_on_the_merge_request(
 
 
 def test_without_a_gitlab_token_commands_are_ignored_without_asking_gitlab(
-    database_url: str, fake_gitlab: FakeGitLab, tmp_path: Path
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    gitlab_service: GitLabService,
 ) -> None:
     """Without GITLAB_TOKEN nothing could be posted, and GitLab could not say who we are."""
     members = members_of(fake_gitlab)
-    settings = settings_for(database_url, fake_gitlab, tmp_path).model_copy(
-        update={"gitlab_token": None}
-    )
+    settings = gitlab_service.settings().model_copy(update={"gitlab_token": None})
 
     async def scenario() -> None:
         async with service(settings) as client:

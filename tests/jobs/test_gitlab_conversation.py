@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,16 +27,14 @@ from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitlab.payloads import note_hook
 from tests.gitlab.support import active_parts, rendered, visible_text
+from tests.jobs.gitlab_service import BOT, GitLabService, note
 from tests.jobs.test_gitlab_jobs import (
-    BOT,
     FINDING,
     PROJECT,
     finished,
     merge_request,
-    running,
     settings_for,
 )
-from tests.jobs.test_gitlab_webhooks import deliver
 from tests.jobs.test_jobs import rows
 
 pytestmark = pytest.mark.e2e
@@ -93,10 +90,6 @@ def reply_event(
     return reply, event
 
 
-async def note(client: httpx.AsyncClient, event: dict[str, Any], **kw: Any) -> httpx.Response:
-    return await deliver(client, event, kind="Note Hook", **kw)
-
-
 def ours_in(notes: FakeNotes, ours: StoredNote) -> list[StoredNote]:
     """Our notes in the discussion after its first."""
     thread = [n for n in notes.of(PROJECT, 7) if n.discussion_id == ours.discussion_id]
@@ -108,9 +101,9 @@ def test_a_question_in_our_discussion_gets_one_inert_reply_at_the_findings_head(
     fake_gitlab: FakeGitLab,
     fake_gitlab_notes: FakeNotes,
     scripted_provider: ScriptedProvider,
-    tmp_path: Path,
+    gitlab_service: GitLabService,
 ) -> None:
-    settings = settings_for(database_url, fake_gitlab, scripted_provider, tmp_path)
+    settings = settings_for(gitlab_service, scripted_provider)
     members_of(fake_gitlab)
     fixture, ours = published(fake_gitlab, fake_gitlab_notes, scripted_provider, settings, 7)
     question, event = reply_event(
@@ -123,7 +116,7 @@ def test_a_question_in_our_discussion_gets_one_inert_reply_at_the_findings_head(
     scripted_provider.script(stop_turn(json.dumps(HOSTILE_ANSWER)))
 
     async def scenario() -> tuple[httpx.Response, httpx.Response, dict[str, Any], dict[str, Any]]:
-        async with running(settings) as (client, _):
+        async with gitlab_service.running(settings) as (client, _):
             first = await note(client, event, uuid_header="conv-1")
             again = await note(client, event, uuid_header="conv-1")
             job = await finished(client, first.json()["job_id"])
@@ -163,9 +156,9 @@ def test_ignore_from_a_developer_is_stored_and_the_next_merge_request_suppresses
     fake_gitlab: FakeGitLab,
     fake_gitlab_notes: FakeNotes,
     scripted_provider: ScriptedProvider,
-    tmp_path: Path,
+    gitlab_service: GitLabService,
 ) -> None:
-    settings = settings_for(database_url, fake_gitlab, scripted_provider, tmp_path)
+    settings = settings_for(gitlab_service, scripted_provider)
     members = members_of(fake_gitlab)
     _, ours = published(fake_gitlab, fake_gitlab_notes, scripted_provider, settings, 7)
     _, by_reporter = reply_event(fake_gitlab_notes, ours, REPORTER, "/pr-review ignore")
@@ -176,7 +169,7 @@ def test_ignore_from_a_developer_is_stored_and_the_next_merge_request_suppresses
     ignore, by_developer = reply_event(fake_gitlab_notes, ours, DEVELOPER, f"@{BOT} ignore")
 
     async def scenario() -> tuple[list[httpx.Response], dict[str, Any]]:
-        async with running(settings) as (client, _):
+        async with gitlab_service.running(settings) as (client, _):
             answers = [
                 await note(client, event)
                 for event in (by_reporter, by_bot, flagged, by_author, by_developer)
@@ -199,7 +192,7 @@ def test_ignore_from_a_developer_is_stored_and_the_next_merge_request_suppresses
     # The merge request's author may ask questions, not dismiss: only Reporter and author asked.
     assert sorted(user for _, user in members.asked) == [DEVELOPER[1], REPORTER[1], MR_AUTHOR[1]]
     # A second merge request of the project: its review does not post the finding.
-    second, _ = published_second(fake_gitlab, fake_gitlab_notes, scripted_provider, settings)
+    second, _ = published_second(gitlab_service, scripted_provider, settings)
     assert second["suppressed"] == 1
     assert second["inline_comments"] == 0
     assert fake_gitlab_notes.discussions(PROJECT, 8) == []
@@ -208,14 +201,14 @@ def test_ignore_from_a_developer_is_stored_and_the_next_merge_request_suppresses
 
 
 def published_second(
-    fake: FakeGitLab, notes: FakeNotes, provider: ScriptedProvider, settings: Settings
+    gitlab: GitLabService, provider: ScriptedProvider, settings: Settings
 ) -> tuple[dict[str, Any], MergeRequestFixture]:
     """A job (with the service's dismissals) reviewing and publishing merge request 8."""
-    fixture = merge_request(fake, 8)
+    fixture = merge_request(gitlab.fake, 8)
     provider.script(stop_turn(REVIEW))
 
     async def scenario() -> dict[str, Any]:
-        async with running(settings) as (client, _):
+        async with gitlab.running(settings) as (client, _):
             created = await client.post(
                 "/v1/review-jobs", json={"pull_request_url": fixture.url, "post": True}
             )
@@ -228,15 +221,12 @@ def published_second(
 
 
 def test_over_the_hourly_limit_a_question_gets_eyes_and_nothing_else(
-    database_url: str,
     fake_gitlab: FakeGitLab,
     fake_gitlab_notes: FakeNotes,
     scripted_provider: ScriptedProvider,
-    tmp_path: Path,
+    gitlab_service: GitLabService,
 ) -> None:
-    settings = settings_for(
-        database_url, fake_gitlab, scripted_provider, tmp_path, pr_review_max_answers_per_hour=0
-    )
+    settings = settings_for(gitlab_service, scripted_provider, pr_review_max_answers_per_hour=0)
     members = members_of(fake_gitlab)
     _, ours = published(fake_gitlab, fake_gitlab_notes, scripted_provider, settings, 7)
     provider_requests = len(scripted_provider.requests)
@@ -245,7 +235,7 @@ def test_over_the_hourly_limit_a_question_gets_eyes_and_nothing_else(
     _, by_reporter = reply_event(fake_gitlab_notes, ours, REPORTER, f"@{BOT} is this right?")
 
     async def scenario() -> tuple[httpx.Response, dict[str, Any]]:
-        async with running(settings) as (client, _):
+        async with gitlab_service.running(settings) as (client, _):
             refused = await note(client, by_reporter)
             answer = await note(client, event)
             assert answer.status_code == 202, answer.text
@@ -266,11 +256,11 @@ def test_commands_in_a_discussion_that_is_not_ours_do_nothing(
     fake_gitlab: FakeGitLab,
     fake_gitlab_notes: FakeNotes,
     scripted_provider: ScriptedProvider,
-    tmp_path: Path,
+    gitlab_service: GitLabService,
 ) -> None:
     """A person's discussion, even one that copies our finding's marker, is not one of our
     findings': `ignore` stores nothing and a question asks no model."""
-    settings = settings_for(database_url, fake_gitlab, scripted_provider, tmp_path)
+    settings = settings_for(gitlab_service, scripted_provider)
     members_of(fake_gitlab)
     _, ours = published(fake_gitlab, fake_gitlab_notes, scripted_provider, settings, 7)
     theirs = fake_gitlab_notes.add(PROJECT, 7, ours.body, "mallory")  # the marker, copied
@@ -280,7 +270,7 @@ def test_commands_in_a_discussion_that_is_not_ours_do_nothing(
     _, question = reply_event(fake_gitlab_notes, theirs, DEVELOPER, "/pr-review why?")
 
     async def scenario() -> list[dict[str, Any]]:
-        async with running(settings) as (client, _):
+        async with gitlab_service.running(settings) as (client, _):
             answers = [await note(client, event) for event in (ignore, question)]
             return [await finished(client, a.json()["job_id"]) for a in answers]
 

@@ -9,30 +9,26 @@ from __future__ import annotations
 import asyncio
 import socket
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import SecretStr
 
-from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.settings import Settings
-from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN, PROVIDER_KEY
+from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN
 from tests.fakes.gitlab_members import Members
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitlab.payloads import merge_request_hook, note_hook
-from tests.jobs.test_gitlab_webhooks import TOKEN, deliver
-from tests.jobs.test_jobs import FAST, rows, service
+from tests.jobs.gitlab_service import BOT, GitLabService
+from tests.jobs.test_gitlab_webhooks import deliver
+from tests.jobs.test_jobs import rows
 
 # Whole reviews through the service, a worker and the fakes: the default run, not --fast.
 pytestmark = pytest.mark.e2e
 
-BOT = "pr-review-bot"
 PROJECT = "acme/platform/widget"
 FINDING = {
     "severity": "medium",
@@ -51,26 +47,19 @@ def _nothing_listening() -> str:
         return f"http://127.0.0.1:{probe.getsockname()[1]}"
 
 
-def settings_for(
-    database_url: str, fake: FakeGitLab, provider: ScriptedProvider, tmp: Path, **extra: Any
-) -> Settings:
-    fake.users.setdefault(GITLAB_TOKEN, BOT)
+def settings_for(gitlab: GitLabService, provider: ScriptedProvider, **extra: Any) -> Settings:
+    """Reviews by the scripted provider; no GitHub identity (nothing listens where it points)."""
     nowhere = _nothing_listening()
-    return fake.settings(
-        tmp / "cache",
-        token=GITLAB_TOKEN,
-        opencode_api_key=SecretStr(PROVIDER_KEY),
-        opencode_base_url=provider.base_url,
-        opencode_max_retries=0,
-        github_server_url=nowhere,
-        github_api_url=nowhere + "/api/v3",
-        github_token=SecretStr(GITHUB_TOKEN),
-        pr_review_database_url=SecretStr(database_url),
-        pr_review_gitlab_webhook_secret=SecretStr(TOKEN),
-        pr_review_job_max_attempts=1,
-        review_timeout_seconds=60,
-        **extra,
-    )
+    values: dict[str, Any] = {
+        "opencode_base_url": provider.base_url,
+        "opencode_max_retries": 0,
+        "github_server_url": nowhere,
+        "github_api_url": nowhere + "/api/v3",
+        "github_token": SecretStr(GITHUB_TOKEN),
+        "pr_review_job_max_attempts": 1,
+        "review_timeout_seconds": 60,
+    }
+    return gitlab.settings(**(values | extra))
 
 
 def merge_request(fake: FakeGitLab, iid: int = 7) -> MergeRequestFixture:
@@ -83,19 +72,6 @@ def merge_request(fake: FakeGitLab, iid: int = 7) -> MergeRequestFixture:
     )
 
 
-@asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, JobQueue]]:
-    queue = JobQueue(settings, tuning=FAST)
-    async with queue.opened(), service(settings) as client:
-        task = asyncio.create_task(queue.run_worker(2, install_signal_handlers=False))
-        try:
-            yield client, queue
-        finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), 10)
-
-
 async def finished(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
     for _ in range(1200):  # the test's own bound: 60 s
         job: dict[str, Any] = (await client.get(f"/v1/review-jobs/{job_id}")).json()
@@ -106,14 +82,17 @@ async def finished(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
 
 
 def test_a_merge_request_job_is_reviewed_with_the_gitlab_token(
-    database_url: str, fake_gitlab: FakeGitLab, scripted_provider: ScriptedProvider, tmp_path: Path
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    scripted_provider: ScriptedProvider,
+    gitlab_service: GitLabService,
 ) -> None:
     fixture = merge_request(fake_gitlab)
     scripted_provider.script(stop_turn({"summary": "One bug.", "findings": [FINDING], "notes": []}))
-    settings = settings_for(database_url, fake_gitlab, scripted_provider, tmp_path)
+    settings = settings_for(gitlab_service, scripted_provider)
 
     async def scenario() -> dict[str, Any]:
-        async with running(settings) as (client, _):
+        async with gitlab_service.running(settings) as (client, _):
             created = await client.post(
                 "/v1/review-jobs", json={"pull_request_url": fixture.url + "/diffs"}
             )
@@ -147,19 +126,18 @@ def test_a_merge_request_job_is_reviewed_with_the_gitlab_token(
 
 
 def test_a_webhook_job_publishes_the_review_on_the_merge_request(
-    database_url: str,
     fake_gitlab: FakeGitLab,
     fake_gitlab_notes: FakeNotes,
     scripted_provider: ScriptedProvider,
-    tmp_path: Path,
+    gitlab_service: GitLabService,
 ) -> None:
     fixture = merge_request(fake_gitlab)
     scripted_provider.script(stop_turn({"summary": "One bug.", "findings": [FINDING], "notes": []}))
-    settings = settings_for(database_url, fake_gitlab, scripted_provider, tmp_path)
+    settings = settings_for(gitlab_service, scripted_provider)
     event = merge_request_hook("open", path=PROJECT, head=fixture.head_sha)
 
     async def scenario() -> dict[str, Any]:
-        async with running(settings) as (client, _):
+        async with gitlab_service.running(settings) as (client, _):
             answer = await deliver(client, event, uuid_header=str(uuid.uuid4()))
             assert answer.status_code == 202, answer.text
             assert answer.json()["status"] == "queued"
@@ -186,7 +164,7 @@ def test_a_head_is_published_once_unless_a_developer_asks_for_review(
     fake_gitlab: FakeGitLab,
     fake_gitlab_notes: FakeNotes,
     scripted_provider: ScriptedProvider,
-    tmp_path: Path,
+    gitlab_service: GitLabService,
 ) -> None:
     """A reopened merge request whose head we published asks no model; `/pr-review review`
     from a Developer reviews and publishes that head again, without repeating its finding."""
@@ -194,11 +172,11 @@ def test_a_head_is_published_once_unless_a_developer_asks_for_review(
     Members.install(fake_gitlab).add(PROJECT, user_id=51, username="alice", level=30)
     review = {"summary": "One bug.", "findings": [FINDING], "notes": []}
     scripted_provider.script(stop_turn(review), stop_turn(review))
-    settings = settings_for(database_url, fake_gitlab, scripted_provider, tmp_path)
+    settings = settings_for(gitlab_service, scripted_provider)
 
     async def scenario() -> list[dict[str, Any]]:
         jobs = []
-        async with running(settings) as (client, _):
+        async with gitlab_service.running(settings) as (client, _):
             for event, kind in (
                 (merge_request_hook("open", path=PROJECT, head=fixture.head_sha), None),
                 (merge_request_hook("reopen", path=PROJECT, head=fixture.head_sha), None),
@@ -225,11 +203,10 @@ def test_a_head_is_published_once_unless_a_developer_asks_for_review(
 
 
 def test_a_webhook_job_honours_the_bases_skip_rules(
-    database_url: str,
     fake_gitlab: FakeGitLab,
     fake_gitlab_notes: FakeNotes,
     scripted_provider: ScriptedProvider,
-    tmp_path: Path,
+    gitlab_service: GitLabService,
 ) -> None:
     """A webhook's job is automatic (CONTRACT 16): the base's `.pr-review.toml` may skip it,
     with no provider request and nothing posted."""
@@ -240,11 +217,11 @@ def test_a_webhook_job_honours_the_bases_skip_rules(
         head={"a.py": "x = 1\n"},
         title="[WIP] try something",
     )
-    settings = settings_for(database_url, fake_gitlab, scripted_provider, tmp_path)
+    settings = settings_for(gitlab_service, scripted_provider)
     event = merge_request_hook("open", path=PROJECT, iid=9, head=fixture.head_sha)
 
     async def scenario() -> dict[str, Any]:
-        async with running(settings) as (client, _):
+        async with gitlab_service.running(settings) as (client, _):
             answer = await deliver(client, event)
             return await finished(client, answer.json()["job_id"])
 

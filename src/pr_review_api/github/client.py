@@ -1,14 +1,15 @@
 """The one GitHub API client of a process: a pooled connection, pluggable credentials, caps.
 
-`GitHubClient` holds one long-lived `httpx.AsyncClient` (no proxy, netrc or CA settings from the
-environment, certifi's CA bundle, redirects never followed by httpx) shared by every review the
-process runs (or by one job), and the `Credentials` it is bound to (`github/credentials.py:
+`GitHubClient` is the shared pooled client (`http/api_client.py`: one long-lived
+`httpx.AsyncClient`, no proxy, netrc or CA settings from the environment, certifi's CA bundle,
+redirects never followed by httpx) shared by every review the process runs (or by one job),
+bound to the `Credentials` (`github/credentials.py:
 credentials_for`), which supply the token of each request and the publishing identity: a
 client is one identity on GitHub, so its callers never say on whose behalf they ask. Every
 request goes to `GITHUB_API_URL`'s origin and nowhere else: a URL on another origin (a `Link`
 header, a redirect) is refused, so the token reaches only GitHub. Every body is read with the
-shared capped reader (`pr_review_api.http`), so a gzip bomb costs no more memory here than
-from the provider.
+shared capped reader (`http/body.py`), so a gzip bomb costs no more memory here than from the
+provider.
 
 `fetch_metadata` asks `GET {GITHUB_API_URL}/repos/{owner}/{repo}/pulls/{number}` for the two
 commits a review is pinned to. The answer is untrusted: its size is capped here, and its JSON
@@ -19,17 +20,14 @@ never reach an error message or a log.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, ClassVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
-from pr_review_api import __version__
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
 from pr_review_api.github.credentials import Credentials, credentials_for
 from pr_review_api.github.metadata import (
@@ -39,27 +37,20 @@ from pr_review_api.github.metadata import (
 from pr_review_api.github.urls import (
     PullRequestRef,
 )
-from pr_review_api.http import (
-    ACCEPTED_ENCODINGS,
-    BodyCorrupt,
-    BodyTooLarge,
-    UnsupportedEncoding,
-    bounded_decimal,
-    read_capped,
-    tls_context,
+from pr_review_api.http.api_client import (
+    MAX_WAIT_HEADER_SECONDS,
+    ApiClient,
+    same_origin,
+    try_again_when,
 )
+from pr_review_api.http.body import bounded_decimal
 from pr_review_api.jsonutil import dumps_compact
 from pr_review_api.settings import Settings
-
-logger = logging.getLogger(__name__)
 
 MAX_METADATA_RESPONSE_BYTES = 1024 * 1024  # decoded; GitHub's body limit is 65,536 characters
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # any other API answer (a page of reviews or comments)
 METADATA_TIMEOUT_SECONDS = 30.0
-CONNECT_TIMEOUT_SECONDS = 10.0
-KEEPALIVE_EXPIRY_SECONDS = 30.0
 MAX_REDIRECTS = 3
-MAX_WAIT_HEADER_SECONDS = 10**9
 GITHUB_API_VERSION = "2022-11-28"
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -106,8 +97,7 @@ def _status_error(response: GitHubResponse, *, anonymous: bool) -> Exception:
     if status in (404, 410):
         return PullRequestNotFound()
     if is_rate_limited(status, response.headers):
-        wait = rate_limit_wait(response.headers)
-        when = "later" if wait is None or wait > 86_400 else f"in {wait} seconds"
+        when = try_again_when(rate_limit_wait(response.headers))
         hint = " (setting GITHUB_TOKEN raises the limit)" if anonymous else ""
         return GitHubUnavailable(f"GitHub's API rate limit was reached; try again {when}{hint}.")
     if status == 401:
@@ -119,16 +109,15 @@ def _status_error(response: GitHubResponse, *, anonymous: bool) -> Exception:
     return GitHubUnavailable(f"GitHub answered with an unexpected status ({status}).")
 
 
-def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
-    return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
-
-
-class GitHubClient:
+class GitHubClient(ApiClient):
     """The process's GitHub API client (see the module docstring). Close it with `aclose()`.
 
     `http` lends an existing `httpx.AsyncClient` (a test's mock transport); it is not closed.
     Otherwise the pool is made on first use (loading the CA bundle off the event loop).
     """
+
+    forge: ClassVar[str] = "GitHub"
+    unavailable: ClassVar[type[GitHubUnavailable]] = GitHubUnavailable
 
     def __init__(
         self,
@@ -139,52 +128,10 @@ class GitHubClient:
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int | None = None,
     ) -> None:
-        self.settings = settings
+        super().__init__(settings, http=http, transport=transport, max_connections=max_connections)
         self.credentials = credentials or credentials_for(settings)
         self._origin = httpx.URL(settings.github_api_url)
-        self._http = http
-        self._owned = http is None
-        self._transport = transport
-        self._connections = max_connections or 2 * settings.pr_review_max_concurrent_reviews
         self._login: str | None = None
-        self._lock = asyncio.Lock()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the pooled connections (a lent client stays open)."""
-        if self._owned and self._http is not None:
-            await self._http.aclose()
-            self._http = None
-
-    async def _pool(self) -> httpx.AsyncClient:
-        async with self._lock:
-            if self._http is None:
-                tls = await asyncio.to_thread(tls_context)
-                # trust_env=False: no proxy, netrc or CA settings picked up from the
-                # environment, as for git, whose environment is built from scratch too.
-                self._http = httpx.AsyncClient(
-                    verify=tls,
-                    transport=self._transport,
-                    trust_env=False,
-                    follow_redirects=False,
-                    timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_SECONDS),
-                    limits=httpx.Limits(
-                        max_connections=self._connections,
-                        max_keepalive_connections=self._connections,
-                        keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS,
-                    ),
-                )
-            return self._http
 
     def api_url(self, path: str) -> httpx.URL:
         """`GITHUB_API_URL` + `path` (which starts with `/`)."""
@@ -192,17 +139,14 @@ class GitHubClient:
 
     def is_api_url(self, url: httpx.URL) -> bool:
         """Whether `url` is on `GITHUB_API_URL`'s origin, the only one the token may reach."""
-        return _same_origin(url, self._origin)
+        return same_origin(url, self._origin)
 
     async def _headers(self, has_body: bool) -> dict[str, str]:
-        headers = {
-            "Accept": "application/vnd.github+json",
-            "Accept-Encoding": ACCEPTED_ENCODINGS,
-            "X-GitHub-Api-Version": GITHUB_API_VERSION,
-            "User-Agent": f"pr-review/{__version__}",
-        }
-        if has_body:
-            headers["Content-Type"] = "application/json"
+        headers = self._plain_headers(
+            "application/vnd.github+json",
+            has_body,
+            {"X-GitHub-Api-Version": GITHUB_API_VERSION},
+        )
         token = await self.credentials.token()
         if token is not None:
             headers["Authorization"] = f"Bearer {token.get_secret_value()}"
@@ -224,7 +168,7 @@ class GitHubClient:
         """
         target = httpx.URL(url)
         content = None if json_body is None else dumps_compact(json_body).encode("utf-8")
-        try:
+        with self._failures():
             client = await self._pool()
             headers = await self._headers(content is not None)
             for _ in range(MAX_REDIRECTS + 1):
@@ -232,34 +176,12 @@ class GitHubClient:
                     raise GitHubUnavailable(
                         "GitHub redirected the request to another host; it was not followed."
                     )
-                request = client.build_request(method, target, headers=headers, content=content)
-                response = await client.send(request, stream=True)
-                try:
-                    logger.debug("GitHub API answered %d to %s", response.status_code, method)
-                    location = response.headers.get("location")
-                    if (
-                        method == "GET"
-                        and response.status_code in _REDIRECTS
-                        and location is not None
-                    ):
-                        target = target.join(location)
-                        continue
-                    body = b""
-                    if 200 <= response.status_code < 300:
-                        body = await read_capped(response, limit)
-                    return GitHubResponse(
-                        response.status_code, response.headers, body, response.url
-                    )
-                finally:
-                    await response.aclose()
-        except BodyTooLarge:
-            raise GitHubUnavailable("GitHub's answer was larger than allowed.") from None
-        except (BodyCorrupt, UnsupportedEncoding):
-            raise GitHubUnavailable("GitHub's answer could not be decoded.") from None
-        except httpx.TimeoutException:
-            raise GitHubUnavailable("GitHub did not answer in time.") from None
-        except (httpx.HTTPError, httpx.InvalidURL):
-            raise GitHubUnavailable("GitHub could not be reached.") from None
+                response, body = await self._send(client, method, target, headers, content, limit)
+                location = response.headers.get("location")
+                if method == "GET" and response.status_code in _REDIRECTS and location is not None:
+                    target = target.join(location)
+                    continue
+                return GitHubResponse(response.status_code, response.headers, body, response.url)
         raise GitHubUnavailable("GitHub redirected the request too many times.")
 
     async def pull_metadata(self, ref: PullRequestRef) -> PullRequestMetadata:

@@ -27,7 +27,8 @@ from pr_review_api.github.markers import (
     read_markers,
 )
 from pr_review_api.github.urls import PullRequestRef
-from pr_review_api.http import bounded_decimal
+from pr_review_api.http.api_client import rate_limit_pause
+from pr_review_api.http.body import bounded_decimal
 from pr_review_api.model import (
     PullRequestInfo,
 )
@@ -38,7 +39,6 @@ logger = logging.getLogger(__name__)
 # newest whatever others posted before them; the budget bounds what a flood after them costs.
 MAX_LIST_PAGES = 30
 MAX_RATE_LIMIT_WAITS = 3
-DEFAULT_RATE_LIMIT_WAIT_SECONDS = 60
 MAX_PAGE_NUMBER = 10**7
 PAGE_SLOTS = 1000  # more than any page holds: orders posts by page, then place
 _LINK = re.compile(r'<([^<>\s]+)>\s*;\s*rel="?([a-z]+)"?')
@@ -52,17 +52,32 @@ class PublishFailure(Exception):
         self.message = message
 
 
-def status_failure(status: int, what: str) -> PublishFailure:
+@dataclass(frozen=True)
+class PublishWords:
+    """How a forge's refusals to publish are told: its name, what it calls a change, and
+    what a token needs to publish there."""
+
+    forge: str
+    change: str
+    token_needs: str
+
+
+GITHUB_PUBLISH = PublishWords("GitHub", "pull request", "write access to pull requests")
+
+
+def status_failure(status: int, what: str, words: PublishWords = GITHUB_PUBLISH) -> PublishFailure:
+    """A fixed sentence for a forge's answer that ends the publication."""
+    forge = words.forge
     if status in (401, 403):
         return PublishFailure(
-            f"GitHub refused to let us {what} (status {status}); the token needs write "
-            "access to pull requests."
+            f"{forge} refused to let us {what} (status {status}); the token needs "
+            f"{words.token_needs}."
         )
     if status == 404:
-        return PublishFailure(f"GitHub did not find the pull request when we tried to {what}.")
+        return PublishFailure(f"{forge} did not find the {words.change} when we tried to {what}.")
     if status >= 500:
-        return PublishFailure(f"GitHub answered with a server error (status {status}).")
-    return PublishFailure(f"GitHub answered with an unexpected status ({status}).")
+        return PublishFailure(f"{forge} answered with a server error (status {status}).")
+    return PublishFailure(f"{forge} answered with an unexpected status ({status}).")
 
 
 class _UserWire(BaseModel):
@@ -190,9 +205,8 @@ async def _waited(headers: Any, wait_until: float | None) -> bool:
     """Sleep out a rate limit when it ends before `wait_until`; False when it does not."""
     if wait_until is None:
         return False
-    wait = rate_limit_wait(headers)
-    seconds = DEFAULT_RATE_LIMIT_WAIT_SECONDS if wait is None else max(wait, 1)
-    if asyncio.get_running_loop().time() + seconds > wait_until:
+    seconds = rate_limit_pause(rate_limit_wait(headers), wait_until)
+    if seconds is None:
         return False
     await asyncio.sleep(seconds)
     return True

@@ -72,6 +72,19 @@ class Placement:
     skipped: int = 0
 
 
+def moved_to_body(placement: Placement, inline: list[Placed], moved: Sequence[Placed]) -> Placement:
+    """`placement` with `inline` left inline and `moved` (findings the forge would not take
+    inline) in the body, in the body's order."""
+    body = sorted([*moved, *placement.body], key=placed_order)
+    return Placement(inline=inline, body=body, skipped=placement.skipped)
+
+
+def carried(placement: Placement, shown: int) -> list[str]:
+    """The fingerprints a publication carries: its inline findings', and its body's first
+    `shown` (those that fit)."""
+    return [p.fingerprint for p in [*placement.inline, *placement.body[:shown]]]
+
+
 def _blob_texts(git_dir: Path, head: str, paths: set[str]) -> dict[str, str]:
     texts: dict[str, str] = {}
     for path in paths:

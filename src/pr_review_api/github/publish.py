@@ -1,4 +1,5 @@
-"""Publishing a validated review on its pull request (CONTRACT section 10).
+"""Publishing a validated review on its pull request (CONTRACT section 10): GitHub's steps of
+the one publication driver (`github/publish_driver.py`).
 
 1. In the service, its ledger (`ledger.py`) of this head answers first. Then read our
    own earlier reviews and review comments, newest first (`github/history.py`), and keep the
@@ -33,8 +34,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pr_review_api.errors import GitHubUnavailable, ServerBusy
-from pr_review_api.git.hunks import diff_hunks
+from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import Repository
 from pr_review_api.github.history import (
@@ -45,32 +45,20 @@ from pr_review_api.github.history import (
     status_failure,
 )
 from pr_review_api.github.markers import Post, PriorState
-from pr_review_api.github.placement import (
-    Placement,
-    fingerprint_of,
-    line_texts,
-    place,
-    suggestion_texts,
-)
+from pr_review_api.github.placement import Placement, carried, place
+from pr_review_api.github.publish_driver import Findings, ForgeSteps, publish_with
 from pr_review_api.github.review_requests import post_review, send_review
 from pr_review_api.github.review_text import render_body, render_short_body
 from pr_review_api.github.summary import updated_body
 from pr_review_api.github.threads import open_thread_matches
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import HeadKey, PublishLedger
-from pr_review_api.model import (
-    Finding,
-    Publication,
-    PublicationError,
-    ReviewResult,
-)
+from pr_review_api.model import Finding, Publication, ReviewResult
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
 
 logger = logging.getLogger(__name__)
-
-DEADLINE_MARGIN_SECONDS = 0.5
 
 
 async def publish(  # noqa: PLR0913  (what one publication needs: the review, where, how, and what the repository dismissed)
@@ -93,92 +81,60 @@ async def publish(  # noqa: PLR0913  (what one publication needs: the review, wh
     With a `ledger` (the service), its record of this head answers first, and a publication
     is recorded there as soon as GitHub accepts it. `force` (the `review` command) posts even
     when this head is published already; the fingerprints already posted are still skipped."""
-    try:
-        async with asyncio.timeout_at(deadline - DEADLINE_MARGIN_SECONDS):
-            return await _publish(
-                result,
-                ref,
-                github,
-                git_dir,
-                deadline=deadline,
-                max_inline=max_inline,
-                ledger=ledger,
-                force=force,
-                dismissed=dismissed,
+    steps = _GitHubSteps(ref, github, max_inline)
+    return await publish_with(
+        steps, result, git_dir, deadline=deadline, ledger=ledger, force=force, dismissed=dismissed
+    )
+
+
+class _GitHubSteps(ForgeSteps):
+    """A pull request's publication: our reviews listed, then one review with the inline
+    comments (the first in full, a later head's short), and our first review rewritten."""
+
+    errors = (GitHubUnavailable,)
+    too_many_posts = (
+        f"The pull request has more reviews than the {MAX_LIST_PAGES} pages read; nothing "
+        "was published, so that no head is reviewed twice."
+    )
+
+    def __init__(self, ref: PullRequestRef, github: GitHubClient, max_inline: int) -> None:
+        self.ref = ref
+        self.github = github
+        self.max_inline = max_inline
+
+    async def key(self, head_sha: str) -> HeadKey:
+        return HeadKey.of(self.ref, await self.github.login(), head_sha)
+
+    async def prior_state(self, head_sha: str, wait_until: float) -> PriorState:
+        return await prior_state(self.github, self.ref, wait_until=wait_until, head_sha=head_sha)
+
+    async def post(
+        self,
+        result: ReviewResult,
+        state: PriorState,
+        posted: set[str],
+        findings: Findings,
+        deadline: float,
+    ) -> tuple[Publication, list[str]]:
+        ref, github = self.ref, self.github
+        matched = await _in_open_threads(
+            github, ref, state, findings.findings, findings.fingerprints, posted
+        )
+        placement = place(
+            findings.findings,
+            findings.hunks,
+            findings.fingerprints,
+            posted | set(matched),
+            self.max_inline,
+            texts=findings.replaced,
+        )
+        if state.summary is None:
+            publication, carried = await _first_review(result, ref, github, placement, deadline)
+        else:
+            publication, carried = await _later_review(
+                result, ref, github, placement, state.summary, matched, deadline
             )
-    except PublishFailure as failure:
-        return _failed(failure.message)
-    except GitHubUnavailable as exc:
-        return _failed(exc.message)
-    except TimeoutError:
-        return _failed("Publishing did not finish before the review's deadline.")
-
-
-def _failed(message: str) -> Publication:
-    logger.info("publishing the review failed: %s", message)
-    return Publication(status="failed", error=PublicationError(message=message))
-
-
-async def _publish(  # noqa: PLR0913  (as publish)
-    result: ReviewResult,
-    ref: PullRequestRef,
-    github: GitHubClient,
-    git_dir: Path,
-    *,
-    deadline: float,
-    max_inline: int,
-    ledger: PublishLedger | None,
-    force: bool = False,
-    dismissed: Collection[str] = frozenset(),
-) -> Publication:
-    head = result.revisions.head_sha
-    key = HeadKey.of(ref, await github.login(), head)
-    try:
-        recorded = None if ledger is None else await ledger.find(key)
-    except ServerBusy:
-        # The review is paid for: publish on the markers alone, as the CLI does.
-        logger.warning("the ledger of published reviews could not be read")
-        recorded, ledger = None, None
-    if recorded is not None and not force:
-        return _already(recorded.review_id, recorded.url)
-    state = await prior_state(
-        github, ref, wait_until=deadline - DEADLINE_MARGIN_SECONDS, head_sha=head
-    )
-    done = state.review_of(head)
-    if done is not None and not force:
-        return _already(*done)
-    if not state.complete and ledger is None:
-        # Our review of this head may be in the pages not read: posting could post it twice.
-        raise PublishFailure(
-            f"The pull request has more reviews than the {MAX_LIST_PAGES} pages read; nothing "
-            "was published, so that no head is reviewed twice."
-        )
-    posted = state.fingerprints | await _ledger_fingerprints(ledger, key)
-    findings = result.review.findings
-    wanted = {f.path for f in findings}
-    merge_base = result.revisions.merge_base_sha
-    hunks = await asyncio.to_thread(diff_hunks, git_dir, merge_base, head, wanted)
-    texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
-    fingerprints = [fingerprint_of(f, texts) for f in findings]
-    kept = [i for i, fingerprint in enumerate(fingerprints) if fingerprint not in dismissed]
-    suppressed = len(findings) - len(kept)
-    findings = [findings[i] for i in kept]
-    fingerprints = [fingerprints[i] for i in kept]
-    matched = await _in_open_threads(github, ref, state, findings, fingerprints, posted)
-    replaced = await asyncio.to_thread(suggestion_texts, git_dir, head, findings)
-    placement = place(
-        findings, hunks, fingerprints, posted | set(matched), max_inline, texts=replaced
-    )
-    if state.summary is None:
-        publication, carried = await _first_review(result, ref, github, placement, deadline)
-    else:
-        publication, carried = await _later_review(
-            result, ref, github, placement, state.summary, matched, deadline
-        )
-    publication.suppressed = suppressed
-    if ledger is not None:
-        await ledger.record(key, publication, [*carried, *matched], result)
-    return publication
+        return publication, [*carried, *matched]
 
 
 async def _in_open_threads(
@@ -216,7 +172,7 @@ async def _first_review(
     if created is None or status not in (200, 201):
         raise status_failure(status, "publish the review")
     _, shown = await asyncio.to_thread(render_body, result, placement)
-    return _published(created, placement, shown), _carried(placement, shown)
+    return _published(created, placement, shown), carried(placement, shown)
 
 
 async def _later_review(
@@ -258,7 +214,7 @@ async def _later_review(
         if created is None or status not in (200, 201):
             raise status_failure(status, "publish the review")
     _, shown = await asyncio.to_thread(render_short_body, result, placement)
-    return _published(created, placement, shown), _carried(placement, shown)
+    return _published(created, placement, shown), carried(placement, shown)
 
 
 async def _edit_summary(  # noqa: PLR0913  (what the rewritten body is made of)
@@ -300,23 +256,6 @@ def _published(review: PostWire, placement: Placement, shown: int) -> Publicatio
         body_findings=shown,
         duplicates_skipped=placement.skipped,
     )
-
-
-def _carried(placement: Placement, shown: int) -> list[str]:
-    """The fingerprints a posted review carries: its inline comments', its body's."""
-    return [p.fingerprint for p in [*placement.inline, *placement.body[:shown]]]
-
-
-async def _ledger_fingerprints(ledger: PublishLedger | None, key: HeadKey) -> set[str]:
-    try:
-        return set() if ledger is None else await ledger.fingerprints(key)
-    except ServerBusy:
-        logger.warning("the ledger of published reviews could not be read")
-        return set()
-
-
-def _already(review_id: int | None, url: str | None) -> Publication:
-    return Publication(status="already_published", review_id=review_id, url=url)
 
 
 async def publish_result(  # noqa: PLR0913  (as publish)

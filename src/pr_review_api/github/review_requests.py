@@ -19,15 +19,15 @@ from pydantic import ValidationError
 
 from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
 from pr_review_api.github.history import PostWire, PublishFailure
-from pr_review_api.github.placement import Placed, Placement, placed_order
+from pr_review_api.github.placement import Placed, Placement, moved_to_body
 from pr_review_api.github.review_text import render_comment
 from pr_review_api.github.urls import PullRequestRef
+from pr_review_api.http.api_client import rate_limit_pause
 from pr_review_api.model import ReviewResult
 
 logger = logging.getLogger(__name__)
 
 MAX_POST_ATTEMPTS = 5
-DEFAULT_RATE_LIMIT_WAIT_SECONDS = 60
 # A review's body and how many body findings it holds (github/review_text.py).
 Render = Callable[[ReviewResult, Placement], tuple[str, int]]
 
@@ -42,7 +42,6 @@ async def send_review(
 ) -> tuple[int, PostWire | None]:
     """(status, the review created or edited) after waiting out secondary rate limits within
     the deadline."""
-    loop = asyncio.get_running_loop()
     for _ in range(MAX_POST_ATTEMPTS):
         response = await github.request(method, url, json_body=payload)
         if response.status in (200, 201):
@@ -52,9 +51,8 @@ async def send_review(
                 return response.status, None
         if not is_rate_limited(response.status, response.headers):
             return response.status, None
-        wait = rate_limit_wait(response.headers)
-        wait = DEFAULT_RATE_LIMIT_WAIT_SECONDS if wait is None else max(wait, 1)
-        if loop.time() + wait > deadline:
+        wait = rate_limit_pause(rate_limit_wait(response.headers), deadline)
+        if wait is None:
             raise PublishFailure("GitHub's rate limit lasts past the review's deadline.")
         logger.info("GitHub rate limit on publishing; waiting %d s", wait)
         await asyncio.sleep(wait)
@@ -79,10 +77,7 @@ async def post_review(
     if status == 422 and placement.inline:
         # GitHub refused a comment's line (it never says which): everything in the body.
         logger.info("GitHub refused the inline comments; posting every finding in the body")
-        placement = Placement(
-            body=sorted([*placement.inline, *placement.body], key=placed_order),
-            skipped=placement.skipped,
-        )
+        placement = moved_to_body(placement, [], placement.inline)
         payload = await asyncio.to_thread(_payload, result, placement, render)
         status, created = await send_review(github, "POST", url, payload, deadline=deadline)
     return status, created, placement

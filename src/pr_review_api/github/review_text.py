@@ -1,8 +1,15 @@
-"""The review body and inline comment texts as posted (CONTRACT 10); model text is escaped."""
+"""The review body and inline comment texts as posted (CONTRACT 10); model text is escaped.
+
+The layout is one for every forge: GitLab's note and discussions (gitlab/note_text.py) are
+these texts with GitLab's `Layout`, which names its escapers, its size limit, its few words
+and its committable block; GitHub's is `GITHUB_LAYOUT`, the default of every function here.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from pr_review_api.github.markers import (
     SUMMARY_HEADING,
@@ -20,31 +27,70 @@ from pr_review_api.output.inert_markdown import WORD_JOINER, code_block, escape,
 MAX_BODY_CHARS = 60_000  # GitHub refuses bodies over 65,536 characters
 
 
-def render_comment(placed: Placed) -> str:
+def _github_block(placed: Placed) -> str | None:
+    suggestion = placed.suggestion
+    if suggestion is None or not placed.committable:
+        return None
+    # Exact: GitHub commits this text as is (CONTRACT 14); the fence keeps it in the block.
+    return code_block("suggestion", suggestion.replacement)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What one forge's texts differ in; the layout itself is this module's."""
+
+    escape: Callable[[str], str]  # model text in a paragraph
+    escape_inline: Callable[[str], str]  # model text within a line
+    max_chars: int  # a body's size, its tail and markers included
+    post: str  # what a body is called: "review"
+    inline_where: str  # where the inline findings are: "inline on the diff"
+    skipped_when: str  # when the skipped ones were posted: "on an earlier head"
+    # A suggestion's committable block, or None where it is not committable here.
+    committable_block: Callable[[Placed], str | None]
+    # What raw text in a diff block loses (a replaced line its line breaks too); None: none.
+    raw: Callable[[str], str] | None = None
+    drop_blank_notes: bool = False  # notes stripped, and a blank one left out
+
+
+GITHUB_LAYOUT = Layout(
+    escape,
+    escape_inline,
+    MAX_BODY_CHARS,
+    post="review",
+    inline_where="inline on the diff",
+    skipped_when="on an earlier head",
+    committable_block=_github_block,
+)
+
+
+def render_comment(placed: Placed, layout: Layout = GITHUB_LAYOUT) -> str:
     """The body of an inline comment; a committable suggestion's ends with its block."""
     finding = placed.finding
     parts = [
-        f"**{finding.severity}** · {escape_inline(finding.title)}",
-        escape(finding.explanation),
-        f"**Evidence:** {escape(finding.evidence)}",
-        f"**Recommendation:** {escape(finding.recommendation)}",
+        f"**{finding.severity}** · {layout.escape_inline(finding.title)}",
+        layout.escape(finding.explanation),
+        f"**Evidence:** {layout.escape(finding.evidence)}",
+        f"**Recommendation:** {layout.escape(finding.recommendation)}",
         finding_marker(placed.fingerprint),
     ]
-    suggestion = placed.suggestion
-    if suggestion is not None and placed.committable:
-        # Exact: GitHub commits this text as is (CONTRACT 14); the fence keeps it in the block.
-        parts.append(code_block("suggestion", suggestion.replacement))
-    elif suggestion is not None:
-        parts += _diff_block(placed)
+    if placed.suggestion is not None:
+        block = layout.committable_block(placed)
+        parts += _diff_block(placed, layout) if block is None else [block]
     return "\n\n".join(parts)
 
 
-def _diff_block(placed: Placed, indent: str = "") -> list[str]:
+def _diff_block(placed: Placed, layout: Layout, indent: str = "") -> list[str]:
     """A suggestion that is not committable here, as a diff in a code block."""
     suggestion = placed.suggestion
     assert suggestion is not None
     where = suggestion_heading(suggestion)
-    diff = suggestion_diff(suggestion, placed.replaced)
+    replaced, raw = placed.replaced, layout.raw
+    if raw is not None and replaced is not None:
+        # One diff line per line, each starting with `@@`, `-` or `+`: no break inside a line.
+        replaced = tuple(raw(line).replace("\n", " ") for line in replaced)
+    diff = suggestion_diff(suggestion, replaced)
+    if raw is not None:
+        diff = raw(diff)
     # Shown raw, text that would read as one of our markers is broken (github/markers.py).
     diff = diff.replace("<!--", "<" + WORD_JOINER + "!--")
     return [
@@ -53,18 +99,19 @@ def _diff_block(placed: Placed, indent: str = "") -> list[str]:
     ]
 
 
-def _body_entry(placed: Placed) -> str:
+def _body_entry(placed: Placed, layout: Layout) -> str:
     finding = placed.finding
-    where = escape_inline(finding.path) + ("" if finding.line is None else f" line {finding.line}")
+    escape_line, escape_text = layout.escape_inline, layout.escape
+    where = escape_line(finding.path) + ("" if finding.line is None else f" line {finding.line}")
     return "\n".join(
         [
-            f"- **{finding.severity}** · {where} · {escape_inline(finding.title)}",
+            f"- **{finding.severity}** · {where} · {escape_line(finding.title)}",
             "",
-            "  " + escape(finding.explanation).replace("\n", "\n  "),
+            "  " + escape_text(finding.explanation).replace("\n", "\n  "),
             "",
-            "  **Recommendation:** " + escape(finding.recommendation).replace("\n", "\n  "),
+            "  **Recommendation:** " + escape_text(finding.recommendation).replace("\n", "\n  "),
             "  " + finding_marker(placed.fingerprint),
-            *(["", *_diff_block(placed, "  ")] if placed.suggestion is not None else []),
+            *(["", *_diff_block(placed, layout, "  ")] if placed.suggestion is not None else []),
         ]
     )
 
@@ -73,18 +120,20 @@ BODY_FINDINGS_HEADING = "#### Findings not on the diff's lines"
 NOTES_HEADING = "#### Notes"
 
 
-def render_body(result: ReviewResult, placement: Placement) -> tuple[str, int]:
+def render_body(
+    result: ReviewResult, placement: Placement, layout: Layout = GITHUB_LAYOUT
+) -> tuple[str, int]:
     """The review body and how many body findings it holds (the rest did not fit)."""
-    parts = summary_lines(result)
+    parts = summary_lines(result, layout)
     if placement.inline:
-        parts += ["", f"{len(placement.inline)} of them inline on the diff."]
+        parts += ["", f"{len(placement.inline)} of them {layout.inline_where}."]
     if placement.skipped:
-        parts += ["", f"{placement.skipped} already posted on an earlier head, not repeated."]
-    tail = _tail(result)
+        parts += ["", f"{placement.skipped} already posted {layout.skipped_when}, not repeated."]
+    tail = _tail(result, layout)
     size = sum(len(p) + 1 for p in parts) + len(tail) + 200
-    section, shown, size = findings_section(placement, size)
+    section, shown, size = findings_section(placement, size, layout)
     parts += section
-    parts += notes_lines(result, size)
+    parts += notes_lines(result, size, layout)
     parts += ["", tail]
     return "\n".join(parts), shown
 
@@ -114,19 +163,21 @@ def tally(result: ReviewResult) -> str:
     return ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s]) or "none"
 
 
-def summary_lines(result: ReviewResult) -> list[str]:
+def summary_lines(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> list[str]:
     """The heading, the summary, the counts and the coverage: the top of a full body."""
     parts = [
         SUMMARY_HEADING,
         "",
-        escape(result.review.summary),
+        layout.escape(result.review.summary),
         "",
         f"**Findings:** {tally(result)}",
     ]
-    return [*parts, "", coverage_line(result.coverage, escape_inline)]
+    return [*parts, "", coverage_line(result.coverage, layout.escape_inline)]
 
 
-def findings_section(placement: Placement, size: int) -> tuple[list[str], int, int]:
+def findings_section(
+    placement: Placement, size: int, layout: Layout = GITHUB_LAYOUT
+) -> tuple[list[str], int, int]:
     """The body's list of findings not inline, as many as fit after `size` characters: its
     lines, how many it shows, and the size then."""
     if not placement.body:
@@ -134,25 +185,28 @@ def findings_section(placement: Placement, size: int) -> tuple[list[str], int, i
     parts = ["", BODY_FINDINGS_HEADING, ""]
     shown = 0
     for placed in placement.body:
-        entry = _body_entry(placed)
-        if size + len(entry) > MAX_BODY_CHARS:
+        entry = _body_entry(placed, layout)
+        if size + len(entry) > layout.max_chars:
             break
         parts += [entry, ""]
         size += len(entry) + 2
         shown += 1
     if shown < len(placement.body):
-        parts += [f"{len(placement.body) - shown} more findings did not fit in this review."]
+        parts += [f"{len(placement.body) - shown} more findings did not fit in this {layout.post}."]
     return parts, shown, size
 
 
-def notes_lines(result: ReviewResult, size: int) -> list[str]:
+def notes_lines(result: ReviewResult, size: int, layout: Layout = GITHUB_LAYOUT) -> list[str]:
     """The notes section, as many notes as fit after `size` characters."""
-    notes = [escape(note).replace("\n", "\n  ") for note in result.review.notes]
+    texts = result.review.notes
+    if layout.drop_blank_notes:
+        texts = [note.strip() for note in texts if note.strip()]
+    notes = [layout.escape(note).replace("\n", "\n  ") for note in texts]
     if not notes:
         return []
     parts = ["", NOTES_HEADING, ""]
     for note in notes:
-        if size + len(note) > MAX_BODY_CHARS:
+        if size + len(note) > layout.max_chars:
             parts.append("(more notes did not fit)")
             break
         parts.append("- " + note)
@@ -160,15 +214,15 @@ def notes_lines(result: ReviewResult, size: int) -> list[str]:
     return parts
 
 
-def usage_line(result: ReviewResult) -> str:
+def usage_line(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> str:
     """The model, rounds and tokens, in small print."""
     usage = result.usage
     return (
-        f"<sub>{escape_inline(result.model)} · {result.rounds} "
+        f"<sub>{layout.escape_inline(result.model)} · {result.rounds} "
         f"{'round' if result.rounds == 1 else 'rounds'} · "
         f"{usage.total_tokens} tokens</sub>"
     )
 
 
-def _tail(result: ReviewResult) -> str:
-    return f"{usage_line(result)}\n\n{head_marker(result.revisions.head_sha)}"
+def _tail(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> str:
+    return f"{usage_line(result, layout)}\n\n{head_marker(result.revisions.head_sha)}"

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import ReviewError
-from pr_review_api.github.history import PublishFailure
+from pr_review_api.github.history import PublishFailure, PublishWords
 from pr_review_api.github.markers import Post, PriorState, read_markers
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import MergeRequestRef
@@ -24,18 +24,9 @@ MAX_LIST_PAGES = 30
 MAX_NOTE_BYTES = 4 * 1024 * 1024  # a note holds at most 1,000,000 characters
 
 
-def status_failure(status: int, what: str) -> PublishFailure:
-    """A fixed sentence for a GitLab answer that ends the publication."""
-    if status in (401, 403):
-        return PublishFailure(
-            f"GitLab refused to let us {what} (status {status}); the token needs the api scope "
-            "and the right to comment on the merge request."
-        )
-    if status == 404:
-        return PublishFailure(f"GitLab did not find the merge request when we tried to {what}.")
-    if status >= 500:
-        return PublishFailure(f"GitLab answered with a server error (status {status}).")
-    return PublishFailure(f"GitLab answered with an unexpected status ({status}).")
+GITLAB_PUBLISH = PublishWords(
+    "GitLab", "merge request", "the api scope and the right to comment on the merge request"
+)
 
 
 class _AuthorWire(BaseModel):

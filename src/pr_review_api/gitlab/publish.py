@@ -1,4 +1,5 @@
-"""Publishing a validated review on its merge request (CONTRACT 10, 14, 17).
+"""Publishing a validated review on its merge request (CONTRACT 10, 14, 17): GitLab's steps of
+the one publication driver (`github/publish_driver.py`).
 
 GitLab has no review object that carries a body and inline comments in one request, so a
 publication is one discussion per inline finding, then one note:
@@ -36,25 +37,32 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pr_review_api.errors import ReviewError, ServerBusy
-from pr_review_api.git.hunks import FileHunks, diff_hunks
-from pr_review_api.github.history import PublishFailure
+from pr_review_api.errors import ReviewError
+from pr_review_api.git.hunks import FileHunks
+from pr_review_api.github.history import PublishFailure, status_failure
+from pr_review_api.github.markers import PriorState
 from pr_review_api.github.placement import (
     Placed,
     Placement,
-    fingerprint_of,
-    line_texts,
+    carried,
+    moved_to_body,
     place,
     placed_order,
-    suggestion_texts,
+)
+from pr_review_api.github.publish_driver import (
+    DEADLINE_MARGIN_SECONDS,
+    Findings,
+    ForgeSteps,
+    publish_with,
 )
 from pr_review_api.gitlab.client import GitLabClient, GitLabResponse
-from pr_review_api.gitlab.history import MAX_LIST_PAGES, note_url, prior_state, status_failure
+from pr_review_api.gitlab.history import GITLAB_PUBLISH, MAX_LIST_PAGES, note_url, prior_state
 from pr_review_api.gitlab.note_text import committable, render_discussion, render_note
 from pr_review_api.gitlab.urls import MergeRequestRef
-from pr_review_api.http import bounded_decimal
+from pr_review_api.http.api_client import rate_limit_pause
+from pr_review_api.http.body import bounded_decimal
 from pr_review_api.ledger import HeadKey, PublishLedger
-from pr_review_api.model import Publication, PublicationError, ReviewResult, Revisions
+from pr_review_api.model import Publication, ReviewResult, Revisions
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
@@ -62,9 +70,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_POST_ATTEMPTS = 5
-DEFAULT_RATE_LIMIT_WAIT_SECONDS = 60
 MAX_RATE_LIMIT_WAIT_SECONDS = 3600
-DEADLINE_MARGIN_SECONDS = 0.5
 REFUSED_POSITION = frozenset({400, 422})
 TOKEN_REFUSED = frozenset({401, 403, 404})
 _SHA = r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$"
@@ -110,100 +116,71 @@ async def publish(  # noqa: PLR0913  (what one publication needs, as github/publ
     """Publish `result` on the merge request; never raises for a GitLab failure.
 
     `dismissed`, `ledger` and `force` mean what they mean for GitHub (github/publish.py)."""
-    try:
-        async with asyncio.timeout_at(deadline - DEADLINE_MARGIN_SECONDS):
-            return await _publish(
-                result,
-                ref,
-                gitlab,
-                git_dir,
-                deadline=deadline,
-                max_inline=max_inline,
-                ledger=ledger,
-                force=force,
-                dismissed=dismissed,
-            )
-    except PublishFailure as failure:
-        return _failed(failure.message)
-    except ReviewError as exc:  # GitLabUnavailable, PullRequestNotFound: fixed sentences
-        return _failed(exc.message)
-    except TimeoutError:
-        return _failed("Publishing did not finish before the review's deadline.")
+    steps = _GitLabSteps(ref, gitlab, max_inline)
+    return await publish_with(
+        steps, result, git_dir, deadline=deadline, ledger=ledger, force=force, dismissed=dismissed
+    )
 
 
-def _failed(message: str) -> Publication:
-    logger.info("publishing the review failed: %s", message)
-    return Publication(status="failed", error=PublicationError(message=message))
+class _GitLabSteps(ForgeSteps):
+    """A merge request's publication: our notes listed, then a discussion per inline finding
+    and the note last."""
 
+    errors = (ReviewError,)  # GitLabUnavailable, PullRequestNotFound: fixed sentences
+    too_many_posts = (
+        f"The merge request has more notes than the {MAX_LIST_PAGES} pages read; nothing "
+        "was published, so that no head is reviewed twice."
+    )
 
-async def _publish(  # noqa: PLR0913  (as publish)
-    result: ReviewResult,
-    ref: MergeRequestRef,
-    gitlab: GitLabClient,
-    git_dir: Path,
-    *,
-    deadline: float,
-    max_inline: int,
-    ledger: PublishLedger | None,
-    force: bool,
-    dismissed: Collection[str],
-) -> Publication:
-    head = result.revisions.head_sha
-    key = merge_request_key(ref, await gitlab.username(), head)
-    try:
-        recorded = None if ledger is None else await ledger.find(key)
-    except ServerBusy:
-        # The review is paid for: publish on the markers alone, as the CLI does.
-        logger.warning("the ledger of published reviews could not be read")
-        recorded, ledger = None, None
-    if recorded is not None and not force:
-        return _already(recorded.review_id, recorded.url)
-    state = await prior_state(gitlab, ref, head_sha=head)
-    done = state.review_of(head)
-    if done is not None and not force:
-        return _already(*done)
-    if not state.complete and ledger is None:
-        raise PublishFailure(
-            f"The merge request has more notes than the {MAX_LIST_PAGES} pages read; nothing "
-            "was published, so that no head is reviewed twice."
+    def __init__(self, ref: MergeRequestRef, gitlab: GitLabClient, max_inline: int) -> None:
+        self.ref = ref
+        self.gitlab = gitlab
+        self.max_inline = max_inline
+
+    async def key(self, head_sha: str) -> HeadKey:
+        return merge_request_key(self.ref, await self.gitlab.username(), head_sha)
+
+    async def prior_state(self, head_sha: str, wait_until: float) -> PriorState:
+        # A listing's rate limit fails it (gitlab/client.py); only posts wait one out.
+        return await prior_state(self.gitlab, self.ref, head_sha=head_sha)
+
+    async def post(
+        self,
+        result: ReviewResult,
+        state: PriorState,
+        posted: set[str],
+        findings: Findings,
+        deadline: float,
+    ) -> tuple[Publication, list[str]]:
+        ref, gitlab = self.ref, self.gitlab
+        refs = await _diff_refs(gitlab, ref, result.revisions)
+        hunks = findings.hunks
+        placement = _without_raw_commands(
+            place(
+                findings.findings,
+                hunks,
+                findings.fingerprints,
+                posted,
+                self.max_inline,
+                texts=findings.replaced,
+            ),
+            hunks,
         )
-    posted = state.fingerprints | await _ledger_fingerprints(ledger, key)
-    refs = await _diff_refs(gitlab, ref, result.revisions)
-    hunks, placement, suppressed = await _placement(result, git_dir, posted, max_inline, dismissed)
-    inline, refused = await _discussions(gitlab, ref, placement.inline, hunks, refs, deadline)
-    placement = Placement(
-        inline=inline,
-        body=sorted([*refused, *placement.body], key=placed_order),
-        skipped=placement.skipped,
-    )
-    body, shown = await asyncio.to_thread(render_note, result, placement)
-    response = await _post(gitlab, ref.api_url(gitlab.settings, "/notes"), {"body": body}, deadline)
-    note_id = _created_id(response, "post the review note")
-    publication = Publication(
-        status="published",
-        review_id=note_id,
-        url=note_url(ref, note_id),
-        inline_comments=len(inline),
-        body_findings=shown,
-        duplicates_skipped=placement.skipped,
-        suppressed=suppressed,
-    )
-    if ledger is not None:
-        carried = [p.fingerprint for p in [*placement.inline, *placement.body[:shown]]]
-        await ledger.record(key, publication, carried, result)
-    return publication
-
-
-def _already(review_id: int | None, url: str | None) -> Publication:
-    return Publication(status="already_published", review_id=review_id, url=url)
-
-
-async def _ledger_fingerprints(ledger: PublishLedger | None, key: HeadKey) -> set[str]:
-    try:
-        return set() if ledger is None else await ledger.fingerprints(key)
-    except ServerBusy:
-        logger.warning("the ledger of published reviews could not be read")
-        return set()
+        inline, refused = await _discussions(gitlab, ref, placement.inline, hunks, refs, deadline)
+        placement = moved_to_body(placement, inline, refused)
+        body, shown = await asyncio.to_thread(render_note, result, placement)
+        url = ref.api_url(gitlab.settings, "/notes")
+        response = await _post(gitlab, url, {"body": body}, deadline)
+        note_id = _created_id(response, "post the review note")
+        publication = Publication(
+            status="published",
+            review_id=note_id,
+            url=note_url(ref, note_id),
+            inline_comments=len(inline),
+            body_findings=shown,
+            duplicates_skipped=placement.skipped,
+        )
+        return publication, carried(placement, shown)
 
 
 async def _diff_refs(gitlab: GitLabClient, ref: MergeRequestRef, revisions: Revisions) -> DiffRefs:
@@ -221,28 +198,6 @@ async def _diff_refs(gitlab: GitLabClient, ref: MergeRequestRef, revisions: Revi
         start_sha=revisions.base_sha,
         head_sha=revisions.head_sha,
     )
-
-
-async def _placement(
-    result: ReviewResult,
-    git_dir: Path,
-    posted: set[str],
-    max_inline: int,
-    dismissed: Collection[str],
-) -> tuple[dict[str, FileHunks], Placement, int]:
-    """(hunks, placement, findings the repository dismissed) as GitHub places them."""
-    head, findings = result.revisions.head_sha, result.review.findings
-    wanted = {f.path for f in findings}
-    merge_base = result.revisions.merge_base_sha
-    hunks = await asyncio.to_thread(diff_hunks, git_dir, merge_base, head, wanted)
-    texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
-    fingerprints = [fingerprint_of(f, texts) for f in findings]
-    kept = [i for i, fingerprint in enumerate(fingerprints) if fingerprint not in dismissed]
-    findings = [findings[i] for i in kept]
-    fingerprints = [fingerprints[i] for i in kept]
-    replaced = await asyncio.to_thread(suggestion_texts, git_dir, head, findings)
-    placement = place(findings, hunks, fingerprints, posted, max_inline, texts=replaced)
-    return hunks, _without_raw_commands(placement, hunks), len(result.review.findings) - len(kept)
 
 
 def _without_raw_commands(placement: Placement, hunks: dict[str, FileHunks]) -> Placement:
@@ -301,7 +256,9 @@ async def _discussions(
         if 200 <= response.status < 300:
             posted.append(placed)
         elif response.status in TOKEN_REFUSED:
-            raise status_failure(response.status, "start a discussion on the merge request")
+            raise status_failure(
+                response.status, "start a discussion on the merge request", GITLAB_PUBLISH
+            )
         else:
             if response.status not in REFUSED_POSITION:
                 logger.info("GitLab answered %d to a discussion", response.status)
@@ -314,7 +271,6 @@ async def _post(
     gitlab: GitLabClient, url: str, payload: dict[str, Any], deadline: float
 ) -> GitLabResponse:
     """The answer to a POST, after waiting out GitLab's rate limit within the deadline."""
-    loop = asyncio.get_running_loop()
     for _ in range(MAX_POST_ATTEMPTS):
         response = await gitlab.request("POST", url, json=payload)
         if response.status != 429:
@@ -322,8 +278,8 @@ async def _post(
         header = bounded_decimal(
             response.headers.get("retry-after", ""), MAX_RATE_LIMIT_WAIT_SECONDS
         )
-        wait = DEFAULT_RATE_LIMIT_WAIT_SECONDS if header is None else max(header, 1)
-        if loop.time() + wait > deadline - DEADLINE_MARGIN_SECONDS:
+        wait = rate_limit_pause(header, deadline - DEADLINE_MARGIN_SECONDS)
+        if wait is None:
             raise PublishFailure("GitLab's rate limit lasts past the review's deadline.")
         logger.info("GitLab rate limit on publishing; waiting %d s", wait)
         await asyncio.sleep(wait)
@@ -332,7 +288,7 @@ async def _post(
 
 def _created_id(response: GitLabResponse, what: str) -> int:
     if not 200 <= response.status < 300:
-        raise status_failure(response.status, what)
+        raise status_failure(response.status, what, GITLAB_PUBLISH)
     try:
         return _CreatedWire.model_validate_json(response.body).id
     except ValidationError:

@@ -21,7 +21,7 @@ or a `Retry-After` above 10 s, is not waited for: the last error is raised at on
 
 Foreign exceptions are translated in exactly one place, `_map_exceptions()`, `from None`, so
 no provider text rides along. Error bodies are never read. The body is decoded as it streams
-and capped on its decoded size by the shared reader of `pr_review_api.http`, so neither a huge
+and capped on its decoded size by the shared reader of `pr_review_api.http.body`, so neither a huge
 body nor a gzip bomb is ever held in memory past the cap.
 """
 
@@ -50,7 +50,7 @@ from pr_review_api.errors import (
     ReviewTimeout,
     UpstreamResponseTooLarge,
 )
-from pr_review_api.http import (
+from pr_review_api.http.body import (
     ACCEPTED_ENCODINGS,
     BodyCorrupt,
     BodyTooLarge,
@@ -105,7 +105,7 @@ class ProviderClient:
         self._metrics = metrics  # counts each exchange's outcome and each turn's tokens
         self._url = f"{settings.opencode_base_url}/chat/completions"
         self._client = httpx.AsyncClient(
-            # One context for the process (pr_review_api.http): a client is made per review
+            # One context for the process (pr_review_api.http.body): a client is made per review
             # (the CLI, a job), and httpx would load the CA bundle again for each.
             verify=tls_context(),
             transport=transport,
@@ -337,7 +337,7 @@ def retry_after_seconds(headers: httpx.Headers) -> int | None:
 
 
 async def _read_capped(response: httpx.Response, exchange: _Exchange) -> bytes:
-    """The shared capped reader (`pr_review_api.http`), its refusals as contract errors."""
+    """The shared capped reader (`pr_review_api.http.body`), its refusals as contract errors."""
 
     def count(size: int) -> None:
         exchange.size = size

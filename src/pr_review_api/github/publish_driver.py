@@ -1,0 +1,173 @@
+"""The one publication driver of every forge (CONTRACT 10): what a publication does in the
+same order whatever the forge, with the forge's own steps (`ForgeSteps`) in between.
+
+1. Within the review's deadline (less a margin), the service's ledger (`ledger.py`) of
+   this head answers first; a ledger that cannot be read is done without, as in the CLI.
+2. Then the forge's listing of our earlier posts (`ForgeSteps.prior_state`): a post of ours
+   that carries this head's marker means nothing is posted (`already_published`, unless
+   `force`). A listing that outran its budget without that marker publishes nothing when no
+   ledger knows better: our post of this head may lie in the pages not read.
+3. The findings are read off the repository once (`read_findings`): the ones the repository
+   dismissed are left out (`suppressed`), the others fingerprinted, with the diff's hunks and
+   the head's text each suggestion replaces.
+4. The forge posts them (`ForgeSteps.post`); the ledger records the publication and the
+   fingerprints it carried.
+
+A failure ends `failed` with a fixed sentence, never an exception: the review itself is
+returned by the caller whatever happens here. GitHub's steps are in `github/publish.py`,
+GitLab's in `gitlab/publish.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+from pr_review_api.errors import ReviewError, ServerBusy
+from pr_review_api.git.hunks import FileHunks, diff_hunks
+from pr_review_api.github.history import PublishFailure
+from pr_review_api.github.markers import PriorState
+from pr_review_api.github.placement import fingerprint_of, line_texts, suggestion_texts
+from pr_review_api.ledger import HeadKey, PublishLedger
+from pr_review_api.model import Finding, Publication, PublicationError, ReviewResult
+
+logger = logging.getLogger(__name__)
+
+DEADLINE_MARGIN_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class Findings:
+    """The review's findings to publish, read off the repository once."""
+
+    findings: list[Finding]  # those the repository did not dismiss, in the review's order
+    fingerprints: list[str]  # one a finding
+    hunks: dict[str, FileHunks]  # the diff's, from the merge base to the head, by path
+    replaced: dict[str, list[str]]  # the head's lines each suggestion replaces (placement)
+    suppressed: int  # how many findings the repository dismissed
+
+
+class ForgeSteps(ABC):
+    """What one forge does in a publication; `publish_with` does the rest, in one order."""
+
+    # The forge's errors that end a publication `failed` with their own sentence.
+    errors: tuple[type[ReviewError], ...]
+    # Why nothing was published when the listing outran its budget.
+    too_many_posts: str
+
+    @abstractmethod
+    async def key(self, head_sha: str) -> HeadKey:
+        """The ledger's key of this head, under the publishing identity."""
+
+    @abstractmethod
+    async def prior_state(self, head_sha: str, wait_until: float) -> PriorState:
+        """What our earlier posts say; rate limits waited out until `wait_until` at most."""
+
+    @abstractmethod
+    async def post(
+        self,
+        result: ReviewResult,
+        state: PriorState,
+        posted: set[str],
+        findings: Findings,
+        deadline: float,
+    ) -> tuple[Publication, list[str]]:
+        """Post the findings not in `posted`: the publication, and the fingerprints it
+        carries for the ledger."""
+
+
+async def publish_with(
+    steps: ForgeSteps,
+    result: ReviewResult,
+    git_dir: Path,
+    *,
+    deadline: float,
+    ledger: PublishLedger | None,
+    force: bool,
+    dismissed: Collection[str],
+) -> Publication:
+    """Publish `result` with the forge's `steps`; never raises for a forge's failure."""
+    try:
+        async with asyncio.timeout_at(deadline - DEADLINE_MARGIN_SECONDS):
+            return await _publish(steps, result, git_dir, deadline, ledger, force, dismissed)
+    except PublishFailure as failure:
+        return _failed(failure.message)
+    except steps.errors as exc:
+        return _failed(exc.message)
+    except TimeoutError:
+        return _failed("Publishing did not finish before the review's deadline.")
+
+
+def _failed(message: str) -> Publication:
+    logger.info("publishing the review failed: %s", message)
+    return Publication(status="failed", error=PublicationError(message=message))
+
+
+async def _publish(
+    steps: ForgeSteps,
+    result: ReviewResult,
+    git_dir: Path,
+    deadline: float,
+    ledger: PublishLedger | None,
+    force: bool,
+    dismissed: Collection[str],
+) -> Publication:
+    head = result.revisions.head_sha
+    key = await steps.key(head)
+    try:
+        recorded = None if ledger is None else await ledger.find(key)
+    except ServerBusy:
+        # The review is paid for: publish on the markers alone, as the CLI does.
+        logger.warning("the ledger of published reviews could not be read")
+        recorded, ledger = None, None
+    if recorded is not None and not force:
+        return _already(recorded.review_id, recorded.url)
+    state = await steps.prior_state(head, deadline - DEADLINE_MARGIN_SECONDS)
+    done = state.review_of(head)
+    if done is not None and not force:
+        return _already(*done)
+    if not state.complete and ledger is None:
+        # Our review of this head may be in the pages not read: posting could post it twice.
+        raise PublishFailure(steps.too_many_posts)
+    posted = state.fingerprints | await _ledger_fingerprints(ledger, key)
+    findings = await read_findings(result, git_dir, dismissed)
+    publication, carried = await steps.post(result, state, posted, findings, deadline)
+    publication.suppressed = findings.suppressed
+    if ledger is not None:
+        await ledger.record(key, publication, carried, result)
+    return publication
+
+
+def _already(review_id: int | None, url: str | None) -> Publication:
+    return Publication(status="already_published", review_id=review_id, url=url)
+
+
+async def _ledger_fingerprints(ledger: PublishLedger | None, key: HeadKey) -> set[str]:
+    try:
+        return set() if ledger is None else await ledger.fingerprints(key)
+    except ServerBusy:
+        logger.warning("the ledger of published reviews could not be read")
+        return set()
+
+
+async def read_findings(
+    result: ReviewResult, git_dir: Path, dismissed: Collection[str]
+) -> Findings:
+    """The findings the repository did not dismiss (CONTRACT 15), with what placing them
+    needs, read from git off the event loop."""
+    head, findings = result.revisions.head_sha, result.review.findings
+    wanted = {f.path for f in findings}
+    merge_base = result.revisions.merge_base_sha
+    hunks = await asyncio.to_thread(diff_hunks, git_dir, merge_base, head, wanted)
+    texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
+    fingerprints = [fingerprint_of(f, texts) for f in findings]
+    kept = [i for i, fingerprint in enumerate(fingerprints) if fingerprint not in dismissed]
+    findings = [findings[i] for i in kept]
+    fingerprints = [fingerprints[i] for i in kept]
+    replaced = await asyncio.to_thread(suggestion_texts, git_dir, head, findings)
+    suppressed = len(result.review.findings) - len(kept)
+    return Findings(findings, fingerprints, hunks, replaced, suppressed)
