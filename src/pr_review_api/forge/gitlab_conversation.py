@@ -1,5 +1,5 @@
 """A merge request's command behind the conversation seam (CONTRACT 15 on GitLab, section 17):
-gitlab/conversation.py's requests, as jobs/gitlab_commands.py made them before the seam.
+gitlab/conversation.py's requests.
 
 - `help`: one note listing the commands, in the discussion the command was written in (a
   standalone note is answered with a note on the merge request).
