@@ -28,13 +28,13 @@ from pr_review_api.github.conversation import (
     Reaction,
     Repository,
     ReviewComment,
-    answer_marker,
     comment,
     react,
     reply,
     review_comment,
     thread,
 )
+from pr_review_api.github.markers import answer_marker
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.output.inert_markdown import escape
 

@@ -28,10 +28,10 @@ from pr_review_api.forge.conversation import (
     FindingThread,
 )
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.markers import answer_marker
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.conversation import (
     DiscussionNote,
-    answer_marker,
     award,
     discussion_notes,
     post_note,

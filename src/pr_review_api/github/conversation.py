@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -21,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.output.inert_markdown import WORD_JOINER
+from pr_review_api.github.markers import answered_in, finding_in, shown_title
 from pr_review_api.permissions import PermissionCache
 
 logger = logging.getLogger(__name__)
@@ -29,16 +28,9 @@ logger = logging.getLogger(__name__)
 MAX_COMMENT_BYTES = 1024 * 1024
 MAX_THREAD_PAGES = 5
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
-_FINDING = re.compile(r"(?<!\\)<!-- pr-review:finding=([0-9a-f]{16,64}) -->")
-_ESCAPED = re.compile(r"\\(.)")
 MAX_DOWNVOTE_READS = 30
-_ANSWER = re.compile(r"(?<!\\)<!-- pr-review:answer=([0-9]{1,20}) -->")
 
 Reaction = Literal["+1", "eyes"]
-
-
-def answer_marker(question_id: int) -> str:
-    return f"<!-- pr-review:answer={question_id} -->"
 
 
 class _User(BaseModel):
@@ -67,18 +59,15 @@ class ReviewComment(BaseModel):
         return None if self.user is None else self.user.login
 
     def finding_fingerprint(self) -> str | None:
-        found = _FINDING.search(self.body)
-        return None if found is None else found.group(1)
+        return finding_in(self.body)
 
     def answers(self) -> set[int]:
-        return {int(found) for found in _ANSWER.findall(self.body)}
+        return answered_in(self.body)
 
     def finding_title(self) -> str:
         """The finding's title as our comment's first line shows it (`**sev** · title`),
         our escaping undone (backslashes, word joiners)."""
-        first = self.body.strip().split("\n", 1)[0]
-        shown = first.split(" · ", 1)[1] if " · " in first else first
-        return _ESCAPED.sub(r"\1", shown).replace(WORD_JOINER, "")[:300]
+        return shown_title(self.body)
 
 
 class _PermissionWire(BaseModel):

@@ -15,7 +15,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from pr_review_api.output.inert_markdown import WORD_JOINER
+
 _MARKER = re.compile(r"(?<!\\)<!-- pr-review:(head|finding)=([0-9a-f]{16,64}) -->")
+_FINDING = re.compile(r"(?<!\\)<!-- pr-review:finding=([0-9a-f]{16,64}) -->")
+_ANSWER = re.compile(r"(?<!\\)<!-- pr-review:answer=([0-9]{1,20}) -->")
+_ESCAPED = re.compile(r"\\(.)")
+MAX_TITLE_CHARS = 300
 # The first line of our full review (github/review_text.py); a later head's review never has it.
 SUMMARY_HEADING = "### pr-review"
 
@@ -32,6 +38,30 @@ def head_marker(sha: str) -> str:
 
 def finding_marker(fingerprint: str) -> str:
     return f"<!-- pr-review:finding={fingerprint} -->"
+
+
+def answer_marker(question_id: int) -> str:
+    """What our answer carries: the question's id (a job run twice answers once)."""
+    return f"<!-- pr-review:answer={question_id} -->"
+
+
+def finding_in(body: str) -> str | None:
+    """The fingerprint of the finding one of our comments or notes carries, if any."""
+    found = _FINDING.search(body)
+    return None if found is None else found.group(1)
+
+
+def answered_in(body: str) -> set[int]:
+    """The ids of the questions one of our comments or notes answers."""
+    return {int(found) for found in _ANSWER.findall(body)}
+
+
+def shown_title(body: str) -> str:
+    """A finding's title as our comment's first line shows it (`**sev** · title`), our
+    escaping undone (backslashes, word joiners) on either forge."""
+    first = body.strip().split("\n", 1)[0]
+    shown = first.split(" · ", 1)[1] if " · " in first else first
+    return _ESCAPED.sub(r"\1", shown).replace(WORD_JOINER, "")[:MAX_TITLE_CHARS]
 
 
 @dataclass(frozen=True)

@@ -21,20 +21,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import GitLabUnavailable
+from pr_review_api.github.markers import answered_in, finding_in, shown_title
 from pr_review_api.gitlab.client import GitLabClient, status_error
 from pr_review_api.gitlab.urls import MergeRequestRef
-from pr_review_api.output.inert_markdown import WORD_JOINER
 from pr_review_api.permissions import PermissionCache
 
 DEVELOPER_ACCESS = 30  # GitLab's Developer role; Maintainer is 40, Owner 50
 MAX_MEMBER_BYTES = 64 * 1024
 MAX_DISCUSSION_BYTES = 8 * 1024 * 1024  # a discussion's notes, each up to 1,000,000 characters
 # Markers count only unescaped (model text's `<` is always `\\<`): github/markers.py's rule.
-_FINDING = re.compile(r"(?<!\\)<!-- pr-review:finding=([0-9a-f]{16,64}) -->")
-_ANSWER = re.compile(r"(?<!\\)<!-- pr-review:answer=([0-9]{1,20}) -->")
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}", re.ASCII)
-_ESCAPED = re.compile(r"\\(.)")
-MAX_TITLE_CHARS = 300
 
 Award = Literal["thumbsup", "eyes"]
 
@@ -122,19 +118,16 @@ class DiscussionNote(BaseModel):
         return None if self.author is None else self.author.id
 
     def finding_fingerprint(self) -> str | None:
-        found = _FINDING.search(self.body)
-        return None if found is None else found.group(1)
+        return finding_in(self.body)
 
     def answers(self) -> set[int]:
         """The ids of the questions this note (one of ours) answers."""
-        return {int(found) for found in _ANSWER.findall(self.body)}
+        return answered_in(self.body)
 
     def finding_title(self) -> str:
         """The finding's title as our note's first line shows it (`**sev** · title`), GitLab's
         escaping undone (backslashes, word joiners)."""
-        first = self.body.strip().split("\n", 1)[0]
-        shown = first.split(" · ", 1)[1] if " · " in first else first
-        return _ESCAPED.sub(r"\1", shown).replace(WORD_JOINER, "")[:MAX_TITLE_CHARS]
+        return shown_title(self.body)
 
     def posted_head(self) -> str | None:
         """The head the note was posted on: its original position's (GitLab moves `position`
@@ -188,8 +181,3 @@ async def award(client: GitLabClient, ref: MergeRequestRef, note_id: int, name: 
     if response.status == 404 and b"has already been taken" in response.body:
         return
     raise status_error(response, anonymous=client.anonymous, read=False)
-
-
-def answer_marker(question_id: int) -> str:
-    """What our answer carries: the question's note id (a job run twice answers once)."""
-    return f"<!-- pr-review:answer={question_id} -->"
