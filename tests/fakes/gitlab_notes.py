@@ -277,9 +277,8 @@ class FakeNotes:
         kind: str,
         body: bytes,
     ) -> None:
-        token = record.private_token
+        token = handler.signed_in(record)
         if token is None:
-            handler.send_json(record, 401, {"message": "401 Unauthorized"})
             return
         try:
             payload = json.loads(body)
@@ -353,9 +352,8 @@ class FakeNotes:
         discussion_id: str,
         body: bytes,
     ) -> None:
-        token = record.private_token
+        token = handler.signed_in(record)
         if token is None:
-            handler.send_json(record, 401, {"message": "401 Unauthorized"})
             return
         thread = [n for n in notes if n.discussion_id == discussion_id]
         if not thread:
@@ -381,9 +379,8 @@ class FakeNotes:
         note_id: str,
         body: bytes,
     ) -> None:
-        token = record.private_token
+        token = handler.signed_in(record)
         if token is None:
-            handler.send_json(record, 401, {"message": "401 Unauthorized"})
             return
         if not note_id.isdigit() or int(note_id) not in {n.id for n in notes}:
             handler.send_json(record, 404, {"message": "404 Not found"})

@@ -442,6 +442,13 @@ class _Handler(GitHandler):
         }
         self.send_json(record, 200, items[(page - 1) * per_page : page * per_page], headers)
 
+    def signed_in(self, record: RecordedRequest) -> str | None:
+        """The request's token; None (and GitLab's 401 sent) when it has none: every write
+        needs one, whatever the project's visibility."""
+        if record.private_token is None:
+            self.send_json(record, 401, {"message": "401 Unauthorized"})
+        return record.private_token
+
     def send_json(
         self,
         record: RecordedRequest,

@@ -123,9 +123,8 @@ class FakeThreads:
         discussion_id: str,
         body: bytes,
     ) -> None:
-        token = record.private_token
+        token = handler.signed_in(record)
         if token is None:
-            handler.send_json(record, 401, {"message": "401 Unauthorized"})
             return
         # A plain note is a discussion of its own (`individual_note`), never resolvable.
         thread = [
