@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -283,26 +284,45 @@ def test_the_services_ledger_answers_a_published_head_before_the_model(
     assert fake_gitlab_notes.notes == {}
 
 
-def gate_states(statuses: FakeStatuses) -> list[tuple[str, int]]:
-    """(state asked, GitLab's answer) of every status request, in order."""
-    return [(a.payload["state"], a.answer) for a in statuses.attempts]
+@dataclass(frozen=True)
+class Gate:
+    """The world of a merge gate test: the fake GitLab with notes and statuses, the scripted
+    provider, and the CLI's environment pointed at them."""
+
+    gitlab: FakeGitLab
+    notes: FakeNotes
+    statuses: FakeStatuses
+    provider: ScriptedProvider
+    monkeypatch: pytest.MonkeyPatch
 
 
-def test_the_gate_runs_then_fails_on_a_finding_at_fail_on_linking_our_note(
+@pytest.fixture
+def gate(
     fake_gitlab: FakeGitLab,
     fake_gitlab_notes: FakeNotes,
     fake_gitlab_statuses: FakeStatuses,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    mr = merge_request(fake_gitlab, config='fail_on = "high"\n')
+) -> Gate:
     environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
-    scripted_provider.script(provider_stop_turn(REVIEW))
+    return Gate(
+        fake_gitlab, fake_gitlab_notes, fake_gitlab_statuses, scripted_provider, monkeypatch
+    )
+
+
+def gate_states(statuses: FakeStatuses) -> list[tuple[str, int]]:
+    """(state asked, GitLab's answer) of every status request, in order."""
+    return [(a.payload["state"], a.answer) for a in statuses.attempts]
+
+
+def test_the_gate_runs_then_fails_on_a_finding_at_fail_on_linking_our_note(gate: Gate) -> None:
+    mr = merge_request(gate.gitlab, config='fail_on = "high"\n')
+    gate.provider.script(provider_stop_turn(REVIEW))
     done = review_cli(mr)
     assert done.exit_code == 0, done.output  # the gate fails the merge, not the review
-    assert gate_states(fake_gitlab_statuses) == [("running", 201), ("failed", 201)]
-    (status,) = fake_gitlab_statuses.on(mr.head_sha)
+    assert gate_states(gate.statuses) == [("running", 201), ("failed", 201)]
+    (status,) = gate.statuses.on(mr.head_sha)
     assert status.status == "failed"
     assert status.target_url == json.loads(done.stdout)["publication"]["url"]
     assert status.description is not None
@@ -311,110 +331,72 @@ def test_the_gate_runs_then_fails_on_a_finding_at_fail_on_linking_our_note(
     assert "Validation after write" not in status.description  # no model text
 
 
-def test_the_gate_succeeds_below_fail_on(
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    fake_gitlab_statuses: FakeStatuses,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    mr = merge_request(fake_gitlab, config='fail_on = "critical"\n')
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
-    scripted_provider.script(provider_stop_turn(REVIEW))
+def test_the_gate_succeeds_below_fail_on(gate: Gate) -> None:
+    mr = merge_request(gate.gitlab, config='fail_on = "critical"\n')
+    gate.provider.script(provider_stop_turn(REVIEW))
     assert review_cli(mr).exit_code == 0
-    assert gate_states(fake_gitlab_statuses) == [("running", 201), ("success", 201)]
-    (status,) = fake_gitlab_statuses.on(mr.head_sha)
+    assert gate_states(gate.statuses) == [("running", 201), ("success", 201)]
+    (status,) = gate.statuses.on(mr.head_sha)
     assert status.description is not None
     assert status.description.startswith("2 findings: 1 high, 1 low;")
 
 
-def test_a_skipped_automatic_review_sets_a_neutral_success_and_nothing_else(
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    fake_gitlab_statuses: FakeStatuses,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    mr = merge_request(fake_gitlab, config='fail_on = "info"\nskip_authors = ["ali*"]\n')
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+def test_a_skipped_automatic_review_sets_a_neutral_success_and_nothing_else(gate: Gate) -> None:
+    mr = merge_request(gate.gitlab, config='fail_on = "info"\nskip_authors = ["ali*"]\n')
     done = review_cli(mr, "--automatic")
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["termination_reason"] == "skipped"
-    assert scripted_provider.requests == []
-    assert fake_gitlab_notes.of(PATH, IID) == []
-    assert gate_states(fake_gitlab_statuses) == [("success", 201)]
-    (status,) = fake_gitlab_statuses.on(mr.head_sha)
+    assert gate.provider.requests == []
+    assert gate.notes.of(PATH, IID) == []
+    assert gate_states(gate.statuses) == [("success", 201)]
+    (status,) = gate.statuses.on(mr.head_sha)
     assert status.description == (
         "Neutral, skipped: the author matches skip_authors (.pr-review.toml); no review ran."
     )
 
 
 def test_a_head_published_before_completes_the_gate_with_the_counts_our_note_states(
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    fake_gitlab_statuses: FakeStatuses,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    gate: Gate,
 ) -> None:
-    mr = merge_request(fake_gitlab, config='fail_on = "high"\n')
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
-    scripted_provider.script(provider_stop_turn(REVIEW))
+    mr = merge_request(gate.gitlab, config='fail_on = "high"\n')
+    gate.provider.script(provider_stop_turn(REVIEW))
     first = review_cli(mr)
     assert first.exit_code == 0, first.output
-    asked = len(scripted_provider.requests)
+    asked = len(gate.provider.requests)
     again = review_cli(mr)
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["termination_reason"] == "already_published"
-    assert len(scripted_provider.requests) == asked
+    assert len(gate.provider.requests) == asked
     # No model asked, so no running status: a new status (the first was finished), from our note.
-    assert gate_states(fake_gitlab_statuses)[2:] == [("failed", 201)]
-    later = fake_gitlab_statuses.on(mr.head_sha)[-1]
+    assert gate_states(gate.statuses)[2:] == [("failed", 201)]
+    later = gate.statuses.on(mr.head_sha)[-1]
     assert later.status == "failed"
     assert later.description is not None
     assert later.description.startswith("Findings at or above high: 1 high, 1 low;")
     assert later.target_url == json.loads(first.stdout)["publication"]["url"]
 
 
-def test_a_token_that_may_not_set_statuses_still_publishes_the_review(
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    fake_gitlab_statuses: FakeStatuses,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    mr = merge_request(fake_gitlab, config='fail_on = "high"\n')
-    fake_gitlab_statuses.levels[BOT] = 20  # Reporter: may comment, may not set statuses
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
-    scripted_provider.script(provider_stop_turn(REVIEW))
+def test_a_token_that_may_not_set_statuses_still_publishes_the_review(gate: Gate) -> None:
+    mr = merge_request(gate.gitlab, config='fail_on = "high"\n')
+    gate.statuses.levels[BOT] = 20  # Reporter: may comment, may not set statuses
+    gate.provider.script(provider_stop_turn(REVIEW))
     done = review_cli(mr)
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["publication"]["status"] == "published"
-    assert len(fake_gitlab_notes.plain_notes(PATH, IID)) == 1
-    assert gate_states(fake_gitlab_statuses) == [("running", 403)]  # then given up
-    assert fake_gitlab_statuses.statuses == []
+    assert len(gate.notes.plain_notes(PATH, IID)) == 1
+    assert gate_states(gate.statuses) == [("running", 403)]  # then given up
+    assert gate.statuses.statuses == []
     assert GITLAB_TOKEN not in done.output
 
 
-def test_check_runs_off_sets_no_status(
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    fake_gitlab_statuses: FakeStatuses,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    mr = merge_request(fake_gitlab, config='fail_on = "high"\n')
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
-    monkeypatch.setenv("PR_REVIEW_CHECK_RUNS", "false")
-    scripted_provider.script(provider_stop_turn(REVIEW))
+def test_check_runs_off_sets_no_status(gate: Gate) -> None:
+    mr = merge_request(gate.gitlab, config='fail_on = "high"\n')
+    gate.monkeypatch.setenv("PR_REVIEW_CHECK_RUNS", "false")
+    gate.provider.script(provider_stop_turn(REVIEW))
     done = review_cli(mr)
     assert done.exit_code == 0, done.output
-    assert len(fake_gitlab_notes.plain_notes(PATH, IID)) == 1
-    assert fake_gitlab_statuses.attempts == []
+    assert len(gate.notes.plain_notes(PATH, IID)) == 1
+    assert gate.statuses.attempts == []
 
 
 def test_posted_counts_read_only_our_own_note(
