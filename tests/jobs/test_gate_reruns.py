@@ -25,7 +25,7 @@ from tests.fakes.provider_server import ScriptedProvider
 from tests.gitlab.payloads import merge_request_hook
 from tests.jobs import test_gitlab_webhooks as gitlab_hooks
 from tests.jobs.gitlab_service import GitLabService
-from tests.jobs.test_jobs import deliver, service, settings_for, worker
+from tests.jobs.test_jobs import deliver, pull_request_event, rows, service, settings_for, worker
 from tests.loop.test_gate import INJECTED, TEN, final, finding, obeying_model
 
 pytestmark = pytest.mark.e2e
@@ -67,26 +67,24 @@ def pull_event(pr: PullRequestFixture, action: str, **extra: Any) -> dict[str, A
     }
 
 
-def rerequested(pr: PullRequestFixture, name: str = "pr-review") -> dict[str, Any]:
+def rerequested(number: int, head_sha: str, name: str = "pr-review") -> dict[str, Any]:
     """GitHub's `check_run` `rerequested` delivery (the fields we read, and a few more)."""
     run = {
         "id": 4,
         "name": name,
-        "head_sha": pr.head_sha,
+        "head_sha": head_sha,
         "status": "completed",
         "conclusion": "failure",
-        "external_id": f"pr-review:pull/{pr.number}",
+        "external_id": f"pr-review:pull/{number}",
         "app": {"id": 77, "slug": "pr-review"},
-        "pull_requests": [
-            {"number": pr.number, "head": {"sha": pr.head_sha, "ref": "feature"}}
-            | {"base": {"sha": pr.base_sha, "ref": "main"}}
-        ],
+        "pull_requests": [{"number": number, "head": {"sha": head_sha, "ref": "feature"}}],
     }
     return {
         "action": "rerequested",
         "check_run": run,
         "repository": {"name": "widget", "owner": {"login": "acme"}},
         "sender": {"login": "maintainer"},
+        "installation": {"id": 42},
     }
 
 
@@ -118,13 +116,13 @@ def test_a_check_failed_closed_is_failure_and_its_rerun_button_reviews_again(
         async with service(settings) as client, worker(settings, None) as queue:
             opened = await settled(queue, await deliver(client, pull_event(pr, "opened")))
             # Another app's check of the same name, or another action: nothing to run.
-            other = rerequested(pr, name="ci")
+            other = rerequested(pr.number, pr.head_sha, name="ci")
             assert (await deliver(client, other, kind="check_run")).json() == {"status": "ignored"}
             # The author mends the description; a maintainer presses the check's re-run button.
             fake_github.set_pull(
                 "acme", "widget", 7, base_sha=pr.base_sha, head_sha=pr.head_sha, body="Fixed."
             )
-            answer = await deliver(client, rerequested(pr), kind="check_run")
+            answer = await deliver(client, rerequested(pr.number, pr.head_sha), kind="check_run")
             return [opened, await settled(queue, answer)]
 
     opened, rerun = asyncio.run(scenario())
@@ -138,6 +136,30 @@ def test_a_check_failed_closed_is_failure_and_its_rerun_button_reviews_again(
     assert second["conclusion"] == "failure"
     assert second["output"]["title"].startswith("Findings at or above high: 1 high")
     assert len(fake_github.posted("acme", "widget", 7)) == 1
+
+
+def test_every_gate_delivery_queues_its_job_with_the_installation_as_an_opened_one_does(
+    database_url: str,
+) -> None:
+    """The re-run and the skip rules' deliveries are jobs like the others: their pull request,
+    the head and the delivery's App installation (issue 34 item 1), whatever that is."""
+    opened = pull_request_event(1, "a" * 40, action="opened", installation=42)
+    rerun = rerequested(2, "c" * 40)
+    labeled = pull_request_event(3, "d" * 40, action="labeled", installation=42)
+
+    async def scenario() -> None:
+        async with service(settings_for(database_url)) as client:
+            assert (await deliver(client, opened)).status_code == 202
+            assert (await deliver(client, rerun, kind="check_run")).status_code == 202
+            assert (await deliver(client, labeled)).status_code == 202
+
+    asyncio.run(scenario())
+    found = rows(
+        database_url,
+        "SELECT number, head_sha, installation_id, source FROM review_jobs ORDER BY number",
+    )
+    assert [(n, sha) for n, sha, _, _ in found] == [(1, "a" * 40), (2, "c" * 40), (3, "d" * 40)]
+    assert len({(installation, source) for _, _, installation, source in found}) == 1
 
 
 def test_a_skip_by_the_title_requires_action_until_the_title_changes_then_the_head_is_gated(
