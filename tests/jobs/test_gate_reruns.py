@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.fakes.gitlab_notes import FakeNotes
-from tests.fakes.gitlab_server import FakeGitLab
+from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.gitlab_statuses import FakeStatuses
 from tests.fakes.provider_server import ScriptedProvider
 from tests.gitlab.payloads import merge_request_hook
@@ -30,6 +32,7 @@ from tests.loop.test_gate import INJECTED, TEN, final, finding, obeying_model
 
 pytestmark = pytest.mark.e2e
 
+PROJECT = "acme/platform/widget"
 GATED = 'fail_on = "high"\nskip_title = ["[wip]"]\n'
 HEAD_FILES = {"a.py": TEN.replace("line 5\n", "line five\n")}
 
@@ -196,52 +199,96 @@ def test_a_skip_by_the_title_requires_action_until_the_title_changes_then_the_he
     assert len(fake_github.posted("acme", "widget", 8)) == 1
 
 
-def test_on_gitlab_a_skip_by_the_title_fails_the_status_until_the_title_changes(
+@dataclass
+class GitLabWorld:
+    """The fake GitLab with its notes and statuses, the provider, and the service beside them."""
+
+    fake: FakeGitLab
+    notes: FakeNotes
+    statuses: FakeStatuses
+    provider: ScriptedProvider
+    service: GitLabService
+
+    def merge_request(self, iid: int, config: str, **fields: Any) -> MergeRequestFixture:
+        base = {".pr-review.toml": config, "a.py": TEN}
+        return self.fake.merge_request(PROJECT, iid, base=base, head=HEAD_FILES, **fields)
+
+    def run(
+        self, *deliveries: dict[str, Any], between: Callable[[], object] | None = None
+    ) -> list[dict[str, Any]]:
+        """Each delivery through the signed route, each job awaited, then `between()`
+        (a change on the fake GitLab)."""
+        settings = self.service.settings(
+            opencode_base_url=self.provider.base_url,
+            opencode_max_retries=0,
+            pr_review_job_max_attempts=1,
+            review_max_tool_calls=6,
+        )
+
+        async def scenario() -> list[dict[str, Any]]:
+            jobs = []
+            async with self.service.running(settings) as (client, queue):
+                for event in deliveries:
+                    jobs.append(await settled(queue, await gitlab_hooks.deliver(client, event)))
+                    if between is not None:
+                        between()
+            return jobs
+
+        return asyncio.run(scenario())
+
+
+@pytest.fixture
+def gitlab(
     fake_gitlab: FakeGitLab,
     fake_gitlab_notes: FakeNotes,
     fake_gitlab_statuses: FakeStatuses,
     scripted_provider: ScriptedProvider,
     gitlab_service: GitLabService,
+) -> GitLabWorld:
+    return GitLabWorld(
+        fake_gitlab, fake_gitlab_notes, fake_gitlab_statuses, scripted_provider, gitlab_service
+    )
+
+
+def test_on_gitlab_a_skip_by_the_title_fails_the_status_until_the_title_changes(
+    gitlab: GitLabWorld,
 ) -> None:
-    project = "acme/platform/widget"
-    fixture = fake_gitlab.merge_request(
-        project,
-        9,
-        base={".pr-review.toml": GATED, "a.py": TEN},
-        head=HEAD_FILES,
-        title="[WIP] try something",
-    )
-    settings = gitlab_service.settings(
-        opencode_base_url=scripted_provider.base_url,
-        opencode_max_retries=0,
-        pr_review_job_max_attempts=1,
-    )
-    scripted_provider.script(final(finding("a.py", 5, "high")))
-    opened = merge_request_hook("open", path=project, iid=9, head=fixture.head_sha)
+    fixture = gitlab.merge_request(9, GATED, title="[WIP] try something")
+    gitlab.provider.script(final(finding("a.py", 5, "high")))
+    opened = merge_request_hook("open", path=PROJECT, iid=9, head=fixture.head_sha)
     retitled = merge_request_hook(
         "update",
-        path=project,
+        path=PROJECT,
         iid=9,
         head=fixture.head_sha,
         changes={"title": {"previous": "[WIP] try something", "current": "Try something"}},
     )
-
-    async def scenario() -> list[dict[str, Any]]:
-        async with gitlab_service.running(settings) as (client, queue):
-            skipped = await settled(queue, await gitlab_hooks.deliver(client, opened))
-            document = fake_gitlab.documents[(fake_gitlab.project(project).id, 9)]
-            document["title"] = "Try something"
-            reviewed = await settled(queue, await gitlab_hooks.deliver(client, retitled))
-            return [skipped, reviewed]
-
-    skipped, reviewed = asyncio.run(scenario())
+    document = gitlab.fake.documents[(gitlab.fake.project(PROJECT).id, 9)]
+    skipped, reviewed = gitlab.run(
+        opened, retitled, between=lambda: document.update(title="Try something")
+    )
     assert skipped["result"]["termination_reason"] == "skipped"
     assert reviewed["result"]["publication"]["status"] == "published"
-    scripted_provider.assert_complete()
-    posted = [a.payload["state"] for a in fake_gitlab_statuses.attempts if a.answer == 201]
+    gitlab.provider.assert_complete()
+    posted = [a.payload["state"] for a in gitlab.statuses.attempts if a.answer == 201]
     assert posted == ["failed", "running", "failed"]
-    skip, review = fake_gitlab_statuses.on(fixture.head_sha)
+    skip, review = gitlab.statuses.on(fixture.head_sha)
     assert skip.status == review.status == "failed"
     assert (skip.description or "").startswith("Action required (failing), skipped")
     assert (review.description or "").startswith("Findings at or above high: 1 high")
-    assert len(fake_gitlab_notes.plain_notes(project, 9)) == 1
+    assert len(gitlab.notes.plain_notes(PROJECT, 9)) == 1
+
+
+def test_on_gitlab_a_review_the_description_ends_early_fails_the_status_closed(
+    gitlab: GitLabWorld,
+) -> None:
+    fixture = gitlab.merge_request(10, 'fail_on = "high"\n', description=INJECTED)
+    gitlab.provider.responder = obeying_model
+    (job,) = gitlab.run(merge_request_hook("open", path=PROJECT, iid=10, head=fixture.head_sha))
+    assert job["status"] == "failed"
+    assert job["result"]["error"]["code"] == "max_tool_calls"
+    assert gitlab.notes.plain_notes(PROJECT, 10) == []
+    (status,) = gitlab.statuses.on(fixture.head_sha)
+    assert status.status == "failed"  # "success" (neutral) would let the merge request merge
+    assert (status.description or "").startswith("Failed closed: no validated review")
+    assert "max_tool_calls" in (status.description or "")
