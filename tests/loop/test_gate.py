@@ -284,6 +284,8 @@ def test_a_commit_status_stands_for_the_failing_conclusions_with_failure_saying_
     assert skipped["sha"] == pr.head_sha
     assert (skipped["state"], pending["state"], ended["state"]) == ("failure", "pending", "failure")
     assert skipped["description"].startswith("Action required (failing), skipped")
+    assert skipped["description"].endswith("to have it reviewed.")  # whole: within 140
+    assert ended["description"].endswith("Comment `/pr-review review` to review it again.")
     assert "max_tool_calls" in ended["description"]
     assert len(ended["description"]) <= 140
 

@@ -174,14 +174,12 @@ class CheckReporter:
 
 
 def status_of(outcome: CheckOutcome) -> tuple[str, str]:
-    """A commit status's state and description for `outcome`. Statuses have neither `neutral`
-    (shown as `success`: neither blocks a merge) nor `timed_out` or `action_required` (shown as
-    `failure`, the description saying which: the gate fails closed, CONTRACT 16)."""
-    if outcome.conclusion not in FAILING:
-        return "success", outcome.title
-    if outcome.conclusion == "failure":
-        return "failure", outcome.title
-    return "failure", outcome.brief or outcome.title
+    """A commit status's state and description for `outcome`: its one-line brief (a status
+    has no title or summary). Statuses have neither `neutral` (shown as `success`, the brief
+    saying "Neutral": neither blocks a merge) nor `timed_out` or `action_required` (shown as
+    `failure`, the brief saying which: the gate fails closed, CONTRACT 16)."""
+    state = "failure" if outcome.conclusion in FAILING else "success"
+    return state, outcome.brief or outcome.title
 
 
 def _output(outcome: CheckOutcome, annotations: list[dict[str, Any]]) -> dict[str, Any]:

@@ -28,6 +28,8 @@ Conclusion = Literal["success", "failure", "neutral", "timed_out", "action_requi
 FailOn = Literal["critical", "high", "medium", "low", "info", "none"]
 FAILING: frozenset[Conclusion] = frozenset({"failure", "timed_out", "action_required"})
 RERUN_HINT = "Re-run the check, or comment `/pr-review review`, to review it again."
+# A brief is a commit status's description: a status has no re-run button (CONTRACT 16).
+BRIEF_RERUN_HINT = "Comment `/pr-review review` to review it again."
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,8 @@ def unknown_outcome(fail_on: FailOn) -> CheckOutcome:
             f"Published earlier; its findings could not be read. {RERUN_HINT}",
             "This head was reviewed and published before, but that review could not be read "
             f"back, so the gate cannot say it passes (`fail_on`: {fail_on}). {RERUN_HINT}",
-            brief=f"Failed closed: this head's earlier review could not be read back. {RERUN_HINT}",
+            brief="Failed closed: this head's earlier review could not be read back. "
+            + BRIEF_RERUN_HINT,
         )
     return CheckOutcome(
         "neutral",
@@ -181,7 +184,7 @@ def ended_outcome(code: str, fail_on: FailOn) -> CheckOutcome:
         f"The review ended with `{code}` before a validated final review, so nothing was "
         f"published. The gate fails on {fail_on} or above and cannot pass a head it has not "
         f"reviewed. {RERUN_HINT}",
-        brief=f"Failed closed: no validated review ({code}). {RERUN_HINT}",
+        brief=f"Failed closed: no validated review ({code}). {BRIEF_RERUN_HINT}",
     )
 
 
@@ -197,8 +200,8 @@ def skipped_outcome(rule: str, fail_on: FailOn, author_controlled: bool) -> Chec
             f"skipped: {rule}. The rule is in .pr-review.toml at the base commit; no review "
             f"ran. The gate fails on {fail_on} or above, so a skipped head does not pass: "
             "change the title or labels so that no rule matches, and the head is reviewed.",
-            brief=f"Action required (failing), skipped: {rule} (.pr-review.toml); change the "
-            "title or labels and the head is reviewed.",
+            brief=f"Action required (failing), skipped: {rule}. Change the title or labels to "
+            "have it reviewed.",
         )
     return CheckOutcome(
         "neutral",
