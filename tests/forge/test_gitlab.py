@@ -21,7 +21,6 @@ from click.testing import CliRunner, Result
 
 from pr_review_api.cli import commands as cli
 from pr_review_api.forge.gitlab import GitLabForge
-from pr_review_api.github.markers import head_marker
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.preflight import NEEDS_CREDENTIALS
 from pr_review_api.gitlab.urls import parse_merge_request_url
@@ -29,6 +28,7 @@ from pr_review_api.ledger import HeadKey, PublishedHead
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import PullRequestTarget, run_review
 from pr_review_api.model import Publication, ReviewResult
+from pr_review_api.publishing.markers import head_marker
 from pr_review_api.service.app import create_app
 from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY
 from tests.fakes.gitlab_notes import FakeNotes

@@ -13,12 +13,12 @@ from typing import Any
 
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.history import MAX_LIST_PAGES, prior_state
-from pr_review_api.github.markers import head_marker
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import Publication, ReviewResult
+from pr_review_api.publishing.markers import head_marker
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture

@@ -4,7 +4,7 @@ comments open a finding's thread. Only the publishing identity's posts count."""
 
 from __future__ import annotations
 
-from pr_review_api.github.markers import (
+from pr_review_api.publishing.markers import (
     Post,
     finding_marker,
     head_marker,

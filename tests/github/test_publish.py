@@ -28,7 +28,6 @@ from pydantic import SecretStr
 
 from pr_review_api.cli import commands as cli
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.markers import finding_marker, head_marker
 from pr_review_api.github.publish import publish
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
@@ -36,6 +35,7 @@ from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.output.inert_markdown import WORD_JOINER
+from pr_review_api.publishing.markers import finding_marker, head_marker
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY, examples

@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from pr_review_api.github.markers import Post, head_marker, read_markers
 from pr_review_api.model import Finding
 from pr_review_api.output.inert_markdown import WORD_JOINER, escape, escape_inline
+from pr_review_api.publishing.markers import Post, head_marker, read_markers
 
 FORBIDDEN = [
     "@octocat please look",

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pr_review_api.github.markers import finding_marker
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import MergeRequestRef, parse_merge_request_url
+from pr_review_api.publishing.markers import finding_marker
 from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_notes import FakeNotes, StoredNote
 from tests.fakes.gitlab_server import FakeGitLab

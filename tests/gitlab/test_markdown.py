@@ -14,9 +14,9 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pr_review_api.github.markers import Post, finding_marker, head_marker, read_markers
 from pr_review_api.gitlab.markdown import escape, escape_inline, starts_quick_action
 from pr_review_api.output.inert_markdown import WORD_JOINER
+from pr_review_api.publishing.markers import Post, finding_marker, head_marker, read_markers
 from tests.gitlab.support import (
     GITLAB_RULES,
     QUICK_ACTION_PATTERN,

@@ -34,9 +34,9 @@ from pr_review_api.github.conversation import (
     review_comment,
     thread,
 )
-from pr_review_api.github.markers import answer_marker
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.output.inert_markdown import escape
+from pr_review_api.publishing.markers import answer_marker
 
 HELP_TEXT = "\n".join(
     [

@@ -28,7 +28,6 @@ from pr_review_api.forge.conversation import (
     FindingThread,
 )
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.markers import answer_marker
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.conversation import (
     DiscussionNote,
@@ -40,6 +39,7 @@ from pr_review_api.gitlab.hooks import DISCUSSION_ID, is_bot
 from pr_review_api.gitlab.markdown import escape
 from pr_review_api.gitlab.note_text import defused
 from pr_review_api.gitlab.urls import MergeRequestRef
+from pr_review_api.publishing.markers import answer_marker
 
 GITLAB_HELP_TEXT = "\n".join(
     [

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.markers import answered_in, finding_in, shown_title
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.markers import answered_in, finding_in, shown_title
 
 logger = logging.getLogger(__name__)
 

@@ -20,17 +20,17 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
-from pr_review_api.github.markers import (
-    Post,
-    PriorState,
-    marked_heads,
-    read_markers,
-)
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.http.api_client import rate_limit_pause
 from pr_review_api.http.body import bounded_decimal
 from pr_review_api.model import (
     PullRequestInfo,
+)
+from pr_review_api.publishing.markers import (
+    Post,
+    PriorState,
+    marked_heads,
+    read_markers,
 )
 
 logger = logging.getLogger(__name__)

@@ -18,12 +18,12 @@ from pathlib import Path
 
 from pr_review_api.git.hunks import FileHunks
 from pr_review_api.git_runner import GitError, run_git
-from pr_review_api.github.markers import holds_marker
 from pr_review_api.model import (
     SEVERITIES,
     Finding,
     Suggestion,
 )
+from pr_review_api.publishing.markers import holds_marker
 
 RANK = {severity: rank for rank, severity in enumerate(SEVERITIES)}
 

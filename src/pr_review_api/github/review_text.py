@@ -11,11 +11,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pr_review_api.github.markers import (
-    SUMMARY_HEADING,
-    finding_marker,
-    head_marker,
-)
 from pr_review_api.github.placement import Placed, Placement
 from pr_review_api.model import (
     SEVERITIES,
@@ -23,6 +18,11 @@ from pr_review_api.model import (
 )
 from pr_review_api.output.common import coverage_line, suggestion_diff, suggestion_heading
 from pr_review_api.output.inert_markdown import WORD_JOINER, code_block, escape, escape_inline
+from pr_review_api.publishing.markers import (
+    SUMMARY_HEADING,
+    finding_marker,
+    head_marker,
+)
 
 MAX_BODY_CHARS = 60_000  # GitHub refuses bodies over 65,536 characters
 

@@ -23,12 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from pr_review_api.github.markers import (
-    SUMMARY_HEADING,
-    finding_marker,
-    head_marker,
-    ordered_markers,
-)
 from pr_review_api.github.placement import Placement
 from pr_review_api.github.review_text import (
     BODY_FINDINGS_HEADING,
@@ -38,6 +32,12 @@ from pr_review_api.github.review_text import (
 )
 from pr_review_api.model import ReviewResult
 from pr_review_api.output.inert_markdown import escape
+from pr_review_api.publishing.markers import (
+    SUMMARY_HEADING,
+    finding_marker,
+    head_marker,
+    ordered_markers,
+)
 
 MAX_EDITED_BODY_CHARS = 65_000  # GitHub refuses bodies over 65,536 characters
 DROPPED_FINDINGS = "The findings this review listed in its body no longer fit here."

@@ -21,10 +21,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import GitLabUnavailable
-from pr_review_api.github.markers import answered_in, finding_in, shown_title
 from pr_review_api.gitlab.client import GitLabClient, status_error
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.markers import answered_in, finding_in, shown_title
 
 DEVELOPER_ACCESS = 30  # GitLab's Developer role; Maintainer is 40, Owner 50
 MAX_MEMBER_BYTES = 64 * 1024

@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import ReviewError
 from pr_review_api.github.history import PublishFailure, PublishWords
-from pr_review_api.github.markers import Post, PriorState, read_markers
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import MergeRequestRef
+from pr_review_api.publishing.markers import Post, PriorState, read_markers
 
 MAX_LIST_PAGES = 30
 MAX_NOTE_BYTES = 4 * 1024 * 1024  # a note holds at most 1,000,000 characters

@@ -40,7 +40,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pr_review_api.errors import ReviewError
 from pr_review_api.git.hunks import FileHunks
 from pr_review_api.github.history import PublishFailure, status_failure
-from pr_review_api.github.markers import PriorState
 from pr_review_api.github.placement import (
     Placed,
     Placement,
@@ -63,6 +62,7 @@ from pr_review_api.http.api_client import rate_limit_pause
 from pr_review_api.http.body import bounded_decimal
 from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import Publication, ReviewResult, Revisions
+from pr_review_api.publishing.markers import PriorState
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
