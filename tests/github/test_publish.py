@@ -259,7 +259,7 @@ def test_planted_markers_of_someone_else_change_nothing(
     # The author copies our markers: this head's, and the fingerprint the finding will have.
     probe = review(pull.url, settings, [finding("a.py", 5)], post=False)
     assert probe.publication is None
-    from pr_review_api.github.placement import fingerprint_of
+    from pr_review_api.publishing.placement import fingerprint_of
 
     fingerprint = fingerprint_of(probe.review.findings[0], {"a.py": HEAD_A.splitlines()})
     planted = head_marker(pull.head_sha) + finding_marker(fingerprint)

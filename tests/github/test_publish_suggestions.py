@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from pr_review_api.github.placement import fingerprint_of
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.suggestions import HeadText
@@ -26,6 +25,7 @@ from pr_review_api.loop.syntax import syntax_errors
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import Finding, ReviewResult, Suggestion
 from pr_review_api.output.inert_markdown import WORD_JOINER
+from pr_review_api.publishing.placement import fingerprint_of
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY, examples
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture, fake_github

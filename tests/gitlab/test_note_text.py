@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from pr_review_api.github.placement import Placed, Placement
 from pr_review_api.gitlab.note_text import (
     committable,
     defused,
@@ -29,6 +28,7 @@ from pr_review_api.model import (
 )
 from pr_review_api.output.inert_markdown import WORD_JOINER
 from pr_review_api.publishing.markers import Post, finding_marker, head_marker, read_markers
+from pr_review_api.publishing.placement import Placed, Placement
 from tests.conftest import examples
 from tests.gitlab.support import QUICK_ACTION_PATTERN, active_parts
 

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from pr_review_api.errors import ConfigurationError, PublishNotPossible
-from pr_review_api.github.placement import fingerprint_of, line_texts
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.preflight import NEEDS_CREDENTIALS, REFUSED, ensure_can_publish
 from pr_review_api.gitlab.publish import publish, publish_merge_request
@@ -30,6 +29,7 @@ from pr_review_api.model import (
     Usage,
 )
 from pr_review_api.publishing.markers import finding_marker, head_marker
+from pr_review_api.publishing.placement import fingerprint_of, line_texts
 from pr_review_api.settings import Settings
 from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_notes import FakeNotes

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pr_review_api.github.placement import fingerprint_of, line_texts
 from pr_review_api.model import Finding, ReviewResult, Severity
 from pr_review_api.output.gate_outcome import (
     CheckOutcome,
@@ -25,6 +24,7 @@ from pr_review_api.output.gate_outcome import (
     stricter,
     unknown_outcome,
 )
+from pr_review_api.publishing.placement import fingerprint_of, line_texts
 
 # Told every outcome the check is completed with.
 OnOutcome = Callable[[CheckOutcome], None]

@@ -30,7 +30,6 @@ from pr_review_api.github.conversation import (
     downvoted,
 )
 from pr_review_api.github.history import PostWire, PublishFailure, prior_state, re_review_of
-from pr_review_api.github.placement import fingerprint_of, line_texts
 from pr_review_api.github.preflight import ensure_can_publish
 from pr_review_api.github.publish import publish_result
 from pr_review_api.github.resolve import resolve_fixed
@@ -39,6 +38,7 @@ from pr_review_api.ledger import DismissedFindings, HeadKey, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.placement import fingerprint_of, line_texts
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:

@@ -44,7 +44,6 @@ from pr_review_api.github.history import (
     prior_state,
     status_failure,
 )
-from pr_review_api.github.placement import Placement, carried, place
 from pr_review_api.github.publish_driver import Findings, ForgeSteps, publish_with
 from pr_review_api.github.review_requests import post_review, send_review
 from pr_review_api.github.review_text import render_body, render_short_body
@@ -54,6 +53,7 @@ from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import Finding, Publication, ReviewResult
 from pr_review_api.publishing.markers import Post, PriorState
+from pr_review_api.publishing.placement import Placement, carried, place
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics

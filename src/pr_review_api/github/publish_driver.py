@@ -30,10 +30,10 @@ from pathlib import Path
 from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.git.hunks import FileHunks, diff_hunks
 from pr_review_api.github.history import PublishFailure
-from pr_review_api.github.placement import fingerprint_of, line_texts, suggestion_texts
 from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import Finding, Publication, PublicationError, ReviewResult
 from pr_review_api.publishing.markers import PriorState
+from pr_review_api.publishing.placement import fingerprint_of, line_texts, suggestion_texts
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pr_review_api.github.placement import Placed, Placement
 from pr_review_api.model import (
     SEVERITIES,
     ReviewResult,
@@ -23,6 +22,7 @@ from pr_review_api.publishing.markers import (
     finding_marker,
     head_marker,
 )
+from pr_review_api.publishing.placement import Placed, Placement
 
 MAX_BODY_CHARS = 60_000  # GitHub refuses bodies over 65,536 characters
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from pr_review_api.github.placement import Placement
 from pr_review_api.github.review_text import (
     BODY_FINDINGS_HEADING,
     NOTES_HEADING,
@@ -38,6 +37,7 @@ from pr_review_api.publishing.markers import (
     head_marker,
     ordered_markers,
 )
+from pr_review_api.publishing.placement import Placement
 
 MAX_EDITED_BODY_CHARS = 65_000  # GitHub refuses bodies over 65,536 characters
 DROPPED_FINDINGS = "The findings this review listed in its body no longer fit here."

@@ -40,14 +40,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pr_review_api.errors import ReviewError
 from pr_review_api.git.hunks import FileHunks
 from pr_review_api.github.history import PublishFailure, status_failure
-from pr_review_api.github.placement import (
-    Placed,
-    Placement,
-    carried,
-    moved_to_body,
-    place,
-    placed_order,
-)
 from pr_review_api.github.publish_driver import (
     DEADLINE_MARGIN_SECONDS,
     Findings,
@@ -63,6 +55,14 @@ from pr_review_api.http.body import bounded_decimal
 from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import Publication, ReviewResult, Revisions
 from pr_review_api.publishing.markers import PriorState
+from pr_review_api.publishing.placement import (
+    Placed,
+    Placement,
+    carried,
+    moved_to_body,
+    place,
+    placed_order,
+)
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
