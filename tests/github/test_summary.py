@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 
 from pr_review_api.cli import commands as cli
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.review_text import render_body
 from pr_review_api.github.summary import CUT, DROPPED_FINDINGS, MAX_EDITED_BODY_CHARS, updated_body
 from pr_review_api.model import Finding
 from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.output.inert_markdown import escape
+from pr_review_api.publishing.layout import render_body
 from pr_review_api.publishing.markers import finding_marker, head_marker, ordered_markers
 from pr_review_api.publishing.placement import Placed, Placement
 from tests.conftest import GITHUB_TOKEN, examples

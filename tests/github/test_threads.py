@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pr_review_api.github.review_text import render_comment
 from pr_review_api.github.threads import NEAR_LINES, same_finding
 from pr_review_api.model import Finding
+from pr_review_api.publishing.layout import render_comment
 from pr_review_api.publishing.placement import Placed
 from tests.results import HOSTILE, finding
 

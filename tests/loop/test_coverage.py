@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.github.review_text import render_body
 from pr_review_api.loop.coverage import CoverageTracker, diff_paths
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
@@ -27,6 +26,7 @@ from pr_review_api.output.inert_markdown import escape_inline
 from pr_review_api.output.markdown import render_markdown
 from pr_review_api.output.sarif import sarif_document
 from pr_review_api.output.text import render_text
+from pr_review_api.publishing.layout import render_body
 from pr_review_api.publishing.placement import Placement
 from pr_review_api.settings import MAX_DIFF_BYTES, MAX_NOT_INSPECTED, load_settings
 from pr_review_api.tools import TOOLS_BY_NAME, execute_tool

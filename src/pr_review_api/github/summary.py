@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from pr_review_api.github.review_text import (
+from pr_review_api.model import ReviewResult
+from pr_review_api.output.inert_markdown import escape
+from pr_review_api.publishing.layout import (
     BODY_FINDINGS_HEADING,
     NOTES_HEADING,
     summary_lines,
     usage_line,
 )
-from pr_review_api.model import ReviewResult
-from pr_review_api.output.inert_markdown import escape
 from pr_review_api.publishing.markers import (
     SUMMARY_HEADING,
     finding_marker,

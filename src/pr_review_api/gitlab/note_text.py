@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import re
 
-from pr_review_api.github.review_text import Layout, render_body, render_comment
 from pr_review_api.gitlab.markdown import escape, escape_inline, starts_quick_action
 from pr_review_api.model import ReviewResult, Suggestion
 from pr_review_api.output.inert_markdown import WORD_JOINER, code_block
+from pr_review_api.publishing.layout import Layout, render_body, render_comment
 from pr_review_api.publishing.markers import holds_marker
 from pr_review_api.publishing.placement import Placed, Placement
 
