@@ -44,13 +44,13 @@ from pr_review_api.github.history import (
     prior_state,
     status_failure,
 )
-from pr_review_api.github.publish_driver import Findings, ForgeSteps, publish_with
 from pr_review_api.github.review_requests import post_review, send_review
 from pr_review_api.github.summary import updated_body
 from pr_review_api.github.threads import open_thread_matches
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import Finding, Publication, ReviewResult
+from pr_review_api.publishing.driver import Findings, ForgeSteps, publish_with
 from pr_review_api.publishing.layout import render_body, render_short_body
 from pr_review_api.publishing.markers import Post, PriorState
 from pr_review_api.publishing.placement import Placement, carried, place
