@@ -48,6 +48,7 @@ from pr_review_api.cache_layout import (
     staging_git_dir_of,
 )
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
+from pr_review_api.fetch.files import Lease, heal, last_used, lock, tree_size
 from pr_review_api.fetch.remote import (
     BASE_MISSING_TEMPLATE,
     CACHE_BROKEN,
@@ -61,7 +62,6 @@ from pr_review_api.fetch.remote import (
     Remote,
 )
 from pr_review_api.git_runner import GitError, is_sha, run_git
-from pr_review_api.github.cache_files import Lease, heal, last_used, lock, tree_size
 from pr_review_api.github.client import GitHubClient, fetch_metadata
 from pr_review_api.github.credentials import credentials_for
 from pr_review_api.github.git_http import fetch_config
