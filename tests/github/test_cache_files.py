@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
-from pr_review_api.github import cache_files
+from pr_review_api.fetch import files as cache_files
 from pr_review_api.github import checkout as cache_module
 from pr_review_api.github.checkout import RepositoryCache, open_pull_request
 from pr_review_api.github.urls import parse_pull_request_url
