@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 
 from pr_review_api.cli import commands as cli
 from pr_review_api.github.client import GitHubClient
+from pr_review_api.github.layout import render_review_body
 from pr_review_api.github.summary import CUT, DROPPED_FINDINGS, MAX_EDITED_BODY_CHARS, updated_body
 from pr_review_api.model import Finding
 from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.output.inert_markdown import escape
-from pr_review_api.publishing.layout import render_body
 from pr_review_api.publishing.markers import finding_marker, head_marker, ordered_markers
 from pr_review_api.publishing.placement import Placed, Placement
 from tests.conftest import GITHUB_TOKEN, examples
@@ -319,7 +319,7 @@ def _placed(found: list[Finding], start: int = 0) -> list[Placed]:
 
 def _first_body(body_findings: list[Finding], summary: str = "First") -> str:
     result = review_result(body_findings, summary=summary)
-    body, shown = render_body(result, Placement(body=_placed(body_findings)))
+    body, shown = render_review_body(result, Placement(body=_placed(body_findings)))
     assert shown == len(body_findings)
     return body
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pr_review_api.github.layout import GITHUB_LAYOUT
 from pr_review_api.github.threads import NEAR_LINES, same_finding
 from pr_review_api.model import Finding
 from pr_review_api.publishing.layout import render_comment
@@ -15,7 +16,7 @@ TITLE = "average() drops the last [value] of @octocat's #12 <list>"
 
 
 def comment_for(found: Finding) -> str:
-    return render_comment(Placed(found, "a" * 32))
+    return render_comment(Placed(found, "a" * 32), GITHUB_LAYOUT)
 
 
 @pytest.mark.parametrize("title", [TITLE, HOSTILE[:120], "plain"])

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.github.layout import render_review_body
 from pr_review_api.loop.coverage import CoverageTracker, diff_paths
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
@@ -26,7 +27,6 @@ from pr_review_api.output.inert_markdown import escape_inline
 from pr_review_api.output.markdown import render_markdown
 from pr_review_api.output.sarif import sarif_document
 from pr_review_api.output.text import render_text
-from pr_review_api.publishing.layout import render_body
 from pr_review_api.publishing.placement import Placement
 from pr_review_api.settings import MAX_DIFF_BYTES, MAX_NOT_INSPECTED, load_settings
 from pr_review_api.tools import TOOLS_BY_NAME, execute_tool
@@ -482,7 +482,7 @@ def test_json_document_has_coverage() -> None:
 
 def test_the_published_review_body_has_the_coverage_line() -> None:
     hostile = Coverage(changed_files=4, inspected_files=2, not_inspected=["@octocat.py", "b.py"])
-    body, _ = render_body(review_result(coverage=hostile), Placement())
+    body, _ = render_review_body(review_result(coverage=hostile), Placement())
     line = "Inspected 2 of 4 changed files; not inspected: "
     assert f"\n{line}{escape_inline('@octocat.py')}, b{escape_inline('.')}py.\n" in body
     assert "@octocat" not in body  # a path in the body can mention no one

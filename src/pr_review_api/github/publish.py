@@ -44,6 +44,7 @@ from pr_review_api.github.history import (
     prior_state,
     status_failure,
 )
+from pr_review_api.github.layout import render_review_body, render_short_body
 from pr_review_api.github.review_requests import post_review, send_review
 from pr_review_api.github.summary import updated_body
 from pr_review_api.github.threads import open_thread_matches
@@ -51,7 +52,6 @@ from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import Finding, Publication, ReviewResult
 from pr_review_api.publishing.driver import Findings, ForgeSteps, publish_with
-from pr_review_api.publishing.layout import render_body, render_short_body
 from pr_review_api.publishing.markers import Post, PriorState
 from pr_review_api.publishing.placement import Placement, carried, place
 
@@ -167,11 +167,11 @@ async def _first_review(
     """Our first review on the pull request, in full; the publication and the fingerprints
     it carries."""
     status, created, placement = await post_review(
-        result, ref, github, placement, render_body, deadline=deadline
+        result, ref, github, placement, render_review_body, deadline=deadline
     )
     if created is None or status not in (200, 201):
         raise status_failure(status, "publish the review")
-    _, shown = await asyncio.to_thread(render_body, result, placement)
+    _, shown = await asyncio.to_thread(render_review_body, result, placement)
     return _published(created, placement, shown), carried(placement, shown)
 
 

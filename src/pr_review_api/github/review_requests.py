@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
 from pr_review_api.github.history import PostWire, PublishFailure
+from pr_review_api.github.layout import GITHUB_LAYOUT
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.http.api_client import rate_limit_pause
 from pr_review_api.model import ReviewResult
@@ -98,4 +99,8 @@ def _comment(placed: Placed) -> dict[str, Any]:
     comment: dict[str, Any] = {"path": placed.finding.path}
     if placed.start_line is not None:
         comment |= {"start_line": placed.start_line, "start_side": "RIGHT"}
-    return comment | {"line": placed.line, "side": "RIGHT", "body": render_comment(placed)}
+    return comment | {
+        "line": placed.line,
+        "side": "RIGHT",
+        "body": render_comment(placed, GITHUB_LAYOUT),
+    }

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from pr_review_api.github.layout import GITHUB_LAYOUT
 from pr_review_api.model import ReviewResult
 from pr_review_api.output.inert_markdown import escape
 from pr_review_api.publishing.layout import (
@@ -59,10 +60,14 @@ def updated_body(
     kept = _kept_findings(old)
     _, in_kept = ordered_markers(kept)
     loose = [f for f in dict.fromkeys([*fingerprints, *matched]) if f not in set(in_kept)]
-    tail = ["", usage_line(result), ""]
+    tail = ["", usage_line(result, GITHUB_LAYOUT), ""]
     tail += [head_marker(h) for h in dict.fromkeys([*heads, head])]
     tail += [finding_marker(f) for f in loose]
-    top = [*summary_lines(result), "", _status(result, placement, new_review=new_review)]
+    top = [
+        *summary_lines(result, GITHUB_LAYOUT),
+        "",
+        _status(result, placement, new_review=new_review),
+    ]
     notes = _notes(result)
     body = _joined(top, kept, notes, tail)
     if len(body) <= MAX_EDITED_BODY_CHARS:

@@ -2,7 +2,8 @@
 
 The layout is one for every forge: GitLab's note and discussions (gitlab/note_text.py) are
 these texts with GitLab's `Layout`, which names its escapers, its size limit, its few words
-and its committable block; GitHub's is `GITHUB_LAYOUT`, the default of every function here.
+and its committable block; GitHub's is github/layout.py's. Every function takes the forge's
+`Layout`: none is any forge's default.
 """
 
 from __future__ import annotations
@@ -16,23 +17,13 @@ from pr_review_api.model import (
     ReviewResult,
 )
 from pr_review_api.output.common import coverage_line, suggestion_diff, suggestion_heading
-from pr_review_api.output.inert_markdown import WORD_JOINER, code_block, escape, escape_inline
+from pr_review_api.output.inert_markdown import WORD_JOINER, code_block
 from pr_review_api.publishing.markers import (
     SUMMARY_HEADING,
     finding_marker,
     head_marker,
 )
 from pr_review_api.publishing.placement import Placed, Placement
-
-MAX_BODY_CHARS = 60_000  # GitHub refuses bodies over 65,536 characters
-
-
-def _github_block(placed: Placed) -> str | None:
-    suggestion = placed.suggestion
-    if suggestion is None or not placed.committable:
-        return None
-    # Exact: GitHub commits this text as is (CONTRACT 14); the fence keeps it in the block.
-    return code_block("suggestion", suggestion.replacement)
 
 
 @dataclass(frozen=True)
@@ -52,18 +43,7 @@ class Layout:
     drop_blank_notes: bool = False  # notes stripped, and a blank one left out
 
 
-GITHUB_LAYOUT = Layout(
-    escape,
-    escape_inline,
-    MAX_BODY_CHARS,
-    post="review",
-    inline_where="inline on the diff",
-    skipped_when="on an earlier head",
-    committable_block=_github_block,
-)
-
-
-def render_comment(placed: Placed, layout: Layout = GITHUB_LAYOUT) -> str:
+def render_comment(placed: Placed, layout: Layout) -> str:
     """The body of an inline comment; a committable suggestion's ends with its block."""
     finding = placed.finding
     parts = [
@@ -120,9 +100,7 @@ BODY_FINDINGS_HEADING = "#### Findings not on the diff's lines"
 NOTES_HEADING = "#### Notes"
 
 
-def render_body(
-    result: ReviewResult, placement: Placement, layout: Layout = GITHUB_LAYOUT
-) -> tuple[str, int]:
+def render_body(result: ReviewResult, placement: Placement, layout: Layout) -> tuple[str, int]:
     """The review body and how many body findings it holds (the rest did not fit)."""
     parts = summary_lines(result, layout)
     if placement.inline:
@@ -138,32 +116,13 @@ def render_body(
     return "\n".join(parts), shown
 
 
-def render_short_body(result: ReviewResult, placement: Placement) -> tuple[str, int]:
-    """A later head's review (github/summary.py keeps the summary in our first review): one
-    line, with the counts of the whole review at this head as the first review states them
-    (a run of this head again completes its check from them), then the findings that cannot
-    go inline, and the head's marker."""
-    head = result.revisions.head_sha
-    new = len(placement.inline) + len(placement.body)
-    what = f"{new} of them new" if new else "none of them new"
-    counts = tally(result)
-    line = (
-        f"**Findings:** {counts} at `{head[:7]}`"
-        + ("" if counts == "none" else f", {what}")
-        + "; the summary is kept in the first review."
-    )
-    size = len(line) + 200
-    section, shown, _ = findings_section(placement, size)
-    return "\n".join([line, *section, "", head_marker(head)]), shown
-
-
 def tally(result: ReviewResult) -> str:
     """The counts by severity of the review's findings, as `**Findings:**` states them."""
     counts = Counter(f.severity for f in result.review.findings)
     return ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s]) or "none"
 
 
-def summary_lines(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> list[str]:
+def summary_lines(result: ReviewResult, layout: Layout) -> list[str]:
     """The heading, the summary, the counts and the coverage: the top of a full body."""
     parts = [
         SUMMARY_HEADING,
@@ -175,9 +134,7 @@ def summary_lines(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> list[
     return [*parts, "", coverage_line(result.coverage, layout.escape_inline)]
 
 
-def findings_section(
-    placement: Placement, size: int, layout: Layout = GITHUB_LAYOUT
-) -> tuple[list[str], int, int]:
+def findings_section(placement: Placement, size: int, layout: Layout) -> tuple[list[str], int, int]:
     """The body's list of findings not inline, as many as fit after `size` characters: its
     lines, how many it shows, and the size then."""
     if not placement.body:
@@ -196,7 +153,7 @@ def findings_section(
     return parts, shown, size
 
 
-def notes_lines(result: ReviewResult, size: int, layout: Layout = GITHUB_LAYOUT) -> list[str]:
+def notes_lines(result: ReviewResult, size: int, layout: Layout) -> list[str]:
     """The notes section, as many notes as fit after `size` characters."""
     texts = result.review.notes
     if layout.drop_blank_notes:
@@ -214,7 +171,7 @@ def notes_lines(result: ReviewResult, size: int, layout: Layout = GITHUB_LAYOUT)
     return parts
 
 
-def usage_line(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> str:
+def usage_line(result: ReviewResult, layout: Layout) -> str:
     """The model, rounds and tokens, in small print."""
     usage = result.usage
     return (
@@ -224,5 +181,5 @@ def usage_line(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> str:
     )
 
 
-def _tail(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> str:
+def _tail(result: ReviewResult, layout: Layout) -> str:
     return f"{usage_line(result, layout)}\n\n{head_marker(result.revisions.head_sha)}"
