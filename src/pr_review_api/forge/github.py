@@ -29,7 +29,7 @@ from pr_review_api.github.conversation import (
     dismissed_on_pull_request,
     downvoted,
 )
-from pr_review_api.github.history import PostWire, PublishFailure, prior_state, re_review_of
+from pr_review_api.github.history import PostWire, prior_state
 from pr_review_api.github.preflight import ensure_can_publish
 from pr_review_api.github.publish import publish_result
 from pr_review_api.github.resolve import resolve_fixed
@@ -38,7 +38,9 @@ from pr_review_api.ledger import DismissedFindings, HeadKey, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.placement import fingerprint_of, line_texts
+from pr_review_api.publishing.re_review import re_review_of
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:

@@ -34,7 +34,6 @@ from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewE
 from pr_review_api.forge.base import ChangeForge, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import PreparedPullRequest
-from pr_review_api.github.history import PublishFailure, re_review_of
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.conversation import AccessLevels
@@ -50,7 +49,9 @@ from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.placement import fingerprint_of, line_texts
+from pr_review_api.publishing.re_review import re_review_of
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:

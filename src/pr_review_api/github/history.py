@@ -8,7 +8,6 @@ import asyncio
 import json
 import logging
 import re
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,6 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
-from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.http.api_client import rate_limit_pause
@@ -26,12 +24,14 @@ from pr_review_api.http.body import bounded_decimal
 from pr_review_api.model import (
     PullRequestInfo,
 )
+from pr_review_api.publishing.failures import PublishFailure, PublishWords, status_failure
 from pr_review_api.publishing.markers import (
     Post,
     PriorState,
     marked_heads,
     read_markers,
 )
+from pr_review_api.publishing.re_review import ReReview, re_review_of
 
 logger = logging.getLogger(__name__)
 
@@ -44,40 +44,7 @@ PAGE_SLOTS = 1000  # more than any page holds: orders posts by page, then place
 _LINK = re.compile(r'<([^<>\s]+)>\s*;\s*rel="?([a-z]+)"?')
 
 
-class PublishFailure(Exception):
-    """Publishing failed; `message` is a fixed sentence."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-@dataclass(frozen=True)
-class PublishWords:
-    """How a forge's refusals to publish are told: its name, what it calls a change, and
-    what a token needs to publish there."""
-
-    forge: str
-    change: str
-    token_needs: str
-
-
 GITHUB_PUBLISH = PublishWords("GitHub", "pull request", "write access to pull requests")
-
-
-def status_failure(status: int, what: str, words: PublishWords = GITHUB_PUBLISH) -> PublishFailure:
-    """A fixed sentence for a forge's answer that ends the publication."""
-    forge = words.forge
-    if status in (401, 403):
-        return PublishFailure(
-            f"{forge} refused to let us {what} (status {status}); the token needs "
-            f"{words.token_needs}."
-        )
-    if status == 404:
-        return PublishFailure(f"{forge} did not find the {words.change} when we tried to {what}.")
-    if status >= 500:
-        return PublishFailure(f"{forge} answered with a server error (status {status}).")
-    return PublishFailure(f"{forge} answered with an unexpected status ({status}).")
 
 
 class _UserWire(BaseModel):
@@ -191,7 +158,9 @@ class _Walk:
             ):
                 continue
             if response.status != 200:
-                raise status_failure(response.status, "read the pull request's reviews")
+                raise status_failure(
+                    response.status, "read the pull request's reviews", GITHUB_PUBLISH
+                )
             self.pages += 1
             try:
                 page = [PostWire.model_validate(item) for item in _json_list(response.body)]
@@ -256,14 +225,6 @@ async def prior_state(
     return state
 
 
-@dataclass(frozen=True)
-class ReReview:
-    """Our last reviewed head, an ancestor of this one, and the files changed since."""
-
-    last_head: str
-    changed: tuple[str, ...]
-
-
 async def re_review(
     github: GitHubClient,
     info: PullRequestInfo,
@@ -282,29 +243,3 @@ async def re_review(
     except (PublishFailure, GitHubUnavailable):
         return None
     return await re_review_of(state, git_dir, head_sha)
-
-
-async def re_review_of(state: PriorState, git_dir: Path, head_sha: str) -> ReReview | None:
-    """`re_review` from markers already read (the caller also wants them for other ends)."""
-    last = state.last_head
-    if last is None or last == head_sha:
-        return None
-    return await asyncio.to_thread(_changed_since, git_dir, last, head_sha)
-
-
-def _changed_since(git_dir: Path, last: str, head: str) -> ReReview | None:
-    try:
-        ancestor = run_git(
-            git_dir, ["merge-base", "--is-ancestor", last, head], timeout=60, check=False
-        )
-        if ancestor.returncode != 0:
-            return None
-        names = run_git(
-            git_dir,
-            ["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", last, head],
-            timeout=120,
-        ).stdout
-    except (GitError, OSError, subprocess.SubprocessError):
-        return None
-    paths = [p.decode("utf-8", "replace") for p in names.split(b"\0") if p]
-    return ReReview(last, tuple(sorted(paths)))

@@ -37,13 +37,7 @@ from typing import TYPE_CHECKING
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import Repository
-from pr_review_api.github.history import (
-    MAX_LIST_PAGES,
-    PostWire,
-    PublishFailure,
-    prior_state,
-    status_failure,
-)
+from pr_review_api.github.history import GITHUB_PUBLISH, MAX_LIST_PAGES, PostWire, prior_state
 from pr_review_api.github.layout import render_review_body, render_short_body
 from pr_review_api.github.review_requests import post_review, send_review
 from pr_review_api.github.summary import updated_body
@@ -52,6 +46,7 @@ from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import Finding, Publication, ReviewResult
 from pr_review_api.publishing.driver import Findings, ForgeSteps, publish_with
+from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import Post, PriorState
 from pr_review_api.publishing.placement import Placement, carried, place
 
@@ -170,7 +165,7 @@ async def _first_review(
         result, ref, github, placement, render_review_body, deadline=deadline
     )
     if created is None or status not in (200, 201):
-        raise status_failure(status, "publish the review")
+        raise status_failure(status, "publish the review", GITHUB_PUBLISH)
     _, shown = await asyncio.to_thread(render_review_body, result, placement)
     return _published(created, placement, shown), carried(placement, shown)
 
@@ -194,7 +189,7 @@ async def _later_review(
             result, ref, github, placement, render_short_body, deadline=deadline
         )
         if created is None or status not in (200, 201):
-            raise status_failure(status, "publish the review")
+            raise status_failure(status, "publish the review", GITHUB_PUBLISH)
     edited = await _edit_summary(
         result,
         ref,
@@ -212,7 +207,7 @@ async def _later_review(
             result, ref, github, placement, render_short_body, deadline=deadline
         )
         if created is None or status not in (200, 201):
-            raise status_failure(status, "publish the review")
+            raise status_failure(status, "publish the review", GITHUB_PUBLISH)
     _, shown = await asyncio.to_thread(render_short_body, result, placement)
     return _published(created, placement, shown), carried(placement, shown)
 

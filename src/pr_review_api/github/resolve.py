@@ -20,8 +20,10 @@ from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.git.line_changes import line_changed
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import Repository, ReviewComment, review_comments
-from pr_review_api.github.threads import graphql, review_threads, same_finding
+from pr_review_api.github.threads import graphql, review_threads
 from pr_review_api.model import Finding
+from pr_review_api.output.inert_markdown import escape_inline
+from pr_review_api.publishing.threads import same_finding
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +61,10 @@ async def resolve_fixed(
         if fingerprint is None or fingerprint in reported:
             continue
         line = first.line if first.line is not None else first.original_line
-        if any(same_finding(f, first.path, line, first.body) for f in findings):
-            continue  # reported again, its line's text changed (github/threads.py)
+        if any(
+            same_finding(f, first.path, line, first.body, shown_as=escape_inline) for f in findings
+        ):
+            continue  # reported again, its line's text changed (publishing/threads.py)
         replies = [comments[i] for i in thread.comment_ids[1:] if i in comments]
         if _question_waits(replies, login):
             continue

@@ -18,11 +18,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
-from pr_review_api.github.history import PostWire, PublishFailure
+from pr_review_api.github.history import PostWire
 from pr_review_api.github.layout import GITHUB_LAYOUT
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.http.api_client import rate_limit_pause
 from pr_review_api.model import ReviewResult
+from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.layout import render_comment
 from pr_review_api.publishing.placement import Placed, Placement, moved_to_body
 

@@ -3,16 +3,17 @@
 GitHub's GraphQL `reviewThreads` says which threads are resolved and which comments each holds
 (the REST API says neither). A finding stands for the same thing as one of our threads when its
 path and title are those of the thread's first comment (ours, with a finding's marker) and its
-line is within `NEAR_LINES` of that comment's: the finding reported again after its line's text
-changed, which changed its fingerprint. Such a finding is not posted again while the thread is
-open (github/publish.py), and its thread is not resolved as fixed (github/resolve.py).
+line is within `NEAR_LINES` of that comment's (publishing/threads.py's `same_finding`): the
+finding reported again after its line's text changed, which changed its fingerprint. Such a
+finding is not posted again while the thread is open (github/publish.py), and its thread is not
+resolved as fixed (github/resolve.py).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +23,10 @@ from pr_review_api.github.conversation import Repository
 from pr_review_api.model import Finding
 from pr_review_api.output.inert_markdown import escape_inline
 from pr_review_api.publishing.markers import Post
+from pr_review_api.publishing.threads import same_finding
 
 logger = logging.getLogger(__name__)
 
-NEAR_LINES = 3
 THREADS_QUERY = """
 query($owner: String!, $repo: String!, $number: Int!) {
   repository(owner: $owner, name: $repo) {
@@ -54,27 +55,6 @@ def graphql_url(github: GitHubClient) -> str:
     return base + "/graphql"
 
 
-def same_finding(
-    finding: Finding,
-    path: str | None,
-    line: int | None,
-    body: str,
-    *,
-    shown_as: Callable[[str], str] = escape_inline,
-) -> bool:
-    """Whether `finding` is the one our comment (`path`, `line`, `body`) was posted for: same
-    path, same title as the comment's first line shows it (`**severity** · title`, escaped as
-    github/review_text.py escapes it, or as `shown_as` does: GitLab's escape), a line within
-    `NEAR_LINES`."""
-    if path != finding.path or line is None or finding.line is None:
-        return False
-    if abs(finding.line - line) > NEAR_LINES:
-        return False
-    first = body.lstrip().split("\n", 1)[0]
-    _, separator, shown = first.partition(" · ")
-    return bool(separator) and shown == shown_as(finding.title)
-
-
 async def open_thread_matches(
     github: GitHubClient,
     repository: Repository,
@@ -87,7 +67,11 @@ async def open_thread_matches(
     only when a finding matches one of them; when GitHub does not answer, none matches: the
     finding is posted again rather than lost."""
     candidates = {
-        index: {c.review_id for c in comments if same_finding(f, c.path, c.line, c.body)}
+        index: {
+            c.review_id
+            for c in comments
+            if same_finding(f, c.path, c.line, c.body, shown_as=escape_inline)
+        }
         for index, f in enumerate(findings)
     }
     candidates = {index: ids for index, ids in candidates.items() if ids}

@@ -15,9 +15,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import ReviewError
-from pr_review_api.github.history import PublishFailure, PublishWords
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import MergeRequestRef
+from pr_review_api.publishing.failures import PublishFailure, PublishWords
 from pr_review_api.publishing.markers import Post, PriorState, read_markers
 
 MAX_LIST_PAGES = 30

@@ -39,7 +39,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pr_review_api.errors import ReviewError
 from pr_review_api.git.hunks import FileHunks
-from pr_review_api.github.history import PublishFailure, status_failure
 from pr_review_api.gitlab.client import GitLabClient, GitLabResponse
 from pr_review_api.gitlab.history import GITLAB_PUBLISH, MAX_LIST_PAGES, note_url, prior_state
 from pr_review_api.gitlab.note_text import committable, render_discussion, render_note
@@ -54,6 +53,7 @@ from pr_review_api.publishing.driver import (
     ForgeSteps,
     publish_with,
 )
+from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import PriorState
 from pr_review_api.publishing.placement import (
     Placed,

@@ -5,7 +5,7 @@ findings (gitlab/discussions.py) is resolved
 (`PUT .../merge_requests/:iid/discussions/:discussion_id?resolved=true`) when, as on GitHub
 (github/resolve.py):
   - the new review does not report its fingerprint, nor the same finding near its line
-    (github/threads.py's `same_finding`, with GitLab's escape of the title),
+    (publishing/threads.py's `same_finding`, with GitLab's escape of the title),
   - its anchored line changed between the head it was posted on and the new head
     (git/line_changes.py), and
   - nobody else's reply in it waits for an answer of ours (a later note of ours).
@@ -27,7 +27,6 @@ from pydantic import ValidationError
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound
 from pr_review_api.git.line_changes import line_changed
-from pr_review_api.github.threads import same_finding
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.conversation import DiscussionNote
 from pr_review_api.gitlab.discussions import (
@@ -39,6 +38,7 @@ from pr_review_api.gitlab.discussions import (
 from pr_review_api.gitlab.markdown import escape_inline
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.model import Finding
+from pr_review_api.publishing.threads import same_finding
 
 logger = logging.getLogger(__name__)
 

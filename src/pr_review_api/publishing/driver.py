@@ -29,9 +29,9 @@ from pathlib import Path
 
 from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.git.hunks import FileHunks, diff_hunks
-from pr_review_api.github.history import PublishFailure
 from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import Finding, Publication, PublicationError, ReviewResult
+from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.markers import PriorState
 from pr_review_api.publishing.placement import fingerprint_of, line_texts, suggestion_texts
 

@@ -1,18 +1,22 @@
-"""Which finding an open thread of ours stands for (github/threads.py): same path, same title as
-our comment shows it, a line within three of the comment's."""
+"""Which finding an open thread of ours stands for (publishing/threads.py), shown with GitHub's
+layout: same path, same title as our comment shows it, a line within three of the comment's."""
 
 from __future__ import annotations
 
 import pytest
 
 from pr_review_api.github.layout import GITHUB_LAYOUT
-from pr_review_api.github.threads import NEAR_LINES, same_finding
 from pr_review_api.model import Finding
 from pr_review_api.publishing.layout import render_comment
 from pr_review_api.publishing.placement import Placed
+from pr_review_api.publishing.threads import NEAR_LINES, same_finding
 from tests.results import HOSTILE, finding
 
 TITLE = "average() drops the last [value] of @octocat's #12 <list>"
+
+
+def same(found: Finding, path: str | None, line: int | None, body: str) -> bool:
+    return same_finding(found, path, line, body, shown_as=GITHUB_LAYOUT.escape_inline)
 
 
 def comment_for(found: Finding) -> str:
@@ -20,32 +24,24 @@ def comment_for(found: Finding) -> str:
 
 
 @pytest.mark.parametrize("title", [TITLE, HOSTILE[:120], "plain"])
-def test_the_same_title_near_the_line_is_the_same_finding(title: str) -> None:
+def test_the_same_title_near_the_line_is_the_same(title: str) -> None:
     posted = finding(title=title, path="src/stats.py", line=10)
     body = comment_for(posted)
     for line in (10 - NEAR_LINES, 10, 10 + NEAR_LINES):
         again = finding("low", title=title, path="src/stats.py", line=line, explanation="new")
-        assert same_finding(again, "src/stats.py", 10, body)
+        assert same(again, "src/stats.py", 10, body)
 
 
 def test_another_title_path_or_a_farther_line_is_another_finding() -> None:
     body = comment_for(finding(title=TITLE, path="src/stats.py", line=10))
-    assert not same_finding(
+    assert not same(
         finding(title=TITLE + ".", path="src/stats.py", line=10), "src/stats.py", 10, body
     )
-    assert not same_finding(
-        finding(title=TITLE, path="src/other.py", line=10), "src/stats.py", 10, body
-    )
-    assert not same_finding(
-        finding(title=TITLE, path="src/stats.py", line=14), "src/stats.py", 10, body
-    )
-    assert not same_finding(
-        finding(title=TITLE, path="src/stats.py", line=None), "src/stats.py", 10, body
-    )
-    assert not same_finding(
-        finding(title=TITLE, path="src/stats.py", line=10), "src/stats.py", None, body
-    )
+    assert not same(finding(title=TITLE, path="src/other.py", line=10), "src/stats.py", 10, body)
+    assert not same(finding(title=TITLE, path="src/stats.py", line=14), "src/stats.py", 10, body)
+    assert not same(finding(title=TITLE, path="src/stats.py", line=None), "src/stats.py", 10, body)
+    assert not same(finding(title=TITLE, path="src/stats.py", line=10), "src/stats.py", None, body)
 
 
 def test_a_comment_that_shows_no_title_matches_nothing() -> None:
-    assert not same_finding(finding(title="T", path="a.py", line=1), "a.py", 1, "T")
+    assert not same(finding(title="T", path="a.py", line=1), "a.py", 1, "T")
