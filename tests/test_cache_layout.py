@@ -14,8 +14,9 @@ from pr_review_api.cache_layout import (
     index_dir_of,
     last_used_file_of,
 )
+from pr_review_api.fetch.cache import RepositoryCache
 from pr_review_api.git.store import RepositoryStore
-from pr_review_api.github.checkout import RepositoryCache, open_pull_request
+from pr_review_api.github.checkout import GitHubCache, open_pull_request
 from pr_review_api.github.urls import parse_pull_request_url
 from tests.fakes.github_server import FakeGitHub
 
@@ -25,7 +26,7 @@ async def test_a_fetch_lays_out_the_cache_as_named(fake_github: FakeGitHub, tmp_
     pull = fake_github.pull_request("acme", "widget", 7)
     settings = fake_github.settings(tmp_path / "cache")
     layout = CacheLayout(settings.pr_review_cache_dir)
-    key = RepositoryCache(settings).key(parse_pull_request_url(pull.url, settings))
+    key = GitHubCache(settings).key(parse_pull_request_url(pull.url, settings))
     async with open_pull_request(pull.url, settings) as prepared:
         assert prepared.git_dir == git_dir_of(layout.repository(key))
     assert sorted(p.name for p in layout.root.iterdir()) == sorted(p.name for p in layout.folders)

@@ -1,4 +1,4 @@
-"""The cache folder (github/cache_files.py and its use by checkout.py): private, hashed
+"""The cache folder (fetch/files.py and its use by fetch/cache.py): private, hashed
 paths, locks, eviction, and healing after a failed or killed fetch.
 """
 
@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
+from pr_review_api.fetch import cache as cache_module
 from pr_review_api.fetch import files as cache_files
-from pr_review_api.github import checkout as cache_module
-from pr_review_api.github.checkout import RepositoryCache, open_pull_request
+from pr_review_api.fetch.cache import RepositoryCache
+from pr_review_api.github.checkout import GitHubCache, open_pull_request
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.settings import Settings
 from tests.fakes.github_server import FakeGitHub
@@ -31,7 +32,7 @@ from tests.github.support import diff_of, has_object, review
 
 def test_cache_path_is_a_hash_of_server_owner_and_repository(tmp_path: Path) -> None:
     settings = Settings(pr_review_cache_dir=tmp_path / "cache")
-    cache = RepositoryCache(settings)
+    cache = GitHubCache(settings)
     ref = parse_pull_request_url("https://github.com/Acme/Widget/pull/7", settings)
     same = parse_pull_request_url("https://github.com/acme/widget/pull/8", settings)
     other = parse_pull_request_url("https://github.com/acme/widget2/pull/7", settings)
@@ -41,7 +42,7 @@ def test_cache_path_is_a_hash_of_server_owner_and_repository(tmp_path: Path) -> 
     assert cache.repository(ref) == tmp_path / "cache" / "repositories" / key
     assert cache.key(same) == key  # GitHub names are case-insensitive
     assert cache.key(other) != key
-    ghes = RepositoryCache(
+    ghes = GitHubCache(
         Settings(github_server_url="https://ghe.example.com", pr_review_cache_dir=tmp_path)
     )
     assert (
@@ -148,7 +149,7 @@ async def test_evicted_repository_is_fetched_again(fake_github: FakeGitHub, tmp_
 def test_interrupted_repository_creation_is_redone(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pull = fake_github.pull_request("acme", "widget", 7)
     settings = fake_github.settings(tmp_path / "cache")
-    cache = RepositoryCache(settings)
+    cache = GitHubCache(settings)
     ref = parse_pull_request_url(pull.url, settings)
     half = cache.repository(ref) / "git"
     (half / "objects").mkdir(parents=True)  # a crash left a folder without HEAD

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
+from pr_review_api.fetch.cache import PreparedPullRequest
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git_runner import run_git
-from pr_review_api.github.checkout import PreparedPullRequest, open_pull_request
+from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.client import fetch_metadata
 from pr_review_api.github.urls import PullRequestRef, parse_pull_request_url
 from pr_review_api.settings import Settings

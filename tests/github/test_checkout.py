@@ -16,16 +16,13 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
+from pr_review_api.fetch.cache import RepositoryCache
+from pr_review_api.fetch.metadata import PullRequestMetadata
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git_runner import run_git
 from pr_review_api.github import checkout as cache_module
-from pr_review_api.github.checkout import (
-    HEAD_MOVED,
-    RepositoryCache,
-    open_pull_request,
-)
+from pr_review_api.github.checkout import HEAD_MOVED, GitHubCache, open_pull_request
 from pr_review_api.github.git_http import fetch_config
-from pr_review_api.github.metadata import PullRequestMetadata
 from pr_review_api.github.urls import parse_pull_request_url
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub
@@ -213,10 +210,10 @@ async def test_base_branch_is_checked_before_git_sees_it(
     ref = parse_pull_request_url(pull.url, settings)
     metadata = PullRequestMetadata(pull.base_sha, pull.head_sha, "--upload-pack=touch x", "", "")
     with pytest.raises(GitHubUnavailable, match="not valid"):
-        RepositoryCache(settings).prepare(ref, metadata, token=None)
+        GitHubCache(settings).prepare(ref, metadata, token=None)
     bad_sha = PullRequestMetadata("HEAD", pull.head_sha, "main", "", "")
     with pytest.raises(GitHubUnavailable, match="not valid"):
-        RepositoryCache(settings).prepare(ref, bad_sha, token=None)
+        GitHubCache(settings).prepare(ref, bad_sha, token=None)
     assert fake_github.git_requests() == []
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pr_review_api.github.checkout import RepositoryCache, open_pull_request
+from pr_review_api.fetch.cache import RepositoryCache
+from pr_review_api.github.checkout import open_pull_request
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.github.support import diff_of, review
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.errors import GitHubUnavailable
+from pr_review_api.fetch.metadata import MAX_BODY_BYTES, MAX_TITLE_CHARS, is_valid_branch_name
 from pr_review_api.github.client import fetch_metadata
-from pr_review_api.github.metadata import MAX_BODY_BYTES, MAX_TITLE_CHARS, is_valid_branch_name
 from tests.fakes.github_documents import pull_json
 from tests.fakes.github_server import FakeGitHub
 from tests.github.support import BASE, HEAD, has_object, metadata_error, pull_ref, review

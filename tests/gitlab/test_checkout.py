@@ -16,13 +16,10 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound
+from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git_runner import run_git
-from pr_review_api.github.checkout import (
-    PreparedPullRequest,
-    RepositoryCache,
-    open_pull_request,
-)
+from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import TOKEN_NEEDED_MESSAGE
 from pr_review_api.gitlab.git_http import fetch_config

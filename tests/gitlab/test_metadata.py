@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound
-from pr_review_api.github.metadata import MAX_BODY_BYTES, MAX_LABELS, MAX_TITLE_CHARS
+from pr_review_api.fetch.metadata import MAX_BODY_BYTES, MAX_LABELS, MAX_TITLE_CHARS
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.metadata import (
     DIFF_NOT_READY,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pr_review_api.github.metadata import PullRequestMetadata
+from pr_review_api.fetch.metadata import PullRequestMetadata
 from pr_review_api.globs import MAX_GLOBS, GlobSet
 from pr_review_api.loop.guidance import path_instruction_parts
 from pr_review_api.loop.policy import skip_rule

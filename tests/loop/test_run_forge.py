@@ -10,10 +10,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from pr_review_api.fetch.cache import PreparedPullRequest
 from pr_review_api.forge.base import PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.forge.github import GitHubForge
-from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.llm.testing import ScriptedModel, stop_turn

@@ -22,8 +22,8 @@ from click.testing import CliRunner
 from pr_review_api import git_runner as runner
 from pr_review_api.cli import commands as cli
 from pr_review_api.errors import InvalidRepository, ReviewError
+from pr_review_api.fetch import cache as checkout
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.github import checkout
 from pr_review_api.loop import workspace as workspace_module
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget

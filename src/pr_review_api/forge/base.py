@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from pr_review_api.errors import ReviewError
+from pr_review_api.fetch.cache import PreparedPullRequest
 from pr_review_api.forge.checkout import unavailable_error
 from pr_review_api.forge.gate import GateReporter
-from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.ledger import DismissedFindings, PublishLedger

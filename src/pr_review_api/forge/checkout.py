@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pr_review_api.errors import GitHubUnavailable, GitLabUnavailable, ReviewError
-from pr_review_api.github.checkout import RepositoryCache
+from pr_review_api.fetch.cache import RepositoryCache
 from pr_review_api.model import Forge
 from pr_review_api.settings import Settings
 

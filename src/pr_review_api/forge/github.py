@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from pr_review_api.errors import GitHubUnavailable, ServerBusy
+from pr_review_api.fetch.cache import PreparedPullRequest
 from pr_review_api.forge.base import ChangeForge, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
-from pr_review_api.github.checkout import PreparedPullRequest, open_pull_request
+from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import (

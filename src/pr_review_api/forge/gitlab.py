@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError, ServerBusy
+from pr_review_api.fetch.cache import PreparedPullRequest
 from pr_review_api.forge.base import ChangeForge, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
-from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.conversation import AccessLevels

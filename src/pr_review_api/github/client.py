@@ -29,11 +29,9 @@ import httpx
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
+from pr_review_api.fetch.metadata import PullRequestMetadata
 from pr_review_api.github.credentials import Credentials, credentials_for
-from pr_review_api.github.metadata import (
-    PullRequestMetadata,
-    parse_metadata,
-)
+from pr_review_api.github.metadata import parse_metadata
 from pr_review_api.github.urls import (
     PullRequestRef,
 )

@@ -19,8 +19,8 @@ from typing import Final
 from pydantic import SecretStr
 
 from pr_review_api.errors import GitLabUnavailable
+from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache, prepare_in_thread
 from pr_review_api.fetch.remote import ForgeWords, Remote
-from pr_review_api.github.checkout import PreparedPullRequest, RepositoryCache, prepare_in_thread
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.git_http import fetch_config
 from pr_review_api.gitlab.metadata import fetch_merge_request

@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
+from pr_review_api.fetch.git_http import scoped_fetch_config
 from pr_review_api.git_runner import GitConfig
-from pr_review_api.github.git_http import scoped_fetch_config
 from pr_review_api.settings import Settings
 
 

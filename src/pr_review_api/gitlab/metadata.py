@@ -16,7 +16,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import GitLabUnavailable
-from pr_review_api.github.metadata import (
+from pr_review_api.fetch.metadata import (
     MAX_BODY_BYTES,
     MAX_LABEL_CHARS,
     MAX_LABELS,

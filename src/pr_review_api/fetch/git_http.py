@@ -1,0 +1,38 @@
+"""How git reaches a forge over HTTP: the configuration of a fetch from a forge's server.
+
+The credentials go to git as an `http.<server>/.extraHeader` entry of `GitConfig.secret` (the
+environment's `GIT_CONFIG_*`, never an argument, a file or a log), scoped to the server's
+origin, and redirects are not followed, so the header never reaches another host. Each forge
+says how its token becomes the header (github/git_http.py, gitlab/git_http.py).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from pr_review_api.git_runner import GitConfig
+
+HTTP_LOW_SPEED_LIMIT = 1000  # bytes per second ...
+
+
+HTTP_LOW_SPEED_TIME = 60  # ... for this many seconds, and the fetch is abandoned
+
+
+def scoped_fetch_config(server: str, authorization: str | None) -> GitConfig:
+    """Configuration for a fetch from `server` (a forge's web URL), with the `authorization`
+    header (None: anonymous) sent only to URLs under `server`, and never after a redirect."""
+    values = (
+        ("http.followRedirects", "false"),  # a redirect could carry the header elsewhere
+        ("http.proxy", ""),
+        ("http.lowSpeedLimit", str(HTTP_LOW_SPEED_LIMIT)),
+        ("http.lowSpeedTime", str(HTTP_LOW_SPEED_TIME)),
+        ("protocol.version", "2"),
+        ("fetch.writeCommitGraph", "false"),
+        ("fetch.showForcedUpdates", "false"),
+        ("core.logAllRefUpdates", "false"),
+    )
+    secret: tuple[tuple[str, str], ...] = ()
+    if authorization is not None:
+        secret = ((f"http.{server}/.extraHeader", authorization),)
+    scheme = urlsplit(server).scheme.lower()
+    return GitConfig(values=values, secret=secret, allowed_protocols=(scheme,))

@@ -1,0 +1,59 @@
+"""A change's metadata as every forge's parser leaves it (CONTRACT 3), and its limits.
+
+The SHAs must be full lower-case hex, the base branch a name `git check-ref-format --branch`
+accepts (and no option); the title, body, author and labels are cut to the bounds here.
+github/metadata.py and gitlab/metadata.py read their forge's document into it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_BRANCH_BYTES = 1024
+MAX_TITLE_CHARS = 1024
+MAX_BODY_BYTES = 64 * 1024
+MAX_LOGIN_CHARS = 256
+MAX_LABELS = 100
+MAX_LABEL_CHARS = 256
+
+_BRANCH_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+
+
+@dataclass(frozen=True)
+class PullRequestMetadata:
+    """What the host says about a pull request. `title` and `body` are untrusted text."""
+
+    base_sha: str
+    head_sha: str
+    base_ref: str  # a branch name, without refs/heads/
+    title: str
+    body: str
+    # Who opened it, its labels and whether it is a draft: the skip rules of .pr-review.toml
+    # (loop/policy.py, CONTRACT 16) read them.
+    author: str = ""
+    labels: tuple[str, ...] = ()
+    draft: bool = False
+    # GitLab's merge base (`diff_refs.base_sha`), which a discussion's position names; None
+    # for a GitHub pull request.
+    diff_base_sha: str | None = None
+
+
+def is_valid_branch_name(name: str) -> bool:
+    """Whether `git check-ref-format --branch` would accept `name`, and it cannot be an option.
+
+    The rules of git-check-ref-format(1): no component starts with `.` or ends with `.lock`;
+    no `..`, `@{`, `//`, control characters, space, `~ ^ : ? * [ \\`; no leading or trailing
+    `/`, no trailing `.`; not `@`. For a branch also: not `HEAD` and no leading `-`.
+    """
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+    if not name or size > MAX_BRANCH_BYTES or name in ("@", "HEAD") or name.startswith("-"):
+        return False
+    if _BRANCH_FORBIDDEN.search(name) or any(bad in name for bad in ("..", "@{", "//")):
+        return False
+    if name.startswith("/") or name.endswith(("/", ".")):
+        return False
+    return not any(part.startswith(".") or part.endswith(".lock") for part in name.split("/"))
