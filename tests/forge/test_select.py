@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pr_review_api.errors import GitHubUnavailable, GitLabUnavailable
-from pr_review_api.forge.clients import JobIdentities
+from pr_review_api.forge.clients import ForgeClients, JobIdentities
 from pr_review_api.forge.conversation import Command
 from pr_review_api.forge.github import GitHubForge
 from pr_review_api.forge.github_conversation import GitHubConversation
@@ -33,12 +33,13 @@ def test_each_url_goes_to_its_forge_through_the_callers_client() -> None:
 
     async def main() -> None:
         async with GitHubClient(settings) as github, GitLabClient(settings) as gitlab:
-            async with open_forge(MERGE, settings, github=github, gitlab=gitlab) as merge:
+            lent = ForgeClients((github, gitlab))
+            async with open_forge(MERGE, settings, clients=lent) as merge:
                 assert isinstance(merge, GitLabForge)
                 assert merge.gitlab is gitlab
                 assert merge.name == "gitlab"
                 assert merge.unavailable is GitLabUnavailable
-            async with open_forge(PULL, settings, github=github, gitlab=gitlab) as pull:
+            async with open_forge(PULL, settings, clients=lent) as pull:
                 assert isinstance(pull, GitHubForge)
                 assert pull.github is github
                 assert pull.name == "github"
@@ -56,7 +57,7 @@ def test_a_shared_client_outlives_the_forge_and_an_own_one_is_closed(
 
     async def main() -> None:
         async with GitHubClient(settings) as shared:
-            async with open_forge(url, settings, github=shared) as forge:
+            async with open_forge(url, settings, clients=ForgeClients((shared,))) as forge:
                 assert isinstance(forge, GitHubForge)
                 assert await forge.github.login() == "pr-review-bot"
             # Still open: the caller's pool outlives the forge.
@@ -107,7 +108,7 @@ def test_a_command_job_speaks_through_its_changes_forge_and_ignores_ours_and_bot
         record = _Record(pull, "acme", "widget", 4, None, raw)
         async with open_conversation(record, settings, identities) as conversation:
             assert isinstance(conversation, GitHubConversation)
-            assert conversation.clients() == (conversation.github, None)
+            assert conversation.clients() == ForgeClients((conversation.github,))
             assert conversation.dismissals_key == "acme/widget"
             return await conversation.command()
 
@@ -133,9 +134,10 @@ def test_a_merge_requests_command_job_gets_gitlabs_conversation() -> None:
     async def main() -> None:
         async with open_conversation(record, settings, JobIdentities(settings)) as conversation:
             assert isinstance(conversation, GitLabConversation)
-            _, gitlab = conversation.clients()
+            lent = conversation.clients()
+            gitlab = lent.of(GitLabClient)
             assert gitlab is conversation.gitlab
-            assert conversation.clients()[0] is None  # no App installation on GitLab
+            assert lent.of(GitHubClient) is None  # no App installation on GitLab
             assert conversation.dismissals_key == "gitlab:acme/ui/widget"
             assert gitlab._http is None  # no request asked: its pool opens on first use
 

@@ -1,6 +1,6 @@
 """What the repository cache fetches a change from: a forge-neutral `Remote`, and its words.
 
-The cache (github/checkout.py) fetches any forge's change through a `Remote`: the text its
+The cache (fetch/cache.py) fetches any forge's change through a `Remote`: the text its
 cache key hashes, the git URL, the server's ref holding the head, the fetch's git configuration
 (the token only in its secret) and the `ForgeWords` its failures are told in, so a merge
 request's failure says "GitLab" and is `gitlab_unavailable` where a pull request's says

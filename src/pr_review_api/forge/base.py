@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Protocol, TypedDict
 from pr_review_api.errors import ReviewError
 from pr_review_api.fetch.cache import PreparedPullRequest
 from pr_review_api.forge.checkout import unavailable_error
+from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.forge.gate import GateReporter
-from pr_review_api.github.client import GitHubClient
-from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 from pr_review_api.permissions import PermissionCache
@@ -55,12 +54,11 @@ class ChangeMetadata(Protocol):
 
 class Lent(TypedDict, total=False):
     """What a review's holder (the CLI, the service, a job) lends `run_review` for the forges:
-    the client of its identity on each forge (None: the review makes its own with the
-    settings' token), the service's ledger of published heads and dismissed findings, and the
-    holder's cache of who may dismiss."""
+    the clients of its identity (at most one per forge; where the change's forge has none, the
+    review makes its own with the settings' token), the service's ledger of published heads and
+    dismissed findings, and the holder's cache of who may dismiss."""
 
-    github: GitHubClient | None
-    gitlab: GitLabClient | None
+    clients: ForgeClients | None
     ledger: PublishLedger | None
     dismissals: DismissedFindings | None
     permissions: PermissionCache | None

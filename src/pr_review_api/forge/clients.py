@@ -1,8 +1,10 @@
 """The forge clients a review speaks through, and who they speak as.
 
-`ForgeClients`: the process's one API client per forge (a connection pool and the credentials
-each). The HTTP service opens them for its life and lends them to every review it runs (and to
-its webhook routes); a review reaches the one its change's URL names (forge/select.py).
+`ForgeClients`: the API clients a holder lends, at most one per forge, named by no field: the
+process's one client per forge (a connection pool and the credentials each), which the HTTP
+service opens for its life and lends to every review it runs (and to its webhook routes), or a
+job's one client of its identity. A review reaches the one its change's URL names
+(forge/select.py); a forge finds its own by its type (`of`).
 
 `JobIdentities`: who a job is on the forges. Each job of a pull request gets a `GitHubClient`
 bound to its identity (its App installation's token through `github.credentials.credentials_for`,
@@ -15,25 +17,31 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pr_review_api.forge.urls import forge_of
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.credentials import credentials_for
 from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.http.api_client import ApiClient
 from pr_review_api.settings import Settings
+
+ClientT = TypeVar("ClientT", bound=ApiClient)
 
 
 @dataclass(frozen=True)
 class ForgeClients:
-    """One client per forge, shared by every review of the process."""
+    """The clients a holder lends, at most one per forge (see the module docstring)."""
 
-    github: GitHubClient
-    gitlab: GitLabClient
+    clients: tuple[ApiClient, ...] = ()
 
-    def shared(self) -> dict[str, object]:
-        """`run_review`'s keyword arguments for them (`github=`, `gitlab=`)."""
-        return {"github": self.github, "gitlab": self.gitlab}
+    def of(self, kind: type[ClientT]) -> ClientT | None:
+        """The lent client of the forge whose client `kind` is; None: none was lent."""
+        for client in self.clients:
+            if isinstance(client, kind):
+                return client
+        return None
 
 
 @asynccontextmanager
@@ -41,7 +49,7 @@ async def open_clients(settings: Settings) -> AsyncIterator[ForgeClients]:
     """Both clients with the settings' tokens, closed at exit. GitLab's pool opens on a merge
     request's first read, so a service without GitLab never connects to it."""
     async with GitHubClient(settings) as github, GitLabClient(settings) as gitlab:
-        yield ForgeClients(github, gitlab)
+        yield ForgeClients((github, gitlab))
 
 
 class JobIdentities:
@@ -64,13 +72,13 @@ class JobIdentities:
     @asynccontextmanager
     async def review_clients(
         self, settings: Settings, installation_id: int | None, url: str
-    ) -> AsyncIterator[tuple[GitHubClient | None, GitLabClient | None]]:
+    ) -> AsyncIterator[ForgeClients]:
         """The forge client a job's review of `url` speaks through: GitLab has no App
         installations, so every merge request is GITLAB_TOKEN's; a pull request is its
         installation's."""
         if forge_of(url) == "gitlab":
             async with GitLabClient(settings) as gitlab:
-                yield None, gitlab
+                yield ForgeClients((gitlab,))
         else:
             async with self.github(settings, installation_id) as github:
-                yield github, None
+                yield ForgeClients((github,))

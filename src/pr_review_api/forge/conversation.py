@@ -15,8 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pr_review_api.github.client import GitHubClient
-from pr_review_api.gitlab.client import GitLabClient
+from pr_review_api.forge.clients import ForgeClients
 
 
 class CommandRecord(Protocol):
@@ -74,8 +73,9 @@ class ChangeConversation(ABC):
         """The repository's key in the dismissals table (any case)."""
 
     @abstractmethod
-    def clients(self) -> tuple[GitHubClient | None, GitLabClient | None]:
-        """The client the answer loop reads the change through (loop/answer.py's `answer_at`)."""
+    def clients(self) -> ForgeClients:
+        """The client the answer loop reads the change through (loop/answer.py's `answer_at`):
+        the job's one, of the change's forge."""
 
     @abstractmethod
     async def command(self) -> Command | None:

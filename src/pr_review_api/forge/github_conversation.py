@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.forge.conversation import (
     ChangeConversation,
     Command,
@@ -34,7 +35,6 @@ from pr_review_api.github.conversation import (
     review_comment,
     thread,
 )
-from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.output.inert_markdown import escape
 from pr_review_api.publishing.markers import answer_marker
 
@@ -94,8 +94,8 @@ class GitHubConversation(ChangeConversation):
     def dismissals_key(self) -> str:
         return f"{self.repository.owner}/{self.repository.repo}"
 
-    def clients(self) -> tuple[GitHubClient | None, GitLabClient | None]:
-        return self.github, None
+    def clients(self) -> ForgeClients:
+        return ForgeClients((self.github,))
 
     async def command(self) -> Command | None:
         self._login = await self.github.login()

@@ -21,13 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.forge.conversation import (
     ChangeConversation,
     Command,
     CommandFinding,
     FindingThread,
 )
-from pr_review_api.github.client import GitHubClient
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.conversation import (
     DiscussionNote,
@@ -94,8 +94,8 @@ class GitLabConversation(ChangeConversation):
     def dismissals_key(self) -> str:
         return self.ref.dismissals_key
 
-    def clients(self) -> tuple[GitHubClient | None, GitLabClient | None]:
-        return None, self.gitlab
+    def clients(self) -> ForgeClients:
+        return ForgeClients((self.gitlab,))
 
     async def command(self) -> Command | None:
         self._username = await self.gitlab.username()

@@ -1,8 +1,10 @@
 """The forge of a review's change, chosen by its URL (forge/urls.py's rule), with its client.
 
-The callers (the CLI, the service, a job) hold a client per forge for the review's identity
-and pass it (`github`, `gitlab`); without one, the forge gets a client of its own with the
-settings' token, closed when the review ends. A shared client is never closed here.
+The callers (the CLI, the service, a job) hold clients for the review's identity and lend them
+(`ForgeClients`, at most one per forge); where the change's forge has none, it gets a client of
+its own with the settings' token, closed when the review ends. A lent client is never closed
+here. This module is where a forge is registered: its URL's rule (forge/urls.py's `forge_of`),
+its `ChangeForge` and its `ChangeConversation`.
 
 A command job's conversation (`open_conversation`) is chosen the same way, with a client of
 the job's identity (forge/clients.py's `JobIdentities`), closed when the job ends.
@@ -14,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from pr_review_api.forge.base import ChangeForge
-from pr_review_api.forge.clients import JobIdentities
+from pr_review_api.forge.clients import ForgeClients, JobIdentities
 from pr_review_api.forge.conversation import ChangeConversation, CommandRecord
 from pr_review_api.forge.github import GitHubForge
 from pr_review_api.forge.github_conversation import GitHubConversation
@@ -32,10 +34,11 @@ async def open_forge(
     url: str,
     settings: Settings,
     *,
-    github: GitHubClient | None = None,
-    gitlab: GitLabClient | None = None,
+    clients: ForgeClients | None = None,
 ) -> AsyncIterator[ChangeForge]:
     """The forge `url` names, speaking through the caller's client or one of its own."""
+    lent = clients or ForgeClients()
+    github, gitlab = lent.of(GitHubClient), lent.of(GitLabClient)
     if forge_of(url) == "gitlab":
         if gitlab is not None:
             yield GitLabForge(settings, gitlab)

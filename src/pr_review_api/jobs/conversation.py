@@ -116,16 +116,14 @@ class ConversationJobs:
             question=command.text,
         )
         store = self._store or self._reviewer.store_for(settings)
-        github, gitlab = conversation.clients()
         answer = await answer_at(
             record.pull_request_url,
             finding.head,
             question,
             settings,
-            github,
+            conversation.clients(),
             store,
             self.model,
-            gitlab=gitlab,
         )
         reply_id = await conversation.post_answer(answer.text)
         return {

@@ -63,13 +63,12 @@ class JobReviewer:
         target = PullRequestTarget(url)
         store = self.store_for(settings)
         clients = self._identities.review_clients(settings, installation_id, url)
-        async with clients as (github, gitlab):
+        async with clients as lent:
             result = await run_review(
                 target,
                 settings,
                 post=post,
-                github=github,
-                gitlab=gitlab,
+                clients=lent,
                 store=store,
                 ledger=self._ledger,
                 metrics=self._metrics,

@@ -23,11 +23,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import ReviewError, ReviewTimeout
+from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.forge.select import open_forge
 from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository
@@ -42,12 +43,6 @@ from pr_review_api.loop.final_review import FinalReviewRejected, unwrap_fence
 from pr_review_api.loop.workspace import Prepared, context_for
 from pr_review_api.settings import Settings
 from pr_review_api.tools import map_git_errors
-
-if TYPE_CHECKING:
-    # The caller's clients, named for the signature only: the answer reaches the forge
-    # through forge/select.py (the import contract forbids loop/ a forge's package).
-    from pr_review_api.github.client import GitHubClient
-    from pr_review_api.gitlab.client import GitLabClient
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 MAX_ANSWER_CHARS = 4000
@@ -174,21 +169,19 @@ async def answer(engine: Engine, question: Question) -> Answer:
     )
 
 
-async def answer_at(  # noqa: PLR0913  (a forge client each, as forge/select.open_forge)
+async def answer_at(
     url: str,
     head_sha: str | None,
     question: Question,
     settings: Settings,
-    github: GitHubClient | None,
+    clients: ForgeClients | None,
     store: RepositoryStore,
     model: ModelClient | None = None,
-    *,
-    gitlab: GitLabClient | None = None,
 ) -> Answer:
     """Pin the change at `head_sha` (the commit the finding was posted on; the current head
     when that commit is gone or unknown) and answer on the engine, within
     REVIEW_TIMEOUT_SECONDS. The tools read that commit only. The URL's forge is read through
-    its client (`github` for a pull request, `gitlab` for a merge request: forge/select.py)."""
+    its client among `clients` (forge/select.py)."""
     settings.require_provider_key()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.review_timeout_seconds
@@ -197,7 +190,7 @@ async def answer_at(  # noqa: PLR0913  (a forge client each, as forge/select.ope
         async with (
             asyncio.timeout_at(deadline),
             contextlib.AsyncExitStack() as stack,
-            open_forge(url, settings, github=github, gitlab=gitlab) as forge,
+            open_forge(url, settings, clients=clients) as forge,
             forge.open_change(url) as pull,
         ):
             client = model

@@ -96,9 +96,9 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
 
     `post` publishes the validated review on the pull request (CONTRACT 10) and sets the
     result's `publication`. Of what the holder lends (`lent`: forge/base.py's `Lent`, by
-    keyword), `github` is the GitHub client of the review's identity (the
-    process's shared one, or a job's bound to its App installation; else one is made with
-    `GITHUB_TOKEN`): every read, fetch, check and publication goes through it.
+    keyword), `clients` are the forge clients of the review's identity (the process's shared
+    ones, or a job's bound to its identity; where the change's forge has none, one is made
+    with the settings' token): every read, fetch, check and publication goes through it.
     With a `ledger` (the service's record of what it published), a head already published
     answers its earlier review document, `already_published`, before the model is asked.
     `automatic` (a webhook job, `review --automatic`) honours the base's skip rules; a
@@ -109,10 +109,9 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
     token GitHub refuses) fails before the model is asked (github/preflight.py). With
     `dismissals` (the service's), a finding the repository dismissed is not published;
     `permissions` (the holder's) keeps GitHub's answers of who may dismiss, else the review
-    keeps its own. A GitLab merge request's URL is reviewed through `gitlab` (the process's
-    shared client; else one is made with `GITLAB_TOKEN`, for a merge request only). Every
-    forge's step goes through the change's `ChangeForge` (forge/base.py): `forge` when given,
-    else the one its URL names (forge/select.py) over `github` or `gitlab`.
+    keeps its own. Every forge's step goes through the change's `ChangeForge`
+    (forge/base.py): `forge` when given, else the one its URL names (forge/select.py) over
+    its client.
 
     Raises a `ReviewError` subclass for every failure the contract names, carrying what the
     review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
@@ -307,7 +306,7 @@ def _forge_of(
     """The caller's forge, else the one the change's URL names; None for a local repository."""
     if forge is not None or not isinstance(target, PullRequestTarget):
         return contextlib.nullcontext(forge)
-    return open_forge(target.url, settings, github=lent.get("github"), gitlab=lent.get("gitlab"))
+    return open_forge(target.url, settings, clients=lent.get("clients"))
 
 
 def _shared_or_own(

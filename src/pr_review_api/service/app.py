@@ -54,7 +54,6 @@ def create_app(settings: Settings | None = None, *, metrics: Metrics | None = No
                 app.state.store = store
                 async with open_clients(settings) as forges:
                     app.state.forges = forges
-                    app.state.gitlab = forges.gitlab  # the GitLab webhook route's
                     yield
 
     app = FastAPI(

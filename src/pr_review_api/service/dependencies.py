@@ -69,8 +69,7 @@ def get_reviewer(request: Request) -> Reviewer:
     """The review function; tests swap it with `app.dependency_overrides[get_reviewer]`.
     Reviews share the repository store of the application's lifespan (git/store.py)."""
     store: RepositoryStore | None = getattr(request.app.state, "store", None)
-    # One GitHub and one GitLab API client (a connection pool, the credentials each) per
-    # service, too.
+    # One API client per forge (a connection pool, the credentials each) per service, too.
     forges: ForgeClients | None = getattr(request.app.state, "forges", None)
     shared: dict[str, object] = {}
     # The application's metrics count every review it runs (CONTRACT 18).
@@ -80,7 +79,7 @@ def get_reviewer(request: Request) -> Reviewer:
     if store is not None:
         shared["store"] = store
     if forges is not None:
-        shared.update(forges.shared())
+        shared["clients"] = forges
     if not shared:
         return run_review
     return functools.partial(run_review, **shared)  # type: ignore[arg-type]

@@ -49,6 +49,7 @@ from pr_review_api.errors import (
     ReviewError,
     ServerBusy,
 )
+from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.conversation import AccessLevels
 from pr_review_api.gitlab.hooks import (
@@ -116,7 +117,8 @@ def gitlab_webhook_router() -> APIRouter:
         event_name = one_header(request, "x-gitlab-event")
         label = _EVENT_LABELS.get(event_name or "", event_name)
         # The application's client (one pool; our username asked once), else one of our own.
-        shared: GitLabClient | None = getattr(request.app.state, "gitlab", None)
+        forges: ForgeClients | None = getattr(request.app.state, "forges", None)
+        shared = None if forges is None else forges.of(GitLabClient)
         try:
             async with _shared_or_own(shared, settings) as gitlab:
                 response, outcome = await _answer(
