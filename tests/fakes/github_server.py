@@ -663,6 +663,12 @@ class _Handler(GitHandler):
         else:
             items = [comment_view(fake, key, c) for c in fake.review_comments.get(key, [])]
         query = dict(part.partition("=")[::2] for part in record.query.split("&") if part)
+        # GitHub: review comments ascending by id; `direction` counts only with `sort`.
+        order = ""
+        if kind == "comments" and query.get("sort") in ("created", "updated", "created_at"):
+            order = f"&sort={query['sort']}&direction={query.get('direction') or 'desc'}"
+            if query.get("direction", "desc") == "desc":
+                items = items[::-1]
         per_page = max(1, min(int(query.get("per_page") or 30), 100, fake.page_size))
         page = max(1, int(query.get("page") or 1))
         chunk = items[(page - 1) * per_page : page * per_page]
@@ -670,6 +676,7 @@ class _Handler(GitHandler):
         last = max(1, -(-len(items) // per_page))
         owner, repo, number = key
         base = f"{fake.api_url}/repos/{owner}/{repo}/pulls/{number}/{kind}?per_page={per_page}"
+        base += order
         links = []
         if page < last:
             links += [f'<{base}&page={page + 1}>; rel="next"', f'<{base}&page={last}>; rel="last"']
