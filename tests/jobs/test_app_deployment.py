@@ -28,7 +28,7 @@ from tests.fakes.github_app import FakeApp, app_key
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture, RecordedRequest
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.jobs.test_conversation import WRITER, issue_comment_event, running
-from tests.jobs.test_jobs import SECRET, deliver, pull_request_event, rows
+from tests.jobs.test_jobs import SECRET, deliver, pull, pull_request_event, rows, settings_for
 
 pytestmark = pytest.mark.e2e
 
@@ -63,13 +63,13 @@ def app_settings(
     return settings, app
 
 
-def pull(fake: FakeGitHub) -> PullRequestFixture:
+def pull_request(fake: FakeGitHub) -> PullRequestFixture:
     return fake.pull_request("acme", "widget", 7, head={"app.py": "print('hi')\n"})
 
 
 async def ended(queue: JobQueue, job_id: str) -> tuple[str, dict[str, Any]]:
     """The job's final status and result document."""
-    for _ in range(900):  # the test's own bound: 45 s
+    for _ in range(2400):  # the test's own bound on a hang: 120 s on a loaded machine
         record = await queue.get(uuid.UUID(job_id))
         assert record is not None
         if record.status in ("succeeded", "failed"):
@@ -100,7 +100,7 @@ def deployment(
     """The App deployment's settings, the App, and pull request 7 where WRITER may write."""
     settings, app = app_settings(tmp_path, database_url, fake_github, scripted_provider)
     fake_github.permissions[("acme", "widget", WRITER)] = "write"
-    return settings, app, pull(fake_github)
+    return settings, app, pull_request(fake_github)
 
 
 def test_a_signed_delivery_of_an_installation_is_reviewed_as_the_apps_bot(
@@ -179,7 +179,9 @@ def test_with_the_app_a_job_without_an_installation_is_refused_not_run_as_github
             delivery = pull_request_event(7, pr.head_sha, action="opened", installation=None)
             answer = await deliver(client, delivery)
             api = await client.post(
-                "/v1/review-jobs", json={"pull_request_url": pr.url, "post": True}
+                # Another pull request: a job of 7 would supersede the delivery's job.
+                "/v1/review-jobs",
+                json={"pull_request_url": pr.url.replace("/pull/7", "/pull/8"), "post": True},
             )
             comment = issue_comment_event(WRITER, "/pr-review review")  # no installation
             ignored = await deliver(client, comment, kind="issue_comment")
@@ -199,3 +201,27 @@ def test_with_the_app_a_job_without_an_installation_is_refused_not_run_as_github
     assert fake_github.requests == []  # nothing asked as GITHUB_TOKEN, nor anonymously
     assert scripted_provider.requests == []
     assert app.exchanges == []
+
+
+def test_a_waiting_job_without_the_installation_does_not_take_a_delivery_that_names_it(
+    database_url: str,
+) -> None:
+    settings = settings_for(database_url)
+    head = "c" * 40
+
+    async def scenario() -> list[Any]:
+        queue = JobQueue(settings)
+        async with queue.opened():
+            without = await queue.enqueue(pull(7, head_sha=head, post=True), source="webhook")
+            named = pull(7, head_sha=head, post=True, installation_id=INSTALLATION)
+            first = await queue.enqueue(named, source="webhook")
+            again = await queue.enqueue(named, source="webhook")  # the same head, reopened
+            plain = await queue.enqueue(pull(7, head_sha=head, post=True), source="webhook")
+            return [without.job_id, first.job_id, again.job_id, plain.job_id]
+
+    without, first, again, plain = asyncio.run(scenario())
+    assert first != without  # a job of its own, with its installation
+    assert again == first == plain  # one job for the head, which runs as the installation
+    states = dict(rows(database_url, "SELECT id, status FROM review_jobs"))
+    assert states[without] == "superseded"
+    assert states[first] == "queued"

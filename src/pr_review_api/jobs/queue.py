@@ -231,8 +231,15 @@ class JobQueue:
             return known
         waiting = await records.waiting_for(connection, job.key)
         for record in waiting:
-            # The same head, asked for again (reopened, ready_for_review): one job does.
-            if job.head_sha is not None and record.head_sha == job.head_sha and record.post:
+            # The same head, asked for again (reopened, ready_for_review): one job does, unless
+            # only the new one names the App installation it must run as.
+            same_identity = job.installation_id in (None, record.installation_id)
+            if (
+                same_identity
+                and job.head_sha is not None
+                and record.head_sha == job.head_sha
+                and record.post
+            ):
                 if delivery_id is not None:
                     await records.remember_delivery(connection, delivery_id, record.id)
                 return Enqueued(record.id, record.status)
