@@ -27,6 +27,7 @@ from pr_review_api.settings import (
     MAX_NOTES,
     MAX_SUGGESTION_BYTES,
     MAX_SUGGESTION_LINES,
+    MAX_SYNTAX_CHECK_MEMORY,
     MAX_SYNTAX_CHECK_SECONDS,
 )
 from pr_review_api.tools.execute import map_git_errors
@@ -44,7 +45,7 @@ RULES: dict[str, str] = {
     "syntax": "the file with it applied has more syntax errors than the file at the head",
     "syntax_time": (
         f"its file could not be parsed within the review's {MAX_SYNTAX_CHECK_SECONDS:g} "
-        "seconds for syntax checks"
+        f"seconds and {MAX_SYNTAX_CHECK_MEMORY // (1024 * 1024)} MiB for syntax checks"
     ),
 }
 
