@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,15 @@ def test_an_answer_that_is_not_a_count_is_not_parsed(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(syntax_process, "worker_command", babbling)
     with SyntaxProcess(later(60)) as parser:
         assert parser.errors("python", HEAD, [FIXED]) == (None, [None])
+
+
+def test_a_child_that_cannot_start_is_a_parse_not_done(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def missing(_seconds: float, _memory: int) -> list[str]:
+        return [str(tmp_path / "no-python")]
+
+    monkeypatch.setattr(syntax_process, "worker_command", missing)
+    with SyntaxProcess(later(60)) as parser:
+        assert parser.errors("python", HEAD, [FIXED]) == (None, [None])
+        assert parser.started == 0

@@ -83,13 +83,16 @@ class SyntaxProcess:
         """The child, started when there is none and the budget is not spent."""
         remaining = self.deadline - time.monotonic()
         if self._child is None and remaining > 0:
-            self._child = subprocess.Popen(  # our own module, no shell
-                worker_command(remaining, MAX_SYNTAX_CHECK_MEMORY),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,  # tree-sitter's word on a failed allocation
-                env={},  # nothing of the review's settings, keys included
-            )
+            try:
+                self._child = subprocess.Popen(  # our own module, no shell
+                    worker_command(remaining, MAX_SYNTAX_CHECK_MEMORY),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,  # tree-sitter's word on a failed allocation
+                    env={},  # nothing of the review's settings, keys included
+                )
+            except OSError:  # no interpreter to start (an embedded one), no process left
+                return None
             self.started += 1
             self._watchdog = threading.Timer(remaining + _KILL_GRACE_SECONDS, self._child.kill)
             self._watchdog.daemon = True
