@@ -685,7 +685,7 @@ class _Handler(GitHandler):
         headers = {"Link": ", ".join(links)} if links else {}
         self._json(record, 200, chunk, headers)
 
-    def _gate(  # noqa: PLR0911  (one return per answer GitHub gives)
+    def _gate(
         self, fake: FakeGitHub, record: RecordedRequest, pieces: list[str], body: bytes
     ) -> None:
         """Check runs (POST, PATCH) and commit statuses (POST), as GitHub checks them."""
@@ -699,8 +699,7 @@ class _Handler(GitHandler):
             self._json(record, 401, {"message": "Requires authentication"})
             return
         if pieces[4] == "statuses" and len(pieces) == 6 and self.command == "POST":
-            fake.statuses.append({**payload, "sha": pieces[5]})
-            self._json(record, 201, {"id": fake._id(), **payload})
+            self._commit_status(fake, record, pieces[5], payload)
             return
         if pieces[4] != "check-runs":
             self._json(record, 404, {"message": "Not Found"})
@@ -709,6 +708,18 @@ class _Handler(GitHandler):
         if token in fake.no_checks_tokens:
             self._json(record, 403, {"message": "Resource not accessible by personal access token"})
             return
+        self._check_run(fake, record, pieces, payload)
+
+    def _check_run(
+        self, fake: FakeGitHub, record: RecordedRequest, pieces: list[str], payload: dict[str, Any]
+    ) -> None:
+        """Create (POST) or update (PATCH) a check run, refused as GitHub refuses it."""
+        refused = check_run_refusal(payload, creating=self.command == "POST")
+        if refused is not None:
+            self._json(record, 422, {"message": "Validation Failed", "errors": [refused]})
+            return
+        if payload.get("conclusion") is not None:
+            payload["status"] = "completed"  # GitHub: a conclusion completes the run
         annotations = (payload.get("output") or {}).get("annotations") or []
         if len(annotations) > 50:
             self._json(record, 422, {"message": "Only 50 annotations may be sent at a time"})
@@ -729,6 +740,15 @@ class _Handler(GitHandler):
             self._json(record, 200, {k: v for k, v in existing.items() if k != "annotations"})
             return
         self._json(record, 404, {"message": "Not Found"})
+
+    def _commit_status(
+        self, fake: FakeGitHub, record: RecordedRequest, sha: str, payload: dict[str, Any]
+    ) -> None:
+        if payload.get("state") not in STATUS_STATES:
+            self._json(record, 422, {"message": "Validation Failed"})
+            return
+        fake.statuses.append({**payload, "sha": sha})
+        self._json(record, 201, {"id": fake._id(), **payload})
 
     def _git(
         self, fake: FakeGitHub, record: RecordedRequest, path: str, query: str, body: bytes
@@ -753,6 +773,35 @@ class _Handler(GitHandler):
         record.status = status
         record.response_bytes = len(body)
         self._write(status, body, headers)
+
+
+# GitHub's REST rules for check runs and commit statuses (docs: "Create a check run", "Create a
+# commit status"): `stale` is GitHub's own conclusion; `waiting`, `requested` and `pending` are
+# statuses only GitHub Actions sets; a completed run needs a conclusion; a details_url must be
+# http(s) (GitHub's 422 says "details_url must use the http or https scheme").
+CHECK_CONCLUSIONS = frozenset(
+    {"action_required", "cancelled", "failure", "neutral", "success", "skipped", "timed_out"}
+)
+CHECK_STATUSES = frozenset({"queued", "in_progress", "completed"})
+STATUS_STATES = frozenset({"error", "failure", "pending", "success"})
+
+
+def check_run_refusal(payload: dict[str, Any], *, creating: bool) -> str | None:
+    """Why GitHub would answer 422 to this check-run request, or None."""
+    if creating and not (isinstance(payload.get("name"), str) and payload.get("head_sha")):
+        return "name and head_sha are required"
+    conclusion = payload.get("conclusion")
+    if conclusion is not None and conclusion not in CHECK_CONCLUSIONS:
+        return f"conclusion is not included in the list: {conclusion}"
+    status = payload.get("status")
+    if status is not None and status not in CHECK_STATUSES:
+        return f"status is not included in the list: {status}"
+    if status == "completed" and conclusion is None:
+        return "conclusion is required when status is completed"
+    details = payload.get("details_url")
+    if details is not None and not str(details).startswith(("http://", "https://")):
+        return "details_url must use the http or https scheme"
+    return None
 
 
 @pytest.fixture

@@ -61,6 +61,7 @@ from pr_review_api.jobs.published_heads import DatabaseLedger
 from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord, PullRequestJob
 from pr_review_api.jobs.runner import JobReviewer
 from pr_review_api.jobs.schema import apply_migrations
+from pr_review_api.model import RunRecord
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.settings import Settings
 
@@ -404,7 +405,7 @@ class JobQueue:
                 delay = recovery.retry_delay(exc, record.attempts, self.tuning.retry_base_seconds)
                 await recovery.defer_again(self, record, delay)
                 return
-            await self._finish(record, "failed", exc.to_body())
+            await self._finish(record, "failed", exc.to_body(), exc.run)
             return
         except Exception as exc:
             logger.error("review job failed unexpectedly: %s", type(exc).__name__)
@@ -425,7 +426,13 @@ class JobQueue:
             await records.mark_running(connection, record.id)
             return await records.fetch(connection, record.id)
 
-    async def _finish(self, record: JobRecord, status: str, document: dict[str, Any]) -> None:
+    async def _finish(
+        self,
+        record: JobRecord,
+        status: str,
+        document: dict[str, Any],
+        spent: RunRecord | None = None,
+    ) -> None:
         assert status in ("succeeded", "failed")
         async with self.transaction() as connection:
             current = await records.fetch_for_update(connection, record.id)
@@ -436,4 +443,5 @@ class JobQueue:
                 record.id,
                 status="succeeded" if status == "succeeded" else "failed",
                 document=document,
+                spent=spent,
             )
