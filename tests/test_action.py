@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tomllib
@@ -219,3 +220,17 @@ def test_the_action_asks_for_a_key() -> None:
     )
     assert done.returncode == 2
     assert "api-key" in done.stderr
+
+
+def test_every_step_the_action_uses_is_pinned_by_a_full_commit_sha() -> None:
+    """A tag can be moved; a 40-hex SHA cannot (docs/publishing.md, "Pinning the Action"): the
+    Action pins what it runs as it tells its users to pin it, the release named beside it."""
+    text = (ROOT / "action.yml").read_text()
+    action = yaml.safe_load(text)
+    used = [s["uses"] for s in action["runs"]["steps"] if "uses" in s]
+    assert len(used) == 2  # setup-uv and upload-sarif
+    for reference in used:
+        pin = reference.partition("@")[2]
+        assert re.fullmatch(r"[0-9a-f]{40}", pin), reference
+        (line,) = [line for line in text.splitlines() if f"uses: {reference}" in line]
+        assert re.search(r"#\s*v\d+\.\d+\.\d+$", line), line  # the release, for a reader

@@ -38,6 +38,7 @@ from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
 from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
+from tests.fakes.github_app import FakeApp, app_endpoint
 from tests.fakes.github_conversation import conversation, graphql
 from tests.fakes.github_documents import pull_json
 from tests.fakes.github_reviews import comment_view, create_review, reviews
@@ -169,6 +170,8 @@ class FakeGitHub:
         self.reactions: list[dict[str, Any]] = []  # {"on", "comment_id", "content", "user"}
         self.reply_refusals = 0  # replies refused because the target was not top-level
         self.resolved_threads: set[str] = set()  # node ids of resolved review threads
+        # --- a GitHub App (install_app): its JWT, installations and their tokens ---
+        self.app: FakeApp | None = None
         self._pulls: dict[tuple[str, str, int], PullRequestFixture] = {}
         self._next_id = 1000
         self._lock = threading.Lock()
@@ -195,6 +198,14 @@ class FakeGitHub:
         )
 
     # --- configuring answers ---
+
+    def install_app(
+        self, public_key: Any, *, app_id: int, slug: str, installations: dict[int, str]
+    ) -> FakeApp:
+        """A GitHub App installed on `installations` (id -> account): from now on the API and
+        git take only its installation tokens (tests/fakes/github_app.py)."""
+        self.app = FakeApp(app_id, slug, public_key, installations)
+        return self.app
 
     def origin(self, owner: str, repo: str) -> Origin:
         """The served repository owner/repo, created empty on first use."""
@@ -462,15 +473,22 @@ class FakeGitHub:
             self.requests.append(request)
 
     def _token_ok(self, authorization: str | None, *, git_side: bool) -> bool:
+        if self.app is not None:  # an App's repositories: only its installation tokens
+            tokens = list(self.app.tokens)
+            return authorization in [_basic(t) if git_side else f"Bearer {t}" for t in tokens]
         if self.require_token is None:
             return True
         if not git_side:
             return authorization == f"Bearer {self.require_token}"
-        expected = base64.b64encode(f"x-access-token:{self.require_token}".encode()).decode()
-        return authorization == f"Basic {expected}"
+        return authorization == _basic(self.require_token)
 
     def _sleep(self, seconds: float) -> None:
         self._stopping.wait(seconds)
+
+
+def _basic(token: str) -> str:
+    """The Authorization of a git request with `token`, as git sends it."""
+    return "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
 
 
 class _Server(LoopbackServer):
@@ -524,6 +542,8 @@ class _Handler(GitHandler):
         self, fake: FakeGitHub, record: RecordedRequest, path: str, body: bytes = b""
     ) -> None:
         pieces = path.split("/")  # "", "repos", owner, repo, "pulls", number
+        if app_endpoint(fake, self, record, path):
+            return
         if path == "/user":
             self._user(fake, record)
             return
@@ -622,6 +642,8 @@ class _Handler(GitHandler):
             return fake.users[token]
         if token in fake.workflow_tokens:
             return "github-actions[bot]"
+        if fake.app is not None and token in fake.app.tokens:
+            return fake.app.login
         return None
 
     def _list(
@@ -641,6 +663,12 @@ class _Handler(GitHandler):
         else:
             items = [comment_view(fake, key, c) for c in fake.review_comments.get(key, [])]
         query = dict(part.partition("=")[::2] for part in record.query.split("&") if part)
+        # GitHub: review comments ascending by id; `direction` counts only with `sort`.
+        order = ""
+        if kind == "comments" and query.get("sort") in ("created", "updated", "created_at"):
+            order = f"&sort={query['sort']}&direction={query.get('direction') or 'desc'}"
+            if query.get("direction", "desc") == "desc":
+                items = items[::-1]
         per_page = max(1, min(int(query.get("per_page") or 30), 100, fake.page_size))
         page = max(1, int(query.get("page") or 1))
         chunk = items[(page - 1) * per_page : page * per_page]
@@ -648,6 +676,7 @@ class _Handler(GitHandler):
         last = max(1, -(-len(items) // per_page))
         owner, repo, number = key
         base = f"{fake.api_url}/repos/{owner}/{repo}/pulls/{number}/{kind}?per_page={per_page}"
+        base += order
         links = []
         if page < last:
             links += [f'<{base}&page={page + 1}>; rel="next"', f'<{base}&page={last}>; rel="last"']

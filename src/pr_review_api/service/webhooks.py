@@ -20,6 +20,10 @@ A comment is read from the delivery only (jobs/commands.py); our own comments an
 authors are ignored before any request; who may ask is the collaborator-permission API's
 answer (github/conversation.py, cached briefly), never the comment's own claims.
 
+Every job carries its delivery's `installation.id`: with the GitHub App configured, that is who
+the job is on GitHub (forge/clients.py refuses a GitHub job without one, and a comment without
+one is ignored before any request); the installation is also the job's tenant for fairness.
+
 A repeated `X-GitHub-Delivery` answers the job the first one queued. Queueing is one short
 transaction; it is given under a second, and a database that does not answer in that time
 makes the answer `server_busy` (GitHub shows it, and the delivery can be redelivered). What both
@@ -149,6 +153,7 @@ def _pull_job(
         number=ref.number,
         head_sha=sha,
         post=True,
+        installation_id=installation_id,
     )
 
 
@@ -192,7 +197,8 @@ async def _command_answer(
     if first not in ("@", "/"):
         return ignored(), "ignored"  # addressed to no one: no request to GitHub
     job = _pull_job(event, settings, pull_number(event_name, event), None)
-    if job is None:
+    if job is None or not queue.identities.has_identity(job.installation_id):
+        # With the App, a delivery without its installation has no one to ask as.
         return ignored(), "ignored"
     try:
         async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
