@@ -11,11 +11,11 @@
 
 Every name is ours; none comes from a request. `<key>` is 32 hex digits: for a pull request's
 repository a hash of the server URL and the lower-cased owner and repository
-(`github/checkout.py`), for a local repository a hash of its real path (`git/store.py`), whose
+(`fetch/cache.py`), for a local repository a hash of its real path (`git/store.py`), whose
 folder then holds only `index/` and `last-used`, so the cache's bound and eviction cover it.
 
-Who uses what: `github/checkout.py` fetches into `git/` under the locks and evicts through
-`trash/`; `github/cache_files.py` keeps `last-used`; `git/store.py` puts `index/` beside the
+Who uses what: `fetch/cache.py` fetches into `git/` under the locks and evicts through
+`trash/`; `fetch/files.py` keeps `last-used`; `git/store.py` puts `index/` beside the
 object store.
 """
 

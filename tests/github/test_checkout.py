@@ -1,4 +1,4 @@
-"""The repository cache (github/checkout.py): fetching and pinning a pull request, the
+"""The repository cache (fetch/cache.py): fetching and pinning a pull request, the
 token's scope, and a 10,000-file repository.
 """
 

@@ -1,4 +1,4 @@
-"""The repository cache (github/checkout.py): concurrent reviews, in one process or several,
+"""The repository cache (fetch/cache.py): concurrent reviews, in one process or several,
 fetch once and release what they hold.
 """
 

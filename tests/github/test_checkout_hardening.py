@@ -1,4 +1,4 @@
-"""The repository cache (github/checkout.py): every git invocation is hardened, and hostile
+"""The repository cache (fetch/cache.py): every git invocation is hardened, and hostile
 content or configuration in a fetched repository runs nothing.
 """
 

@@ -2,7 +2,7 @@
 
 `unavailable_error` is the error a forge's failure (or git reading what was fetched from it)
 is; `cache_trimmer` is what a search-index build calls first to make room in the cache of
-fetched changes (github/checkout.py's `RepositoryCache`, shared by every forge).
+fetched changes (fetch/cache.py's `RepositoryCache`, shared by every forge).
 """
 
 from __future__ import annotations

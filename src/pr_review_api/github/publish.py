@@ -1,5 +1,5 @@
 """Publishing a validated review on its pull request (CONTRACT section 10): GitHub's steps of
-the one publication driver (`github/publish_driver.py`).
+the one publication driver (`publishing/driver.py`).
 
 1. In the service, its ledger (`ledger.py`) of this head answers first. Then read our
    own earlier reviews and review comments, newest first (`github/history.py`), and keep the

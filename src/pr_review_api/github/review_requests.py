@@ -30,7 +30,7 @@ from pr_review_api.publishing.placement import Placed, Placement, moved_to_body
 logger = logging.getLogger(__name__)
 
 MAX_POST_ATTEMPTS = 5
-# A review's body and how many body findings it holds (github/review_text.py).
+# A review's body and how many body findings it holds (publishing/layout.py).
 Render = Callable[[ReviewResult, Placement], tuple[str, int]]
 
 

@@ -1,6 +1,6 @@
 """Our first review on a pull request: the one place its summary is kept current (issue 25).
 
-The first review we publish on a pull request is the full one (github/review_text.py). A later
+The first review we publish on a pull request is the full one (publishing/layout.py). A later
 head posts no second full review: its new findings go in a short review
 (`review_text.render_short_body`), and whatever it found, the first review's body is rewritten
 (`PUT .../reviews/{id}`, github/publish.py) by `updated_body`:

@@ -29,7 +29,7 @@ from pr_review_api.publishing.markers import answered_in, finding_in, shown_titl
 DEVELOPER_ACCESS = 30  # GitLab's Developer role; Maintainer is 40, Owner 50
 MAX_MEMBER_BYTES = 64 * 1024
 MAX_DISCUSSION_BYTES = 8 * 1024 * 1024  # a discussion's notes, each up to 1,000,000 characters
-# Markers count only unescaped (model text's `<` is always `\\<`): github/markers.py's rule.
+# Markers count only unescaped (model text's `<` is always `\\<`): publishing/markers.py's rule.
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}", re.ASCII)
 
 Award = Literal["thumbsup", "eyes"]

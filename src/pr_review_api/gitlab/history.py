@@ -3,7 +3,7 @@ a GitLab publication fails with.
 
 GitLab lists every note of a merge request in one listing (`GET .../notes`): our review notes
 and the first notes of our discussions alike, newest first. Markers count only in notes whose
-author is our identity (`GET /user`'s `username`, github/markers.py's rules); system notes
+author is our identity (`GET /user`'s `username`, publishing/markers.py's rules); system notes
 (GitLab's own "added 1 commit" lines) are skipped. The listing is read for at most
 `MAX_LIST_PAGES` pages of 100: our notes are among the newest, whatever came before them.
 """

@@ -1,7 +1,7 @@
 """The note and discussion texts posted on a merge request (CONTRACT 10, 14, 17).
 
 The note holds what GitHub's review body holds, laid out by the same code
-(github/review_text.py) with GitLab's `Layout`: the summary, the counts by severity, the
+(publishing/layout.py) with GitLab's `Layout`: the summary, the counts by severity, the
 findings not in a discussion, the notes, the model, rounds and tokens, and the markers. Model
 text goes through GitLab's escape (gitlab/markdown.py), never GitHub's: GitLab reads more
 references and runs quick actions.

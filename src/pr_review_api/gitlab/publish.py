@@ -1,5 +1,5 @@
 """Publishing a validated review on its merge request (CONTRACT 10, 14, 17): GitLab's steps of
-the one publication driver (`github/publish_driver.py`).
+the one publication driver (`publishing/driver.py`).
 
 GitLab has no review object that carries a body and inline comments in one request, so a
 publication is one discussion per inline finding, then one note:
@@ -9,8 +9,8 @@ publication is one discussion per inline finding, then one note:
    carries this head's marker means nothing is posted (`already_published`); the fingerprints
    already in our notes and discussions are not posted again (`duplicates_skipped`). When the
    listing outruns its budget without this head's marker, the CLI publishes nothing.
-2. Placement is GitHub's (`github/placement.py`): inline when the line is an added or context
-   line of a hunk from the merge base to the head, at most `PR_REVIEW_MAX_INLINE_COMMENTS`,
+2. Placement is every forge's (`publishing/placement.py`): inline when the line is an added or
+   context line of a hunk from the merge base to the head, at most `PR_REVIEW_MAX_INLINE_COMMENTS`,
    most severe first. A suggestion whose replacement GitLab could read as a quick action is
    not committable (gitlab/note_text.py); its finding stays inline when its own line anchors.
 3. Each inline finding is `POST .../discussions` with a text `position`: the merge request's

@@ -133,7 +133,7 @@ _COUNT = re.compile(r"(\d{1,4}) (critical|high|medium|low|info)\b")
 
 def severity_counts(body: str) -> Counter[Severity]:
     """The counts by severity that our posted review's body (or merge-request note) states:
-    github/review_text.py and gitlab/note_text.py write "**Findings:** 1 high, 2 low", or
+    publishing/layout.py and gitlab/note_text.py write "**Findings:** 1 high, 2 low", or
     "none"; model text is escaped there, so the first such line is ours."""
     counts: Counter[Severity] = Counter()
     found = _COUNTS_LINE.search(body)

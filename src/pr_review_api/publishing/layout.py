@@ -71,7 +71,7 @@ def _diff_block(placed: Placed, layout: Layout, indent: str = "") -> list[str]:
     diff = suggestion_diff(suggestion, replaced)
     if raw is not None:
         diff = raw(diff)
-    # Shown raw, text that would read as one of our markers is broken (github/markers.py).
+    # Shown raw, text that would read as one of our markers is broken (publishing/markers.py).
     diff = diff.replace("<!--", "<" + WORD_JOINER + "!--")
     return [
         f"{indent}**Suggested change** ({where}, not committable here):",

@@ -22,7 +22,7 @@ _FINDING = re.compile(r"(?<!\\)<!-- pr-review:finding=([0-9a-f]{16,64}) -->")
 _ANSWER = re.compile(r"(?<!\\)<!-- pr-review:answer=([0-9]{1,20}) -->")
 _ESCAPED = re.compile(r"\\(.)")
 MAX_TITLE_CHARS = 300
-# The first line of our full review (github/review_text.py); a later head's review never has it.
+# The first line of our full review (publishing/layout.py); a later head's review never has it.
 SUMMARY_HEADING = "### pr-review"
 
 

@@ -169,7 +169,7 @@ def _placed(
     committable = (
         file is not None
         and file.spans(start, end)
-        # Shown exactly, a marker in it would read as ours (github/markers.py).
+        # Shown exactly, a marker in it would read as ours (publishing/markers.py).
         and not holds_marker(suggestion.replacement)
     )
     return Placed(finding, fingerprint, tuple(lines[start - 1 : end]), committable)
