@@ -44,8 +44,8 @@ from pr_review_api.github.summary import updated_body
 from pr_review_api.github.threads import open_thread_matches
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import HeadKey, PublishLedger
-from pr_review_api.model import Finding, Publication, ReviewResult
-from pr_review_api.publishing.driver import Findings, ForgeSteps, publish_with
+from pr_review_api.model import Finding, Publication, PullRequestInfo, ReviewResult
+from pr_review_api.publishing.driver import Findings, ForgeSteps, publish_finished, publish_with
 from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import Post, PriorState
 from pr_review_api.publishing.placement import Placement, carried, place
@@ -264,23 +264,21 @@ async def publish_result(  # noqa: PLR0913  (as publish)
     force: bool = False,
     dismissed: Collection[str] = frozenset(),
 ) -> Publication | None:
-    """Publish a finished review of a pull request; None when there is nothing to publish
-    (a local review, or no final review from the model). `metrics` counts each outcome."""
-    info = result.pull_request
-    if info is None or result.termination_reason != "final_review":
-        return None
-    ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
-    publication = await publish(
-        result,
-        ref,
-        github,
-        git_dir,
-        deadline=deadline,
-        max_inline=github.settings.pr_review_max_inline_comments,
-        ledger=ledger,
-        force=force,
-        dismissed=dismissed,
-    )
-    if metrics is not None and publication is not None:
-        metrics.publication(publication.status)
-    return publication
+    """Publish a finished review of a pull request (publishing/driver.py's `publish_finished`:
+    None when there is nothing to publish; `metrics` counts each outcome)."""
+
+    async def publish_on(info: PullRequestInfo) -> Publication:
+        ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
+        return await publish(
+            result,
+            ref,
+            github,
+            git_dir,
+            deadline=deadline,
+            max_inline=github.settings.pr_review_max_inline_comments,
+            ledger=ledger,
+            force=force,
+            dismissed=dismissed,
+        )
+
+    return await publish_finished(result, "github", publish_on, metrics)

@@ -46,11 +46,12 @@ from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.http.api_client import rate_limit_pause
 from pr_review_api.http.body import bounded_decimal
 from pr_review_api.ledger import HeadKey, PublishLedger
-from pr_review_api.model import Publication, ReviewResult, Revisions
+from pr_review_api.model import Publication, PullRequestInfo, ReviewResult, Revisions
 from pr_review_api.publishing.driver import (
     DEADLINE_MARGIN_SECONDS,
     Findings,
     ForgeSteps,
+    publish_finished,
     publish_with,
 )
 from pr_review_api.publishing.failures import PublishFailure, status_failure
@@ -306,23 +307,21 @@ async def publish_merge_request(  # noqa: PLR0913  (as publish)
     force: bool = False,
     dismissed: Collection[str] = frozenset(),
 ) -> Publication | None:
-    """Publish a finished review of a merge request; None when there is nothing to publish
-    (no merge request, or no final review from the model). `metrics` counts each outcome."""
-    info = result.pull_request
-    if info is None or info.forge != "gitlab" or result.termination_reason != "final_review":
-        return None
-    ref = MergeRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
-    publication = await publish(
-        result,
-        ref,
-        gitlab,
-        git_dir,
-        deadline=deadline,
-        max_inline=gitlab.settings.pr_review_max_inline_comments,
-        ledger=ledger,
-        force=force,
-        dismissed=dismissed,
-    )
-    if metrics is not None:
-        metrics.publication(publication.status)
-    return publication
+    """Publish a finished review of a merge request (publishing/driver.py's `publish_finished`:
+    None when there is nothing to publish; `metrics` counts each outcome)."""
+
+    async def publish_on(info: PullRequestInfo) -> Publication:
+        ref = MergeRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
+        return await publish(
+            result,
+            ref,
+            gitlab,
+            git_dir,
+            deadline=deadline,
+            max_inline=gitlab.settings.pr_review_max_inline_comments,
+            ledger=ledger,
+            force=force,
+            dismissed=dismissed,
+        )
+
+    return await publish_finished(result, "gitlab", publish_on, metrics)

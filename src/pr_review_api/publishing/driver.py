@@ -23,17 +23,28 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.git.hunks import FileHunks, diff_hunks
 from pr_review_api.ledger import HeadKey, PublishLedger
-from pr_review_api.model import Finding, Publication, PublicationError, ReviewResult
+from pr_review_api.model import (
+    Finding,
+    Forge,
+    Publication,
+    PublicationError,
+    PullRequestInfo,
+    ReviewResult,
+)
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.markers import PriorState
 from pr_review_api.publishing.placement import fingerprint_of, line_texts, suggestion_texts
+
+if TYPE_CHECKING:
+    from pr_review_api.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +111,24 @@ async def publish_with(
         return _failed(exc.message)
     except TimeoutError:
         return _failed("Publishing did not finish before the review's deadline.")
+
+
+async def publish_finished(
+    result: ReviewResult,
+    forge: Forge,
+    publish_on: Callable[[PullRequestInfo], Awaitable[Publication]],
+    metrics: Metrics | None,
+) -> Publication | None:
+    """A finished review published on its change by its forge's `publish_on`; None when there
+    is nothing to publish (a local review, another forge's change, or no final review from the
+    model). `metrics` counts each outcome, on every forge alike."""
+    info = result.pull_request
+    if info is None or info.forge != forge or result.termination_reason != "final_review":
+        return None
+    publication = await publish_on(info)
+    if metrics is not None:
+        metrics.publication(publication.status)
+    return publication
 
 
 def _failed(message: str) -> Publication:
