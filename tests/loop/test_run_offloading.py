@@ -167,7 +167,7 @@ def test_the_event_loop_keeps_ticking_while_a_review_works(
 
 
 @pytest.mark.parametrize(
-    ("module", "name"), [(review_requests, "_payload"), (publish, "render_body")]
+    ("module", "name"), [(review_requests, "_payload"), (publish, "render_review_body")]
 )
 def test_the_event_loop_keeps_ticking_while_a_review_is_rendered_for_publishing(
     fake_github: FakeGitHub,
