@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 import functools
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar, Unpack
@@ -136,8 +137,7 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
     cancel = threading.Event()
     tally = Tally()  # every conversation of this review spends from it
     on_stage = _stage_hook(progress, tally)
-    started = loop.time()
-    try:
+    with _ending(metrics, tally, settings) as ending, _set_at_exit(cancel):
         async with (
             asyncio.timeout_at(deadline),
             _shared_or_own(model, lambda: ProviderClient(settings, metrics=metrics)) as client,
@@ -152,7 +152,7 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
                 publisher = change_forge if post else None
                 gate = open_gate(prepared, settings, publisher, on_outcome=on_check)
                 if automatic and (skipped := await skip_review(prepared, settings, gate)):
-                    return _counted(metrics, skipped, loop.time() - started)
+                    return ending.of(skipped)
                 if publisher is not None:
                     prepared, done = await _before_model(
                         prepared,
@@ -163,7 +163,7 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
                         force=force,
                     )
                     if done is not None:
-                        return _counted(metrics, done, loop.time() - started)
+                        return ending.of(done)
                 engine = Engine(
                     client,
                     prepared,
@@ -189,21 +189,7 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
                         force=force,
                     )
                 await gate.finished(result)
-                return _counted(metrics, result, loop.time() - started)
-    except TimeoutError:
-        timeout = ReviewTimeout()
-        timeout.run = tally.record()
-        spent = _spent_cost(tally, settings)
-        raise _counted(metrics, timeout, loop.time() - started, spent) from None
-    except ReviewError as error:
-        error.run = tally.record()
-        _counted(metrics, error, loop.time() - started, _spent_cost(tally, settings))
-        raise
-    except BaseException as exc:
-        _counted(metrics, exc, loop.time() - started)
-        raise
-    finally:
-        cancel.set()
+                return ending.of(result)
 
 
 async def _before_model(
@@ -291,14 +277,56 @@ async def _publish(  # noqa: PLR0913  (as _before_model)
         publication.resolved = resolved
 
 
-def _counted(
-    metrics: Metrics | None, outcome: _Outcome, seconds: float, spent: Cost | None = None
-) -> _Outcome:
-    """`outcome` (a result to return, or an error to raise), counted as the review's end;
-    `spent` is what an error's review cost (a result carries its own)."""
-    if metrics is not None:
-        metrics.review_ended(outcome, seconds, spent)
-    return outcome
+class _Ending:
+    """How a review ended, counted once (CONTRACT 18): the result it returns (`of`), else what
+    it raised, with its seconds and, for an error, what it had spent."""
+
+    def __init__(self) -> None:
+        self.result: ReviewResult | None = None
+
+    def of(self, result: ReviewResult) -> ReviewResult:
+        """`result`, the review's answer, kept to be counted as its end."""
+        self.result = result
+        return result
+
+
+@contextlib.contextmanager
+def _ending(metrics: Metrics | None, tally: Tally, settings: Settings) -> Iterator[_Ending]:
+    """The review's metrics bookkeeping in one place: its end counted once in `metrics`, and
+    every `ReviewError` leaving it carrying the tally's `RunRecord` (a timeout becomes the
+    contract's `ReviewTimeout`). The clock is the event loop's (`time.monotonic`)."""
+    started = time.monotonic()
+    ending = _Ending()
+
+    def counted(outcome: _Outcome, spent: Cost | None = None) -> _Outcome:
+        if metrics is not None:
+            metrics.review_ended(outcome, time.monotonic() - started, spent)
+        return outcome
+
+    try:
+        yield ending
+    except TimeoutError:
+        timeout = ReviewTimeout()
+        timeout.run = tally.record()
+        raise counted(timeout, _spent_cost(tally, settings)) from None
+    except ReviewError as error:
+        error.run = tally.record()
+        counted(error, _spent_cost(tally, settings))
+        raise
+    except BaseException as exc:
+        counted(exc)
+        raise
+    if ending.result is not None:
+        counted(ending.result)
+
+
+@contextlib.contextmanager
+def _set_at_exit(event: threading.Event) -> Iterator[None]:
+    """`event` set when the review ends, however it ends: the store's work stops then."""
+    try:
+        yield
+    finally:
+        event.set()
 
 
 def _spent_cost(tally: Tally, settings: Settings) -> Cost | None:
