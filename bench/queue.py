@@ -34,7 +34,7 @@ import psycopg
 from pydantic import SecretStr
 
 from pr_review_api.jobs.queue import JobQueue, QueueTuning
-from pr_review_api.jobs.records import PullRequestJob
+from pr_review_api.jobs.records import JobRecord, PullRequestJob
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 
@@ -108,13 +108,7 @@ async def webhook_latency(url: str, deliveries: int, pulls: int, parallel: int) 
 
 
 async def throughput(url: str, workers: int, jobs: int, latency: float) -> float:
-    async def runner(
-        pr_url: str,
-        settings: Settings,
-        post: bool,
-        installation_id: int | None,
-        automatic: bool = False,
-    ) -> dict[str, Any]:
+    async def runner(record: JobRecord, settings: Settings) -> dict[str, Any]:
         await asyncio.sleep(latency)
         return {"termination_reason": "final_review", "review": {"findings": []}}
 

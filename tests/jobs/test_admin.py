@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.jobs import admin
 from pr_review_api.jobs.queue import JobQueue
+from pr_review_api.jobs.records import JobRecord
 from pr_review_api.settings import Settings
 from tests.jobs.test_jobs import (
     FAST,
@@ -155,14 +156,8 @@ class CountingRunner:
         self.failing = failing
         self.ran: list[str] = []
 
-    async def __call__(
-        self,
-        url: str,
-        settings: Settings,
-        post: bool,
-        installation_id: int | None,
-        automatic: bool,
-    ) -> dict[str, Any]:
+    async def __call__(self, record: JobRecord, settings: Settings) -> dict[str, Any]:
+        url = record.pull_request_url
         self.ran.append(url)
         if self.failing:
             raise InvalidModelResponse()

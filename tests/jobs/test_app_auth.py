@@ -27,6 +27,7 @@ from pr_review_api.github.credentials import (
     InstallationCredentials,
     credentials_for,
 )
+from pr_review_api.jobs.records import JobRecord
 from pr_review_api.settings import Settings
 from tests.fakes.github_app import write_key
 
@@ -240,14 +241,10 @@ def test_each_job_uses_its_installations_token_and_never_stores_it(
     seen: dict[str, str | None] = {}
     apps: list[AppCredentials | None] = []
 
-    async def runner(
-        url: str,
-        job_settings: Settings,
-        post: bool,
-        installation_id: int | None,
-        automatic: bool = False,
-    ) -> dict[str, Any]:
+    async def runner(record: JobRecord, job_settings: Settings) -> dict[str, Any]:
         # As the default runner's clients (forge/clients.py) are bound to the job's identity.
+        url = record.pull_request_url
+        installation_id = record.installation_id
         token = await credentials_for(job_settings, installation_id, app=apps[0]).token()
         seen[url] = None if token is None else token.get_secret_value()
         return review_document(url)

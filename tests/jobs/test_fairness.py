@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pr_review_api.jobs.queue import JobQueue
+from pr_review_api.jobs.records import JobRecord
 from pr_review_api.settings import Settings
 from tests.jobs.test_jobs import (
     SERVER,
@@ -47,14 +48,8 @@ class Turnstile:
     def _event(self, url: str) -> asyncio.Event:
         return self._release.setdefault(url, asyncio.Event())
 
-    async def __call__(
-        self,
-        url: str,
-        settings: Settings,
-        post: bool,
-        installation_id: int | None,
-        automatic: bool = False,
-    ) -> dict[str, Any]:
+    async def __call__(self, record: JobRecord, settings: Settings) -> dict[str, Any]:
+        url = record.pull_request_url
         owner = url.split("/")[3].lower()  # GitHub owners are case-insensitive
         self.started.append(url)
         self.running[owner] = self.running.get(owner, 0) + 1

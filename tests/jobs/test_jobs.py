@@ -30,7 +30,7 @@ from pydantic import SecretStr
 
 from pr_review_api.errors import OpenCodeRateLimited
 from pr_review_api.jobs.queue import JobQueue, QueueTuning, ReviewRunner
-from pr_review_api.jobs.records import PullRequestJob
+from pr_review_api.jobs.records import JobRecord, PullRequestJob
 from pr_review_api.jobs.schema import MIGRATIONS, apply_migrations
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
@@ -191,14 +191,8 @@ class Gate:
         self.max_running: dict[str, int] = {}
         self.released: set[str] = set()
 
-    async def __call__(
-        self,
-        url: str,
-        settings: Settings,
-        post: bool,
-        installation_id: int | None,
-        automatic: bool = False,
-    ) -> dict[str, Any]:
+    async def __call__(self, record: JobRecord, settings: Settings) -> dict[str, Any]:
+        url = record.pull_request_url
         self.started.append(url)
         self.running[url] = self.running.get(url, 0) + 1
         self.max_running[url] = max(self.max_running.get(url, 0), self.running[url])
@@ -441,13 +435,8 @@ async def _is(queue: JobQueue, job_id: uuid.UUID, status: str) -> bool:
 def test_rate_limited_job_is_retried_later_not_slept_on(database_url: str) -> None:
     calls: list[str] = []
 
-    async def runner(
-        url: str,
-        settings: Settings,
-        post: bool,
-        installation_id: int | None,
-        automatic: bool = False,
-    ) -> dict[str, Any]:
+    async def runner(record: JobRecord, settings: Settings) -> dict[str, Any]:
+        url = record.pull_request_url
         calls.append(url)
         if url.endswith("/7"):
             raise OpenCodeRateLimited(retry_after=120)

@@ -9,6 +9,7 @@ from typing import Any
 
 from pr_review_api.errors import InvalidModelResponse, ReviewError
 from pr_review_api.jobs.records import JobRecord
+from pr_review_api.jobs.runner import ReviewOptions
 from pr_review_api.jobs.summary import JobSummary
 from pr_review_api.model import RunRecord, Usage
 from pr_review_api.settings import Settings
@@ -31,14 +32,9 @@ class Recorder:
         self.calls: dict[str, bool] = {}
         self.error = error
 
-    async def __call__(
-        self,
-        url: str,
-        settings: Settings,
-        post: bool,
-        installation_id: int | None,
-        automatic: bool = False,
-    ) -> dict[str, Any]:
+    async def __call__(self, record: JobRecord, settings: Settings) -> dict[str, Any]:
+        url = record.pull_request_url
+        automatic = ReviewOptions.of(record).automatic
         self.calls[url] = automatic
         if self.error is not None:
             raise self.error

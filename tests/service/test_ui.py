@@ -15,6 +15,7 @@ import pytest
 from pydantic import SecretStr
 
 from pr_review_api.jobs.queue import JobQueue
+from pr_review_api.jobs.records import JobRecord
 from pr_review_api.service.ui import safe_link
 from pr_review_api.settings import Settings
 from tests.jobs.conftest import database_url, embedded_postgres
@@ -113,9 +114,8 @@ def assert_inert(page: Page) -> None:
 
 
 async def _hostile_job(settings: Settings) -> uuid.UUID:
-    async def runner(
-        url: str, settings: Settings, post: bool, installation_id: int | None, automatic: bool
-    ) -> dict[str, Any]:
+    async def runner(record: JobRecord, settings: Settings) -> dict[str, Any]:
+        url = record.pull_request_url
         return hostile_document(url)
 
     async with worker(settings, runner) as queue:

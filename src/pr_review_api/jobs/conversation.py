@@ -59,9 +59,7 @@ class ConversationJobs:
     async def __call__(self, record: JobRecord, settings: Settings) -> dict[str, Any]:
         kind = record.kind
         if kind == "review":
-            return await self._reviewer(
-                record.pull_request_url, settings, True, record.installation_id, False, force=True
-            )
+            return await self._reviewer(record, settings)
         async with open_conversation(record, settings, self._identities) as conversation:
             command = await conversation.command()
             if command is None:

@@ -85,12 +85,13 @@ DATABASE_DOWN = "The job database is not available; try again shortly."
 
 ConversationRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
 """Runs one command job of a comment (jobs/conversation.py) -> its result document."""
-ReviewRunner = Callable[[str, Settings, bool, int | None, bool], Awaitable[dict[str, Any]]]
-"""Runs one review: (pull request URL, settings, post, installation id, automatic) -> the
-review document (CONTRACT 5); `automatic` (a webhook's job) honours the base's skip rules
-(CONTRACT 16). Raises `ReviewError` for a review that ended without one. The runner decides
-who it is on the forge from the installation id (forge/clients.py, with the queue's
-`identities`); the settings are the queue's own."""
+ReviewRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
+"""Runs one job's review from its record -> the review document (CONTRACT 5): its change's
+URL, whether it publishes, who it is (the installation id), and whether it is automatic (a
+webhook's job honours the base's skip rules, CONTRACT 16; jobs/runner.py's `ReviewOptions`).
+Raises `ReviewError` for a review that ended without one. The runner decides who it is on the
+forge from the installation id (forge/clients.py, with the queue's `identities`); the settings
+are the queue's own."""
 
 
 @dataclass(frozen=True)
@@ -391,13 +392,7 @@ class JobQueue:
             if record.command is not None:  # a command in a comment (CONTRACT 15)
                 document = await self.conversation(record, settings)
             else:
-                document = await self.runner(
-                    record.pull_request_url,
-                    settings,
-                    record.post,
-                    record.installation_id,
-                    record.source == "webhook",
-                )
+                document = await self.runner(record, settings)
         except ReviewError as exc:
             if isinstance(exc, RETRYABLE_ERRORS) and record.attempts < (
                 self.settings.pr_review_job_max_attempts

@@ -10,10 +10,12 @@ the repository's dismissed findings.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pr_review_api.forge.clients import JobIdentities
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.jobs.records import JobRecord
 from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget, repository_store
@@ -22,6 +24,24 @@ from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
+
+
+@dataclass(frozen=True)
+class ReviewOptions:
+    """How a job's review runs, read from its record in this one place: `post` publishes it;
+    `automatic` (a webhook's job) honours the base's skip rules (CONTRACT 16); `force` (the
+    `review` command in a comment, CONTRACT 15) publishes past a head already published,
+    and is never automatic."""
+
+    post: bool
+    automatic: bool
+    force: bool
+
+    @classmethod
+    def of(cls, record: JobRecord) -> ReviewOptions:
+        if record.command is not None:  # the `review` command in a comment
+            return cls(post=True, automatic=False, force=True)
+        return cls(post=record.post, automatic=record.source == "webhook", force=False)
 
 
 class JobReviewer:
@@ -49,31 +69,23 @@ class JobReviewer:
             self._store = repository_store(settings)
         return self._store
 
-    async def __call__(
-        self,
-        url: str,
-        settings: Settings,
-        post: bool,
-        installation_id: int | None,
-        automatic: bool = False,
-        *,
-        force: bool = False,
-    ) -> dict[str, Any]:
-        """`force`: the `review` command (CONTRACT 15), past a head already published."""
+    async def __call__(self, record: JobRecord, settings: Settings) -> dict[str, Any]:
+        """The review of `record`'s change, as its `ReviewOptions` say, as its identity."""
+        url, options = record.pull_request_url, ReviewOptions.of(record)
         target = PullRequestTarget(url)
         store = self.store_for(settings)
-        clients = self._identities.review_clients(settings, installation_id, url)
+        clients = self._identities.review_clients(settings, record.installation_id, url)
         async with clients as lent:
             result = await run_review(
                 target,
                 settings,
-                post=post,
+                post=options.post,
                 clients=lent,
                 store=store,
                 ledger=self._ledger,
                 metrics=self._metrics,
-                automatic=automatic,
-                force=force,
+                automatic=options.automatic,
+                force=options.force,
                 dismissals=self._dismissals,
                 permissions=self._permissions,
             )
