@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
-from pr_review_api.cli.hosts import is_loopback
+from pr_review_api.service.hosts import is_loopback
 from tests.cli.support import assert_one_error_line, run
 from tests.conftest import PROVIDER_KEY
 
