@@ -115,9 +115,13 @@ def trusted_env_file(directory: Path | None = None) -> Path | None:
     if tracked is False:
         return candidate
     reason = "git tracks it" if tracked else "git could not say whether it tracks it"
+    # One line that says what to do: the operator's own settings belong in the environment,
+    # or in a `.env` git does not track (untracked, it is read again once that is committed).
     sys.stderr.write(
         f"warning: not reading .env in the working directory: {reason}, so it may come "
-        "from the code under review.\n"
+        "from the code under review; set these variables in the environment instead, or "
+        "keep .env out of git (list it in .gitignore, then `git rm --cached .env` and "
+        "commit).\n"
     )
     return None
 

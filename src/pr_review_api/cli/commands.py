@@ -56,7 +56,8 @@ CONTEXT_SETTINGS = {
 @click.group(context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="pr-review")
 def main() -> None:
-    """Review GitHub pull requests with a language model through validated, read-only tools.
+    """Review GitHub pull requests, GitLab merge requests and local git revisions with a
+    language model through validated, read-only tools.
 
     Settings come from the environment and from .env in the working directory; a review needs
     OPENCODE_API_KEY. Run `pr-review review --help` for the exit statuses.

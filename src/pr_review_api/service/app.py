@@ -60,7 +60,10 @@ def create_app(settings: Settings | None = None, *, metrics: Metrics | None = No
     app = FastAPI(
         title="pr-review",
         version=__version__,
-        summary="Review GitHub pull requests with a language model through read-only tools.",
+        summary=(
+            "Review GitHub pull requests and GitLab merge requests with a language model "
+            "through read-only tools."
+        ),
         lifespan=lifespan,
         docs_url=None,  # served by routes.py, behind the service keys when they are set
         redoc_url=None,
