@@ -12,6 +12,10 @@ The parts, each in its own module:
     errors        `error_response()`: the one place a `ReviewError` becomes an answer
     server        how `pr-review serve` runs it: timeouts, a connection cap, quiet EMFILE
     metrics_route GET /metrics (CONTRACT 18), behind the keys when set
+    hosts         without keys, only loopback and PR_REVIEW_ALLOWED_HOSTS `Host` names are
+                  answered (421 before routing; `server_config` puts it in front)
+    ui, ui_session  /ui's pages; a browser's sign-in with a key, its signed session cookie,
+                  and the same-origin check of every /ui form
 
 Keys and tokens never reach a log line or a response.
 """

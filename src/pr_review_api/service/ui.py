@@ -42,6 +42,7 @@ from pr_review_api.service.dependencies import get_jobs, get_settings
 from pr_review_api.service.errors import ERROR_CODE_KEY
 from pr_review_api.service.job_listing import parse_listing_query
 from pr_review_api.service.ui_session import (
+    UI_SESSION_SECONDS,
     clear_session_cookie,
     next_page,
     require_same_origin,
@@ -126,7 +127,7 @@ def sign_in_router() -> APIRouter:
         then = next_page(request, request.query_params.get("next"))
         if not settings.pr_review_api_keys:
             return RedirectResponse(then, status_code=303)  # no keys: nothing to sign in to
-        return _page(request, "sign_in.html", then=then, refused=False)
+        return _sign_in_page(request, then, refused=False)
 
     @router.post("/sign-in")
     async def sign_in(
@@ -139,7 +140,7 @@ def sign_in_router() -> APIRouter:
             return RedirectResponse(then, status_code=303)
         if not is_service_key(form.get("key", "").strip().encode("utf-8"), keys):
             request.scope.setdefault("state", {})[ERROR_CODE_KEY] = Unauthorized.code
-            page = _page(request, "sign_in.html", then=then, refused=True)
+            page = _sign_in_page(request, then, refused=True)
             page.status_code = Unauthorized.status
             return page
         answer = RedirectResponse(then, status_code=303)
@@ -209,6 +210,11 @@ def pages_router() -> APIRouter:
         )
 
     return router
+
+
+def _sign_in_page(request: Request, then: str, *, refused: bool) -> HTMLResponse:
+    hours = UI_SESSION_SECONDS // 3600
+    return _page(request, "sign_in.html", then=then, refused=refused, session_hours=hours)
 
 
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
