@@ -119,7 +119,15 @@ class PullRequestNotFound(ReviewError):
     default_message = "The pull request does not exist or is not visible with these credentials."
 
 
-class GitHubUnavailable(ReviewError):
+class ForgeUnavailable(ReviewError):
+    """A forge failed, timed out, rate-limited us or refused the fetch: each forge's own error
+    (its code names the forge) derives from it, so that what treats every forge's outage alike
+    (a job tried again later) names none."""
+
+    status = 502
+
+
+class GitHubUnavailable(ForgeUnavailable):
     """The host failed, timed out, rate-limited us or refused the fetch."""
 
     code = "github_unavailable"
@@ -127,7 +135,7 @@ class GitHubUnavailable(ReviewError):
     default_message = "GitHub could not be reached or refused the request."
 
 
-class GitLabUnavailable(ReviewError):
+class GitLabUnavailable(ForgeUnavailable):
     """GitLab failed, timed out, rate-limited us or refused the fetch (CONTRACT 17)."""
 
     code = "gitlab_unavailable"

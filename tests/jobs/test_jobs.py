@@ -26,9 +26,15 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 from pydantic import SecretStr
 
-from pr_review_api.errors import OpenCodeRateLimited
+from pr_review_api.errors import (
+    GitHubUnavailable,
+    GitLabUnavailable,
+    OpenCodeRateLimited,
+    ReviewError,
+)
 from pr_review_api.jobs.queue import JobQueue, QueueTuning, ReviewRunner
 from pr_review_api.jobs.records import JobRecord, PullRequestJob
 from pr_review_api.jobs.schema import MIGRATIONS, apply_migrations
@@ -459,6 +465,24 @@ def test_rate_limited_job_is_retried_later_not_slept_on(database_url: str) -> No
         "JOIN review_jobs r ON r.queue_job_id = q.id WHERE r.number = 7",
     )
     assert 100 < float(delay[0]) <= 121
+
+
+@pytest.mark.parametrize("outage", [GitHubUnavailable, GitLabUnavailable])
+def test_any_forges_outage_defers_the_job_to_a_later_attempt(
+    database_url: str, outage: type[ReviewError]
+) -> None:
+    """Every forge's error derives from ForgeUnavailable, which the queue retries."""
+
+    async def runner(record: JobRecord, settings: Settings) -> dict[str, Any]:
+        raise outage()
+
+    async def scenario() -> None:
+        async with worker(settings_for(database_url), runner, concurrency=1) as queue:
+            job = await queue.enqueue(pull(9), source="api")
+            await wait_for(lambda: _rescheduled(database_url, job.job_id), what="deferral")
+            assert await status_of(queue, str(job.job_id)) == "queued"
+
+    asyncio.run(scenario())
 
 
 async def _rescheduled(database_url: str, job_id: uuid.UUID) -> bool:

@@ -64,7 +64,7 @@ def _contract_errors(cls: type[ReviewError] = ReviewError) -> set[type[ReviewErr
 
 
 def test_every_error_the_service_can_raise_has_a_mapping_test() -> None:
-    abstract = {errors.ProviderError, errors.ReviewTerminated}
+    abstract = {errors.ProviderError, errors.ReviewTerminated, errors.ForgeUnavailable}
     cli_only = {errors.Interrupted}
     tested = {type(error) for error, _, _ in ERROR_CASES}
     # InvalidRequest and Unauthorized are raised by the shell itself; tested below.

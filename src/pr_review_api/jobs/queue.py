@@ -45,8 +45,7 @@ from procrastinate import sql as queue_sql
 from psycopg import AsyncConnection
 
 from pr_review_api.errors import (
-    GitHubUnavailable,
-    GitLabUnavailable,
+    ForgeUnavailable,
     OpenCodeRateLimited,
     OpenCodeUnavailable,
     ReviewError,
@@ -72,12 +71,11 @@ logger = logging.getLogger(__name__)
 
 TASK_NAME = "pr_review.review_pull_request"
 QUEUE_NAME = "reviews"
-# A forge's outage (GitHub's or GitLab's) passes: the job is tried again later.
+# A forge's outage (any forge's) passes: the job is tried again later.
 RETRYABLE_ERRORS = (
     OpenCodeRateLimited,
     OpenCodeUnavailable,
-    GitHubUnavailable,
-    GitLabUnavailable,
+    ForgeUnavailable,
     ServerBusy,
 )
 WORKER_RESTART_SECONDS = 1.0
