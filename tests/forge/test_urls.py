@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pr_review_api.errors import InvalidPullRequestUrl
-from pr_review_api.forge.urls import parse_change_url
+from pr_review_api.forge.urls import change_key, parse_change_url
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.settings import Settings
@@ -30,3 +30,10 @@ def test_a_url_on_neither_server_is_rejected_as_github_rejects_it() -> None:
     assert caught.value.message == "The pull request URL must be on https://github.com."
     with pytest.raises(InvalidPullRequestUrl):
         parse_change_url("https://example.test/acme/widget/-/merge_requests/1", Settings())
+
+
+def test_a_changes_key_names_its_forge_and_ignores_case() -> None:
+    pull = "https://github.com/Acme/Widget/pull/7"
+    merge = "https://gitlab.com/Acme/Widget/-/merge_requests/7"
+    assert change_key(pull, "Acme", "Widget", 7) == "acme/widget#7"
+    assert change_key(merge, "Acme", "Widget", 7) == "gitlab:acme/widget!7"

@@ -31,6 +31,16 @@ def forge_of(canonical_url: str) -> Forge:
     return "gitlab" if is_merge_request_url(canonical_url) else "github"
 
 
+def change_key(canonical_url: str, owner: str, repo: str, number: int) -> str:
+    """A change's key (a job's `pr_key`: its lock and its one waiting job), lower-cased, as
+    GitHub's and GitLab's names are case-insensitive. A merge request's key names its forge:
+    `gitlab:group/sub/project!7` can never equal a pull request's `owner/repo#7`, even for the
+    same path on one host."""
+    if forge_of(canonical_url) == "gitlab":
+        return f"gitlab:{owner}/{repo}!{number}".lower()
+    return f"{owner}/{repo}#{number}".lower()
+
+
 def is_repository_name(owner: str, repo: str) -> bool:
     """Whether `owner/repo` is a repository's name as the service's pages and job listings take
     it: GitHub's rules for both names (a GitLab project's nested namespace is not one yet)."""

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from pr_review_api.forge.urls import forge_of
+from pr_review_api.forge.urls import change_key, forge_of
 from pr_review_api.model import RunRecord
 
 JobKind = Literal["review", "answer", "dismiss", "help"]
@@ -345,14 +345,9 @@ class PullRequestJob:
 
     @property
     def key(self) -> str:
-        """The pull request's key (`review_jobs.pr_key`, its lock and its one waiting job).
-
-        GitHub's and GitLab's names are both case-insensitive. A merge request's key names its
-        forge: `gitlab:group/sub/project!7` can never equal a pull request's `owner/repo#7`,
-        even for the same path on one host."""
-        if forge_of(self.url) == "gitlab":
-            return f"gitlab:{self.owner}/{self.repo}!{self.number}".lower()
-        return f"{self.owner}/{self.repo}#{self.number}".lower()
+        """The change's key (`review_jobs.pr_key`, its lock and its one waiting job), as its
+        forge makes it (forge/urls.py's `change_key`)."""
+        return change_key(self.url, self.owner, self.repo, self.number)
 
 
 async def insert_job(
