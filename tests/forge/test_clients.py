@@ -12,6 +12,7 @@ from pydantic import SecretStr
 
 from pr_review_api.errors import ConfigurationError
 from pr_review_api.forge.clients import JobIdentities
+from pr_review_api.forge.select import job_clients
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.credentials import InstallationCredentials, TokenCredentials
 from pr_review_api.gitlab.client import GitLabClient
@@ -40,7 +41,7 @@ def test_with_the_app_a_github_job_without_an_installation_is_refused(tmp_path: 
         asyncio.run(without())
 
     async def review_clients(url: str, installation: int | None) -> tuple[object, object]:
-        async with identities.review_clients(settings, installation, url) as lent:
+        async with job_clients(identities, settings, installation, url) as lent:
             github, gitlab = lent.of(GitHubClient), lent.of(GitLabClient)
             return (github and github.credentials), gitlab
 

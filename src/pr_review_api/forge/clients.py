@@ -9,7 +9,8 @@ job's one client of its identity. A review reaches the one its change's URL name
 `JobIdentities`: who a job is on the forges. Each job of a pull request gets a `GitHubClient`
 bound to its identity (its App installation's token through `github.credentials.credentials_for`,
 or `GITHUB_TOKEN`), and everything below it uses that client; a job of a GitLab merge request
-gets a `GitLabClient` with `GITLAB_TOKEN` (no App installation token is asked for).
+gets a `GitLabClient` with `GITLAB_TOKEN` (no App installation token is asked for): each
+forge's rule is its entry in forge/select.py.
 
 With the App configured, a GitHub job without an installation (a delivery of a repository
 webhook, a job queued through the API) is refused with `configuration_error`: it never runs as
@@ -25,11 +26,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pr_review_api.errors import ConfigurationError
-from pr_review_api.forge.urls import forge_of
 from pr_review_api.github.app_auth import AppCredentials
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.credentials import credentials_for
-from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.http.api_client import ApiClient
 from pr_review_api.settings import Settings
 
@@ -52,14 +51,6 @@ class ForgeClients:
             if isinstance(client, kind):
                 return client
         return None
-
-
-@asynccontextmanager
-async def open_clients(settings: Settings) -> AsyncIterator[ForgeClients]:
-    """Both clients with the settings' tokens, closed at exit. GitLab's pool opens on a merge
-    request's first read, so a service without GitLab never connects to it."""
-    async with GitHubClient(settings) as github, GitLabClient(settings) as gitlab:
-        yield ForgeClients((github, gitlab))
 
 
 class JobIdentities:
@@ -86,17 +77,3 @@ class JobIdentities:
         credentials = credentials_for(settings, installation_id, app=self.app)
         async with GitHubClient(settings, credentials=credentials) as github:
             yield github
-
-    @asynccontextmanager
-    async def review_clients(
-        self, settings: Settings, installation_id: int | None, url: str
-    ) -> AsyncIterator[ForgeClients]:
-        """The forge client a job's review of `url` speaks through: GitLab has no App
-        installations, so every merge request is GITLAB_TOKEN's; a pull request is its
-        installation's."""
-        if forge_of(url) == "gitlab":
-            async with GitLabClient(settings) as gitlab:
-                yield ForgeClients((gitlab,))
-        else:
-            async with self.github(settings, installation_id) as github:
-                yield ForgeClients((github,))

@@ -1,19 +1,24 @@
-"""The forge of a review's change, chosen by its URL (forge/urls.py's rule), with its client.
+"""Where a forge is registered, and the forge of a change chosen by its URL (forge/urls.py's
+rule) with its client.
+
+`FORGES` holds one `RegisteredForge` per forge: its API client's type, its `ChangeForge`, the
+client a job of its changes speaks through, and its `ChangeConversation`. Everything below
+picks from it by the change's URL, so a new forge is its own modules, an entry here and its URL
+rule in forge/urls.py; loop/, jobs/ and service/ name none.
 
 The callers (the CLI, the service, a job) hold clients for the review's identity and lend them
 (`ForgeClients`, at most one per forge); where the change's forge has none, it gets a client of
 its own with the settings' token, closed when the review ends. A lent client is never closed
-here. This module is where a forge is registered: its URL's rule (forge/urls.py's `forge_of`),
-its `ChangeForge` and its `ChangeConversation`.
-
-A command job's conversation (`open_conversation`) is chosen the same way, with a client of
-the job's identity (forge/clients.py's `JobIdentities`), closed when the job ends.
+here. A command job's conversation (`open_conversation`) and a job's review (`job_clients`) get
+a client of the job's identity (forge/clients.py's `JobIdentities`), closed when the job ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 from pr_review_api.forge.base import ChangeForge
 from pr_review_api.forge.clients import ForgeClients, JobIdentities
@@ -26,7 +31,81 @@ from pr_review_api.forge.urls import forge_of
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import parse_merge_request_url
+from pr_review_api.http.api_client import ApiClient
+from pr_review_api.model import Forge
 from pr_review_api.settings import Settings
+
+
+@dataclass(frozen=True)
+class RegisteredForge:
+    """What forge/ knows of one forge. Each callable takes the forge's own client type."""
+
+    name: Forge
+    client_type: type[ApiClient]  # made with the settings' token: `client_type(settings)`
+    change_forge: Callable[[Settings, Any], ChangeForge]
+    # The client of a job's identity: (identities, settings, installation id).
+    job_client: Callable[
+        [JobIdentities, Settings, int | None], AbstractAsyncContextManager[ApiClient]
+    ]
+    # A command job's conversation: (client, record, settings, the delivery's command).
+    conversation: Callable[[Any, CommandRecord, Settings, dict[str, Any]], ChangeConversation]
+
+
+def _github_conversation(
+    github: GitHubClient, record: CommandRecord, settings: Settings, command: dict[str, Any]
+) -> ChangeConversation:
+    return GitHubConversation(github, record.owner, record.repo, record.number, command)
+
+
+def _gitlab_conversation(
+    gitlab: GitLabClient, record: CommandRecord, settings: Settings, command: dict[str, Any]
+) -> ChangeConversation:
+    ref = parse_merge_request_url(record.pull_request_url, settings)
+    return GitLabConversation(gitlab, ref, command)
+
+
+FORGES: tuple[RegisteredForge, ...] = (
+    RegisteredForge(
+        "github",
+        GitHubClient,
+        GitHubForge,
+        # A pull request's job is its App installation's, or GITHUB_TOKEN's.
+        lambda identities, settings, installation: identities.github(settings, installation),
+        _github_conversation,
+    ),
+    RegisteredForge(
+        "gitlab",
+        GitLabClient,
+        GitLabForge,
+        # GitLab has no App installations: every merge request's job is GITLAB_TOKEN's.
+        lambda identities, settings, installation: GitLabClient(settings),
+        _gitlab_conversation,
+    ),
+)
+
+
+def registered(url: str) -> RegisteredForge:
+    """The registered forge of a URL that passed forge/urls.py's `parse_change_url`."""
+    name = forge_of(url)
+    return next(forge for forge in FORGES if forge.name == name)
+
+
+@asynccontextmanager
+async def open_clients(settings: Settings) -> AsyncIterator[ForgeClients]:
+    """One client per registered forge with the settings' tokens, closed at exit. A pool opens
+    on its forge's first request, so a service without GitLab never connects to it."""
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(f.client_type(settings)) for f in FORGES]
+        yield ForgeClients(tuple(clients))
+
+
+@asynccontextmanager
+async def job_clients(
+    identities: JobIdentities, settings: Settings, installation_id: int | None, url: str
+) -> AsyncIterator[ForgeClients]:
+    """The client a job's review of `url` speaks through: its forge's, of the job's identity."""
+    async with registered(url).job_client(identities, settings, installation_id) as client:
+        yield ForgeClients((client,))
 
 
 @asynccontextmanager
@@ -37,20 +116,13 @@ async def open_forge(
     clients: ForgeClients | None = None,
 ) -> AsyncIterator[ChangeForge]:
     """The forge `url` names, speaking through the caller's client or one of its own."""
-    lent = clients or ForgeClients()
-    github, gitlab = lent.of(GitHubClient), lent.of(GitLabClient)
-    if forge_of(url) == "gitlab":
-        if gitlab is not None:
-            yield GitLabForge(settings, gitlab)
-            return
-        async with GitLabClient(settings) as own_gitlab:
-            yield GitLabForge(settings, own_gitlab)
+    forge = registered(url)
+    lent = (clients or ForgeClients()).of(forge.client_type)
+    if lent is not None:
+        yield forge.change_forge(settings, lent)
         return
-    if github is not None:
-        yield GitHubForge(settings, github)
-        return
-    async with GitHubClient(settings) as own_github:
-        yield GitHubForge(settings, own_github)
+    async with forge.client_type(settings) as own:
+        yield forge.change_forge(settings, own)
 
 
 @asynccontextmanager
@@ -58,12 +130,6 @@ async def open_conversation(
     record: CommandRecord, settings: Settings, identities: JobIdentities
 ) -> AsyncIterator[ChangeConversation]:
     """The conversation of a command job's change, through a client of the job's identity."""
-    command = record.command or {}
-    url = record.pull_request_url
-    if forge_of(url) == "gitlab":
-        ref = parse_merge_request_url(url, settings)
-        async with GitLabClient(settings) as gitlab:
-            yield GitLabConversation(gitlab, ref, command)
-        return
-    async with identities.github(settings, record.installation_id) as github:
-        yield GitHubConversation(github, record.owner, record.repo, record.number, command)
+    forge = registered(record.pull_request_url)
+    async with forge.job_client(identities, settings, record.installation_id) as client:
+        yield forge.conversation(client, record, settings, record.command or {})

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pr_review_api.forge.clients import JobIdentities
+from pr_review_api.forge.select import job_clients
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.jobs.records import JobRecord
 from pr_review_api.ledger import DismissedFindings, PublishLedger
@@ -74,7 +75,7 @@ class JobReviewer:
         url, options = record.pull_request_url, ReviewOptions.of(record)
         target = PullRequestTarget(url)
         store = self.store_for(settings)
-        clients = self._identities.review_clients(settings, record.installation_id, url)
+        clients = job_clients(self._identities, settings, record.installation_id, url)
         async with clients as lent:
             result = await run_review(
                 target,

@@ -28,7 +28,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from pr_review_api import __version__
-from pr_review_api.forge.clients import open_clients
+from pr_review_api.forge.select import open_clients
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.workspace import repository_store
 from pr_review_api.metrics import Metrics
