@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from pr_review_api.cli import commands as cli
-from pr_review_api.settings import Settings, trusted_env_file
+from pr_review_api.errors import ConfigurationError
+from pr_review_api.settings import LOCAL_PROFILE, Settings, load_settings, trusted_env_file
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitrepo import GitRepo, git
@@ -160,3 +161,45 @@ def test_a_committed_env_file_cannot_redirect_a_review(
     [request] = scripted_provider.requests
     assert request.json["model"] == "deepseek-v4-flash"
     assert result.stderr.count(WARNING) == 1
+
+
+# --- REVIEW_PROFILE ----------------------------------------------------------------------------
+
+
+def test_the_default_profile_keeps_the_seeds_protocol_exactly() -> None:
+    settings = load_settings()
+    assert settings.review_profile == "default"
+    for name in LOCAL_PROFILE:
+        assert getattr(settings, name) == Settings.model_fields[name].default, name
+
+
+def test_the_local_profile_sets_tolerant_json_one_repair_the_diff_and_a_longer_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REVIEW_PROFILE", "local")
+    settings = load_settings()
+    assert settings.review_tolerant_final_json is True
+    assert settings.review_repair_attempts == 1
+    assert settings.review_inline_diff_bytes == 16 * 1024
+    assert settings.review_timeout_seconds == 1800
+    # Nothing else moves: the protocol's limits stay the seed's.
+    assert settings.review_max_rounds == Settings.model_fields["review_max_rounds"].default
+
+
+def test_a_variable_of_its_own_wins_over_the_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEW_PROFILE", "local")
+    monkeypatch.setenv("REVIEW_REPAIR_ATTEMPTS", "0")
+    monkeypatch.setenv("REVIEW_TOLERANT_FINAL_JSON", "false")
+    settings = load_settings(review_timeout_seconds=60)
+    assert settings.review_repair_attempts == 0
+    assert settings.review_tolerant_final_json is False
+    assert settings.review_timeout_seconds == 60
+    assert settings.review_inline_diff_bytes == 16 * 1024
+
+
+def test_an_unknown_profile_is_a_configuration_error_that_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REVIEW_PROFILE", "fast")
+    with pytest.raises(ConfigurationError, match=r"^REVIEW_PROFILE is not valid: .*'local'"):
+        load_settings()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -65,6 +65,16 @@ MAX_PROMPT_CHANGED_FILES = 300
 # --- Review coverage (CONTRACT 5): changed files listed as not inspected ---
 MAX_NOT_INSPECTED = 100
 
+
+# REVIEW_PROFILE=local: what a model on a local server (llama.cpp, Ollama, vLLM on a CPU or a
+# small GPU) needs to finish a review, each value taken only where its own variable is unset.
+# The default profile changes nothing: the seed's protocol exactly (CONTRACT 12).
+LOCAL_PROFILE: dict[str, object] = {
+    "review_tolerant_final_json": True,  # small models fence their JSON
+    "review_repair_attempts": 1,  # and get a field wrong once
+    "review_inline_diff_bytes": 16 * 1024,  # many answer at once, without calling a tool
+    "review_timeout_seconds": 1800.0,  # a CPU writes 10-20 tokens a second
+}
 
 ENV_FILE = ".env"
 # For the one look-up below: the folder may belong to another user (a CI checkout), and git
@@ -170,6 +180,8 @@ class Settings(BaseSettings):
     # The review conversation (CONTRACT 15): answers in our threads, per pull request per hour.
     pr_review_max_answers_per_hour: int = Field(default=20, ge=0, le=10_000)
     # Real models (CONTRACT section 12); the defaults keep the seed's protocol exactly.
+    # One name for the four settings below that a local model needs (LOCAL_PROFILE).
+    review_profile: Literal["default", "local"] = "default"
     opencode_max_retries: int = Field(default=2, ge=0, le=10)
     review_repair_attempts: int = Field(default=0, ge=0, le=10)
     review_tolerant_final_json: bool = False
@@ -238,6 +250,14 @@ class Settings(BaseSettings):
     @classmethod
     def _optional_http_url(cls, value: str | None) -> str | None:
         return None if value is None else _check_http_url("GITLAB_API_URL", value)
+
+    @model_validator(mode="after")
+    def _apply_profile(self) -> Settings:
+        if self.review_profile == "local":
+            for name, value in LOCAL_PROFILE.items():
+                if name not in self.model_fields_set:  # a variable of its own wins
+                    setattr(self, name, value)
+        return self
 
     @property
     def gitlab_api_base(self) -> str:
