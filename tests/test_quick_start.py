@@ -16,6 +16,7 @@ import base64
 import hashlib
 import json
 import os
+import stat
 import subprocess
 import sys
 import zipfile
@@ -58,7 +59,9 @@ def uv_wheel(folder: Path) -> Path:
     wheel = folder / f"uv-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         for name, data in files.items():
-            archive.writestr(name, data)
+            entry = zipfile.ZipInfo(name)
+            entry.external_attr = (stat.S_IFREG | 0o755) << 16  # pip keeps an executable
+            archive.writestr(entry, data)
     return wheel
 
 
