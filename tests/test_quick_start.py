@@ -16,6 +16,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -145,3 +146,66 @@ def git_status(clone: Path) -> str:
     return subprocess.run(
         ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True
     ).stdout
+
+
+# --- on a stock Debian 12, online (slow) ---------------------------------------------------------
+
+STOCK_PACKAGES = "python3,python3-venv,git"
+# Inside the chroot, in a mount namespace of its own (the mounts vanish with it), as a new
+# user with an empty home and nothing but the system's PATH.
+IN_CHROOT = """
+mount -t proc proc "$ROOT/proc"
+mount --rbind /dev "$ROOT/dev"
+mount -t tmpfs tmpfs "$ROOT/dev/shm"
+exec chroot --userspec=newuser:newuser "$ROOT" /usr/bin/env -i HOME=/home/newuser \
+    PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 $CERTS /bin/bash -c "cd ~/pr-review && $LINE"
+"""
+
+
+def in_stock_debian(root: Path, line: str) -> subprocess.CompletedProcess[str]:
+    # A TLS-inspecting proxy's authority, when the host trusts one: pip and uv get the host's
+    # bundle (Debian's own would not know it).
+    certs = "PIP_CERT=/etc/ssl/host-ca.crt SSL_CERT_FILE=/etc/ssl/host-ca.crt"
+    return subprocess.run(
+        ["unshare", "--mount", "--fork", "bash", "-c", IN_CHROOT],
+        env={"PATH": os.defpath, "ROOT": str(root), "LINE": line, "CERTS": certs},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not all(map(shutil.which, ("mmdebstrap", "unshare", "chroot"))),
+    reason="needs root, mmdebstrap (apt-get install mmdebstrap) and Debian's mirror",
+)
+def test_the_readmes_two_commands_on_a_stock_debian_12(tmp_path: Path) -> None:
+    """The README's lines, as written, on Debian 12 with only python3, python3-venv and git:
+    the review runs (and stops for the key it was not given), the tests run (one file)."""
+    review_line, test_line = quick_start_commands((ROOT / "README.md").read_text("utf-8"))
+    root = tmp_path / "root"
+    base = ["mmdebstrap", "--quiet", "--variant=minbase", f"--include={STOCK_PACKAGES}"]
+    subprocess.run(
+        [*base, "bookworm", str(root)],
+        check=True,
+        timeout=1800,
+    )
+    shutil.copy("/etc/resolv.conf", root / "etc" / "resolv.conf")
+    shutil.copy("/etc/ssl/certs/ca-certificates.crt", root / "etc" / "ssl" / "host-ca.crt")
+    subprocess.run(["chroot", str(root), "useradd", "-m", "newuser"], check=True)
+    clone = root / "home" / "newuser" / "pr-review"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=120)
+    subprocess.run(["chroot", str(root), "chown", "-R", "newuser:", "/home/newuser"], check=True)
+
+    reviewed = in_stock_debian(root, review_line)
+    assert reviewed.returncode == 2, reviewed.stderr[-3000:]
+    assert reviewed.stderr.rstrip().endswith(
+        "error: OPENCODE_API_KEY is not set: export it or put it in .env in this folder. "
+        "(configuration_error)"
+    )
+    tested = in_stock_debian(root, f"{test_line} -q -n 0 tests/test_globs.py")
+    assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-3000:]
+    assert " passed" in tested.stdout
