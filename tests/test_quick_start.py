@@ -168,7 +168,12 @@ def in_stock_debian(root: Path, line: str) -> subprocess.CompletedProcess[str]:
     certs = "PIP_CERT=/etc/ssl/host-ca.crt SSL_CERT_FILE=/etc/ssl/host-ca.crt"
     return subprocess.run(
         ["unshare", "--mount", "--fork", "bash", "-c", IN_CHROOT],
-        env={"PATH": os.defpath, "ROOT": str(root), "LINE": line, "CERTS": certs},
+        env={
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "ROOT": str(root),
+            "LINE": line,
+            "CERTS": certs,
+        },
         capture_output=True,
         text=True,
         timeout=1800,
