@@ -423,3 +423,45 @@ def _dismissals(database_url: str) -> list[tuple[Any, ...]]:
         return connection.execute(
             "SELECT repository, fingerprint, title, path, dismissed_by FROM dismissals"
         ).fetchall()
+
+
+def check_run_event(pr: PullRequestFixture, action: str, name: str) -> dict[str, Any]:
+    return {
+        "action": action,
+        "check_run": {
+            "name": name,
+            "head_sha": pr.head_sha,
+            "pull_requests": [{"number": pr.number, "head": {"sha": pr.head_sha}}],
+        },
+        "repository": {"name": "widget", "owner": {"login": "acme"}},
+    }
+
+
+def test_a_rerun_of_our_check_reviews_the_head_again_and_nothing_else_does(
+    database_url: str, fake_github: FakeGitHub, scripted_provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    settings = settings_for(database_url, fake_github, scripted_provider, tmp_path)
+    pr = pull(fake_github)
+    published_finding(fake_github, scripted_provider, settings, pr)
+    requests_before = len(scripted_provider.requests)
+    scripted_provider.script(stop_turn({"summary": "Again.", "findings": [], "notes": []}))
+
+    async def scenario() -> tuple[list[httpx.Response], dict[str, Any]]:
+        async with running(settings) as (client, queue):
+            others = [
+                await deliver(
+                    client, check_run_event(pr, "completed", "pr-review"), kind="check_run"
+                ),
+                await deliver(client, check_run_event(pr, "rerequested", "lint"), kind="check_run"),
+            ]
+            rerun = check_run_event(pr, "rerequested", "pr-review")
+            answer = await deliver(client, rerun, kind="check_run")
+            assert answer.status_code == 202
+            return others, await finished(queue, answer.json()["job_id"])
+
+    others, result = asyncio.run(scenario())
+    assert [other.json() for other in others] == [{"status": "ignored"}] * 2
+    # The head was published before: only a forced review asks the model again.
+    assert len(scripted_provider.requests) == requests_before + 1
+    assert result["termination_reason"] == "final_review"
+    scripted_provider.assert_complete()
