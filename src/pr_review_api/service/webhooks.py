@@ -10,8 +10,6 @@ is parsed. Then:
                                                            202 {"job_id": ..., "status": ...}
     issue_comment / pull_request_review_comment created, addressed to us by a user who may
     ask it (CONTRACT 15)                                   202 {"job_id": ..., "status": ...}
-    check_run rerequested, of our `pr-review` check run (its "Re-run"): the `review`
-    command's forced review                                202 {"job_id": ..., "status": ...}
     anything else                                          202 {"status": "ignored"}
 
 A comment is read from the delivery only (jobs/commands.py); our own comments and `[bot]`
@@ -42,7 +40,6 @@ from pr_review_api.errors import (
     ReviewError,
     ServerBusy,
 )
-from pr_review_api.github.checks import CHECK_NAME
 from pr_review_api.github.conversation import Repository, may_write
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
@@ -75,11 +72,9 @@ WEBHOOK_PATH = "/v1/webhooks/github"
 # 65,536 characters. 1 MiB leaves room without letting anyone make us buffer much.
 MAX_WEBHOOK_BODY_BYTES = 1024 * 1024
 COMMENT_EVENTS = ("issue_comment", "pull_request_review_comment")
-# A click on "Re-run" of our check run: `check_run` with action `rerequested`.
-RERUN_EVENT = "check_run"
 # Every event a delivery may carry that becomes a job; an App subscribes to exactly these
 # (docs/github-app-manifest.json; `ping` is sent to every webhook unasked).
-HANDLED_EVENTS = ("pull_request", *COMMENT_EVENTS, RERUN_EVENT)
+HANDLED_EVENTS = ("pull_request", *COMMENT_EVENTS)
 REVIEWED_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
@@ -104,23 +99,6 @@ def _job_of(event: dict[str, Any], settings: Settings) -> PullRequestJob | None:
     if not isinstance(sha, str) or not _SHA.match(sha):
         return None
     return _pull_job(event, settings, pull.get("number"), sha)
-
-
-def _rerun_of(event: dict[str, Any], settings: Settings) -> CommandJob | None:
-    """The review a "Re-run" of our check asks for: the `review` command's forced review of
-    its pull request's current head (GitHub offers the button only to people with write
-    access). None for any other check run or action."""
-    run = event.get("check_run")
-    if event.get("action") != "rerequested" or not isinstance(run, dict):
-        return None
-    pulls = run.get("pull_requests")
-    if run.get("name") != CHECK_NAME or not isinstance(pulls, list) or not pulls:
-        return None
-    first = pulls[0]
-    job = _pull_job(event, settings, first.get("number"), None) if isinstance(first, dict) else None
-    if job is None:
-        return None
-    return CommandJob(job, "review", {"kind": "review", "force": True, "rerun": True})
 
 
 def _pull_job(
@@ -213,15 +191,6 @@ async def _command_answer(
     return await queued(enqueue_command(queue, command, delivery_id=delivery)), "queued"
 
 
-async def _rerun_answer(
-    rerun: CommandJob | None, queue: JobQueue, delivery: str | None
-) -> tuple[Response, str]:
-    """A check_run delivery: the forced review a Re-run of our check asks for, or ignored."""
-    if rerun is None:
-        return ignored(), "ignored"
-    return await queued(enqueue_command(queue, rerun, delivery_id=delivery)), "queued"
-
-
 async def _permitted_command(
     the_comment: Comment, job: PullRequestJob, settings: Settings, queue: JobQueue
 ) -> CommandJob | None:
@@ -263,8 +232,6 @@ async def _answer(
     if event_name in COMMENT_EVENTS:
         assert event_name is not None
         return await _command_answer(event_name, event, settings, queue, delivery)
-    if event_name == RERUN_EVENT:
-        return await _rerun_answer(_rerun_of(event, settings), queue, delivery)
     job = _job_of(event, settings)
     if job is None:
         return ignored(), "ignored"
