@@ -116,6 +116,7 @@ APP_PERMISSIONS = {
 }
 # The permission GitHub asks of an App before it may subscribe to each event.
 EVENT_PERMISSION = {
+    "check_run": "checks",
     "pull_request": "pull_requests",
     "pull_request_review_comment": "pull_requests",
     "issue_comment": "issues",

