@@ -184,6 +184,7 @@ _OUR_VARIABLES = (
     "OPENCODE_",
     "GITHUB_",
     "GITLAB_",
+    "GITEA_",
     "REVIEW_",
     "PR_REVIEW_",
 )

@@ -239,3 +239,74 @@ def test_an_unknown_profile_is_a_configuration_error_that_names_the_variable(
     monkeypatch.setenv("REVIEW_PROFILE", "fast")
     with pytest.raises(ConfigurationError, match=r"^REVIEW_PROFILE is not valid: .*'local'"):
         load_settings()
+
+# --- Gitea and Forgejo (CONTRACT 19) ------------------------------------------------------------
+
+
+def test_gitea_is_off_until_its_server_is_set() -> None:
+    settings = Settings()
+    assert settings.gitea_server_url is None
+    assert settings.gitea_api_base is None
+    assert settings.gitea_token is None
+    assert settings.pr_review_gitea_webhook_secret is None
+
+
+def test_gitea_api_url_defaults_under_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITEA_SERVER_URL", "http://127.0.0.1:3000/git/")
+    settings = Settings()
+    assert settings.gitea_server_url == "http://127.0.0.1:3000/git"
+    assert settings.gitea_api_base == "http://127.0.0.1:3000/git/api/v1"
+    monkeypatch.setenv("GITEA_API_URL", "https://api.example.test/v1/")
+    assert Settings().gitea_api_base == "https://api.example.test/v1"
+
+
+def test_blank_gitea_settings_are_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GITEA_SERVER_URL", "GITEA_API_URL", "GITEA_TOKEN"):
+        monkeypatch.setenv(name, "  ")
+    monkeypatch.setenv("PR_REVIEW_GITEA_WEBHOOK_SECRET", "")
+    settings = Settings()
+    assert (settings.gitea_server_url, settings.gitea_api_base, settings.gitea_token) == (
+        None,
+        None,
+        None,
+    )
+    assert settings.pr_review_gitea_webhook_secret is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("GITEA_SERVER_URL", "ftp://gitea.example.test"),
+        ("GITEA_SERVER_URL", "https://user:hunter2-secret@gitea.example.test"),
+        ("GITEA_SERVER_URL", "https://gitea.example.test/?a=1"),
+        ("GITEA_API_URL", "gitea.example.test/api/v1"),
+    ],
+)
+def test_a_bad_gitea_url_is_a_configuration_error_naming_it(
+    name: str, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITEA_SERVER_URL", "https://gitea.example.test")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings()
+    assert caught.value.message.startswith(f"{name} is not valid")
+    assert "hunter2" not in caught.value.message
+
+
+def test_gitea_api_url_without_its_server_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GITEA_API_URL", "https://gitea.example.test/api/v1")
+    with pytest.raises(ConfigurationError, match="GITEA_API_URL is set but GITEA_SERVER_URL"):
+        load_settings()
+
+
+def test_gitea_secrets_are_never_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITEA_SERVER_URL", "https://gitea.example.test")
+    monkeypatch.setenv("GITEA_TOKEN", "gitea-token-value")
+    monkeypatch.setenv("PR_REVIEW_GITEA_WEBHOOK_SECRET", "gitea-hook-secret")
+    settings = Settings()
+    assert "gitea-token-value" not in repr(settings)
+    assert "gitea-hook-secret" not in repr(settings)
+    assert settings.gitea_token is not None
+    assert settings.gitea_token.get_secret_value() == "gitea-token-value"
