@@ -28,12 +28,15 @@ pytest_plugins = [
     "tests.fakes.gitlab_notes",
     "tests.fakes.gitlab_statuses",
     "tests.fakes.gitlab_threads",
+    "tests.fakes.gitea_server",
+    "tests.fakes.gitea_reviews",
 ]
 
 # Distinctive secrets: tests assert they never appear in any output, log, trace or file.
 PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"
 GITHUB_TOKEN = "ghp_test-GITHUB-SECRET-41be02"
 GITLAB_TOKEN = "glpat-test-GITLAB-SECRET-93c1d7"
+GITEA_TOKEN = "gitea-test-GITEA-SECRET-5d82e4"
 
 # The fast tier (`uv run pytest --fast`), the inner loop: the unit level on every core. It leaves
 # out two folders, the hostile-world suite and the PostgreSQL job suite, and every test marked
