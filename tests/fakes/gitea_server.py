@@ -233,7 +233,9 @@ class FakeGitea:
         if key not in self._repositories:
             number = len(self._repositories) + 1
             self._repositories[key] = Repository(self, path, number, private=private)
-        return self._repositories[key]
+        repo = self._repositories[key]
+        repo.private = repo.private or private  # made public by an earlier call, now private
+        return repo
 
     def grant(self, path: str, login: str, access: Access) -> None:
         """Make `login` a collaborator of the repository with `access`."""
