@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pr_review_api.gitea.markdown import code_span, escape, escape_inline, fenced
-from pr_review_api.output.inert_markdown import WORD_JOINER
+from pr_review_api.gitea.markdown import code_span, escape, escape_inline
+from pr_review_api.output.inert_markdown import WORD_JOINER, code_block
 from tests.gitea.support import GITEA_PATTERNS, active_parts, rendered, visible_text
 
 HOSTILE = [
@@ -118,7 +118,7 @@ def test_a_code_span_shows_a_path_verbatim_and_inert(path: str) -> None:
 
 def test_a_fenced_block_holds_a_diff_whatever_it_contains() -> None:
     body = "-old @admin #1\n+new ```\n````\n+:smile: https://x"
-    block = fenced(body, "diff")
+    block = code_block("diff", body)
     assert block.startswith("`````diff\n")
     html = rendered(block)
     assert html.count("<pre>") == 1

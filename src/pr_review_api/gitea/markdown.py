@@ -23,15 +23,16 @@ be used for parentheses and brackets either. So every piece of model text (`esca
 - leading blanks dropped (no indented code block) and line breaks kept as hard breaks;
   control and bidirectional-override characters removed.
 
-`code_span` and `fenced` show text verbatim instead (a path, a suggestion's `diff` block):
-Gitea's post-processors skip `<code>` and `<pre>`, and the stripped-text readers skip code.
+`code_span` shows text verbatim instead (a path), as `output/inert_markdown.code_block` does a
+suggestion's `diff` block: Gitea's post-processors skip `<code>` and `<pre>`, and the
+stripped-text readers skip code.
 """
 
 from __future__ import annotations
 
 import re
 
-from pr_review_api.output.inert_markdown import WORD_JOINER
+from pr_review_api.output.inert_markdown import WORD_JOINER, hard_breaks
 
 _PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 # The characters that open one of Gitea's post-processor patterns (see the module docstring).
@@ -46,7 +47,6 @@ _TRACKER_KEY = re.compile(r"(?<=[A-Za-z0-9_])-(?=[0-9])")
 _HEX_RUN = re.compile(r"[0-9A-Fa-f]{7,}")
 _HEX_CHUNK = 6
 _BACKTICK_RUN = re.compile(r"`+")
-_FENCE_RUN = re.compile(r"^[ \t]*(`{3,}|~{3,})", re.MULTILINE)
 
 
 def _break_hex(match: re.Match[str]) -> str:
@@ -76,12 +76,7 @@ def _clean(text: str) -> str:
 def escape(text: str) -> str:
     """`text` as inert Gitea Markdown: it renders as itself and mentions, references, links,
     embeds and formats nothing."""
-    lines = [_escape_line(line.lstrip()) for line in _clean(text).split("\n")]
-    # A backslash at the end of a line is a hard break; blank lines stay paragraph breaks.
-    return "\n".join(
-        line + ("\\" if line and following else "")
-        for line, following in zip(lines, [*lines[1:], ""], strict=True)
-    )
+    return hard_breaks([_escape_line(line.lstrip()) for line in _clean(text).split("\n")])
 
 
 def escape_inline(text: str) -> str:
@@ -97,12 +92,3 @@ def code_span(text: str) -> str:
     fence = "`" * (longest + 1)
     pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) or not text else ""
     return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def fenced(text: str, info: str = "") -> str:
-    """`text` as a fenced code block (a suggestion's `diff`), shown verbatim: the fence is
-    longer than any fence-like run at a line's start inside. `info` is ours (a language)."""
-    body = _clean(text)
-    longest = max((len(run) for run in _FENCE_RUN.findall(body)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{info}\n{body}\n{fence}"
