@@ -74,7 +74,7 @@ def test_forgejo_headers_alone_are_enough() -> None:
         {"x-gitea-signature": "sha256=" + "0" * 64},
         {"x-gitea-signature": ""},
         {"x-gitea-signature": "é"},
-        {"x-forgejo-signature": "0" * 64},  # one present and wrong: refused
+        {"x-gitea-signature": None, "x-forgejo-signature": "0" * 64},
     ],
 )
 def test_a_missing_or_wrong_signature_is_refused_before_the_body_is_read(
@@ -89,6 +89,17 @@ def test_a_missing_or_wrong_signature_is_refused_before_the_body_is_read(
         read(body, headers)
     assert caught.value.status == 401
     assert SECRET not in caught.value.message
+
+
+def test_one_matching_signature_is_enough() -> None:
+    """Forgejo sends both headers; a server that signed one of them otherwise (another scheme)
+    still proves the secret with the other."""
+    body, headers = delivery(pull_request_event(), "pull_request", "pull_request", forgejo=True)
+    headers["x-forgejo-signature"] = "not-an-hmac"
+    assert isinstance(read(body, headers).asks, PullRequestPush)
+    headers["x-gitea-signature"] = "0" * 64
+    with pytest.raises(InvalidSignature):
+        read(body, headers)
 
 
 def test_a_signature_under_another_secret_is_refused() -> None:
@@ -133,13 +144,19 @@ def test_an_edit_of_what_the_skip_rules_read_asks_again(changes: dict[str, Any])
     assert isinstance(asks(event, "pull_request", "pull_request"), PullRequestPush)
 
 
+@pytest.mark.parametrize("action", ["label_updated", "label_cleared"])
+def test_a_change_of_labels_asks_again(action: str) -> None:
+    push = asks(pull_request_event(action), "pull_request_label", "pull_request")
+    assert isinstance(push, PullRequestPush)
+    assert push.action == action
+
+
 @pytest.mark.parametrize(
     "event",
     [
         {**pull_request_event("edited"), "changes": {"body": {"from": "old"}}},
         pull_request_event("edited"),
         pull_request_event("closed"),
-        pull_request_event("label_updated"),
         pull_request_event("assigned"),
         pull_request_event("opened", draft=True),
         pull_request_event("synchronized", state="closed"),

@@ -4,9 +4,9 @@
 
 1. the signature, before anything else is read: Gitea signs the raw body with the hook's
    secret (HMAC-SHA256 in lower-case hex, services/webhook/deliver.go) and sends it as
-   `X-Gitea-Signature`; Forgejo sends the same value as `X-Forgejo-Signature` too. At least
-   one must be present and every one present must match, compared in constant time; else
-   `InvalidSignature` (401);
+   `X-Gitea-Signature`; Forgejo sends the same value as `X-Forgejo-Signature` too. One of
+   them must match, compared in constant time (each is a proof of the secret on its own, and
+   a server may one day sign one of them otherwise); else `InvalidSignature` (401);
 2. the delivery's id (`X-Gitea-Delivery` or `X-Forgejo-Delivery`, a UUID) and kind:
    `X-Gitea-Event-Type` (or Forgejo's) names the precise event (`pull_request_sync`,
    `pull_request_comment`, ...), `X-Gitea-Event` only its family (`pull_request`,
@@ -16,10 +16,11 @@
 
 What it asks for:
 
-    pull_request, pull_request_sync  `opened`, `reopened`, `synchronized` (new commits), and
-                                     `edited` when the title or the base branch changed (the
-                                     skip rules read them: CONTRACT 16): a review of an open,
-                                     non-draft pull request
+    pull_request, pull_request_sync, `opened`, `reopened`, `synchronized` (new commits),
+    pull_request_label               `edited` when the title or the base branch changed, and
+                                     `label_updated`, `label_cleared` (the skip rules read
+                                     them: CONTRACT 16): a review of an open, non-draft pull
+                                     request
     pull_request_comment,            a comment `created` on a pull request (`is_pull`) by a
     issue_comment                    user: a command (CONTRACT 15)
 
@@ -57,9 +58,11 @@ SIGNATURE_HEADERS = ("x-gitea-signature", "x-forgejo-signature")
 # The precise kind first (`pull_request_sync`), then the family (`pull_request`).
 EVENT_HEADERS = ("x-gitea-event-type", "x-forgejo-event-type", "x-gitea-event", "x-forgejo-event")
 DELIVERY_HEADERS = ("x-gitea-delivery", "x-forgejo-delivery")
-PULL_REQUEST_KINDS = frozenset({"pull_request", "pull_request_sync"})
+PULL_REQUEST_KINDS = frozenset({"pull_request", "pull_request_sync", "pull_request_label"})
 COMMENT_KINDS = frozenset({"pull_request_comment", "issue_comment"})
 REVIEWED_ACTIONS = frozenset({"opened", "reopened", "synchronized"})
+# Labels added or removed (`pull_request_label`): the skip rules read them (CONTRACT 16).
+LABEL_ACTIONS = frozenset({"label_updated", "label_cleared"})
 # What an `edited` may change that the skip rules read (CONTRACT 16): ChangesPayload's fields.
 SKIP_INPUT_CHANGES = ("title", "ref")
 MAX_COMMENT_CHARS = 65_536  # a command is its first words; Gitea stores up to a LONGTEXT
@@ -107,17 +110,15 @@ class Delivery:
 
 
 def verify_signature(body: bytes, headers: Mapping[str, str], secret: SecretStr) -> None:
-    """Raise `InvalidSignature` unless a signature header is present and every one present is
-    the body's HMAC-SHA256 under `secret`, in hex (compared in constant time)."""
+    """Raise `InvalidSignature` unless a signature header is the body's HMAC-SHA256 under
+    `secret`, in hex (each compared in constant time)."""
     expected = hmac.new(secret.get_secret_value().encode(), body, hashlib.sha256).hexdigest()
     given = [headers[name] for name in SIGNATURE_HEADERS if name in headers]
-    if not given:
-        raise InvalidSignature(_BAD_SIGNATURE)
     valid = [
         hmac.compare_digest(expected.encode("ascii"), value.strip().lower().encode("utf-8"))
         for value in given
     ]
-    if not all(valid):
+    if not any(valid):
         raise InvalidSignature(_BAD_SIGNATURE)
 
 
@@ -154,7 +155,7 @@ def pull_request_push(event: dict[str, Any], settings: Settings) -> PullRequestP
     """The review a pull-request delivery asks for, or None; `InvalidRequest` when malformed."""
     malformed = _NOT_A_PULL_REQUEST_EVENT
     action = _required(event, "action", str, malformed)
-    if action not in REVIEWED_ACTIONS and action != "edited":
+    if action not in REVIEWED_ACTIONS and action not in LABEL_ACTIONS and action != "edited":
         return None
     pull = _object(event.get("pull_request"), malformed)
     ref = _reference(event.get("repository"), event.get("number"), settings, malformed)
