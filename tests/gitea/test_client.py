@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from pr_review_api.errors import ConfigurationError, GiteaUnavailable, PullRequestNotFound
+from pr_review_api.gitea import client as gitea_client
 from pr_review_api.gitea.client import (
     NOT_FOUND_MESSAGE,
     PAGE_LIMIT,
@@ -264,6 +266,26 @@ async def test_a_refused_port_is_gitea_unavailable() -> None:
         with pytest.raises(GiteaUnavailable) as caught:
             await gitea.get_json(gitea.api_url("/user"))
     assert caught.value.message == "Gitea could not be reached."
+
+
+async def test_a_slow_answer_is_gitea_unavailable(
+    fake_gitea: FakeGitea, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gitea_client, "REQUEST_TIMEOUT_SECONDS", 0.2)
+    release = threading.Event()
+
+    def route(fake, handler, record, repository, tail, body):  # type: ignore[no-untyped-def]
+        release.wait(5)  # longer than the client waits; released when the test ends
+        handler.send_json(record, 200, [])
+        return True
+
+    fake_gitea.repository(PATH)
+    fake_gitea.routes.append(route)
+    try:
+        error = await error_of(fake_gitea, pull_ref(fake_gitea).api_url("/reviews"))
+    finally:
+        release.set()
+    assert error.message == "Gitea did not answer in time."  # type: ignore[attr-defined]
 
 
 async def test_a_gzip_bomb_is_refused_at_the_cap(fake_gitea: FakeGitea) -> None:
