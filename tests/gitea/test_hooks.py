@@ -171,6 +171,12 @@ def test_other_kinds_ask_for_nothing_and_are_not_even_parsed(kind: str) -> None:
     assert asks(b"not json", kind, "whatever") is None
 
 
+def test_a_kind_that_is_no_event_type_is_none() -> None:
+    body, headers = delivery(pull_request_event(), "pull_request", "pull_request")
+    headers["x-gitea-event-type"] = "Pull Request\n<script>"
+    assert read(body, headers) == Delivery(DELIVERY, None, None)
+
+
 def test_the_precise_kind_wins_over_the_family() -> None:
     body, headers = delivery(comment_event(), "pull_request_comment", "issue_comment")
     assert read(body, headers).kind == "pull_request_comment"

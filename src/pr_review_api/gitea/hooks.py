@@ -70,6 +70,7 @@ MAX_LOGIN_CHARS = 255
 MAX_ID = 2**63 - 1  # ids are int64
 _SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)
 _DELIVERY_ID = re.compile(r"[A-Za-z0-9-]{1,64}", re.ASCII)
+_KIND = re.compile(r"[a-z_]{1,64}", re.ASCII)  # Gitea's event types; anything else is no kind
 _NOT_A_DELIVERY = "The delivery is not a well-formed Gitea webhook delivery."
 _NOT_A_PULL_REQUEST_EVENT = "The delivery is not a well-formed pull request event."
 _NOT_A_COMMENT_EVENT = "The delivery is not a well-formed comment event."
@@ -132,6 +133,8 @@ def read_delivery(
     if delivery is not None and _DELIVERY_ID.fullmatch(delivery) is None:
         raise InvalidRequest(_NOT_A_DELIVERY)
     kind = next((headers[name].strip() for name in EVENT_HEADERS if name in headers), None)
+    if kind is not None and _KIND.fullmatch(kind) is None:
+        kind = None  # never a label or a log line made of what a sender typed
     if kind not in PULL_REQUEST_KINDS and kind not in COMMENT_KINDS:
         return Delivery(delivery, kind, None)
     event = parse_event(body)
