@@ -240,6 +240,7 @@ def test_an_unknown_profile_is_a_configuration_error_that_names_the_variable(
     with pytest.raises(ConfigurationError, match=r"^REVIEW_PROFILE is not valid: .*'local'"):
         load_settings()
 
+
 # --- Gitea and Forgejo (CONTRACT 19) ------------------------------------------------------------
 
 
