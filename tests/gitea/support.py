@@ -35,8 +35,8 @@ def pull_ref(fake: FakeGitea, index: int = 3, path: str = PATH) -> PullRequestRe
 #
 # Gitea renders Markdown (goldmark; markdown-it-py's CommonMark stands in here), then runs its
 # post-processors on every text node outside <code> and <pre> (modules/markup/html.go,
-# `PostProcessDefault`, and `visitNode`, which skips code and pre). Their patterns are copied
-# below from Gitea's source, translated from Go's RE2 to Python: Go's `\s` is ASCII
+# `PostProcessDefault`, and `visitNode`, which skips code and pre). What their patterns match is
+# written below in Python's syntax (our reading of Go's RE2 semantics): Go's `\s` is ASCII
 # `[\t\n\f\r ]`, its `\w` ASCII, its `$` the end of the text (`\Z` here).
 _S = r"[\t\n\f\r ]"
 GITEA_PATTERNS = {
