@@ -160,7 +160,9 @@ def naming_the_setting(
     else:
         return rejected
     return FinalReviewRejected(
-        f"{rejected.message} {hint} (REVIEW_PROFILE=local sets both).", rejected.repair
+        f"{rejected.message} {hint} (REVIEW_PROFILE=local sets both).",
+        rejected.repair,
+        rejected.rule,
     )
 
 
