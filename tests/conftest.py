@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -26,12 +28,15 @@ pytest_plugins = [
     "tests.fakes.gitlab_notes",
     "tests.fakes.gitlab_statuses",
     "tests.fakes.gitlab_threads",
+    "tests.fakes.gitea_server",
+    "tests.fakes.gitea_reviews",
 ]
 
 # Distinctive secrets: tests assert they never appear in any output, log, trace or file.
 PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"
 GITHUB_TOKEN = "ghp_test-GITHUB-SECRET-41be02"
 GITLAB_TOKEN = "glpat-test-GITLAB-SECRET-93c1d7"
+GITEA_TOKEN = "gitea-test-GITEA-SECRET-5d82e4"
 
 # The fast tier (`uv run pytest --fast`), the inner loop: the unit level on every core. It leaves
 # out two folders, the hostile-world suite and the PostgreSQL job suite, and every test marked
@@ -182,6 +187,7 @@ _OUR_VARIABLES = (
     "OPENCODE_",
     "GITHUB_",
     "GITLAB_",
+    "GITEA_",
     "REVIEW_",
     "PR_REVIEW_",
 )
@@ -232,6 +238,16 @@ def home_folders_untouched() -> Iterator[None]:
     after = {folder: listing(folder) for folder in default_folders()}
     changed = [str(folder) for folder in before if before[folder] != after[folder]]
     assert not changed, f"the test session wrote to the user's own folders: {changed}"
+
+
+@functools.cache
+def uv_cache_dir() -> str:
+    """uv's cache as uv resolves it here (UV_CACHE_DIR, XDG_CACHE_HOME or the default): a uv
+    a test runs offline, with a HOME of its own, finds there what the suite's `uv sync` put."""
+    done = subprocess.run(
+        ["uv", "cache", "dir"], capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout.strip()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ in exactly one place (`api.py`, `cli.py`).
     ├── PullRequestNotFound            pull_request_not_found          404
     ├── GitHubUnavailable              github_unavailable              502
     ├── GitLabUnavailable              gitlab_unavailable              502
+    ├── GiteaUnavailable               gitea_unavailable               502
     ├── ProviderError
     │   ├── OpenCodeAuthenticationFailed  opencode_authentication_failed 502
     │   ├── OpenCodeRateLimited        opencode_rate_limited           503 (+ retry_after)
@@ -141,6 +142,14 @@ class GitLabUnavailable(ForgeUnavailable):
     code = "gitlab_unavailable"
     status = 502
     default_message = "GitLab could not be reached or refused the request."
+
+
+class GiteaUnavailable(ForgeUnavailable):
+    """Gitea (or Forgejo) failed, timed out, rate-limited us or refused the fetch (CONTRACT 19)."""
+
+    code = "gitea_unavailable"
+    status = 502
+    default_message = "Gitea could not be reached or refused the request."
 
 
 class ProviderError(ReviewError):

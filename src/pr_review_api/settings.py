@@ -13,10 +13,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -70,6 +70,16 @@ MAX_PROMPT_CHANGED_FILES = 300
 # --- Review coverage (CONTRACT 5): changed files listed as not inspected ---
 MAX_NOT_INSPECTED = 100
 
+
+# REVIEW_PROFILE=local: what a model on a local server (llama.cpp, Ollama, vLLM on a CPU or a
+# small GPU) needs to finish a review, each value taken only where its own variable is unset.
+# The default profile changes nothing: the seed's protocol exactly (CONTRACT 12).
+LOCAL_PROFILE: dict[str, object] = {
+    "review_tolerant_final_json": True,  # small models fence their JSON
+    "review_repair_attempts": 1,  # and get a field wrong once
+    "review_inline_diff_bytes": 16 * 1024,  # many answer at once, without calling a tool
+    "review_timeout_seconds": 1800.0,  # a CPU writes 10-20 tokens a second
+}
 
 ENV_FILE = ".env"
 # For the one look-up below: the folder may belong to another user (a CI checkout), and git
@@ -161,6 +171,12 @@ class Settings(BaseSettings):
     gitlab_api_url: str | None = None
     gitlab_token: SecretStr | None = None
     pr_review_gitlab_webhook_secret: SecretStr | None = None
+    # Gitea and Forgejo pull requests (CONTRACT 19): no default server, so unset routes nothing
+    # to Gitea; the API base defaults to `<server>/api/v1`.
+    gitea_server_url: str | None = None
+    gitea_api_url: str | None = None
+    gitea_token: SecretStr | None = None
+    pr_review_gitea_webhook_secret: SecretStr | None = None
     review_max_rounds: int = Field(default=8, ge=1, le=100)
     review_max_tool_calls: int = Field(default=24, ge=1, le=1000)
     review_max_tool_calls_per_round: int = Field(default=8, ge=1, le=100)
@@ -185,6 +201,8 @@ class Settings(BaseSettings):
     # The review conversation (CONTRACT 15): answers in our threads, per pull request per hour.
     pr_review_max_answers_per_hour: int = Field(default=20, ge=0, le=10_000)
     # Real models (CONTRACT section 12); the defaults keep the seed's protocol exactly.
+    # One name for the four settings below that a local model needs (LOCAL_PROFILE).
+    review_profile: Literal["default", "local"] = "default"
     opencode_max_retries: int = Field(default=2, ge=0, le=10)
     review_repair_attempts: int = Field(default=0, ge=0, le=10)
     review_tolerant_final_json: bool = False
@@ -249,17 +267,35 @@ class Settings(BaseSettings):
         name = getattr(info, "field_name", "URL") or "URL"
         return _check_http_url(name.upper(), value)
 
-    @field_validator("gitlab_api_url")
+    @field_validator("gitlab_api_url", "gitea_server_url", "gitea_api_url")
     @classmethod
-    def _optional_http_url(cls, value: str | None) -> str | None:
-        return None if value is None else _check_http_url("GITLAB_API_URL", value)
+    def _optional_http_url(cls, value: str | None, info: object) -> str | None:
+        name = getattr(info, "field_name", "URL") or "URL"
+        return None if value is None else _check_http_url(name.upper(), value)
+
+    @model_validator(mode="after")
+    def _apply_profile(self) -> Settings:
+        if self.review_profile == "local":
+            for name, value in LOCAL_PROFILE.items():
+                if name not in self.model_fields_set:  # a variable of its own wins
+                    setattr(self, name, value)
+        return self
 
     @property
     def gitlab_api_base(self) -> str:
         """`GITLAB_API_URL`, or `<GITLAB_SERVER_URL>/api/v4` when it is not set."""
         return self.gitlab_api_url or f"{self.gitlab_server_url}/api/v4"
 
-    @field_validator("opencode_api_key", "github_token", "gitlab_token", mode="before")
+    @property
+    def gitea_api_base(self) -> str | None:
+        """`GITEA_API_URL`, or `<GITEA_SERVER_URL>/api/v1`; None while no Gitea is configured."""
+        if self.gitea_server_url is None:
+            return None
+        return self.gitea_api_url or f"{self.gitea_server_url}/api/v1"
+
+    @field_validator(
+        "opencode_api_key", "github_token", "gitlab_token", "gitea_token", mode="before"
+    )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -295,6 +331,9 @@ class Settings(BaseSettings):
         "pr_review_webhook_secret",
         "pr_review_gitlab_webhook_secret",
         "gitlab_api_url",
+        "pr_review_gitea_webhook_secret",
+        "gitea_server_url",
+        "gitea_api_url",
         "github_app_id",
         "github_app_private_key_file",
         "pr_review_fail_on",
@@ -308,6 +347,13 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_service_path(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()
+
+    @model_validator(mode="after")
+    def _gitea_api_needs_its_server(self) -> Self:
+        # An API base with no server to check URLs against would route nothing; say so.
+        if self.gitea_api_url is not None and self.gitea_server_url is None:
+            raise ValueError("GITEA_API_URL is set but GITEA_SERVER_URL is not")
+        return self
 
     def require_provider_key(self) -> SecretStr:
         """The provider key, or a configuration error that says how to set it."""

@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from pr_review_api.jobs.embedded import (
     SYSTEM_USER,
     EmbeddedPostgres,
     _bin_dir,
+    _ensure_account,
 )
 
 PSQL = _bin_dir() / "psql"
@@ -154,7 +156,7 @@ def test_a_squatted_socket_folder_and_a_lost_password_file_are_survived(
     """Last in the module: it restarts the server."""
     migrated_server.stop()
     squatted = migrated_server._default_socket_dir()
-    shutil.rmtree(squatted)
+    assert not squatted.exists()  # a stopped server leaves no socket folder in /tmp
     squatted.mkdir(mode=0o777)
     nobody = pwd.getpwnam("nobody")
     os.chown(squatted, nobody.pw_uid, nobody.pw_gid)
@@ -198,3 +200,21 @@ def test_starting_the_server_warns_of_nothing_without_a_runtime_folder(tmp_path:
         )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+
+
+def test_the_servers_account_is_a_system_account_without_a_login_shell() -> None:
+    """As root, the server's user is made as docs/service.md says (the wheel's own helper
+    gives it a login shell); an account that exists is left as it is."""
+    name = f"prr-{uuid.uuid4().hex[:8]}"
+    try:
+        _ensure_account(name)
+        entry = pwd.getpwnam(name)
+        assert Path(entry.pw_shell).name in ("nologin", "false")
+        assert not Path(entry.pw_dir).exists()
+        logins = Path("/etc/login.defs").read_text(encoding="utf-8").split()
+        if "UID_MIN" in logins:  # a system account's uid lies below the first user's
+            assert entry.pw_uid < int(logins[logins.index("UID_MIN") + 1])
+        _ensure_account(name)  # again: nothing to do, no error
+    finally:
+        subprocess.run(["userdel", name], capture_output=True, check=False)
+        subprocess.run(["groupdel", name], capture_output=True, check=False)

