@@ -8,7 +8,11 @@ github/metadata.py and gitlab/metadata.py read their forge's document into it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
+
+from pr_review_api.jsonutil import truncate_utf8
 
 MAX_BRANCH_BYTES = 1024
 MAX_TITLE_CHARS = 1024
@@ -57,3 +61,30 @@ def is_valid_branch_name(name: str) -> bool:
     if name.startswith("/") or name.endswith(("/", ".")):
         return False
     return not any(part.startswith(".") or part.endswith(".lock") for part in name.split("/"))
+
+
+def bounded_metadata(  # noqa: PLR0913  (a change's fields, each as its forge's document has it)
+    *,
+    base_sha: str,
+    head_sha: str,
+    base_ref: str,
+    title: str,
+    body: str | None,
+    author: str,
+    labels: Iterable[str],
+    draft: bool,
+    diff_base_sha: str | None = None,
+) -> PullRequestMetadata:
+    """A forge's change document as the review reads it: the title, body, author and labels
+    cut to this module's bounds, the same on every forge."""
+    return PullRequestMetadata(
+        base_sha=base_sha,
+        head_sha=head_sha,
+        base_ref=base_ref,
+        title=title[:MAX_TITLE_CHARS],
+        body=truncate_utf8(body or "", MAX_BODY_BYTES),
+        author=author[:MAX_LOGIN_CHARS],
+        labels=tuple(label[:MAX_LABEL_CHARS] for label in islice(labels, MAX_LABELS)),
+        draft=draft,
+        diff_base_sha=diff_base_sha,
+    )

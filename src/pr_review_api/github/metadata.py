@@ -14,16 +14,11 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.fetch.metadata import (
-    MAX_BODY_BYTES,
-    MAX_LABEL_CHARS,
-    MAX_LABELS,
-    MAX_LOGIN_CHARS,
-    MAX_TITLE_CHARS,
     PullRequestMetadata,
+    bounded_metadata,
     is_valid_branch_name,
 )
 from pr_review_api.github.urls import PullRequestRef
-from pr_review_api.jsonutil import truncate_utf8
 
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
 
@@ -76,13 +71,13 @@ def parse_metadata(data: bytes, ref: PullRequestRef) -> PullRequestMetadata:
         raise invalid from None  # the error quotes the body: never chain it
     if wire.number != ref.number or not is_valid_branch_name(wire.base.ref):
         raise invalid
-    return PullRequestMetadata(
+    return bounded_metadata(
         base_sha=wire.base.sha,
         head_sha=wire.head.sha,
         base_ref=wire.base.ref,
-        title=wire.title[:MAX_TITLE_CHARS],
-        body=truncate_utf8(wire.body or "", MAX_BODY_BYTES),
-        author=(wire.user.login if wire.user else "")[:MAX_LOGIN_CHARS],
-        labels=tuple(label.name[:MAX_LABEL_CHARS] for label in wire.labels[:MAX_LABELS]),
+        title=wire.title,
+        body=wire.body,
+        author=wire.user.login if wire.user else "",
+        labels=(label.name for label in wire.labels),
         draft=bool(wire.draft),
     )

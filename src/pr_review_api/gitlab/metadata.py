@@ -17,17 +17,12 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import GitLabUnavailable
 from pr_review_api.fetch.metadata import (
-    MAX_BODY_BYTES,
-    MAX_LABEL_CHARS,
-    MAX_LABELS,
-    MAX_LOGIN_CHARS,
-    MAX_TITLE_CHARS,
     PullRequestMetadata,
+    bounded_metadata,
     is_valid_branch_name,
 )
 from pr_review_api.gitlab.client import GitLabClient, status_error
 from pr_review_api.gitlab.urls import MergeRequestRef
-from pr_review_api.jsonutil import truncate_utf8
 from pr_review_api.settings import Settings
 
 MAX_METADATA_RESPONSE_BYTES = 1024 * 1024  # decoded; a description is at most 1,000,000 chars
@@ -80,14 +75,14 @@ def parse_merge_request(data: bytes, ref: MergeRequestRef) -> PullRequestMetadat
     refs = wire.diff_refs
     if refs is None or refs.start_sha is None or refs.head_sha is None or refs.base_sha is None:
         raise GitLabUnavailable(DIFF_NOT_READY)
-    return PullRequestMetadata(
+    return bounded_metadata(
         base_sha=refs.start_sha,
         head_sha=refs.head_sha,
         base_ref=wire.target_branch,
-        title=wire.title[:MAX_TITLE_CHARS],
-        body=truncate_utf8(wire.description or "", MAX_BODY_BYTES),
-        author=(wire.author.username if wire.author else "")[:MAX_LOGIN_CHARS],
-        labels=tuple(label[:MAX_LABEL_CHARS] for label in wire.labels[:MAX_LABELS]),
+        title=wire.title,
+        body=wire.description,
+        author=wire.author.username if wire.author else "",
+        labels=wire.labels,
         draft=bool(wire.draft or wire.work_in_progress),
         diff_base_sha=refs.base_sha,
     )
