@@ -24,6 +24,7 @@ SCRIPTS = {
     "concurrency": ["--counts", "1,5"],
     "oneshot": [],
     "workers": ["--workers", "1,2"],
+    "wide": [],
 }
 
 # On the user's own repository: scripts that write new heads (listing, workers), clone a
