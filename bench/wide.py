@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -82,11 +83,15 @@ def wide_repository(dirs: int, files: int) -> tuple[Path, str]:
     return git_dir, head
 
 
-def probe(git_dir: Path, head: str, budget: str) -> dict[str, object]:
+def probe(git_dir: Path, head: str, budget: str, source: str | None) -> dict[str, object]:
+    env = dict(os.environ)
+    if source is not None:  # another version's `src` folder, found before this one's
+        env["PYTHONPATH"] = source
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, str(git_dir), head, budget],
         capture_output=True,
         check=True,
+        env=env,
     )
     result: dict[str, object] = json.loads(done.stdout.decode().strip().splitlines()[-1])
     return result
@@ -98,6 +103,11 @@ def main() -> None:
     options.add_argument("--files", type=int, default=1000)
     options.add_argument("--runs", type=int, default=3)
     options.add_argument("--quick", action="store_true", help="a 50 x 40 tree, in seconds")
+    options.add_argument(
+        "--compare",
+        metavar="SRC",
+        help="also measure the `src` folder of another version (an A/B, runs interleaved)",
+    )
     options.add_argument("--budget", choices=("default", "none", "both"), default="both")
     args = options.parse_args()
     if args.quick:
@@ -107,21 +117,24 @@ def main() -> None:
     log(f"wide tree: {args.dirs} x {args.files} empty files, {packed / 1e6:.1f} MB packed")
     log_load("start")
     budgets = ("default", "none") if args.budget == "both" else (args.budget,)
-    samples: dict[str, list[dict[str, object]]] = {budget: [] for budget in budgets}
+    sources: list[str | None] = [None] if args.compare is None else [args.compare, None]
+    cases = [(budget, source) for budget in budgets for source in sources]
+    samples: dict[tuple[str, str | None], list[dict[str, object]]] = {case: [] for case in cases}
     references: list[float] = []
     ls_tree = ["git", "ls-tree", "-r", "-z", head]
     for _ in range(args.runs):  # interleaved, so load drifts alike on both sides
         started = time.perf_counter()
         run_quietly(ls_tree, git_dir)
         references.append(time.perf_counter() - started)
-        for budget in budgets:
-            samples[budget].append(probe(git_dir, head, budget))
+        for budget, source in cases:
+            samples[budget, source].append(probe(git_dir, head, budget, source))
     report = Report(f"preparing a wide tree ({args.dirs:,} x {args.files:,} files)", [])
-    for budget in budgets:
-        runs = samples[budget]
+    for budget, source in cases:
+        runs = samples[budget, source]
         seconds = [float(str(run["seconds"])) for run in runs]
         peaks = [float(str(run["peak_mb"])) for run in runs]
         name = "default budgets" if budget == "default" else "no budget"
+        name += "" if source is None else f" [{source}]"
         figure = f"{name}: time ({runs[0]['outcome']})"
         report.add_samples(figure, seconds, "ls-tree -r", references)
         report.add_mb(f"{name}: peak RSS (median)", statistics.median(peaks), "target", 300)

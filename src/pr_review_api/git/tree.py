@@ -126,7 +126,7 @@ def _parse_ls_tree(chunks: Iterable[bytes], work: Work) -> tuple[dict[str, TreeE
     tree of a few megabytes costs the time git takes to list it, not Python's to index it)."""
     entries: dict[str, TreeEntry] = {}
     directories: set[str] = {""}
-    shared: dict[bytes, TreeEntry | bool] = {}
+    shared: dict[bytes, TreeEntry | bool] | None = {}
     ahead: list[bytes] = []  # whole records read ahead of the parse, once the tree is large
     limits = work.limits
     buffer = b""
@@ -144,11 +144,11 @@ def _parse_ls_tree(chunks: Iterable[bytes], work: Work) -> tuple[dict[str, TreeE
         ):
             ahead.append(records)
         else:
-            _parse_records(records, entries, directories, shared)
+            shared = _parse_records(records, entries, directories, shared)
     if buffer:
         raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
     for records in ahead:
-        _parse_records(records, entries, directories, shared)
+        shared = _parse_records(records, entries, directories, shared)
         work.check()
     return entries, directories
 
@@ -157,32 +157,50 @@ def _parse_records(
     output: bytes,
     entries: dict[str, TreeEntry],
     directories: set[str],
-    shared: dict[bytes, TreeEntry | bool],
-) -> None:
+    shared: dict[bytes, TreeEntry | bool] | None,
+) -> dict[bytes, TreeEntry | bool] | None:
     """Index whole `ls-tree -l -z` records: mode, type, id, size ("-" for trees, "BAD" when
     missing), a tab, the path (any bytes but NUL), each ending in a NUL.
 
-    `shared` maps the fields before the tab to what they make (an entry; True for a
+    `shared` maps the fields before the tab to what they made (an entry; True for a
     directory; False for a missing blob), so the many paths of one blob share one entry and
-    its id: a tree of a million copies of a file holds one tuple, not a million."""
+    its id: a tree of a million copies of a file holds one tuple, not a million. It is
+    returned for the next records while it pays (most records repeat fields seen before, as
+    in such a tree); in a tree of distinct blobs, as a source tree is, it costs more than it
+    saves, and None is returned: the next records are parsed one by one."""
     records = output.split(b"\0")
     if records.pop():
         raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
+    if shared is None:
+        for record in records:
+            meta, tab, raw_path = record.partition(b"\t")  # no tab in the fields before it
+            if not tab:  # never from git
+                raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
+            _add(_entry_of(meta), raw_path, entries, directories)
+        return None
+    before = len(shared)
     for record in records:
-        meta, tab, raw_path = record.partition(b"\t")  # no tab in the fields before the path
-        if not tab:  # never from git
+        meta, tab, raw_path = record.partition(b"\t")
+        if not tab:
             raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
         made = shared.get(meta)
         if made is None:
             made = shared[meta] = _entry_of(meta)
-        try:
-            path = raw_path.decode("utf-8")
-        except UnicodeDecodeError:
-            continue  # a name no JSON request can spell is simply absent
-        if made is True:
-            directories.add(path)
-        elif made is not False:
-            entries[path] = made
+        _add(made, raw_path, entries, directories)
+    return shared if (len(shared) - before) * 2 < len(records) else None
+
+
+def _add(
+    made: TreeEntry | bool, raw_path: bytes, entries: dict[str, TreeEntry], directories: set[str]
+) -> None:
+    try:
+        path = raw_path.decode("utf-8")
+    except UnicodeDecodeError:
+        return  # a name no JSON request can spell is simply absent
+    if made is True:
+        directories.add(path)
+    elif made is not False:
+        entries[path] = made
 
 
 def _entry_of(meta: bytes) -> TreeEntry | bool:
