@@ -25,6 +25,7 @@ SCRIPTS = {
     "oneshot": [],
     "workers": ["--workers", "1,2"],
     "wide": [],
+    "index": [],
 }
 # Scripts that need no repository and print their own table (a simulation).
 TABLES: dict[str, list[str]] = {"affinity": []}
