@@ -16,14 +16,10 @@ of another version too, interleaved (an A/B).
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 
-from bench.common import BenchRepo, Report, log, parser, repository_for, run_quietly
+from bench.common import BenchRepo, Report, log, parser, repository_for, run_probe, run_quietly
 
 _PROBE = """
 import json, statistics, sys, tempfile, time
@@ -59,28 +55,8 @@ print(json.dumps({"seconds": seconds, "bytes": size, "text": text, "searches": s
 
 
 def build(repo: BenchRepo, source: str | None) -> dict[str, object]:
-    env = dict(os.environ)
-    if source is not None:  # another version's `src` folder, found before this one's
-        env["PYTHONPATH"] = source
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _PROBE,
-            str(repo.git_dir),
-            repo.base_sha,
-            repo.head_sha,
-            repo.rare_literal,
-            repo.common_literal,
-        ],
-        capture_output=True,
-        check=False,
-        env=env,
-    )
-    if done.returncode != 0:
-        raise SystemExit(done.stderr.decode(errors="replace")[-2000:])
-    result: dict[str, object] = json.loads(done.stdout.decode().strip().splitlines()[-1])
-    return result
+    literals = [repo.rare_literal, repo.common_literal]
+    return run_probe(_PROBE, [str(repo.git_dir), repo.base_sha, repo.head_sha, *literals], source)
 
 
 def _search_seconds(result: dict[str, object], kind: str) -> float:

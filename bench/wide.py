@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from bench.common import DATA_DIR, Report, git, git_text, log, log_load, run_quietly
+from bench.common import DATA_DIR, Report, git, git_text, log, log_load, run_probe, run_quietly
 
 # One measurement, in a fresh interpreter: open the head through a store, print the outcome.
 _PROBE = """
@@ -84,17 +81,7 @@ def wide_repository(dirs: int, files: int) -> tuple[Path, str]:
 
 
 def probe(git_dir: Path, head: str, budget: str, source: str | None) -> dict[str, object]:
-    env = dict(os.environ)
-    if source is not None:  # another version's `src` folder, found before this one's
-        env["PYTHONPATH"] = source
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(git_dir), head, budget],
-        capture_output=True,
-        check=True,
-        env=env,
-    )
-    result: dict[str, object] = json.loads(done.stdout.decode().strip().splitlines()[-1])
-    return result
+    return run_probe(_PROBE, [str(git_dir), head, budget], source)
 
 
 def main() -> None:
