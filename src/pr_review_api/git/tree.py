@@ -147,8 +147,9 @@ def _parse_ls_tree(chunks: Iterable[bytes], work: Work) -> tuple[dict[str, TreeE
             shared = _parse_records(records, entries, directories, shared)
     if buffer:
         raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
-    for records in ahead:
-        shared = _parse_records(records, entries, directories, shared)
+    ahead.reverse()
+    while ahead:  # each chunk let go once parsed: the raw output and the index never both peak
+        shared = _parse_records(ahead.pop(), entries, directories, shared)
         work.check()
     return entries, directories
 
