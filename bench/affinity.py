@@ -300,7 +300,7 @@ def main() -> None:
     )
     options.add_argument("--tenant-cap", type=int, default=4, help="running jobs a tenant may have")
     options.add_argument("--spill-after", type=float, default=60.0, help="seconds")
-    options.add_argument("--seeds", type=int, default=3)
+    options.add_argument("--seeds", "--runs", type=int, default=3, help="seeds (the median)")
     options.add_argument("--quick", action="store_true", help="200 jobs, 1 seed")
     args = options.parse_args()
     if args.quick:
