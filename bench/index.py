@@ -50,6 +50,7 @@ with tempfile.TemporaryDirectory() as cache:
             samples.append(time.perf_counter() - began)
         searches[name] = statistics.median(samples[1:])
     store.close()
+    store.snapshots.wait_for_saves()  # the snapshot's save writes into the folder removed next
 print(json.dumps({"seconds": seconds, "bytes": size, "text": text, "searches": searches}))
 """
 
