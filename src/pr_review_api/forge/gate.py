@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from pr_review_api.github.placement import fingerprint_of, line_texts
 from pr_review_api.model import Finding, ReviewResult, Severity
+from pr_review_api.output.custom_checks import Mode, gate_with_checks
 from pr_review_api.output.gate_outcome import (
     CheckOutcome,
     FailOn,
@@ -66,6 +67,8 @@ class Gate:
     started_already: bool = False
     # Told every outcome the check is completed with (the CLI's --check-file; the Action).
     on_outcome: OnOutcome | None = None
+    # The custom checks' modes by name, from the base commit (CONTRACT 20).
+    check_modes: Mapping[str, Mode] = field(default_factory=dict)
 
     async def skipped(self, rule: str) -> None:
         await self._complete(skipped_outcome(rule))
@@ -94,6 +97,8 @@ class Gate:
         outcome = review_outcome(
             findings, self.fail_on, self.dismissed, result.coverage, url, counts
         )
+        # CONTRACT 20: an `error` check that did not pass fails the gate, whatever fail_on says.
+        outcome = gate_with_checks(outcome, result.review.check_results(), self.check_modes)
         await self._complete(outcome, url)
 
     def _gate_findings(self, result: ReviewResult) -> list[GateFinding]:

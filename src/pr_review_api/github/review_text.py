@@ -21,6 +21,7 @@ from pr_review_api.model import (
     SEVERITIES,
     ReviewResult,
 )
+from pr_review_api.output import custom_checks
 from pr_review_api.output.common import coverage_line, suggestion_diff, suggestion_heading
 from pr_review_api.output.inert_markdown import WORD_JOINER, code_block, escape, escape_inline
 
@@ -172,7 +173,13 @@ def summary_lines(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> list[
         "",
         f"**Findings:** {tally(result)}",
     ]
-    return [*parts, "", coverage_line(result.coverage, layout.escape_inline)]
+    parts += ["", coverage_line(result.coverage, layout.escape_inline)]
+    if checks := result.review.check_results():  # CONTRACT 20: only when a check applied
+        section = custom_checks.markdown_section(
+            checks, layout.escape_inline, layout.escape, heading="####"
+        )
+        parts += ["", section]
+    return parts
 
 
 def findings_section(

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pr_review_api.globs import MAX_GLOB_CHARS, MAX_GLOBS, compiled_globs
 from pr_review_api.loop.evidence import ReceivedCode
 from pr_review_api.model import CheckResult, FinalReview
+from pr_review_api.output.custom_checks import Mode
 from pr_review_api.settings import (
     MAX_CHECK_INSTRUCTIONS_BYTES,
     MAX_CHECK_NAME_CHARS,
@@ -40,7 +41,7 @@ from pr_review_api.settings import (
     MAX_NOTES,
 )
 
-CheckMode = Literal["warning", "error"]
+CheckMode = Mode  # the one spelling of the modes: output/custom_checks.py
 NOTE_UNGROUNDED_CHECKS = (
     "{count} check(s) that failed were made inconclusive because their evidence quotes no "
     "line of code the review received."
@@ -221,8 +222,9 @@ def ground_checks(review: FinalReview, received: ReceivedCode | None) -> FinalRe
     for result in results:
         if result.result == "fail" and (received is None or not received.quotes(result.evidence)):
             changed += 1
-            result = result.model_copy(update={"result": "inconclusive"})
-        grounded.append(result)
+            grounded.append(result.model_copy(update={"result": "inconclusive"}))
+        else:
+            grounded.append(result)
     if not changed:
         return review
     notes = [*review.notes[: MAX_NOTES - 1], NOTE_UNGROUNDED_CHECKS.format(count=changed)]

@@ -22,6 +22,7 @@ from typing import Literal
 from pr_review_api.errors import ReviewError, ReviewTimeout
 from pr_review_api.forge.base import ChangeForge, PostedHead
 from pr_review_api.forge.gate import Gate, OnOutcome, gate_of
+from pr_review_api.loop.custom_checks import check_modes
 from pr_review_api.loop.policy import skip_rule
 from pr_review_api.loop.workspace import Prepared
 from pr_review_api.model import FinalReview, Publication, ReviewResult, Revisions, Usage
@@ -48,7 +49,9 @@ def open_gate(
     reporter = None
     if forge is not None and info is not None and settings.pr_review_check_runs:
         reporter = forge.check_reporter(info, prepared.repository.revisions.head_sha)
-    return gate_of(reporter, fail_on, settings.pr_review_fail_on, git_dir, on_outcome)
+    gate = gate_of(reporter, fail_on, settings.pr_review_fail_on, git_dir, on_outcome)
+    gate.check_modes = check_modes(prepared.context.checks)  # CONTRACT 20: the base's modes
+    return gate
 
 
 async def gated(

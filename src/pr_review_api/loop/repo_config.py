@@ -14,7 +14,7 @@ base: a head that adds or edits `.pr-review.toml` changes nothing. Keys (all opt
     review_bots = false         an automatic review of a matching pull request is skipped
     [[path_instructions]]       paths = [globs], instructions = "..." for matching changed files
     instruction_files = true    AGENTS.md, CLAUDE.md, .github/copilot-instructions.md as guidance
-    [[checks]]                  name, instructions, paths, mode: custom checks (loop/custom_checks.py)
+    [[checks]]                  name, instructions, paths, mode: loop/custom_checks.py
 
 An invalid file (not a regular file, larger than 64 KiB, not UTF-8, not TOML, an unknown key,
 a value of the wrong type, instructions too long) never stops a review: it is ignored whole,
