@@ -76,7 +76,8 @@ def test_checks_are_read_with_their_defaults() -> None:
 def test_a_bad_check_ignores_the_file_with_a_note(text: str) -> None:
     loaded = config(text)
     assert loaded.config.checks == ()
-    assert loaded.note is not None and "checks" in loaded.note
+    assert loaded.note is not None
+    assert "checks" in loaded.note
 
 
 def test_only_checks_whose_globs_match_a_changed_file_apply() -> None:
@@ -101,7 +102,8 @@ def test_the_schema_gains_checks_only_when_asked() -> None:
         "evidence",
     ]
     prompt = system_prompt(checks=True)
-    assert '"checks"' in prompt and prompt.startswith(system_prompt().split("Rules:")[0])
+    assert '"checks"' in prompt
+    assert prompt.startswith(system_prompt().split("Rules:")[0])
 
 
 # --- Whole reviews ----------------------------------------------------------------------------
@@ -199,7 +201,10 @@ def test_with_no_applicable_check_the_prompts_match_a_file_without_checks(
     """A check whose globs match nothing changes no byte of what the model is sent, and a
     `checks` field is then an unknown field (CONTRACT 8)."""
     sent = []
-    for name, text in [("with", MIGRATIONS.split("[[checks]]\nname = \"No")[0]), ("none", "")]:
+    for name, text in [
+        ("with", MIGRATIONS.split('[[checks]]\nname = "No', maxsplit=1)[0]),
+        ("none", ""),
+    ]:
         repo = GitRepo(tmp_path / name)
         base = repo.commit_files({".pr-review.toml": text})
         head = repo.commit_files({"src/app.py": CODE})
