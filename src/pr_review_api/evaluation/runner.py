@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pr_review_api.errors import ReviewError
+from pr_review_api.evaluation.check_scoring import CheckScore, check_scores
 from pr_review_api.evaluation.corpus import BuiltCase, BuiltCorpus
 from pr_review_api.evaluation.scoring import (
     Counts,
@@ -54,6 +55,8 @@ class ReviewOutcome:
     # Findings REVIEW_REQUIRE_EVIDENCE dropped (loop/evidence.py), read from the review's notes.
     ungrounded: int = 0
     suggestions: SuggestionCounts = field(default_factory=SuggestionCounts)
+    # The case's expected custom checks and the results the review gave (CONTRACT 20).
+    checks: tuple[CheckScore, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ async def review_case(
         wall,
         None,
         suggestions=missed,
+        checks=check_scores(case.checks, None),
     )
 
 
@@ -170,6 +174,7 @@ def _scored(
         coverage=coverage_share(result),
         ungrounded=ungrounded_count(result.review.notes),
         suggestions=suggestions,
+        checks=check_scores(case.checks, result),
     )
 
 
