@@ -27,6 +27,10 @@ RESULT_WORDS: Mapping[CheckResultKind, str] = {
     "fail": "FAIL",
     "inconclusive": "inconclusive",
 }
+GATE_RULE = (
+    "An error check that fails or is inconclusive fails the gate, whatever `fail_on` says "
+    "(`[[checks]]`: docs/knowledge.md)."
+)
 _ICONS: Mapping[CheckResultKind, str] = {"pass": "✅", "fail": "❌", "inconclusive": "❔"}
 
 
@@ -98,7 +102,7 @@ def gate_with_checks(
     if not results:
         return outcome
     section = markdown_section(results, escape_inline, escape, modes)
-    summary = f"{outcome.summary}\n\n{section}"
+    summary = f"{outcome.summary}\n\n{section}\n\n{GATE_RULE}"
     blocked = blocking(results, modes)
     if not blocked:
         return replace(outcome, summary=summary)
