@@ -12,7 +12,6 @@ Exit status: 0 done; 1 nothing to remove, or the database failed; 2 bad input or
 from __future__ import annotations
 
 import json
-import re
 import sys
 from typing import Any
 
@@ -25,7 +24,6 @@ from pr_review_api.settings import MAX_LEARNING_CHARS
 
 EXIT_NOTHING_REMOVED = 1
 EXIT_BAD_INPUT = 2
-_REPOSITORY = re.compile(r"^(?:(?:gitlab|gitea):)?[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+$")
 EXPORT_HEADER = (
     "# Learnings exported by `pr-review learnings export`: add these tables to .pr-review.toml\n"
     "# at the base branch to make them repository guidance (then `learnings remove` them).\n"
@@ -36,7 +34,9 @@ def _repository(value: str | None) -> str | None:
     """The repository key, lower case; exit 2 for anything that is not one."""
     if value is None:
         return None
-    if not _REPOSITORY.fullmatch(value) or len(value) > 300:
+    from pr_review_api.jobs.learnings import is_repository_key  # noqa: PLC0415
+
+    if not is_repository_key(value):
         click.echo("error: a repository is OWNER/REPO, or gitlab:GROUP/PROJECT", err=True)
         sys.exit(EXIT_BAD_INPUT)
     return value.lower()

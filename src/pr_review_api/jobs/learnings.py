@@ -11,6 +11,7 @@ is shown, JSON-encoded where the model reads it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,6 +23,15 @@ from pr_review_api.jobs.dismissals import Connections
 from pr_review_api.settings import MAX_LEARNING_CHARS, MAX_LEARNINGS_GIVEN
 
 _DATABASE_DOWN = "The job database is not available; try again shortly."
+_REPOSITORY_KEY = re.compile(r"^(?:(?:gitlab|gitea):)?[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+$")
+
+
+def is_repository_key(value: str) -> bool:
+    """Whether `value` can be a repository's key: `owner/repo`, or `<forge>:<path>` (the
+    command line and /ui take these; what a forge names is checked where it is parsed)."""
+    if len(value) > 300 or _REPOSITORY_KEY.fullmatch(value) is None:
+        return False
+    return not any(part in (".", "..") for part in value.split(":")[-1].split("/"))
 
 
 def valid_text(text: str) -> str | None:

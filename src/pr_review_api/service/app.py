@@ -88,6 +88,7 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
     from pr_review_api.service.gitlab_webhooks import gitlab_webhook_router  # noqa: PLC0415
     from pr_review_api.service.jobs_routes import jobs_router  # noqa: PLC0415
     from pr_review_api.service.ui import ui_router  # noqa: PLC0415
+    from pr_review_api.service.ui_learnings import learnings_router  # noqa: PLC0415
     from pr_review_api.service.webhooks import webhook_router  # noqa: PLC0415
 
     @asynccontextmanager
@@ -104,6 +105,7 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
     router.lifespan_context = lifespan
     app.include_router(router)
     app.include_router(ui_router(secured=bool(settings.pr_review_api_keys)))  # CONTRACT 18
+    app.include_router(learnings_router(secured=bool(settings.pr_review_api_keys)))  # 20
     if settings.pr_review_webhook_secret is not None:
         app.include_router(webhook_router())
     if settings.pr_review_gitlab_webhook_secret is not None:  # CONTRACT 17
