@@ -31,7 +31,8 @@ def is_repository_key(value: str) -> bool:
     command line and /ui take these; what a forge names is checked where it is parsed)."""
     if len(value) > 300 or _REPOSITORY_KEY.fullmatch(value) is None:
         return False
-    return not any(part in (".", "..") for part in value.split(":")[-1].split("/"))
+    path = value.rsplit(":", maxsplit=1)[-1]
+    return not any(part in (".", "..") for part in path.split("/"))
 
 
 def valid_text(text: str) -> str | None:
