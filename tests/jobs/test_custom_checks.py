@@ -121,3 +121,36 @@ def test_a_fail_without_quoted_code_is_inconclusive_and_still_blocks(
     assert "made inconclusive" in document["review"]["notes"][-1]
     (run,) = fake_github.runs_on(pr.head_sha)
     assert run["conclusion"] == "failure"
+
+
+@pytest.mark.parametrize(("result", "conclusion"), [("fail", "failure"), ("pass", "success")])
+def test_a_head_published_before_completes_the_gate_again_from_the_checks_it_showed(
+    database_url: str,
+    fake_github: FakeGitHub,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    result: str,
+    conclusion: str,
+) -> None:
+    """A delivery of a head already published asks no model; the gate is completed from what
+    our published review shows, its checks' table included: never a pass it did not show."""
+    settings = _with_check_runs(database_url, fake_github, scripted_provider, tmp_path)
+    pr = _pull(fake_github, 7)
+    read = ("c1", "read_repository_file", {"path": "migrations/0003_email.py"})
+    scripted_provider.script(tool_call_turn([read]), stop_turn(_final(result, EVIDENCE)))
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with running(settings) as (client, queue):
+            documents = []
+            for action in ("opened", "reopened"):
+                event = pull_request_event(7, pr.head_sha, action=action, installation=None)
+                answer = await deliver(client, event)
+                documents.append(await finished(queue, answer.json()["job_id"]))
+            return documents
+
+    first, again = asyncio.run(scenario())
+    assert first["termination_reason"] == "final_review"
+    assert again["termination_reason"] == "already_published"
+    runs = fake_github.runs_on(pr.head_sha)
+    assert [run["conclusion"] for run in runs][-1] == conclusion
+    assert again["review"]["checks"][0]["result"] == result

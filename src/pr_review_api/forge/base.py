@@ -125,6 +125,12 @@ class ChangeForge(ABC):
     ) -> Counter[Severity] | None:
         """The counts by severity our posted review's body states, or None (unknown)."""
 
+    async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
+        """Our posted review's body (its custom checks are read back from it, CONTRACT 20), or
+        None: unknown (a forge that cannot read it back says None, and the gate fails closed
+        on its `error` checks)."""
+        return None
+
     @abstractmethod
     async def dismissed_titles(
         self, info: PullRequestInfo, paths: list[str], dismissals: DismissedFindings

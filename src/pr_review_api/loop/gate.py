@@ -26,6 +26,8 @@ from pr_review_api.loop.custom_checks import check_modes
 from pr_review_api.loop.policy import skip_rule
 from pr_review_api.loop.workspace import Prepared
 from pr_review_api.model import FinalReview, Publication, ReviewResult, Revisions, Usage
+from pr_review_api.output.custom_checks import posted_results
+from pr_review_api.output.inert_markdown import escape_inline
 from pr_review_api.settings import Settings
 
 GATE_MARGIN_SECONDS = 1.0
@@ -103,6 +105,10 @@ async def already_posted(
     if gate.reporter is not None or gate.on_outcome is not None:
         info = prepared.pull_request
         counts = None if info is None else await forge.posted_counts(info, posted.review_id)
+        if gate.check_modes and info is not None:  # CONTRACT 20: the checks it published
+            body = await forge.posted_body(info, posted.review_id)
+            checks = posted_results(body, gate.check_modes, escape_inline)
+            result.review = result.review.model_copy(update={"checks": checks})
         await gate.finished(result, counts)
     return result
 

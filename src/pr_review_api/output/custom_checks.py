@@ -11,7 +11,8 @@ applicable check has no `checks` and every output is byte for byte as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -113,3 +114,20 @@ def gate_with_checks(
     )
     brief = f"{title}; {outcome.brief}" if outcome.brief else title
     return replace(outcome, conclusion="failure", title=title, summary=summary, brief=brief)
+
+
+_ROW = re.compile(r"^\| (.+) \| (?:✅|❌|❔) (pass|fail|inconclusive) \|$", re.MULTILINE)
+NOT_READ_BACK = "This check's result could not be read back from the review published earlier."
+
+
+def posted_results(body: str | None, names: Iterable[str], inline: Escape) -> list[CheckResult]:
+    """The checks' results that our published review's body states (its table, as
+    `markdown_section` wrote it; model text is escaped there, so a row is ours), for a head
+    published before. A check the body does not show is `inconclusive`: the gate fails closed."""
+    rows = {} if body is None else {cell: kind for cell, kind in _ROW.findall(body)}
+    results = []
+    for name in names:
+        kind = rows.get(inline(name), "inconclusive")
+        explanation = "" if inline(name) in rows else NOT_READ_BACK
+        results.append(CheckResult(name=name, result=kind, explanation=explanation, evidence=""))
+    return results
