@@ -60,3 +60,23 @@ def test_an_error_check_decides_the_commit_status(  # noqa: PLR0913, PLR0917  (t
     if state == "failed":
         assert status.description is not None
         assert status.description.startswith("1 error check not passed")
+
+
+def test_a_review_that_ends_without_a_final_review_fails_an_error_check_closed(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_statuses: FakeStatuses,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`fail_on` is "none", but the author writes what the model reads: a review they make end
+    early must not pass the error check."""
+    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    mr = merge_request(fake_gitlab, config=CONFIG)
+    scripted_provider.script(stop_turn("no JSON here"))
+    done = review_cli(mr)
+    assert done.exit_code == 1
+    (status,) = fake_gitlab_statuses.on(mr.head_sha)
+    assert status.status == "failed"
+    assert status.description is not None
+    assert status.description.startswith("Failed closed: 1 error check not decided.")

@@ -14,8 +14,8 @@ from pr_review_api.github.review_text import render_body
 from pr_review_api.gitlab.note_text import render_note
 from pr_review_api.model import CheckResult, Coverage, ReviewResult
 from pr_review_api.output import formats
-from pr_review_api.output.custom_checks import Mode, blocking, gate_with_checks
-from pr_review_api.output.gate_outcome import review_outcome
+from pr_review_api.output.custom_checks import Mode, blocking, closed_on_checks, gate_with_checks
+from pr_review_api.output.gate_outcome import ended_outcome, review_outcome
 from tests.output.test_formats import _sarif
 from tests.results import review_result
 
@@ -99,3 +99,14 @@ def test_the_gate_fails_on_an_error_check_whatever_fail_on_and_names_no_check_in
     kept = gate_with_checks(passing, [check("warn", "fail")], modes)
     assert kept.conclusion == "success"
     assert gate_with_checks(passing, [], modes) is passing
+
+
+def test_an_outcome_without_the_checks_results_fails_closed_only_with_an_error_check() -> None:
+    neutral = ended_outcome("invalid_model_response", "none")
+    assert neutral.conclusion == "neutral"
+    closed = closed_on_checks(neutral, {"a": "error", "b": "warning"})
+    assert closed.conclusion == "failure"
+    assert closed.title.startswith("1 error check not decided.")
+    assert closed_on_checks(neutral, {"b": "warning"}) is neutral
+    failing = ended_outcome("invalid_model_response", "high")
+    assert closed_on_checks(failing, {"a": "error"}) is failing

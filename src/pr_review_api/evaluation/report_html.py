@@ -14,6 +14,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from pr_review_api.evaluation.report import errors
+
 _CHART_HEIGHT = 200  # the plot area, in SVG units
 _TOP = 20
 _LEFT = 72  # the axis labels, and room for the first case's slanted name
@@ -111,5 +113,5 @@ def _cell(value: Any) -> str:
 def render_html(document: dict[str, Any]) -> str:
     """The page for `document` (`report.report_document`)."""
     return _templates.get_template("report.html").render(
-        document=document, chart=chart(document), cell=_cell
+        document=document, chart=chart(document), cell=_cell, errors=errors(document)
     )

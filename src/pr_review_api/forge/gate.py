@@ -15,7 +15,7 @@ from typing import Protocol
 
 from pr_review_api.github.placement import fingerprint_of, line_texts
 from pr_review_api.model import Finding, ReviewResult, Severity
-from pr_review_api.output.custom_checks import Mode, gate_with_checks
+from pr_review_api.output.custom_checks import Mode, closed_on_checks, gate_with_checks
 from pr_review_api.output.gate_outcome import (
     CheckOutcome,
     FailOn,
@@ -70,8 +70,14 @@ class Gate:
     # The custom checks' modes by name, from the base commit (CONTRACT 20).
     check_modes: Mapping[str, Mode] = field(default_factory=dict)
 
-    async def skipped(self, rule: str) -> None:
-        await self._complete(skipped_outcome(rule))
+    async def skipped(self, rule: str, *, author_controlled: bool) -> None:
+        """A skip rule stopped the review; `author_controlled`: the rule reads what the
+        author sets (title, labels), which must not pass a gated head."""
+        outcome = skipped_outcome(rule, self.fail_on, author_controlled)
+        # CONTRACT 20: a skip the author controls must not pass an error check either.
+        await self._complete(
+            closed_on_checks(outcome, self.check_modes if author_controlled else {})
+        )
 
     async def started(self) -> None:
         if self.reporter is not None and not self.started_already:
@@ -79,7 +85,8 @@ class Gate:
             await self.reporter.start()
 
     async def ended(self, code: str) -> None:
-        await self._complete(ended_outcome(code))
+        """No validated review (`code`: why): neutral, or failing closed with `fail_on` set."""
+        await self._complete(closed_on_checks(ended_outcome(code, self.fail_on), self.check_modes))
 
     async def finished(self, result: ReviewResult, counts: Counter[Severity] | None = None) -> None:
         """The review's check; `counts` read back from a review already posted, when its
@@ -87,7 +94,7 @@ class Gate:
         if self.reporter is None and self.on_outcome is None:
             return
         if result.termination_reason == "already_published" and counts is None:
-            await self._complete(unknown_outcome())
+            await self._complete(closed_on_checks(unknown_outcome(self.fail_on), self.check_modes))
             return
         if result.termination_reason not in ("final_review", "no_changes", "already_published"):
             await self.ended(result.termination_reason)

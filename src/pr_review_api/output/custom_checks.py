@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from pr_review_api.model import CheckResult, CheckResultKind
-from pr_review_api.output.gate_outcome import CheckOutcome
+from pr_review_api.output.gate_outcome import BRIEF_RERUN_HINT, RERUN_HINT, CheckOutcome
 from pr_review_api.output.inert_markdown import escape, escape_inline
 
 Mode = Literal["warning", "error"]
@@ -131,3 +131,22 @@ def posted_results(body: str | None, names: Iterable[str], inline: Escape) -> li
         explanation = "" if inline(name) in rows else NOT_READ_BACK
         results.append(CheckResult(name=name, result=kind, explanation=explanation, evidence=""))
     return results
+
+
+def closed_on_checks(outcome: CheckOutcome, modes: Mapping[str, Mode]) -> CheckOutcome:
+    """An outcome decided without the checks' results (no validated review, a review published
+    earlier that could not be read back, a skip resting on what the author sets): with an
+    applicable `error` check, a `neutral` one fails closed, as `fail_on` does (the author writes
+    what the model reads, so a review the author can end early must not pass an error check)."""
+    errors = sum(mode == "error" for mode in modes.values())
+    if not errors or outcome.conclusion != "neutral":
+        return outcome
+    checks = f"{errors} error check{'' if errors == 1 else 's'}"
+    return replace(
+        outcome,
+        conclusion="failure",
+        title=f"{checks} not decided. {RERUN_HINT}",
+        summary=f"{outcome.summary}\n\n{checks} of .pr-review.toml applied to this change and "
+        f"could not be decided, so the gate cannot pass it. {RERUN_HINT}",
+        brief=f"Failed closed: {checks} not decided. {BRIEF_RERUN_HINT}",
+    )
