@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pr_review_api.evaluation import bootstrap
-from pr_review_api.evaluation.corpus import ExpectedCheck
+from pr_review_api.evaluation.expected_checks import ExpectedCheck
 from pr_review_api.model import ReviewResult
 
 ALL = "all"

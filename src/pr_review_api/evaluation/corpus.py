@@ -34,6 +34,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pr_review_api.errors import InvalidRequest
+from pr_review_api.evaluation.expected_checks import ExpectedCheck, expected_checks, none_expected
 
 CORPUS_MANIFEST = "corpus.json"
 CASES_FOLDER = "cases"
@@ -54,10 +55,8 @@ DefectKind = Literal[
     "api-misuse",
 ]
 CleanKind = Literal["refactor", "rename", "docs"]
-# A case about custom checks (CONTRACT 20): its base's .pr-review.toml holds them, and `checks`
-# says what each should come out as; golden issues are optional.
-CheckKind = Literal["check"]
-CaseKind = DefectKind | CleanKind | CheckKind
+# A case about custom checks (evaluation/expected_checks.py): golden issues are optional.
+CaseKind = DefectKind | CleanKind | Literal["check"]
 DEFECT_KINDS: tuple[str, ...] = get_args(DefectKind)
 CLEAN_KINDS: tuple[str, ...] = get_args(CleanKind)
 CASE_ID = r"^[a-z0-9][a-z0-9-]{0,63}$"
@@ -124,17 +123,6 @@ class GoldenIssue(_Strict):
         return self.lines[1]
 
 
-class ExpectedCheck(_Strict):
-    """What a custom check of the case's base configuration should come out as (CONTRACT 20)."""
-
-    name: Annotated[str, Field(min_length=1, max_length=80)]
-    result: Literal["pass", "fail", "inconclusive"]
-
-
-def _none_expected(checks: list[ExpectedCheck]) -> bool:
-    return not checks
-
-
 class BaseFile(_Strict):
     """A file of the base commit."""
 
@@ -180,14 +168,9 @@ class CaseFile(_Strict):
     def _golden_matches_kind(self) -> CaseFile:
         if self.kind in CLEAN_KINDS and self.golden:
             raise ValueError("a clean case has no golden issues")
-        if self.kind == "check":
-            if not self.checks:
-                raise ValueError("a check case needs at least one expected check")
-        elif self.kind not in CLEAN_KINDS and not self.golden:
+        if self.kind not in (*CLEAN_KINDS, "check") and not self.golden:
             raise ValueError("a defect case needs at least one golden issue")
-        names = [check.name for check in self.checks]
-        if len(set(names)) != len(names):
-            raise ValueError("an expected check is named twice")
+        expected_checks(self.kind, self.checks)
         return self
 
 
@@ -203,8 +186,7 @@ class BuiltCase(_Strict):
     base: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
     head: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
     golden: list[GoldenIssue]
-    # Absent from the manifest when empty: corpora without checks build byte for byte as before.
-    checks: list[ExpectedCheck] = Field(default_factory=list, exclude_if=_none_expected)
+    checks: list[ExpectedCheck] = Field(default_factory=list, exclude_if=none_expected)
 
 
 class BuiltCorpus(_Strict):
