@@ -59,3 +59,15 @@ def test_both_forges_read_them_anywhere_on_a_change() -> None:
 
     assert gitlab_kind_of("remember Money is Decimal.", Note()) == "remember"  # type: ignore[arg-type]
     assert gitlab_kind_of("forget 3", Note()) == "forget"  # type: ignore[arg-type]
+
+
+def test_a_bad_remember_in_a_findings_thread_is_no_question() -> None:
+    in_thread = Comment(1, "", "alice", "bob", review_comment=True, in_reply_to_id=9)
+    assert kind_of("remember " + "x" * 501, in_thread) is None
+    assert kind_of("forget everything", in_thread) is None
+    assert kind_of("why remember this?", in_thread) == "answer"
+
+    class Note:
+        in_discussion = True
+
+    assert gitlab_kind_of("remember > quoted", Note()) is None  # type: ignore[arg-type]

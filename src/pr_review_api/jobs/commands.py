@@ -48,6 +48,16 @@ def addressed_text(body: str, login: str) -> str | None:
     return words[1].strip() if len(words) > 1 else ""
 
 
+KNOWLEDGE_WORDS = ("remember", "forget")
+
+
+def is_knowledge_command(text: str) -> bool:
+    """Whether the command's first word is `remember` or `forget`: it is then that command or
+    nothing (a bad one is ignored, never read as a question)."""
+    words = text.split(maxsplit=1)
+    return bool(words) and words[0].lower() in KNOWLEDGE_WORDS
+
+
 def knowledge_kind(text: str) -> JobKind | None:
     """`remember <text>` or `forget <id>` (CONTRACT 20), anywhere on a change and on every
     forge; None for anything else. A text that quotes (a line starting with `>`: someone else's
@@ -79,8 +89,8 @@ def learning_text(text: str) -> str:
 
 def kind_of(text: str, comment: Comment) -> JobKind | None:
     """The job a command asks for; None when it asks for nothing we do."""
-    if (knowledge := knowledge_kind(text)) is not None:
-        return knowledge
+    if is_knowledge_command(text):
+        return knowledge_kind(text)
     word = text.split(maxsplit=1)[0].lower() if text else ""
     in_thread = comment.review_comment and comment.in_reply_to_id is not None
     if word == "review" and text.lower() == "review":
