@@ -21,6 +21,7 @@ from pr_review_api.model import (
     SEVERITIES,
     ReviewResult,
 )
+from pr_review_api.output import custom_checks
 from pr_review_api.output.common import coverage_line, suggestion_diff, suggestion_heading
 from pr_review_api.output.inert_markdown import WORD_JOINER, code_block, escape, escape_inline
 
@@ -154,7 +155,8 @@ def render_short_body(result: ReviewResult, placement: Placement) -> tuple[str, 
     )
     size = len(line) + 200
     section, shown, _ = findings_section(placement, size)
-    return "\n".join([line, *section, "", head_marker(head)]), shown
+    checks = _checks_lines(result, GITHUB_LAYOUT)  # this head's: a run again reads them back
+    return "\n".join([line, *checks, *section, "", head_marker(head)]), shown
 
 
 def tally(result: ReviewResult) -> str:
@@ -172,7 +174,17 @@ def summary_lines(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> list[
         "",
         f"**Findings:** {tally(result)}",
     ]
-    return [*parts, "", coverage_line(result.coverage, layout.escape_inline)]
+    parts += ["", coverage_line(result.coverage, layout.escape_inline)]
+    return [*parts, *_checks_lines(result, layout)]
+
+
+def _checks_lines(result: ReviewResult, layout: Layout) -> list[str]:
+    """The custom checks' section (CONTRACT 20); nothing when no check applied."""
+    checks = result.review.check_results()
+    if not checks:
+        return []
+    inline, block = layout.escape_inline, layout.escape
+    return ["", custom_checks.markdown_section(checks, inline, block, heading="####")]
 
 
 def findings_section(
