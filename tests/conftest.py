@@ -108,25 +108,34 @@ def usable_cores() -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """`--fast` alone runs on three pytest-xdist workers a core, work-stealing (set before xdist
-    turns `-n` into workers). Not in a worker itself, not when `-n` was given (`-n 0`: one
-    process), and not for --collect-only or --pdb."""
+    """`--fast` runs on three pytest-xdist workers a core, work-stealing; the default run of the
+    whole suite (no paths given: CI, `make test`) on one worker a core, since its real processes
+    (PostgreSQL, browsers, `pr-review`) need a core of their own more than the unit tests do.
+    Set before xdist turns `-n` into workers; not in a worker itself, not when `-n` was given
+    (`-n 0`: one process), and not for --collect-only or --pdb."""
     if (
-        config.getoption("--fast")
-        and config.pluginmanager.hasplugin("xdist")
-        and not hasattr(config, "workerinput")
-        and config.getoption("numprocesses", None) is None
-        and not config.getoption("collectonly")
-        and not config.getoption("usepdb")
+        not config.pluginmanager.hasplugin("xdist")
+        or hasattr(config, "workerinput")
+        or config.getoption("numprocesses", None) is not None
+        or config.getoption("collectonly")
+        or config.getoption("usepdb")
     ):
-        workers = _FAST_WORKERS_PER_CORE * usable_cores()
-        config.option.numprocesses = min(workers, _MOST_FAST_WORKERS)
-        if config.getoption("dist") == "no":
-            # Each worker starts on its own contiguous half of the suite, so a module's
-            # fixtures (a hostile world, a corpus) are mostly built once, and takes the other's
-            # tests when its own run out: no slow file finishes alone (on 2 shared cores it
-            # took 140 s where `loadfile` took 188 s).
-            config.option.dist = "worksteal"
+        return
+    if config.getoption("--fast"):
+        workers = min(_FAST_WORKERS_PER_CORE * usable_cores(), _MOST_FAST_WORKERS)
+    elif config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        workers = usable_cores()
+    else:
+        return
+    if workers < 2:
+        return
+    config.option.numprocesses = workers
+    if config.getoption("dist") == "no":
+        # Each worker starts on its own contiguous half of the suite, so a module's fixtures
+        # (a hostile world, a corpus) are mostly built once, and takes the other's tests when
+        # its own run out: no slow file finishes alone (on 2 shared cores it took 140 s where
+        # `loadfile` took 188 s).
+        config.option.dist = "worksteal"
 
 
 def in_fast_tier(item: pytest.Item, root: Path) -> bool:

@@ -100,14 +100,37 @@ class Finding(BaseModel):
         return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+CheckResultKind = Literal["pass", "fail", "inconclusive"]
+CHECK_RESULTS: tuple[CheckResultKind, ...] = ("pass", "fail", "inconclusive")
+
+
+class CheckResult(BaseModel):
+    """The model's result of one custom check of `.pr-review.toml` (CONTRACT 20)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: BoundedText
+    result: CheckResultKind
+    explanation: BoundedText
+    evidence: BoundedText
+
+
 class FinalReview(BaseModel):
-    """The model's validated review."""
+    """The model's validated review.
+
+    `checks` is MISSING (absent from every document, byte for byte as CONTRACT 8) unless at
+    least one custom check applied to the change (loop/custom_checks.py validates it)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     summary: BoundedText
     findings: Annotated[list[Finding], Field(max_length=MAX_FINDINGS)]
     notes: Annotated[list[BoundedText], Field(max_length=MAX_NOTES)]
+    checks: list[CheckResult] | MISSING = MISSING
+
+    def check_results(self) -> list[CheckResult]:
+        """The custom checks' results (none when no check applied)."""
+        return [] if self.checks is MISSING else self.checks
 
 
 MAX_TRACE_LABEL_CHARS = 256

@@ -184,7 +184,8 @@ def _progress(done: int, total: int, outcome: ReviewOutcome) -> None:
     click.echo(
         f"[{done}/{total}] {outcome.case_id} run {outcome.run}: {outcome.termination_reason}, "
         f"{counts.findings} findings, {counts.matched_golden}/{counts.golden} golden matched, "
-        f"{outcome.tokens} tokens, {outcome.wall_seconds:.1f} s",
+        f"{outcome.tokens} tokens, {outcome.wall_seconds:.1f} s"
+        + "".join(f", check {c.expected}->{c.got}" for c in outcome.checks),
         err=True,
     )
 

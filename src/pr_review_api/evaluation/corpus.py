@@ -34,6 +34,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pr_review_api.errors import InvalidRequest
+from pr_review_api.evaluation.expected_checks import ExpectedCheck, expected_checks, none_expected
 
 CORPUS_MANIFEST = "corpus.json"
 CASES_FOLDER = "cases"
@@ -54,7 +55,8 @@ DefectKind = Literal[
     "api-misuse",
 ]
 CleanKind = Literal["refactor", "rename", "docs"]
-CaseKind = DefectKind | CleanKind
+# A case about custom checks (evaluation/expected_checks.py): golden issues are optional.
+CaseKind = DefectKind | CleanKind | Literal["check"]
 DEFECT_KINDS: tuple[str, ...] = get_args(DefectKind)
 CLEAN_KINDS: tuple[str, ...] = get_args(CleanKind)
 CASE_ID = r"^[a-z0-9][a-z0-9-]{0,63}$"
@@ -160,13 +162,15 @@ class CaseFile(_Strict):
     base: Annotated[list[BaseFile], Field(min_length=1)]
     edit: Annotated[list[Edit], Field(min_length=1)]
     golden: list[GoldenIssue] = []
+    checks: list[ExpectedCheck] = []
 
     @model_validator(mode="after")
     def _golden_matches_kind(self) -> CaseFile:
         if self.kind in CLEAN_KINDS and self.golden:
             raise ValueError("a clean case has no golden issues")
-        if self.kind not in CLEAN_KINDS and not self.golden:
+        if self.kind not in (*CLEAN_KINDS, "check") and not self.golden:
             raise ValueError("a defect case needs at least one golden issue")
+        expected_checks(self.kind, self.checks)
         return self
 
 
@@ -182,6 +186,7 @@ class BuiltCase(_Strict):
     base: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
     head: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
     golden: list[GoldenIssue]
+    checks: list[ExpectedCheck] = Field(default_factory=list, exclude_if=none_expected)
 
 
 class BuiltCorpus(_Strict):
@@ -314,6 +319,7 @@ def build_case(case: CaseFile, repos: Path) -> BuiltCase:
         base=base,
         head=head,
         golden=case.golden,
+        checks=case.checks,
     )
 
 

@@ -24,7 +24,7 @@ from pr_review_api.fetch.cache import PreparedPullRequest
 from pr_review_api.forge.checkout import unavailable_error
 from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.forge.gate import GateReporter
-from pr_review_api.ledger import DismissedFindings, PublishLedger
+from pr_review_api.ledger import DismissedFindings, Learnings, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 from pr_review_api.permissions import PermissionCache
 
@@ -62,6 +62,7 @@ class Lent(TypedDict, total=False):
     ledger: PublishLedger | None
     dismissals: DismissedFindings | None
     permissions: PermissionCache | None
+    learnings: Learnings | None  # the service's (CONTRACT 20): given to every review
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,12 @@ class ChangeForge(ABC):
         self, info: PullRequestInfo, review_id: int | None
     ) -> Counter[Severity] | None:
         """The counts by severity our posted review's body states, or None (unknown)."""
+
+    async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
+        """Our posted review's body (its custom checks are read back from it, CONTRACT 20), or
+        None: unknown (a forge that cannot read it back says None, and the gate fails closed
+        on its `error` checks)."""
+        return None
 
     @abstractmethod
     async def dismissed_titles(

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from pr_review_api.model import ReviewResult
 from pr_review_api.output.inert_markdown import code_block, escape, escape_inline
-from pr_review_api.publishing.layout import Layout, findings_section, render_body, tally
+from pr_review_api.publishing.layout import (
+    Layout,
+    checks_lines,
+    findings_section,
+    render_body,
+    tally,
+)
 from pr_review_api.publishing.markers import head_marker
 from pr_review_api.publishing.placement import Placed, Placement
 
@@ -52,4 +58,5 @@ def render_short_body(result: ReviewResult, placement: Placement) -> tuple[str, 
     )
     size = len(line) + 200
     section, shown, _ = findings_section(placement, size, GITHUB_LAYOUT)
-    return "\n".join([line, *section, "", head_marker(head)]), shown
+    checks = checks_lines(result, GITHUB_LAYOUT)  # this head's: a run again reads them back
+    return "\n".join([line, *checks, *section, "", head_marker(head)]), shown

@@ -29,8 +29,9 @@ from pr_review_api.errors import ReviewError, ReviewTimeout
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import truncate_utf8
 from pr_review_api.loop.coverage import diff_paths
+from pr_review_api.loop.custom_checks import CustomCheck, merge_check_results
 from pr_review_api.loop.engine import Engine
-from pr_review_api.loop.review import ReviewPolicy, first_messages
+from pr_review_api.loop.review import ReviewPolicy, conversation_checks, first_messages
 from pr_review_api.model import SEVERITIES, FinalReview, Finding
 from pr_review_api.settings import MAX_FINAL_TEXT_BYTES, MAX_FINDINGS, MAX_NOTES
 from pr_review_api.tools import map_git_errors
@@ -154,7 +155,8 @@ async def batched_review(engine: Engine) -> FinalReview | None:
         ),
         return_exceptions=True,
     )
-    return merge_reviews(reviewed, _checked(outcomes), left=left)
+    checks = prepared.context.checks
+    return merge_reviews(reviewed, _checked(outcomes), left=left, checks=checks)
 
 
 async def _review_batch(
@@ -164,7 +166,8 @@ async def _review_batch(
         messages = await first_messages(engine, paths=list(batch))
         messages[1]["content"] += batch_words(batch, number, count)
         max_rounds = engine.settings.review_max_rounds
-        return await engine.converse(ReviewPolicy(engine), messages, max_rounds=max_rounds)
+        policy = ReviewPolicy(engine, conversation_checks(engine.prepared.context, list(batch)))
+        return await engine.converse(policy, messages, max_rounds=max_rounds)
 
 
 def _checked(outcomes: list[FinalReview | BaseException]) -> list[FinalReview | ReviewError]:
@@ -184,8 +187,10 @@ def merge_reviews(
     outcomes: Sequence[FinalReview | ReviewError],
     *,
     left: Sequence[Batch] = (),
+    checks: Sequence[CustomCheck] = (),
 ) -> FinalReview:
-    """One review of the batches': findings deduplicated, most severe first, then capped."""
+    """One review of the batches': findings deduplicated, most severe first, then capped;
+    each custom check's results merged (loop/custom_checks.py)."""
     reviews = [outcome for outcome in outcomes if isinstance(outcome, FinalReview)]
     findings = _unique([finding for review in reviews for finding in review.findings])
     findings.sort(key=lambda finding: SEVERITIES.index(finding.severity))  # stable
@@ -200,11 +205,16 @@ def merge_reviews(
         for number, outcome in enumerate(outcomes, start=1)
         if isinstance(outcome, FinalReview)
     )
-    return FinalReview(
+    merged = FinalReview(
         summary=truncate_utf8(summary, MAX_FINAL_TEXT_BYTES),
         findings=findings[:MAX_FINDINGS],
         notes=[*fixed, *model_notes][:MAX_NOTES],
     )
+    if not checks:
+        return merged
+    results, check_notes = merge_check_results(checks, [r.check_results() for r in reviews])
+    notes = [*fixed, *check_notes, *model_notes][:MAX_NOTES]
+    return merged.model_copy(update={"checks": results, "notes": notes})
 
 
 def _fixed_notes(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,6 +17,7 @@ from pydantic import ValidationError
 from pr_review_api.errors import InvalidModelResponse, InvalidRepository, ReviewError, ToolError
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
+from pr_review_api.loop.custom_checks import ChecksRejected, CustomCheck, take_checks, with_checks
 from pr_review_api.loop.suggestions import check_suggestions
 from pr_review_api.model import SEVERITIES, SUGGESTIONS_OFF, FinalReview
 from pr_review_api.settings import (
@@ -99,13 +101,14 @@ SUGGESTION_SCHEMA: dict[str, Any] = {
 }
 
 
-def final_review_schema(*, suggestions: bool = False) -> dict[str, Any]:
-    """The schema the model is given: section 8's exactly, or with `suggestion` (CONTRACT 14)."""
-    if not suggestions:
-        return FINAL_REVIEW_SCHEMA
-    schema = copy.deepcopy(FINAL_REVIEW_SCHEMA)
-    schema["properties"]["findings"]["items"]["properties"]["suggestion"] = SUGGESTION_SCHEMA
-    return schema
+def final_review_schema(*, suggestions: bool = False, checks: bool = False) -> dict[str, Any]:
+    """The schema the model is given: section 8's exactly, or with `suggestion` (CONTRACT 14),
+    or with `checks` when a custom check applies (CONTRACT 20)."""
+    schema = FINAL_REVIEW_SCHEMA
+    if suggestions:
+        schema = copy.deepcopy(FINAL_REVIEW_SCHEMA)
+        schema["properties"]["findings"]["items"]["properties"]["suggestion"] = SUGGESTION_SCHEMA
+    return with_checks(schema) if checks else schema
 
 
 _AGAIN = (
@@ -173,6 +176,7 @@ def parse_final_review(
     tolerant: bool = False,
     unreadable: type[ReviewError] = InvalidRepository,
     suggestions: bool = False,
+    checks: Sequence[CustomCheck] = (),
 ) -> FinalReview:
     """Apply every stop-turn check to a stop turn's content.
 
@@ -181,6 +185,8 @@ def parse_final_review(
     A git failure while checking paths and lines raises `unreadable` (`map_git_errors`).
     With `suggestions` (REVIEW_SUGGESTIONS), a finding may carry a suggestion; each is then
     checked (loop/suggestions.py), and one that fails is dropped with a note, never rejected.
+    `checks` (the custom checks that apply, CONTRACT 20): the review must give each one's
+    result (loop/custom_checks.py); without any, a `checks` field is unknown, as in CONTRACT 8.
     """
     if not isinstance(content, str) or not content.strip():
         raise FinalReviewRejected(
@@ -204,6 +210,15 @@ def parse_final_review(
             "Your final review was not valid JSON." + _AGAIN,
             "json",
         ) from None
+    if not checks and isinstance(document, dict) and "checks" in document:
+        raise FinalReviewRejected(
+            "The final review has an unknown field at the top level.",
+            "Your final review has an unknown field at the top level." + _AGAIN,
+        )
+    try:
+        document, results = take_checks(document, checks)
+    except ChecksRejected as rejected:
+        raise FinalReviewRejected(rejected.message, rejected.repair + _AGAIN) from None
     try:
         review = FinalReview.model_validate(
             document, context=None if suggestions else SUGGESTIONS_OFF
@@ -211,6 +226,8 @@ def parse_final_review(
     except ValidationError as exc:
         raise _schema_problem(exc, SUGGESTION_NAMES if suggestions else SCHEMA_NAMES) from None
     review = _check_locations(review, repository, unreadable)
+    if results is not None:
+        review = review.model_copy(update={"checks": results})
     if not suggestions:
         return review
     return check_suggestions(review, repository, unreadable)

@@ -11,7 +11,9 @@ import json
 from dataclasses import dataclass
 
 from pr_review_api.jsonutil import truncate_utf8
+from pr_review_api.loop.custom_checks import CHECK_RULES, CustomCheck
 from pr_review_api.loop.final_review import final_review_schema
+from pr_review_api.loop.knowledge import knowledge_block
 from pr_review_api.loop.repo_config import instructions_block
 from pr_review_api.settings import MAX_PROMPT_CHANGED_FILES, MAX_PROMPT_DESCRIPTION_BYTES
 
@@ -67,19 +69,25 @@ change, needs code elsewhere, or you are not sure of the exact lines.
 _SCHEMA_HEADING = "\nFinal review JSON schema:\n"
 
 
-def system_prompt(*, require_evidence: bool = False, suggestions: bool = False) -> str:
+def system_prompt(
+    *, require_evidence: bool = False, suggestions: bool = False, checks: bool = False
+) -> str:
     """The system message: rules and the exact final-review schema.
 
     `require_evidence` adds EVIDENCE_RULES before the final-review rule; `suggestions`
-    (REVIEW_SUGGESTIONS) adds SUGGESTION_RULES and `suggestion` to the schema. With neither, the
-    message is exactly as before those settings existed (tests hold it byte for byte).
+    (REVIEW_SUGGESTIONS) adds SUGGESTION_RULES and `suggestion` to the schema; `checks` (a
+    custom check applies, CONTRACT 20) adds CHECK_RULES and `checks`. With none, the message
+    is exactly as before those settings existed (tests hold it byte for byte).
     """
     rules = SYSTEM_PROMPT_RULES
     if require_evidence:
         rules = rules.replace(_FINAL_RULE, EVIDENCE_RULES + _FINAL_RULE, 1)
     if suggestions:
         rules = rules.removesuffix(_SCHEMA_HEADING) + SUGGESTION_RULES + _SCHEMA_HEADING
-    return rules + json.dumps(final_review_schema(suggestions=suggestions), indent=2)
+    if checks:
+        rules = rules.removesuffix(_SCHEMA_HEADING) + CHECK_RULES + _SCHEMA_HEADING
+    schema = final_review_schema(suggestions=suggestions, checks=checks)
+    return rules + json.dumps(schema, indent=2)
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,10 @@ class ReviewContext:
     changed_since_last_review: tuple[str, ...] = ()
     # CONTRACT 15: titles of findings the team dismissed in the files under review (untrusted).
     dismissed_titles: tuple[str, ...] = ()
+    # CONTRACT 20: the custom checks that apply to the files under review, and the learnings
+    # of the repository (id, text; newest first, already bounded: loop/knowledge.py).
+    checks: tuple[CustomCheck, ...] = ()
+    learnings: tuple[tuple[int, str], ...] = ()
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -163,6 +175,11 @@ def user_message(
         json.dumps(untrusted, indent=1, ensure_ascii=True).replace("<", "\\u003c"),
         "</untrusted_pull_request_data>",
     ]
-    if context.repository_instructions:
+    if context.checks or context.learnings:
+        changed = [path for _, path in context.changed_files]
+        lines += knowledge_block(
+            context.repository_instructions, context.checks, context.learnings, changed
+        )
+    elif context.repository_instructions:
         lines += instructions_block(context.repository_instructions)
     return "\n".join(lines)

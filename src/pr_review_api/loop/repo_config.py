@@ -14,6 +14,7 @@ base: a head that adds or edits `.pr-review.toml` changes nothing. Keys (all opt
     review_bots = false         an automatic review of a matching pull request is skipped
     [[path_instructions]]       paths = [globs], instructions = "..." for matching changed files
     instruction_files = true    AGENTS.md, CLAUDE.md, .github/copilot-instructions.md as guidance
+    [[checks]]                  name, instructions, paths, mode: loop/custom_checks.py
 
 An invalid file (not a regular file, larger than 64 KiB, not UTF-8, not TOML, an unknown key,
 a value of the wrong type, instructions too long) never stops a review: it is ignored whole,
@@ -35,8 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.globs import MAX_GLOB_CHARS, MAX_GLOBS, matches_any
+from pr_review_api.loop.custom_checks import CustomCheck, unique_names
 from pr_review_api.model import SEVERITIES, FinalReview, Finding, Severity
-from pr_review_api.settings import MAX_NOTES
+from pr_review_api.settings import MAX_CUSTOM_CHECKS, MAX_NOTES
 
 REPO_CONFIG_PATH = ".pr-review.toml"
 MAX_REPO_CONFIG_BYTES = 64 * 1024
@@ -115,6 +117,7 @@ class RepoConfig(BaseModel):
         tuple[PathInstructions, ...], Field(max_length=MAX_PATH_INSTRUCTIONS)
     ] = ()
     instruction_files: bool = True
+    checks: Annotated[tuple[CustomCheck, ...], Field(max_length=MAX_CUSTOM_CHECKS)] = ()
 
     _lists = field_validator(
         "exclude",
@@ -123,8 +126,10 @@ class RepoConfig(BaseModel):
         "skip_base_branches",
         "skip_title",
         "path_instructions",
+        "checks",
         mode="before",
     )(_tupled)
+    _unique_checks = field_validator("checks")(unique_names)
 
 
 @dataclass(frozen=True)
@@ -279,7 +284,7 @@ def apply_repo_config(review: FinalReview, loaded: LoadedRepoConfig) -> FinalRev
     if not ours:
         return review
     notes = [*review.notes[: MAX_NOTES - len(ours)], *ours]
-    return FinalReview(summary=review.summary, findings=kept, notes=notes)
+    return review.model_copy(update={"findings": kept, "notes": notes})
 
 
 # --- The prompt block ---------------------------------------------------------------------

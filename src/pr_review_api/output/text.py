@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from pr_review_api.model import Finding, Publication, ReviewResult, Severity, TraceTurn
+from pr_review_api.output import custom_checks
 from pr_review_api.output.common import (
     LocalSubject,
     arguments_json,
@@ -83,6 +84,8 @@ def _text_report(result: ReviewResult, local: LocalSubject | None = None) -> Tex
         report.append(f"\n{severity.upper()} ({len(findings)})\n", style=_STYLES[severity])
         for finding in findings:
             _append_text_finding(report, finding)
+    if checks := result.review.check_results():  # CONTRACT 20: only when a check applied
+        report.append("\n" + "\n".join(custom_checks.text_lines(checks, clean)) + "\n")
     if result.review.notes:
         report.append("\nNotes\n", style="bold underline")
         for note in result.review.notes:

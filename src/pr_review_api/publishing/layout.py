@@ -16,6 +16,7 @@ from pr_review_api.model import (
     SEVERITIES,
     ReviewResult,
 )
+from pr_review_api.output import custom_checks
 from pr_review_api.output.common import coverage_line, suggestion_diff, suggestion_heading
 from pr_review_api.output.inert_markdown import WORD_JOINER, code_block
 from pr_review_api.publishing.markers import (
@@ -131,7 +132,17 @@ def summary_lines(result: ReviewResult, layout: Layout) -> list[str]:
         "",
         f"**Findings:** {tally(result)}",
     ]
-    return [*parts, "", coverage_line(result.coverage, layout.escape_inline)]
+    parts += ["", coverage_line(result.coverage, layout.escape_inline)]
+    return [*parts, *checks_lines(result, layout)]
+
+
+def checks_lines(result: ReviewResult, layout: Layout) -> list[str]:
+    """The custom checks' section (CONTRACT 20); nothing when no check applied."""
+    checks = result.review.check_results()
+    if not checks:
+        return []
+    inline, block = layout.escape_inline, layout.escape
+    return ["", custom_checks.markdown_section(checks, inline, block, heading="####")]
 
 
 def findings_section(placement: Placement, size: int, layout: Layout) -> tuple[list[str], int, int]:
