@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -17,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationInfo,
     field_validator,
 )
@@ -59,6 +61,28 @@ class Suggestion(BaseModel):
     start_line: Annotated[int, Field(ge=1)]
     end_line: Annotated[int, Field(ge=1)]
     replacement: str
+    # The head's lines it replaces, as the checks read them (loop/suggestions.py): the text
+    # and Markdown reports show them as `-` lines. Never serialized: the document is CONTRACT 14's.
+    _replaced: tuple[str, ...] | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        # The replaced lines are the head's, read for the reports: not part of the value.
+        if not isinstance(other, Suggestion):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    def __hash__(self) -> int:
+        return hash((self.start_line, self.end_line, self.replacement))
+
+    def replaced_lines(self) -> tuple[str, ...] | None:
+        """The head's lines this suggestion replaces, when the checks read them."""
+        return self._replaced
+
+    def with_replaced(self, lines: Sequence[str]) -> Suggestion:
+        """This suggestion, knowing the head's lines it replaces."""
+        copy = self.model_copy()
+        copy._replaced = tuple(lines)
+        return copy
 
 
 class Finding(BaseModel):
@@ -100,14 +124,51 @@ class Finding(BaseModel):
         return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+MAX_WALKTHROUGH_SUMMARY_CHARS = 300
+LinkedIssueVerdict = Literal["yes", "partly", "no", "unclear"]
+LINKED_ISSUE_VERDICTS: tuple[LinkedIssueVerdict, ...] = ("yes", "partly", "no", "unclear")
+
+
+class WalkthroughEntry(BaseModel):
+    """One row of the walkthrough (CONTRACT 21): changed files and what their change does."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    paths: Annotated[list[BoundedText], Field(min_length=1)]
+    summary: Annotated[str, Field(max_length=MAX_WALKTHROUGH_SUMMARY_CHARS)]
+
+
+class LinkedIssue(BaseModel):
+    """Whether the change does what a linked issue asks (CONTRACT 21)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    ref: BoundedText
+    addressed: LinkedIssueVerdict
+    explanation: BoundedText
+
+
 class FinalReview(BaseModel):
-    """The model's validated review."""
+    """The model's validated review.
+
+    `walkthrough` and `linked_issues` (CONTRACT 21) are MISSING, absent from every document,
+    unless the review asked for them (loop/understanding.py)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     summary: BoundedText
     findings: Annotated[list[Finding], Field(max_length=MAX_FINDINGS)]
     notes: Annotated[list[BoundedText], Field(max_length=MAX_NOTES)]
+    walkthrough: list[WalkthroughEntry] | MISSING = MISSING
+    linked_issues: list[LinkedIssue] | MISSING = MISSING
+
+    def walkthrough_entries(self) -> list[WalkthroughEntry]:
+        """The walkthrough's entries; none when the review has no walkthrough."""
+        return [] if self.walkthrough is MISSING else self.walkthrough
+
+    def linked_issue_verdicts(self) -> list[LinkedIssue]:
+        """The linked issues' verdicts; none when no issue was read."""
+        return [] if self.linked_issues is MISSING else self.linked_issues
 
 
 MAX_TRACE_LABEL_CHARS = 256

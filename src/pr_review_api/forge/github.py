@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from pr_review_api.errors import GitHubUnavailable, ServerBusy
-from pr_review_api.forge.base import ChangeForge, PostedHead, PriorReview
+from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import PreparedPullRequest, open_pull_request
 from pr_review_api.github.checks import CheckReporter
@@ -30,6 +30,7 @@ from pr_review_api.github.conversation import (
     downvoted,
 )
 from pr_review_api.github.history import PostWire, PublishFailure, prior_state, re_review_of
+from pr_review_api.github.issues import read_issue as read_github_issue
 from pr_review_api.github.placement import fingerprint_of, line_texts
 from pr_review_api.github.preflight import ensure_can_publish
 from pr_review_api.github.publish import publish_result
@@ -62,6 +63,11 @@ class GitHubForge(ChangeForge):
     async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
         async with open_pull_request(url, self.settings, self.github) as prepared:
             yield prepared
+
+    async def read_issue(self, project: str, number: int) -> IssueAnswer:
+        owner, _, repo = project.partition("/")
+        answer = await read_github_issue(self.github, owner, repo, number)
+        return answer if isinstance(answer, str) else IssueText(*answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return CheckReporter(self.github, info.owner, info.repo, head_sha)

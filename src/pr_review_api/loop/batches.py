@@ -31,6 +31,7 @@ from pr_review_api.jsonutil import truncate_utf8
 from pr_review_api.loop.coverage import diff_paths
 from pr_review_api.loop.engine import Engine
 from pr_review_api.loop.review import ReviewPolicy, first_messages
+from pr_review_api.loop.understanding import merge_understanding
 from pr_review_api.model import SEVERITIES, FinalReview, Finding
 from pr_review_api.settings import MAX_FINAL_TEXT_BYTES, MAX_FINDINGS, MAX_NOTES
 from pr_review_api.tools import map_git_errors
@@ -164,7 +165,10 @@ async def _review_batch(
         messages = await first_messages(engine, paths=list(batch))
         messages[1]["content"] += batch_words(batch, number, count)
         max_rounds = engine.settings.review_max_rounds
-        return await engine.converse(ReviewPolicy(engine), messages, max_rounds=max_rounds)
+        # CONTRACT 21: the batch's walkthrough is checked against its own files.
+        understanding = engine.prepared.context.understanding.for_batch(batch)
+        policy = ReviewPolicy(engine, understanding)
+        return await engine.converse(policy, messages, max_rounds=max_rounds)
 
 
 def _checked(outcomes: list[FinalReview | BaseException]) -> list[FinalReview | ReviewError]:
@@ -200,11 +204,13 @@ def merge_reviews(
         for number, outcome in enumerate(outcomes, start=1)
         if isinstance(outcome, FinalReview)
     )
-    return FinalReview(
+    merged = FinalReview(
         summary=truncate_utf8(summary, MAX_FINAL_TEXT_BYTES),
         findings=findings[:MAX_FINDINGS],
         notes=[*fixed, *model_notes][:MAX_NOTES],
     )
+    understood = merge_understanding(reviews)  # CONTRACT 21: {} when nothing was asked
+    return merged.model_copy(update=understood) if understood else merged
 
 
 def _fixed_notes(

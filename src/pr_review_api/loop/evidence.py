@@ -150,7 +150,7 @@ def apply_evidence_rule(review: FinalReview, received: ReceivedCode) -> FinalRev
     if not dropped:
         return review
     notes = [*review.notes[: MAX_NOTES - 1], NOTE_UNGROUNDED.format(count=dropped)]
-    return FinalReview(summary=review.summary, findings=kept, notes=notes)
+    return review.model_copy(update={"findings": kept, "notes": notes})
 
 
 def ungrounded_count(notes: Iterable[str]) -> int:

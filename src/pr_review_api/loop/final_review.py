@@ -17,6 +17,13 @@ from pr_review_api.errors import InvalidModelResponse, InvalidRepository, Review
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.loop.suggestions import check_suggestions
+from pr_review_api.loop.understanding import (
+    NO_UNDERSTANDING,
+    Understanding,
+    attach,
+    extended_schema,
+    split_document,
+)
 from pr_review_api.model import SEVERITIES, SUGGESTIONS_OFF, FinalReview
 from pr_review_api.settings import (
     MAX_FINAL_TEXT_BYTES,
@@ -99,13 +106,16 @@ SUGGESTION_SCHEMA: dict[str, Any] = {
 }
 
 
-def final_review_schema(*, suggestions: bool = False) -> dict[str, Any]:
-    """The schema the model is given: section 8's exactly, or with `suggestion` (CONTRACT 14)."""
-    if not suggestions:
-        return FINAL_REVIEW_SCHEMA
-    schema = copy.deepcopy(FINAL_REVIEW_SCHEMA)
-    schema["properties"]["findings"]["items"]["properties"]["suggestion"] = SUGGESTION_SCHEMA
-    return schema
+def final_review_schema(
+    *, suggestions: bool = False, understanding: Understanding = NO_UNDERSTANDING
+) -> dict[str, Any]:
+    """The schema the model is given: section 8's exactly, or with `suggestion` (CONTRACT 14),
+    or with the walkthrough and linked issues `understanding` asks for (CONTRACT 21)."""
+    schema = FINAL_REVIEW_SCHEMA
+    if suggestions:
+        schema = copy.deepcopy(FINAL_REVIEW_SCHEMA)
+        schema["properties"]["findings"]["items"]["properties"]["suggestion"] = SUGGESTION_SCHEMA
+    return extended_schema(schema, understanding)
 
 
 _AGAIN = (
@@ -142,6 +152,7 @@ def parse_final_review(
     tolerant: bool = False,
     unreadable: type[ReviewError] = InvalidRepository,
     suggestions: bool = False,
+    understanding: Understanding = NO_UNDERSTANDING,
 ) -> FinalReview:
     """Apply every stop-turn check to a stop turn's content.
 
@@ -150,6 +161,8 @@ def parse_final_review(
     A git failure while checking paths and lines raises `unreadable` (`map_git_errors`).
     With `suggestions` (REVIEW_SUGGESTIONS), a finding may carry a suggestion; each is then
     checked (loop/suggestions.py), and one that fails is dropped with a note, never rejected.
+    `understanding` (CONTRACT 21) adds the walkthrough and linked-issue verdicts it asks for,
+    checked against the change (loop/understanding.py).
     """
     if not isinstance(content, str) or not content.strip():
         raise FinalReviewRejected(
@@ -170,6 +183,9 @@ def parse_final_review(
         raise FinalReviewRejected(
             "The final review was not valid JSON.", "Your final review was not valid JSON." + _AGAIN
         ) from None
+    document, ours, unknown = split_document(document, understanding)
+    if unknown is not None:
+        raise FinalReviewRejected(unknown[0], unknown[1] + _AGAIN)
     try:
         review = FinalReview.model_validate(
             document, context=None if suggestions else SUGGESTIONS_OFF
@@ -177,6 +193,10 @@ def parse_final_review(
     except ValidationError as exc:
         raise _schema_problem(exc, SUGGESTION_NAMES if suggestions else SCHEMA_NAMES) from None
     review = _check_locations(review, repository, unreadable)
+    understood = attach(review, ours, understanding)
+    if isinstance(understood, tuple):
+        raise FinalReviewRejected(understood[0], understood[1] + _AGAIN)
+    review = understood
     if not suggestions:
         return review
     return check_suggestions(review, repository, unreadable)

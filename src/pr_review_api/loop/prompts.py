@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from pr_review_api.jsonutil import truncate_utf8
 from pr_review_api.loop.final_review import final_review_schema
+from pr_review_api.loop.linked_issues import issues_data
 from pr_review_api.loop.repo_config import instructions_block
+from pr_review_api.loop.understanding import NO_UNDERSTANDING, Understanding, understanding_rules
 from pr_review_api.settings import MAX_PROMPT_CHANGED_FILES, MAX_PROMPT_DESCRIPTION_BYTES
 
 MAX_DISMISSED_TITLES = 50
@@ -67,7 +69,12 @@ change, needs code elsewhere, or you are not sure of the exact lines.
 _SCHEMA_HEADING = "\nFinal review JSON schema:\n"
 
 
-def system_prompt(*, require_evidence: bool = False, suggestions: bool = False) -> str:
+def system_prompt(
+    *,
+    require_evidence: bool = False,
+    suggestions: bool = False,
+    understanding: Understanding = NO_UNDERSTANDING,
+) -> str:
     """The system message: rules and the exact final-review schema.
 
     `require_evidence` adds EVIDENCE_RULES before the final-review rule; `suggestions`
@@ -79,7 +86,11 @@ def system_prompt(*, require_evidence: bool = False, suggestions: bool = False) 
         rules = rules.replace(_FINAL_RULE, EVIDENCE_RULES + _FINAL_RULE, 1)
     if suggestions:
         rules = rules.removesuffix(_SCHEMA_HEADING) + SUGGESTION_RULES + _SCHEMA_HEADING
-    return rules + json.dumps(final_review_schema(suggestions=suggestions), indent=2)
+    added = understanding_rules(understanding)  # CONTRACT 21; "" when it asks for nothing
+    if added:
+        rules = rules.removesuffix(_SCHEMA_HEADING) + added + _SCHEMA_HEADING
+    schema = final_review_schema(suggestions=suggestions, understanding=understanding)
+    return rules + json.dumps(schema, indent=2)
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,8 @@ class ReviewContext:
     changed_since_last_review: tuple[str, ...] = ()
     # CONTRACT 15: titles of findings the team dismissed in the files under review (untrusted).
     dismissed_titles: tuple[str, ...] = ()
+    # CONTRACT 21: the walkthrough's files and the linked issues read (loop/understanding.py).
+    understanding: Understanding = NO_UNDERSTANDING
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -131,6 +144,9 @@ def user_message(
         untrusted["changed_since_last_review"] = since
     if context.dismissed_titles:
         untrusted["dismissed_findings"] = list(context.dismissed_titles[:MAX_DISMISSED_TITLES])
+    linked = context.understanding.linked
+    if linked.issues:  # written by the issues' authors: untrusted, in the same block
+        untrusted["linked_issues"] = issues_data(linked)
     more = len(context.changed_files) - len(shown)
     lines = [
         f"Review this pull request: {context.identity}.",
@@ -153,6 +169,14 @@ def user_message(
                 "files; do not report them again."
             ]
             if context.dismissed_titles
+            else []
+        ),
+        *(
+            [
+                f"The pull request says it closes {len(linked.issues)} linked issue(s) "
+                "(linked_issues below): judge whether the change does what each asks."
+            ]
+            if linked.issues
             else []
         ),
         "",

@@ -14,6 +14,8 @@ base: a head that adds or edits `.pr-review.toml` changes nothing. Keys (all opt
     review_bots = false         an automatic review of a matching pull request is skipped
     [[path_instructions]]       paths = [globs], instructions = "..." for matching changed files
     instruction_files = true    AGENTS.md, CLAUDE.md, .github/copilot-instructions.md as guidance
+    walkthrough = true          the review carries a walkthrough of the change (CONTRACT 21);
+                                false here wins over REVIEW_WALKTHROUGH
 
 An invalid file (not a regular file, larger than 64 KiB, not UTF-8, not TOML, an unknown key,
 a value of the wrong type, instructions too long) never stops a review: it is ignored whole,
@@ -115,6 +117,8 @@ class RepoConfig(BaseModel):
         tuple[PathInstructions, ...], Field(max_length=MAX_PATH_INSTRUCTIONS)
     ] = ()
     instruction_files: bool = True
+    # CONTRACT 21: None (unset) leaves it to REVIEW_WALKTHROUGH; false wins over the variable.
+    walkthrough: bool | None = None
 
     _lists = field_validator(
         "exclude",
@@ -279,7 +283,7 @@ def apply_repo_config(review: FinalReview, loaded: LoadedRepoConfig) -> FinalRev
     if not ours:
         return review
     notes = [*review.notes[: MAX_NOTES - len(ours)], *ours]
-    return FinalReview(summary=review.summary, findings=kept, notes=notes)
+    return review.model_copy(update={"findings": kept, "notes": notes})
 
 
 # --- The prompt block ---------------------------------------------------------------------

@@ -20,8 +20,10 @@ from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.engine import Engine, Repair, Stages
 from pr_review_api.loop.evidence import apply_evidence_rule
 from pr_review_api.loop.final_review import FinalReviewRejected, parse_final_review
+from pr_review_api.loop.linked_issues import with_linked_notes
 from pr_review_api.loop.prompts import system_prompt, user_message
 from pr_review_api.loop.repo_config import apply_repo_config
+from pr_review_api.loop.understanding import Understanding
 from pr_review_api.loop.verify import verify_findings
 from pr_review_api.loop.workspace import Prepared
 from pr_review_api.model import FinalReview
@@ -33,9 +35,11 @@ class ReviewPolicy:
 
     stages = Stages()
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, understanding: Understanding | None = None) -> None:
         self.engine = engine
         self.repairs = engine.settings.review_repair_attempts
+        # CONTRACT 21: what this conversation's review adds (a batch's: its own files).
+        self.understanding = understanding or engine.prepared.context.understanding
 
     async def stop(self, turn: CheckedTurn, *, last_round: bool) -> FinalReview | Repair:
         engine = self.engine
@@ -46,6 +50,7 @@ class ReviewPolicy:
                     tolerant=engine.settings.review_tolerant_final_json,
                     unreadable=engine.prepared.unreadable,
                     suggestions=engine.settings.review_suggestions,
+                    understanding=self.understanding,
                 ),
                 turn.content,
                 engine.prepared.repository,
@@ -74,6 +79,7 @@ async def final_review(engine: Engine, batched: FinalReview | None = None) -> Fi
         review = await engine.store.run(apply_evidence_rule, review, received)
     # Off the event loop: matching the findings' paths is work the base commit sizes.
     review = await engine.store.run(apply_repo_config, review, engine.prepared.repo_config)
+    review = with_linked_notes(review, engine.prepared.context.understanding.linked)
     if engine.settings.review_verify_findings and review.findings:
         review = await verify_findings(engine, review)
     return review
@@ -93,7 +99,9 @@ async def first_messages(engine: Engine, paths: list[str] | None = None) -> list
         user = user_message(engine.prepared.context)
     settings = engine.settings
     system = system_prompt(
-        require_evidence=settings.review_require_evidence, suggestions=settings.review_suggestions
+        require_evidence=settings.review_require_evidence,
+        suggestions=settings.review_suggestions,
+        understanding=engine.prepared.context.understanding,
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 

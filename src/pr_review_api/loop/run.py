@@ -31,6 +31,7 @@ from pr_review_api.loop.engine import Engine, StageHook, Tally
 from pr_review_api.loop.gate import already_posted, gated, open_gate, skip_review
 from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.review import final_review, same_tree
+from pr_review_api.loop.understand import with_understanding
 from pr_review_api.loop.workspace import (
     LocalTarget,
     Prepared,
@@ -158,6 +159,8 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
                     )
                     if done is not None:
                         return _counted(metrics, done, loop.time() - started)
+                # CONTRACT 21: the walkthrough's files, the linked issues read (no model asked).
+                prepared = await with_understanding(prepared, change_forge, settings, repo_store)
                 engine = Engine(
                     client,
                     prepared,

@@ -120,6 +120,8 @@ def check_suggestions(
             suggestion = None
             if len(notes) < MAX_NOTES:  # the review's bound holds; the rest are not noted
                 notes.append(dropped_note(index, rule))
+        elif suggestion is not None:  # the reports show the lines it replaces (no second read)
+            suggestion = suggestion.with_replaced(checker.replaced(finding.path, suggestion))
         findings.append(finding.model_copy(update={"suggestion": suggestion}))
     return review.model_copy(update={"findings": findings, "notes": notes})
 
@@ -159,6 +161,11 @@ class _Checker:
         except ParseTooSlow:
             return "syntax_time"
         return None
+
+    def replaced(self, path: str, suggestion: Suggestion) -> list[str]:
+        """The head's lines a kept suggestion replaces (its file was read by its checks)."""
+        head = self.heads.get(path)
+        return [] if head is None else head.replaced(suggestion.start_line, suggestion.end_line)
 
     def _head_text(self, path: str) -> HeadText | None:
         """The file's text at the head, or None when it is not UTF-8 text within 1 MiB."""

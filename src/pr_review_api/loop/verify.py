@@ -222,4 +222,4 @@ async def verify_findings(engine: Engine, review: FinalReview) -> FinalReview:
             counts.confirmed += 1
         kept.append(finding)
     notes = [*review.notes[: MAX_NOTES - 1], counts.note()]
-    return FinalReview(summary=review.summary, findings=kept, notes=notes)
+    return review.model_copy(update={"findings": kept, "notes": notes})

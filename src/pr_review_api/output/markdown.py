@@ -108,7 +108,7 @@ def _md_finding(finding: Finding) -> str:
     suggestion = finding.offered()
     if suggestion is not None:
         # Inside a fence no Markdown, mention or reference is read; controls are dropped.
-        diff = code_block("diff", clean(suggestion_diff(suggestion)))
+        diff = code_block("diff", clean(suggestion_diff(suggestion, suggestion.replaced_lines())))
         parts += [f"**Suggested change** ({suggestion_heading(suggestion)}):", diff]
     return "\n\n".join(parts)
 

@@ -120,7 +120,7 @@ def _append_text_finding(report: Text, finding: Finding) -> None:
             f"      Suggested change ({suggestion_heading(suggestion)}):\n", style="italic"
         )
         # Kept exact but for controls and bidi overrides, like every text of the report.
-        report.append(_indented(suggestion_diff(suggestion), 8) + "\n")
+        report.append(_indented(suggestion_diff(suggestion, suggestion.replaced_lines()), 8) + "\n")
 
 
 def _append_text_trace(report: Text, trace: list[TraceTurn]) -> None:
