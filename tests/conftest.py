@@ -26,6 +26,7 @@ pytest_plugins = [
     "tests.fakes.gitlab_notes",
     "tests.fakes.gitlab_statuses",
     "tests.fakes.gitlab_threads",
+    "tests.fakes.gitlab_issues",
 ]
 
 # Distinctive secrets: tests assert they never appear in any output, log, trace or file.

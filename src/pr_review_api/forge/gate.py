@@ -25,6 +25,8 @@ from pr_review_api.output.gate_outcome import (
     stricter,
     unknown_outcome,
 )
+from pr_review_api.output.inert_markdown import escape_inline
+from pr_review_api.output.understanding import with_linked_issues
 
 # Told every outcome the check is completed with.
 OnOutcome = Callable[[CheckOutcome], None]
@@ -94,6 +96,7 @@ class Gate:
         outcome = review_outcome(
             findings, self.fail_on, self.dismissed, result.coverage, url, counts
         )
+        outcome = with_linked_issues(outcome, result.review, escape_inline)  # CONTRACT 21
         await self._complete(outcome, url)
 
     def _gate_findings(self, result: ReviewResult) -> list[GateFinding]:

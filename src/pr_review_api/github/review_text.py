@@ -23,6 +23,7 @@ from pr_review_api.model import (
 )
 from pr_review_api.output.common import coverage_line, suggestion_diff, suggestion_heading
 from pr_review_api.output.inert_markdown import WORD_JOINER, code_block, escape, escape_inline
+from pr_review_api.output.understanding import markdown_sections
 
 MAX_BODY_CHARS = 60_000  # GitHub refuses bodies over 65,536 characters
 
@@ -172,7 +173,16 @@ def summary_lines(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> list[
         "",
         f"**Findings:** {tally(result)}",
     ]
-    return [*parts, "", coverage_line(result.coverage, layout.escape_inline)]
+    parts += ["", coverage_line(result.coverage, layout.escape_inline)]
+    # CONTRACT 21: the walkthrough and linked issues, within a quarter of the body's size.
+    understood = markdown_sections(
+        result.review,
+        heading="####",
+        cell=layout.escape_inline,
+        path=layout.escape_inline,
+        max_chars=layout.max_chars // 4,
+    )
+    return [*parts, *understood]
 
 
 def findings_section(

@@ -21,6 +21,10 @@ from pr_review_api.output.common import (
     usage_line,
 )
 from pr_review_api.output.inert_markdown import break_references, code_block
+from pr_review_api.output.understanding import markdown_sections
+
+# The walkthrough's and linked issues' tables in a report, at most (a report has no host limit).
+MAX_SECTION_CHARS = 200_000
 
 _ICONS: Mapping[Severity, str] = {
     "critical": "🔴",
@@ -72,6 +76,11 @@ def render_markdown(result: ReviewResult) -> str:
     parts = [f"## pr-review: {md_inline(subject(result))}", _md_overview(result)]
     parts.append(coverage_line(result.coverage, md_code))
     parts += ["### Summary", md_escape(result.review.summary)]
+    understood = markdown_sections(  # CONTRACT 21: the walkthrough, the linked issues
+        result.review, heading="###", cell=md_inline, path=md_code, max_chars=MAX_SECTION_CHARS
+    )
+    if understood:
+        parts.append("\n".join(understood).strip("\n"))
     for severity, findings in by_severity(result):
         parts.append(f"### {_ICONS[severity]} {severity.capitalize()} ({len(findings)})")
         parts += [_md_finding(finding) for finding in findings]

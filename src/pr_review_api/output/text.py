@@ -23,6 +23,7 @@ from pr_review_api.output.common import (
     suggestion_heading,
     usage_line,
 )
+from pr_review_api.output.understanding import text_sections
 
 _STYLES: Mapping[Severity, str] = {
     "critical": "bold white on red",
@@ -78,6 +79,8 @@ def _text_report(result: ReviewResult, local: LocalSubject | None = None) -> Tex
     report.append(coverage_line(result.coverage, clean) + "\n")
     report.append("\nSummary\n", style="bold underline")
     report.append(_indented(result.review.summary, 2) + "\n")
+    for block in text_sections(result.review, _indented):  # CONTRACT 21, when present
+        report.append(block)
     report.append(f"\nFindings: {counts_line(result)}\n", style="bold")
     for severity, findings in by_severity(result):
         report.append(f"\n{severity.upper()} ({len(findings)})\n", style=_STYLES[severity])
