@@ -75,10 +75,12 @@ def test_fixes_12_is_read_judged_published_and_in_the_check_run(
     assert document["review"]["linked_issues"] == [VERDICT]
     assert "walkthrough" not in document["review"]  # off by default
     [posted] = fake_github.posted("acme", "widget", 7)
-    assert "Linked issues" in posted["body"] and "| yes |" in posted["body"]
+    assert "Linked issues" in posted["body"]
+    assert "| yes |" in posted["body"]
     [run] = fake_github.runs_on(pull.head_sha)
     summary = run["output"]["summary"]
-    assert "Linked issues" in summary and "| yes |" in summary
+    assert "Linked issues" in summary
+    assert "| yes |" in summary
 
 
 def test_a_pull_request_number_and_a_hidden_issue_are_notes_not_errors(
@@ -204,4 +206,5 @@ def test_gitlab_closes_4_is_read_and_in_the_status(
     )
     assert any("another host" in note for note in result.review.notes)
     status = fake_gitlab_statuses.on(mr.head_sha)[-1]
-    assert status.description is not None and "linked issues: #4 no" in status.description
+    assert status.description is not None
+    assert "linked issues: #4 no" in status.description
