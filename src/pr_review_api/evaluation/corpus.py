@@ -53,7 +53,8 @@ DefectKind = Literal[
     "wrong-argument-order",
     "api-misuse",
 ]
-CleanKind = Literal["refactor", "rename", "docs"]
+# "feature": a change that does what its linked issue asks, or claims to (CONTRACT 21).
+CleanKind = Literal["refactor", "rename", "docs", "feature"]
 CaseKind = DefectKind | CleanKind
 DEFECT_KINDS: tuple[str, ...] = get_args(DefectKind)
 CLEAN_KINDS: tuple[str, ...] = get_args(CleanKind)
@@ -121,6 +122,19 @@ class GoldenIssue(_Strict):
         return self.lines[1]
 
 
+class LinkedIssueCase(_Strict):
+    """The issue a case's change says it closes (CONTRACT 21), and whether the change does what
+    it asks: the verdict a review should give (`partly` counts only as itself)."""
+
+    title: Annotated[str, Field(min_length=1, max_length=8192)]
+    body: Annotated[str, Field(max_length=8192)] = ""
+    expected: Literal["yes", "partly", "no"]
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class BaseFile(_Strict):
     """A file of the base commit."""
 
@@ -160,6 +174,7 @@ class CaseFile(_Strict):
     base: Annotated[list[BaseFile], Field(min_length=1)]
     edit: Annotated[list[Edit], Field(min_length=1)]
     golden: list[GoldenIssue] = []
+    linked_issue: LinkedIssueCase | None = None
 
     @model_validator(mode="after")
     def _golden_matches_kind(self) -> CaseFile:
@@ -182,6 +197,8 @@ class BuiltCase(_Strict):
     base: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
     head: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
     golden: list[GoldenIssue]
+    # Absent from corpus.json unless the case has one: older corpora read as before.
+    linked_issue: LinkedIssueCase | None = Field(default=None, exclude_if=_absent)
 
 
 class BuiltCorpus(_Strict):
@@ -314,6 +331,7 @@ def build_case(case: CaseFile, repos: Path) -> BuiltCase:
         base=base,
         head=head,
         golden=case.golden,
+        linked_issue=case.linked_issue,
     )
 
 

@@ -18,6 +18,11 @@ from typing import Any
 from pr_review_api.evaluation import bootstrap
 from pr_review_api.evaluation.runner import FINAL_REVIEW, CaseReport, ReviewOutcome
 from pr_review_api.evaluation.scoring import Counts, SuggestionCounts
+from pr_review_api.evaluation.understanding import (
+    run_figures,
+    understanding_figures,
+    understanding_line,
+)
 from pr_review_api.settings import Settings
 
 # Settings that change what a review does; recorded so that two reports can be compared.
@@ -34,6 +39,7 @@ REPORTED_SETTINGS = (
     "review_verify_findings",
     "review_require_evidence",
     "review_suggestions",
+    "review_walkthrough",
 )
 
 
@@ -77,6 +83,8 @@ def _figures(outcomes: Sequence[ReviewOutcome]) -> dict[str, Any]:
         "suggestions": _suggestion_figures(
             sum((o.suggestions for o in outcomes), SuggestionCounts())
         ),
+        # CONTRACT 21: only when measured, so a report without them reads as before.
+        **understanding_figures([o.understood for o in outcomes]),
     }
 
 
@@ -118,6 +126,7 @@ def report_document(reports: Sequence[CaseReport], settings: Settings, runs: int
                         "wall_seconds": round(o.wall_seconds, 3),
                         "coverage": _ratio(o.coverage),
                         "locations": [[f.path, f.line] for f in o.findings],
+                        **run_figures(o.understood),
                     }
                     for o in report.outcomes
                 ],
@@ -205,6 +214,9 @@ def render_text(document: dict[str, Any]) -> str:
         out.append(f"Findings dropped for evidence quoting no code the model received: {dropped}.")
     if settings.get("review_suggestions"):
         out.append(_suggestions_line(document["total"]["suggestions"]))
+    understanding = understanding_line(document["total"])
+    if understanding is not None:
+        out.append(understanding)
     out.append(
         f"Model {settings['opencode_model']}; {document['runs']} run(s) per case; "
         "final is the share that ended final_review; precision and recall match by path "

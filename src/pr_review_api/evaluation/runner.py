@@ -13,7 +13,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pr_review_api.errors import ReviewError
@@ -26,6 +26,7 @@ from pr_review_api.evaluation.scoring import (
     fix_count,
     score_review,
 )
+from pr_review_api.evaluation.understanding import Understood, case_issues, understood
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.loop.evidence import ungrounded_count
@@ -54,6 +55,8 @@ class ReviewOutcome:
     # Findings REVIEW_REQUIRE_EVIDENCE dropped (loop/evidence.py), read from the review's notes.
     ungrounded: int = 0
     suggestions: SuggestionCounts = field(default_factory=SuggestionCounts)
+    # CONTRACT 21: the walkthrough's coverage and the linked-issue verdict (when measured).
+    understood: Understood = field(default_factory=Understood)
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,9 @@ async def review_case(
         seen["round"] = max(seen["round"], update.round)
         seen["tokens"] = max(seen["tokens"], update.usage.total_tokens)
 
-    target = LocalTarget(repo=folder / case.repository, base=case.base, head=case.head)
+    repository = folder / case.repository
+    target = LocalTarget(repository, case.base, case.head, linked=case_issues(case))
+    walkthrough = settings.review_walkthrough
     started = time.perf_counter()
     try:
         result = await run_review(target, settings, progress=progress, store=store)
@@ -100,8 +105,10 @@ async def review_case(
         reason = "internal_error"
     else:
         wall = time.perf_counter() - started
-        suggestions = _suggestions(folder / case.repository, case, result)
-        return _scored(case, run, result, wall, suggestions)
+        suggestions = _suggestions(repository, case, result)
+        scored = _scored(case, run, result, wall, suggestions)
+        seen_now = understood(case, repository, result, walkthrough=walkthrough)
+        return replace(scored, understood=seen_now)
     wall = time.perf_counter() - started
     counts = score_review([], case.golden)
     missed = SuggestionCounts(golden_with_fix=_with_fix(case))
@@ -116,6 +123,7 @@ async def review_case(
         wall,
         None,
         suggestions=missed,
+        understood=understood(case, repository, None, walkthrough=walkthrough),
     )
 
 

@@ -33,8 +33,10 @@ async def with_understanding(
     files = None
     if walkthrough_on(prepared.repo_config.config, settings):
         files = await store.run(_files, prepared)
-    description = prepared.context.description or ""
-    linked = await read_linked_issues(prepared.pull_request, description, forge, settings)
+    linked = prepared.context.understanding.linked  # a local review's, given by its caller
+    if prepared.pull_request is not None:
+        description = prepared.context.description or ""
+        linked = await read_linked_issues(prepared.pull_request, description, forge, settings)
     understanding = Understanding(files, linked)
     if understanding == prepared.context.understanding:
         return prepared
