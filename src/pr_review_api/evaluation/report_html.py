@@ -113,9 +113,9 @@ def understanding_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
     expected verdict and the runs' verdicts, and the first run's walkthrough (its table)."""
     rows = []
     for case in document["cases"]:
-        runs = case["runs"]
         if "walkthrough_coverage" not in case and "linked_issues" not in case:
             continue
+        runs = case.get("runs", [])
         linked = [run["linked_issue"] for run in runs if "linked_issue" in run]
         rows.append(
             {

@@ -206,7 +206,11 @@ async def read_linked_issues(
             else:
                 past += 1
     answers = await asyncio.gather(
-        *(_read(forge, reference.project or own, reference.number) for reference in wanted.values())
+        *(
+            # The change's own repository, however the reference spelled it, is read as ours.
+            _read(forge, own if ref.startswith("#") else str(reference.project), reference.number)
+            for ref, reference in wanted.items()
+        )
     )
     issues: list[ReadIssue] = []
     for ref, answer in zip(wanted, answers, strict=True):
