@@ -3,6 +3,7 @@ kept suggestions shown whole in the text and Markdown reports (CONTRACT 14); off
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from markdown_it import MarkdownIt
@@ -126,3 +127,14 @@ def test_reports_show_a_kept_suggestion_with_the_lines_it_replaces(tmp_path: Pat
     markdown = formats.render(result, "markdown")
     assert f"```diff\n{diff}\n```" in markdown
     assert '"suggestion":{"start_line":2' in formats.render(result, "json").replace(" ", "")
+
+
+def test_sarif_carries_them_in_the_runs_properties_only_when_present() -> None:
+    plain = json.loads(formats.render(understood([]), "sarif"))
+    assert plain["runs"][0]["properties"]["walkthrough"] == []
+    off = json.loads(formats.render(review_result([finding()]), "sarif"))
+    assert "walkthrough" not in off["runs"][0]["properties"]
+    shown = json.loads(formats.render(understood(linked_issues=[VERDICT]), "sarif"))
+    properties = shown["runs"][0]["properties"]
+    assert properties["linked_issues"] == [VERDICT.model_dump()]
+    assert properties["walkthrough"][0]["paths"] == ["src/a.py", "src/b.py"]

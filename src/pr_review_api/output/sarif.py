@@ -55,6 +55,9 @@ def sarif_document(result: ReviewResult) -> dict[str, Any]:
             "coverage": result.coverage.model_dump(mode="json"),
         },
     }
+    # CONTRACT 21: only when the review has them, so a review without is as before.
+    review = result.review.model_dump(mode="json", include={"walkthrough", "linked_issues"})
+    run["properties"].update(review)
     if result.pull_request is not None:
         repository = result.pull_request.url.rsplit("/pull/", 1)[0]
         run["versionControlProvenance"] = [
