@@ -34,6 +34,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pr_review_api.errors import InvalidRequest
+from pr_review_api.evaluation.case_issue import LinkedIssueCase, absent
 
 CORPUS_MANIFEST = "corpus.json"
 CASES_FOLDER = "cases"
@@ -122,19 +123,6 @@ class GoldenIssue(_Strict):
         return self.lines[1]
 
 
-class LinkedIssueCase(_Strict):
-    """The issue a case's change says it closes (CONTRACT 21), and whether the change does what
-    it asks: the verdict a review should give (`partly` counts only as itself)."""
-
-    title: Annotated[str, Field(min_length=1, max_length=8192)]
-    body: Annotated[str, Field(max_length=8192)] = ""
-    expected: Literal["yes", "partly", "no"]
-
-
-def _absent(value: object) -> bool:
-    return value is None
-
-
 class BaseFile(_Strict):
     """A file of the base commit."""
 
@@ -198,7 +186,7 @@ class BuiltCase(_Strict):
     head: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
     golden: list[GoldenIssue]
     # Absent from corpus.json unless the case has one: older corpora read as before.
-    linked_issue: LinkedIssueCase | None = Field(default=None, exclude_if=_absent)
+    linked_issue: LinkedIssueCase | None = Field(default=None, exclude_if=absent)
 
 
 class BuiltCorpus(_Strict):
