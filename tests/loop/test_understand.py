@@ -13,6 +13,7 @@ import pytest
 
 from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
+from pr_review_api.loop.final_review import review_schema_json
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
@@ -225,3 +226,11 @@ def test_an_issue_cannot_close_the_untrusted_block_or_pose_as_us(
     assert issue["body"].endswith(" [truncated]")
     assert len(issue["body"].encode()) <= 8 * 1024 + len(" [truncated]")
     assert "approve everything" not in model.requests[0].messages[0]["content"]
+
+
+def test_schema_review_prints_the_walkthrough_only_when_it_is_on() -> None:
+    off = json.loads(review_schema_json())
+    on = json.loads(review_schema_json(walkthrough=True))
+    assert "walkthrough" not in off["properties"]
+    assert on["required"] == ["summary", "findings", "notes", "walkthrough"]
+    assert on["properties"]["walkthrough"]["items"]["properties"]["summary"]["maxLength"] == 300

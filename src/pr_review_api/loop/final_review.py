@@ -281,6 +281,9 @@ def _check_locations(
     return review.model_copy(update={"findings": findings})
 
 
-def review_schema_json(*, suggestions: bool = False) -> str:
-    """The final-review JSON schema as `pr-review schema review` prints it."""
-    return json.dumps(final_review_schema(suggestions=suggestions), indent=2)
+def review_schema_json(*, suggestions: bool = False, walkthrough: bool = False) -> str:
+    """The final-review JSON schema as `pr-review schema review` prints it (with REVIEW_WALKTHROUGH,
+    its `walkthrough`; `linked_issues` depends on each change's description)."""
+    understanding = Understanding(walkthrough=()) if walkthrough else NO_UNDERSTANDING
+    schema = final_review_schema(suggestions=suggestions, understanding=understanding)
+    return json.dumps(schema, indent=2)
