@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tomllib
@@ -174,28 +175,36 @@ def test_the_action_installs_the_locked_versions_and_publishes_the_review(
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="the Action installs pr-review with uv")
+@pytest.mark.parametrize("gated", [False, True])
 def test_the_action_takes_the_old_key_name_and_skips_by_the_base_rules(
-    fake_github: FakeGitHub, scripted_provider: ScriptedProvider, tmp_path: Path
+    fake_github: FakeGitHub, scripted_provider: ScriptedProvider, tmp_path: Path, gated: bool
 ) -> None:
+    config = ('fail_on = "high"\n' if gated else "") + 'skip_labels = ["no-review"]\n'
     fake_github.users[GITHUB_TOKEN] = BOT
     pull = fake_github.pull_request(
         "acme",
         "widget",
         8,
-        base={".pr-review.toml": 'skip_labels = ["no-review"]\n', "README.md": "r\n"},
+        base={".pr-review.toml": config, "README.md": "r\n"},
         head={"a.py": "x = 1\n"},
         labels=("no-review",),
     )
     inputs = _inputs(
-        pull.url, scripted_provider, INPUT_API_KEY="", INPUT_OPENCODE_API_KEY=PROVIDER_KEY
+        pull.url,
+        scripted_provider,
+        INPUT_API_KEY="",
+        INPUT_OPENCODE_API_KEY=PROVIDER_KEY,
+        FAIL_STEP_ON_CHECK="true",
     )
     done, runner_temp = _run_step(fake_github, tmp_path, inputs)
-    assert done.returncode == 0, done.stderr[-2000:]
+    # A skip by a label is the author's to lift: with fail_on set it must not pass (CONTRACT 16).
+    assert done.returncode == (1 if gated else 0), done.stderr[-2000:]
     assert scripted_provider.requests == []  # skipped: --automatic is passed
     assert fake_github.posted("acme", "widget", 8) == []
     (run,) = fake_github.runs_on(pull.head_sha)
-    assert run["conclusion"] == "neutral"
-    assert _outputs(runner_temp)["conclusion"] == "neutral"
+    conclusion = "action_required" if gated else "neutral"
+    assert run["conclusion"] == conclusion
+    assert _outputs(runner_temp)["conclusion"] == conclusion
     assert "skipped: a label matches skip_labels" in (runner_temp / "step-summary.md").read_text()
 
 
@@ -211,3 +220,17 @@ def test_the_action_asks_for_a_key() -> None:
     )
     assert done.returncode == 2
     assert "api-key" in done.stderr
+
+
+def test_every_step_the_action_uses_is_pinned_by_a_full_commit_sha() -> None:
+    """A tag can be moved; a 40-hex SHA cannot (docs/publishing.md, "Pinning the Action"): the
+    Action pins what it runs as it tells its users to pin it, the release named beside it."""
+    text = (ROOT / "action.yml").read_text()
+    action = yaml.safe_load(text)
+    used = [s["uses"] for s in action["runs"]["steps"] if "uses" in s]
+    assert len(used) == 2  # setup-uv and upload-sarif
+    for reference in used:
+        pin = reference.partition("@")[2]
+        assert re.fullmatch(r"[0-9a-f]{40}", pin), reference
+        (line,) = [line for line in text.splitlines() if f"uses: {reference}" in line]
+        assert re.search(r"#\s*v\d+\.\d+\.\d+$", line), line  # the release, for a reader

@@ -44,7 +44,7 @@ from pr_review_api.errors import ReviewError
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
-    from pr_review_api.model import ReviewResult, Usage
+    from pr_review_api.model import Cost, ReviewResult, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -176,8 +176,8 @@ class Metrics:
         # its first count, never at construction (see the test of a removed folder).
         self.cost = Counter(
             "pr_review_cost_usd",
-            "Estimated US dollars of the reviews that ended with a document, at the set "
-            "prices, by termination reason.",
+            "Estimated US dollars of the reviews, at the set prices, by termination reason "
+            "(a review that ended with an error counts what it spent before).",
             ["termination_reason"],
             registry=self.registry,
         )
@@ -208,12 +208,15 @@ class Metrics:
 
     # --- counting, called where the events happen -----------------------------------------
 
-    def review_ended(self, outcome: ReviewResult | BaseException, seconds: float) -> None:
-        """A review finished with `outcome` (its result, or what it raised) after `seconds`."""
+    def review_ended(
+        self, outcome: ReviewResult | BaseException, seconds: float, spent: Cost | None = None
+    ) -> None:
+        """A review finished with `outcome` (its result, or what it raised) after `seconds`;
+        `spent` is the cost of a review that raised (what it spent before it failed)."""
         with _never_raising():
             self.reviews.labels(termination_label(outcome)).inc()
             self.review_seconds.observe(max(0.0, seconds))
-            cost = None if isinstance(outcome, BaseException) else outcome.cost
+            cost = spent if isinstance(outcome, BaseException) else outcome.cost
             if cost is not None and cost.usd > 0:
                 self.cost.labels(termination_label(outcome)).inc(cost.usd)
 

@@ -54,6 +54,10 @@ MAX_SUGGESTION_LINES = 50
 MAX_SUGGESTION_BYTES = 8 * 1024
 # The parses that prove one review's suggestions keep the file parsing share this many seconds.
 MAX_SYNTAX_CHECK_SECONDS = 20.0
+# They run in a child process with this much address space (loop/syntax_process.py): one tree
+# of 1 MiB of dense code can take hundreds of megabytes, and a review may change many files.
+# With the review's own process (about 80 MB), a review stays under 300 MB (bench/syntax.py).
+MAX_SYNTAX_CHECK_MEMORY = 192 * 1024 * 1024
 
 # --- Trace limits (seed: "Trace interpretation") ---
 MAX_TRACE_PREVIEW_BYTES = 4 * 1024

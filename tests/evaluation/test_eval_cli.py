@@ -12,7 +12,12 @@ from click.testing import CliRunner, Result
 from pr_review_api import cli
 from pr_review_api.evaluation.corpus import build_corpus
 from tests.conftest import PROVIDER_KEY
-from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
+from tests.fakes.provider_server import (
+    RecordedRequest,
+    ScriptedProvider,
+    stop_turn,
+    tool_call_turn,
+)
 
 DEFECT = """\
 id = "a-defect"
@@ -137,6 +142,16 @@ def test_eval_scores_a_mini_corpus_per_case_and_in_total(
         [],
     ]
     assert defect["tokens"] == 45  # 15 per scripted turn
+    # Issue 40: the run that ended without a review says why, in the error's own words.
+    assert [run["error"] for run in defect["runs"]] == [
+        None,
+        {
+            "code": "invalid_model_response",
+            "message": "The final review was not valid JSON.",
+            "rule": "json",
+        },
+    ]
+    assert document["jobs"] == 1
     assert clean["findings"] == 1
     assert clean["precision"] == 0.0
     assert clean["recall"] is None
@@ -205,3 +220,56 @@ def test_eval_without_a_provider_key_exits_2(source: Path) -> None:
     result = CliRunner().invoke(cli.main, ["eval", str(source)], prog_name="pr-review")
     assert result.exit_code == 2
     assert "OPENCODE_API_KEY" in result.stderr
+
+
+def test_eval_text_and_html_list_each_run_that_ended_without_a_review(
+    scripted_provider: ScriptedProvider, source: Path
+) -> None:
+    _script_two_runs(scripted_provider)
+    text = _eval(scripted_provider, str(source), "--runs", "2")
+    assert text.exit_code == 0, text.output
+    assert "Runs that ended without a review:" in text.stdout
+    assert (
+        "  a-defect run 2: invalid_model_response: The final review was not valid JSON. "
+        "(rule: json)" in text.stdout.splitlines()
+    )
+    _script_two_runs(scripted_provider)
+    page = _eval(scripted_provider, str(source), "--runs", "2", "--format", "html")
+    assert page.exit_code == 0, page.output
+    assert '<table id="errors">' in page.stdout
+    assert (
+        "<tr><td>a-defect</td><td>2</td><td>invalid_model_response</td>"
+        "<td>The final review was not valid JSON.</td><td>json</td></tr>" in page.stdout
+    )
+    scripted_provider.assert_complete()
+
+
+def _by_case(request: RecordedRequest) -> dict[str, Any]:
+    """A final review for whichever case the request is about (its first user message)."""
+    first = json.dumps(request.json["messages"][:2])
+    path = "lib/last.py" if "lib/last.py" in first else "lib/first.py"
+    return stop_turn({"summary": path, "findings": [_finding(path, 2)], "notes": []})
+
+
+def test_eval_jobs_reviews_cases_at_once_and_reports_in_corpus_order(
+    scripted_provider: ScriptedProvider, source: Path
+) -> None:
+    scripted_provider.responder = _by_case
+    scripted_provider.gather = 2  # no reply until both cases' requests are in flight
+    result = _eval(scripted_provider, str(source), "--runs", "2", "--jobs", "2", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert scripted_provider.peak_in_flight == 2
+    assert len(scripted_provider.requests) == 4
+    document = json.loads(result.stdout)
+    assert document["jobs"] == 2
+    assert [case["id"] for case in document["cases"]] == ["a-defect", "b-clean"]
+    for case, path in zip(document["cases"], ["lib/last.py", "lib/first.py"], strict=True):
+        assert [run["run"] for run in case["runs"]] == [1, 2]
+        assert [run["locations"] for run in case["runs"]] == [[[path, 2]], [[path, 2]]]
+
+
+def test_eval_jobs_is_bounded(scripted_provider: ScriptedProvider, source: Path) -> None:
+    for jobs in ("0", "17"):
+        result = _eval(scripted_provider, str(source), "--jobs", jobs)
+        assert result.exit_code == 2
+    assert scripted_provider.requests == []

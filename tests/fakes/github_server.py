@@ -38,6 +38,7 @@ from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
 from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
+from tests.fakes.github_app import FakeApp, app_endpoint
 from tests.fakes.github_conversation import conversation, graphql
 from tests.fakes.github_documents import pull_json
 from tests.fakes.github_issues import issues
@@ -170,6 +171,8 @@ class FakeGitHub:
         self.reactions: list[dict[str, Any]] = []  # {"on", "comment_id", "content", "user"}
         self.reply_refusals = 0  # replies refused because the target was not top-level
         self.resolved_threads: set[str] = set()  # node ids of resolved review threads
+        # --- a GitHub App (install_app): its JWT, installations and their tokens ---
+        self.app: FakeApp | None = None
         # --- issues (CONTRACT 21; tests/fakes/github_issues.py) ---
         # (owner, repo, number), lower case -> (title, body)
         self.issues: dict[tuple[str, str, int], tuple[str, str | None]] = {}
@@ -201,6 +204,14 @@ class FakeGitHub:
         )
 
     # --- configuring answers ---
+
+    def install_app(
+        self, public_key: Any, *, app_id: int, slug: str, installations: dict[int, str]
+    ) -> FakeApp:
+        """A GitHub App installed on `installations` (id -> account): from now on the API and
+        git take only its installation tokens (tests/fakes/github_app.py)."""
+        self.app = FakeApp(app_id, slug, public_key, installations)
+        return self.app
 
     def origin(self, owner: str, repo: str) -> Origin:
         """The served repository owner/repo, created empty on first use."""
@@ -476,15 +487,22 @@ class FakeGitHub:
             self.requests.append(request)
 
     def _token_ok(self, authorization: str | None, *, git_side: bool) -> bool:
+        if self.app is not None:  # an App's repositories: only its installation tokens
+            tokens = list(self.app.tokens)
+            return authorization in [_basic(t) if git_side else f"Bearer {t}" for t in tokens]
         if self.require_token is None:
             return True
         if not git_side:
             return authorization == f"Bearer {self.require_token}"
-        expected = base64.b64encode(f"x-access-token:{self.require_token}".encode()).decode()
-        return authorization == f"Basic {expected}"
+        return authorization == _basic(self.require_token)
 
     def _sleep(self, seconds: float) -> None:
         self._stopping.wait(seconds)
+
+
+def _basic(token: str) -> str:
+    """The Authorization of a git request with `token`, as git sends it."""
+    return "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
 
 
 class _Server(LoopbackServer):
@@ -534,10 +552,12 @@ class _Handler(GitHandler):
         else:
             self._send(record, 404, b"not found", {"Content-Type": "text/plain"})
 
-    def _api(  # noqa: C901, PLR0911  (one return per endpoint)
+    def _api(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint)
         self, fake: FakeGitHub, record: RecordedRequest, path: str, body: bytes = b""
     ) -> None:
         pieces = path.split("/")  # "", "repos", owner, repo, "pulls", number
+        if app_endpoint(fake, self, record, path):
+            return
         if path == "/user":
             self._user(fake, record)
             return
@@ -638,6 +658,8 @@ class _Handler(GitHandler):
             return fake.users[token]
         if token in fake.workflow_tokens:
             return "github-actions[bot]"
+        if fake.app is not None and token in fake.app.tokens:
+            return fake.app.login
         return None
 
     def _list(
@@ -657,6 +679,12 @@ class _Handler(GitHandler):
         else:
             items = [comment_view(fake, key, c) for c in fake.review_comments.get(key, [])]
         query = dict(part.partition("=")[::2] for part in record.query.split("&") if part)
+        # GitHub: review comments ascending by id; `direction` counts only with `sort`.
+        order = ""
+        if kind == "comments" and query.get("sort") in ("created", "updated", "created_at"):
+            order = f"&sort={query['sort']}&direction={query.get('direction') or 'desc'}"
+            if query.get("direction", "desc") == "desc":
+                items = items[::-1]
         per_page = max(1, min(int(query.get("per_page") or 30), 100, fake.page_size))
         page = max(1, int(query.get("page") or 1))
         chunk = items[(page - 1) * per_page : page * per_page]
@@ -664,6 +692,7 @@ class _Handler(GitHandler):
         last = max(1, -(-len(items) // per_page))
         owner, repo, number = key
         base = f"{fake.api_url}/repos/{owner}/{repo}/pulls/{number}/{kind}?per_page={per_page}"
+        base += order
         links = []
         if page < last:
             links += [f'<{base}&page={page + 1}>; rel="next"', f'<{base}&page={last}>; rel="last"']
@@ -672,7 +701,7 @@ class _Handler(GitHandler):
         headers = {"Link": ", ".join(links)} if links else {}
         self._json(record, 200, chunk, headers)
 
-    def _gate(  # noqa: PLR0911  (one return per answer GitHub gives)
+    def _gate(
         self, fake: FakeGitHub, record: RecordedRequest, pieces: list[str], body: bytes
     ) -> None:
         """Check runs (POST, PATCH) and commit statuses (POST), as GitHub checks them."""
@@ -686,8 +715,7 @@ class _Handler(GitHandler):
             self._json(record, 401, {"message": "Requires authentication"})
             return
         if pieces[4] == "statuses" and len(pieces) == 6 and self.command == "POST":
-            fake.statuses.append({**payload, "sha": pieces[5]})
-            self._json(record, 201, {"id": fake._id(), **payload})
+            self._commit_status(fake, record, pieces[5], payload)
             return
         if pieces[4] != "check-runs":
             self._json(record, 404, {"message": "Not Found"})
@@ -696,6 +724,18 @@ class _Handler(GitHandler):
         if token in fake.no_checks_tokens:
             self._json(record, 403, {"message": "Resource not accessible by personal access token"})
             return
+        self._check_run(fake, record, pieces, payload)
+
+    def _check_run(
+        self, fake: FakeGitHub, record: RecordedRequest, pieces: list[str], payload: dict[str, Any]
+    ) -> None:
+        """Create (POST) or update (PATCH) a check run, refused as GitHub refuses it."""
+        refused = check_run_refusal(payload, creating=self.command == "POST")
+        if refused is not None:
+            self._json(record, 422, {"message": "Validation Failed", "errors": [refused]})
+            return
+        if payload.get("conclusion") is not None:
+            payload["status"] = "completed"  # GitHub: a conclusion completes the run
         annotations = (payload.get("output") or {}).get("annotations") or []
         if len(annotations) > 50:
             self._json(record, 422, {"message": "Only 50 annotations may be sent at a time"})
@@ -716,6 +756,15 @@ class _Handler(GitHandler):
             self._json(record, 200, {k: v for k, v in existing.items() if k != "annotations"})
             return
         self._json(record, 404, {"message": "Not Found"})
+
+    def _commit_status(
+        self, fake: FakeGitHub, record: RecordedRequest, sha: str, payload: dict[str, Any]
+    ) -> None:
+        if payload.get("state") not in STATUS_STATES:
+            self._json(record, 422, {"message": "Validation Failed"})
+            return
+        fake.statuses.append({**payload, "sha": sha})
+        self._json(record, 201, {"id": fake._id(), **payload})
 
     def _git(
         self, fake: FakeGitHub, record: RecordedRequest, path: str, query: str, body: bytes
@@ -740,6 +789,35 @@ class _Handler(GitHandler):
         record.status = status
         record.response_bytes = len(body)
         self._write(status, body, headers)
+
+
+# GitHub's REST rules for check runs and commit statuses (docs: "Create a check run", "Create a
+# commit status"): `stale` is GitHub's own conclusion; `waiting`, `requested` and `pending` are
+# statuses only GitHub Actions sets; a completed run needs a conclusion; a details_url must be
+# http(s) (GitHub's 422 says "details_url must use the http or https scheme").
+CHECK_CONCLUSIONS = frozenset(
+    {"action_required", "cancelled", "failure", "neutral", "success", "skipped", "timed_out"}
+)
+CHECK_STATUSES = frozenset({"queued", "in_progress", "completed"})
+STATUS_STATES = frozenset({"error", "failure", "pending", "success"})
+
+
+def check_run_refusal(payload: dict[str, Any], *, creating: bool) -> str | None:
+    """Why GitHub would answer 422 to this check-run request, or None."""
+    if creating and not (isinstance(payload.get("name"), str) and payload.get("head_sha")):
+        return "name and head_sha are required"
+    conclusion = payload.get("conclusion")
+    if conclusion is not None and conclusion not in CHECK_CONCLUSIONS:
+        return f"conclusion is not included in the list: {conclusion}"
+    status = payload.get("status")
+    if status is not None and status not in CHECK_STATUSES:
+        return f"status is not included in the list: {status}"
+    if status == "completed" and conclusion is None:
+        return "conclusion is required when status is completed"
+    details = payload.get("details_url")
+    if details is not None and not str(details).startswith(("http://", "https://")):
+        return "details_url must use the http or https scheme"
+    return None
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ non-default port), with the API at `<server>/api/v4`. It enforces GitLab's rules
   project answers 401 to a request without one, an unknown project or merge request 404;
 - listings are paginated with `X-Page`, `X-Next-Page` (empty on the last page), `X-Per-Page`,
   `X-Total`, `X-Total-Pages`; `per_page` defaults to 20 and is at most 100 (`page_size` lowers
-  it for a test);
+  it for a test; `omit_total_pages` drops the totals, as GitLab does past 10,000 items);
 - git data is served by `git http-backend` over real bare repositories, with
   `refs/merge-requests/<iid>/head` as GitLab publishes them; a private project's git needs
   basic credentials `oauth2:<token>` (401 with a `WWW-Authenticate` challenge otherwise).
@@ -185,6 +185,7 @@ class FakeGitLab:
         self.users: dict[str, str] = {}  # token -> username answered by GET /user
         self.user_ids: dict[str, int] = {}  # username -> its id in every document (user_id)
         self.page_size = MAX_PER_PAGE  # at most this many items per page, whatever per_page says
+        self.omit_total_pages = False  # as GitLab past 10,000 items: no X-Total, X-Total-Pages
         self.routes: list[Route] = []
         self.api_redirect: str | None = None  # answer API requests with a redirect to this URL
         self.git_redirect: str | None = None  # answer git requests with a redirect to this URL
@@ -440,6 +441,8 @@ class _Handler(GitHandler):
             "X-Next-Page": str(page + 1) if page < pages else "",
             "X-Prev-Page": str(page - 1) if page > 1 else "",
         }
+        if fake.omit_total_pages:
+            del headers["X-Total"], headers["X-Total-Pages"]
         self.send_json(record, 200, items[(page - 1) * per_page : page * per_page], headers)
 
     def signed_in(self, record: RecordedRequest) -> str | None:

@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import Repository, may_write
+from pr_review_api.github.conversation import MAX_THREAD_PAGES, Repository, may_write, thread
+from pr_review_api.github.markers import answer_marker
 from pr_review_api.permissions import PermissionCache
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub, fake_github
 from tests.fakes.provider_server import ScriptedProvider
-from tests.github.test_preflight import env, final, finding, pull, review
+from tests.github.test_preflight import BOT, env, final, finding, pull, review
 
 __all__ = ["env", "fake_github"]
 
@@ -83,3 +84,34 @@ def test_who_may_write_is_kept_by_its_holder_for_its_ttl_only(
     expired = PermissionCache(ttl=0)
     asyncio.run(ask(expired, "alice", "alice"))
     assert env.permission_requests == 5
+
+
+def test_a_thread_past_a_flood_of_review_comments_is_read_newest_first(
+    env: FakeGitHub, tmp_path: Path
+) -> None:
+    # GitHub lists 100 review comments a page; 600 others' after our finding are more than the
+    # pages read, and our answer to the question comes after them all.
+    pull(env)
+    key = ("acme", "widget", 7)
+    ours = env.add_review_comment(*key, BOT, "a finding")
+    for n in range(600):
+        env.add_review_comment(*key, "someone", f"comment {n}")
+    question = env.add_review_comment(*key, "alice", f"@{BOT} why?", ours["id"])
+    answer = answer_marker(question["id"])
+    ours_answer = env.add_review_comment(*key, BOT, f"Because.\n\n{answer}", ours["id"])
+    settings = env.settings(tmp_path / "cache", token=GITHUB_TOKEN)
+    repository = Repository("acme", "widget")
+
+    async def replies(top_id: int) -> list[int]:
+        async with GitHubClient(settings) as github:
+            return [c.id for c in await thread(github, repository, 7, top_id)]
+
+    assert asyncio.run(replies(ours["id"])) == [question["id"], ours_answer["id"]]
+    listings = [r for r in env.api_requests() if r.path.endswith("/pulls/7/comments")]
+    assert len(listings) == MAX_THREAD_PAGES  # bounded: our finding itself is further back
+    assert all("sort=created&direction=desc" in r.query for r in listings)
+    # A thread that starts after the flood is read up to its first comment: one page.
+    late = env.add_review_comment(*key, BOT, "a later finding")
+    reply = env.add_review_comment(*key, "alice", "ok", late["id"])
+    assert asyncio.run(replies(late["id"])) == [reply["id"]]
+    assert len([r for r in env.api_requests() if r.path.endswith("/pulls/7/comments")]) == 6

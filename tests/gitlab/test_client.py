@@ -229,6 +229,25 @@ async def test_the_page_budget_stops_a_long_listing(fake_gitlab: FakeGitLab) -> 
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("total_pages", [True, False])
+async def test_a_long_listing_read_at_both_ends_is_its_first_and_newest_pages(
+    fake_gitlab: FakeGitLab, total_pages: bool
+) -> None:
+    for iid in range(1, 10):
+        fake_gitlab.set_document(PATH, iid)
+    fake_gitlab.page_size = 2  # five pages
+    if not total_pages:  # GitLab leaves X-Total-Pages out past 10,000 items: pages in order
+        fake_gitlab.omit_total_pages = True
+    url = mr_api_url(fake_gitlab).rsplit("/", 1)[0]
+    async with client_for(fake_gitlab) as gitlab:
+        items, complete = await gitlab.paginated(url, max_pages=3, ends=True)
+    read = [item["iid"] for item in items]
+    assert read == ([1, 2, 7, 8, 9] if total_pages else [1, 2, 3, 4, 5, 6])
+    assert not complete
+    assert len(fake_gitlab.requests) == 3
+
+
+@pytest.mark.anyio
 async def test_one_page_is_complete(fake_gitlab: FakeGitLab) -> None:
     fake_gitlab.set_document(PATH, 1)
     url = mr_api_url(fake_gitlab).rsplit("/", 1)[0]

@@ -14,7 +14,7 @@ import pytest
 
 from pr_review_api.gitlab import dismissals
 from pr_review_api.gitlab.conversation import AccessLevels
-from pr_review_api.gitlab.discussions import finding_discussions
+from pr_review_api.gitlab.discussions import MAX_DISCUSSION_PAGES, finding_discussions
 from pr_review_api.gitlab.dismissals import dismissed_on_merge_request, thumbs_down
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.gitlab_threads import FakeThreads
@@ -143,3 +143,36 @@ def test_an_award_listing_gitlab_does_not_give_dismisses_nothing(
     fake_gitlab.routes.insert(0, refuse)
     assert found_by_thumbs_down(fake_gitlab, tmp_path) == []
     assert threads.award_reads == []
+
+
+def test_a_flood_of_discussions_before_or_after_ours_hides_none_of_them(
+    fake_gitlab: FakeGitLab, threads: FakeThreads, tmp_path: Path
+) -> None:
+    # GitLab lists discussions oldest first, 100 a page, with no order to ask for: 1,050 of
+    # someone else's between our first finding and our last are more than the pages read.
+    first = started(threads.notes, FINGERPRINTS[0])
+    for n in range(1050):
+        started(threads.notes, f"{n:032x}", author="alice")
+    last = started(threads.notes, FINGERPRINTS[1])
+    for note in (first, last):
+        threads.award(note.id, "thumbsdown", "dev")
+    found = found_by_thumbs_down(fake_gitlab, tmp_path)
+    assert sorted(found) == [(FINGERPRINTS[0], "dev"), (FINGERPRINTS[1], "dev")]
+    listings = [r for r in fake_gitlab.api_requests() if r.path.endswith("/discussions")]
+    assert len(listings) == MAX_DISCUSSION_PAGES  # the first page and the newest, no more
+
+
+def test_a_flood_of_awards_hides_no_developers_thumbsdown(
+    fake_gitlab: FakeGitLab, threads: FakeThreads, tmp_path: Path
+) -> None:
+    # GitLab lists a note's awards oldest first, 100 a page, with no filter by name.
+    before, after = started(threads.notes, FINGERPRINTS[0]), started(threads.notes, FINGERPRINTS[1])
+    threads.award(before.id, "thumbsdown", "dev")
+    for n in range(250):
+        for note in (before, after):
+            threads.award(note.id, "thumbsup", f"fan-{n}")
+    threads.award(after.id, "thumbsdown", "maintainer")
+    found = found_by_thumbs_down(fake_gitlab, tmp_path)
+    assert sorted(found) == [(FINGERPRINTS[0], "dev"), (FINGERPRINTS[1], "maintainer")]
+    award_requests = [r for r in fake_gitlab.api_requests() if r.path.endswith("/award_emoji")]
+    assert len(award_requests) == 2 * dismissals.MAX_AWARD_PAGES

@@ -47,10 +47,29 @@ def test_an_update_that_moved_the_head_asks_for_a_review() -> None:
     assert found.head_sha == HEAD
 
 
-def test_an_update_without_oldrev_is_ignored() -> None:
-    """A title, a label or an assignee changed: GitLab sends no `oldrev`, the head is the same."""
-    changes = {"title": {"previous": "a", "current": "b"}}
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"assignees": {"previous": [], "current": [{"id": 2}]}},
+        {"description": {"previous": "a", "current": "b"}},
+        {"title": "not an object"},
+    ],
+)
+def test_an_update_without_oldrev_that_changes_nothing_the_review_reads_is_ignored(
+    changes: dict[str, object],
+) -> None:
+    """An assignee or the description changed: GitLab sends no `oldrev`, the head is the same."""
     assert push(merge_request_hook("update", changes=changes)) is None
+
+
+@pytest.mark.parametrize("field", ["title", "labels", "target_branch"])
+def test_an_update_of_what_the_skip_rules_read_asks_for_the_review_again(field: str) -> None:
+    """CONTRACT 16: the skip rules are evaluated again on the same head (no `oldrev`)."""
+    changes = {field: {"previous": "a", "current": "b"}}
+    found = push(merge_request_hook("update", changes=changes))
+    assert found is not None
+    assert found.head_sha == HEAD
 
 
 def test_an_update_that_marks_a_draft_ready_asks_for_a_review() -> None:

@@ -105,8 +105,9 @@ def test_success_below_fail_on_and_neutral_is_success_saying_why(
     mr = merge_request(fake_gitlab)
     passed = review_outcome([LOW], "high", (), COVERAGE, None)
     drive(fake_gitlab, tmp_path, mr, start(), complete(passed))
-    drive(fake_gitlab, tmp_path, mr, complete(skipped_outcome("a label matches skip_labels")))
-    drive(fake_gitlab, tmp_path, mr, start(), complete(ended_outcome("review_timeout")))
+    skipped = skipped_outcome("a label matches skip_labels", "none", author_controlled=True)
+    drive(fake_gitlab, tmp_path, mr, complete(skipped))
+    drive(fake_gitlab, tmp_path, mr, start(), complete(ended_outcome("review_timeout", "none")))
     statuses = fake_gitlab_statuses.on(mr.head_sha)
     assert [s.status for s in statuses] == ["success", "success", "success"]
     assert statuses[0].description is not None
@@ -118,6 +119,23 @@ def test_success_below_fail_on_and_neutral_is_success_saying_why(
     assert statuses[2].description.startswith("Neutral: the review ended without a final review")
     assert all(s.target_url is None for s in statuses)  # no note: no link
     assert all(a.answer == 201 for a in fake_gitlab_statuses.attempts)
+
+
+def test_the_gate_failing_closed_is_failed_saying_why(
+    fake_gitlab: FakeGitLab, fake_gitlab_statuses: FakeStatuses, tmp_path: Path
+) -> None:
+    mr = merge_request(fake_gitlab)
+    skipped = skipped_outcome("the title contains a skip_title string", "high", True)
+    drive(fake_gitlab, tmp_path, mr, complete(skipped))
+    drive(fake_gitlab, tmp_path, mr, start(), complete(ended_outcome("review_timeout", "high")))
+    drive(fake_gitlab, tmp_path, mr, start(), complete(ended_outcome("max_tool_calls", "high")))
+    statuses = fake_gitlab_statuses.on(mr.head_sha)
+    assert [s.status for s in statuses] == ["failed", "failed", "failed"]
+    descriptions = [s.description or "" for s in statuses]
+    assert descriptions[0].startswith("Action required (failing), skipped: the title contains")
+    assert descriptions[1].startswith("Failed closed: no validated review (review_timeout)")
+    assert "max_tool_calls" in descriptions[2]
+    assert "/pr-review review" in descriptions[2]
 
 
 def test_the_same_state_twice_is_tolerated_and_the_status_still_completes(

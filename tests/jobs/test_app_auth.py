@@ -18,7 +18,6 @@ from typing import Any
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from pr_review_api.errors import ConfigurationError, GitHubUnavailable
@@ -29,6 +28,7 @@ from pr_review_api.github.credentials import (
     credentials_for,
 )
 from pr_review_api.settings import Settings
+from tests.fakes.github_app import write_key
 
 APP_ID = 4242
 
@@ -116,15 +116,7 @@ def app_api(rsa_key: rsa.RSAPrivateKey) -> Iterator[FakeAppApi]:
 
 
 def key_file(tmp_path: Path, key: Any) -> Path:
-    path = tmp_path / "app.pem"
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return path
+    return write_key(tmp_path / "app.pem", key)
 
 
 def credentials(tmp_path: Path, key: Any, api_url: str) -> AppCredentials:

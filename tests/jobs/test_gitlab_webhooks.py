@@ -171,8 +171,9 @@ def test_drafts_updates_without_a_new_head_and_other_events_are_ignored(database
                 await deliver(client, merge_request_hook("update")),
                 await deliver(
                     client,
+                    # An assignee is nothing the review or the skip rules read (CONTRACT 16).
                     merge_request_hook(
-                        "update", changes={"labels": {"previous": [], "current": []}}
+                        "update", changes={"assignees": {"previous": [], "current": []}}
                     ),
                 ),
                 await deliver(client, merge_request_hook("close")),

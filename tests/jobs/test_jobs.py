@@ -276,7 +276,11 @@ def test_webhook_drafts_and_other_events_are_ignored(database_url: str) -> None:
             ignored = [
                 await deliver(client, pull_request_event(draft=True, action="opened")),
                 await deliver(client, pull_request_event(action="closed")),
-                await deliver(client, pull_request_event(action="labeled")),
+                await deliver(client, pull_request_event(action="assigned")),
+                # A description edit changes nothing the skip rules read (CONTRACT 16).
+                await deliver(
+                    client, {**pull_request_event(action="edited"), "changes": {"body": {}}}
+                ),
                 await deliver(client, {"action": "created"}, kind="issue_comment"),
                 await deliver(client, pull_request_event(owner="../etc")),
                 await deliver(client, pull_request_event(head="not-a-sha")),

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.llm.testing import USAGE, ScriptedModel, stop_turn, tool_turn
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
@@ -92,3 +93,33 @@ def test_one_price_counts_the_other_kind_of_token_as_free() -> None:
     assert only_output is not None
     assert (only_input.usd, only_output.usd) == (1.0, 2.0)
     assert estimated_cost(usage, None, None) is None
+
+
+def test_a_review_that_ends_with_an_error_counts_what_it_spent(
+    small: tuple[GitRepo, str, str],
+) -> None:
+    # Issue 40: two turns spent, then a final review the checks refuse (not JSON).
+    path, base, head = small
+    model = ScriptedModel(
+        tool_turn([("c1", "read_repository_file", {"path": PATH})]), stop_turn("not json")
+    )
+    settings = load_settings(
+        opencode_api_key=PROVIDER_KEY,
+        review_price_input_per_mtok=3.0,
+        review_price_output_per_mtok=15.0,
+    )
+    metrics = Metrics()
+    with pytest.raises(InvalidModelResponse) as raised:
+        asyncio.run(
+            run_review(LocalTarget(path.path, base, head), settings, model=model, metrics=metrics)
+        )
+    spent = USAGE + USAGE
+    assert raised.value.run is not None
+    assert raised.value.run.usage == spent
+    assert raised.value.to_body()["error"] == {  # the wire's error document is section 5's
+        "code": "invalid_model_response",
+        "message": "The final review was not valid JSON.",
+    }
+    dollars = (spent.prompt_tokens * 3.0 + spent.completion_tokens * 15.0) / 1_000_000
+    reason = {"termination_reason": "invalid_model_response"}
+    assert metrics.registry.get_sample_value(COST, reason) == dollars

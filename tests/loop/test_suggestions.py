@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from click.testing import CliRunner
 from pr_review_api.cli.commands import main
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop import suggestions
+from pr_review_api.loop import suggestions, syntax_process
 from pr_review_api.loop.final_review import (
     FINAL_REVIEW_SCHEMA,
     FinalReviewRejected,
@@ -26,10 +28,10 @@ from pr_review_api.loop.final_review import (
 from pr_review_api.loop.prompts import system_prompt
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.suggestions import RULES, HeadText, dropped_note
-from pr_review_api.loop.syntax import SyntaxBaseline
+from pr_review_api.loop.syntax_process import Counts, SyntaxProcess
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview, Suggestion
-from pr_review_api.settings import load_settings
+from pr_review_api.settings import MAX_SYNTAX_CHECK_MEMORY, load_settings
 from tests.gitrepo import FILE, GitRepo
 
 SERVICE = "def save(user):\n    validate(user)\n    store(user)\n    return user\n"
@@ -228,19 +230,45 @@ def test_parses_past_the_reviews_budget_drop_the_suggestion(
     assert review.notes == ["kept", dropped_note(1, "syntax_time"), dropped_note(2, "syntax_time")]
 
 
+def test_a_file_the_child_cannot_parse_drops_its_suggestions_only(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 256 KiB of one-letter lines: a tree of about 80 MB, past a 64 MiB address space.
+    monkeypatch.setattr(syntax_process, "MAX_SYNTAX_CHECK_MEMORY", 64 * 1024 * 1024)
+    base = repo.commit_files({"README": "x\n"})
+    head = repo.commit_files({"src/dense.py": "a\n" * (128 * 1024), "src/service.py": SERVICE})
+    review = parse_final_review(
+        json.dumps(
+            {
+                "summary": "s",
+                "findings": [
+                    finding(fix(1, 1, "b"), path="src/dense.py", line=1),
+                    finding(fix(2, 2, "    validate(user)  # first")),
+                    finding(fix(5, 5, "c"), path="src/dense.py", line=5),
+                ],
+                "notes": [],
+            }
+        ),
+        PinnedRepository.open(repo.git_dir, base, head),
+        suggestions=True,
+    )
+    assert [f.offered() is None for f in review.findings] == [True, False, True]
+    assert review.notes == [dropped_note(1, "syntax_time"), dropped_note(3, "syntax_time")]
+
+
 def test_the_syntax_proof_runs_on_a_worker_thread(
     repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base = repo.commit_files({"src/service.py": "pass\n"})
     head = repo.commit_files({"src/service.py": SERVICE})
     threads: list[str] = []
-    real = SyntaxBaseline
+    real = SyntaxProcess.errors
 
-    def recording(language: str, source: bytes, deadline: float) -> SyntaxBaseline:
+    def recording(process: SyntaxProcess, *args: Any) -> Counts:
         threads.append(threading.current_thread().name)
-        return real(language, source, deadline)
+        return real(process, *args)
 
-    monkeypatch.setattr(suggestions, "SyntaxBaseline", recording)
+    monkeypatch.setattr(SyntaxProcess, "errors", recording)
     reply = {"summary": "s", "findings": [finding(fix(2, 3, "    store(validate(user))"))]}
     model = ScriptedModel(stop_turn({**reply, "notes": []}))
     settings = load_settings(
@@ -251,3 +279,42 @@ def test_the_syntax_proof_runs_on_a_worker_thread(
     assert result.review.findings[0].offered() is not None
     assert threads
     assert threading.main_thread().name not in threads
+
+
+# Checks four files of dense code in a fresh interpreter and prints its peak RSS and its
+# children's, in KiB (Linux's ru_maxrss), then how many suggestions were kept.
+_PEAK = """
+import json, resource, sys
+from pathlib import Path
+from pr_review_api.git.repository import PinnedRepository
+from pr_review_api.loop.final_review import parse_final_review
+git_dir, base, head, reply = sys.argv[1:]
+repository = PinnedRepository.open(Path(git_dir), base, head)
+review = parse_final_review(Path(reply).read_text(), repository, suggestions=True)
+kept = sum(finding.offered() is not None for finding in review.findings)
+who = (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+peak = [resource.getrusage(one).ru_maxrss for one in who]
+print(json.dumps([*peak, kept, review.notes]))
+"""
+
+
+@pytest.mark.e2e
+def test_the_memory_of_the_syntax_proof_is_bounded(repo: GitRepo, tmp_path: Path) -> None:
+    # 256 KiB of one-letter lines parses to a tree of about 80 MB: four such files held at
+    # once took over 300 MB in the review's own process (issue 34, scaled down from 14 MiB).
+    dense = "a\n" * (128 * 1024)
+    names = [f"src/dense{n}.py" for n in range(4)]
+    base = repo.commit_files({"README": "x\n"})
+    head = repo.commit_files(dict.fromkeys(names, dense))
+    findings = [finding(fix(10, 10, "b"), path=name, line=10) for name in names]
+    reply = tmp_path / "reply.json"
+    reply.write_text(json.dumps({"summary": "s", "findings": findings, "notes": []}))
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(repo.git_dir), base, head, str(reply)],
+        capture_output=True,
+        check=True,
+    )
+    own, children, kept, notes = json.loads(done.stdout)
+    assert (kept, notes) == (4, [])  # every file parsed: none dropped for time or memory
+    assert own < 200 * 1024  # an interpreter with the review's modules, one file's text
+    assert children <= MAX_SYNTAX_CHECK_MEMORY // 1024  # the child's limit held

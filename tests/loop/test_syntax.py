@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pr_review_api.loop import syntax
 from pr_review_api.loop.syntax import ParseTooSlow, SyntaxBaseline, language_of, syntax_errors
 from tests.conftest import examples
 
@@ -79,3 +80,84 @@ def test_a_parse_past_its_deadline_stops() -> None:
     baseline = SyntaxBaseline("python", b"x = 1\n")
     with pytest.raises(ParseTooSlow):
         baseline.errors_with(b"x = 2\n", deadline=time.monotonic() - 1)
+
+
+# 1 MiB of JavaScript array: seconds of parsing, most of it after the last byte is read.
+SLOW = b"var x = [" + b"1," * (512 * 1024 - 8) + b"];\n"
+
+
+def test_the_deadline_holds_after_the_input_is_read() -> None:
+    budget = 0.5
+    started = time.monotonic()
+    with pytest.raises(ParseTooSlow):
+        syntax_errors("javascript", SLOW, deadline=started + budget)
+    assert time.monotonic() - started < budget + 3  # generous; a full parse takes seconds
+
+
+class _Clock:
+    """time.monotonic for a deadline of 1000: in time for `calls` calls, then past it."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+
+    def monotonic(self) -> float:
+        self.calls -= 1
+        return 0.0 if self.calls >= 0 else 2000.0
+
+
+def test_the_deadline_is_checked_once_every_byte_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # In time for twice as many looks at the clock as there are reads of 4 KiB (tree-sitter
+    # reads a few chunks twice): a deadline checked only while reading lets this parse finish.
+    reads = -(-len(SLOW) // 4096) + 1
+    monkeypatch.setattr(syntax, "time", _Clock(2 * reads))
+    with pytest.raises(ParseTooSlow):
+        syntax_errors("javascript", SLOW, deadline=1000.0)
+
+
+class _FailingClock:
+    """time.monotonic that raises on its n-th call: a progress callback that fails."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+
+    def monotonic(self) -> float:
+        self.calls -= 1
+        if self.calls < 0:
+            raise RuntimeError("clock")
+        return time.monotonic()
+
+
+@pytest.mark.parametrize("calls", [1, 2, 5, 50])
+def test_a_failing_callback_is_a_parse_not_done_and_the_parser_starts_afresh(
+    calls: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = b"def f(x):\n    return [x,\n" + b"    1,\n" * 20_000 + b"]\n"
+    baseline = SyntaxBaseline("python", source)
+    monkeypatch.setattr(syntax, "time", _FailingClock(calls))
+    with pytest.raises(ParseTooSlow):
+        baseline.errors_with(source.replace(b"[x,", b"(x,"), deadline=time.monotonic() + 60)
+    monkeypatch.undo()
+    # The halted parse is not resumed on other bytes: the next count is a fresh parse's.
+    patched = source.replace(b"return", b"yield")
+    assert baseline.errors_with(patched) == syntax_errors("python", patched) == 0
+
+
+def test_every_failure_of_the_parser_is_a_parse_not_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # py-tree-sitter reports a callback that raises after the last read as SystemError.
+    class Failing:
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+
+        def parse(self, *_args: object, **_kwargs: object) -> object:
+            raise self.error
+
+        def reset(self) -> None:
+            pass
+
+    for error in (SystemError("result with an exception set"), ValueError("Parsing failed")):
+        with pytest.raises(ParseTooSlow):
+            syntax._parse(Failing(error), b"x = 1\n", time.monotonic() + 60)  # type: ignore[arg-type]

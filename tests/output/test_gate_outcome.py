@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import get_args
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr_review_api.model import SEVERITIES, Coverage, Severity
 from pr_review_api.output.gate_outcome import (
+    FAILING,
     FailOn,
     GateFinding,
     conclusion_of,
@@ -117,10 +119,33 @@ def test_the_summary_keeps_repository_paths_inert() -> None:
 
 
 def test_neutral_outcomes_say_why_in_their_brief() -> None:
-    skipped = skipped_outcome("the author matches skip_authors")
+    skipped = skipped_outcome("the author matches skip_authors", "high", author_controlled=False)
     assert skipped.conclusion == "neutral"
     assert skipped.brief.startswith("Neutral, skipped: the author matches skip_authors")
-    ended = ended_outcome("review_timeout")
+    ended = ended_outcome("review_timeout", "none")
     assert ended.conclusion == "neutral"
     assert "(review_timeout)" in ended.brief
-    assert unknown_outcome().brief.startswith("Neutral")
+    assert unknown_outcome("none").brief.startswith("Neutral")
+    untouched = skipped_outcome("the title contains a skip_title string", "none", True)
+    assert untouched.conclusion == "neutral"
+
+
+@pytest.mark.parametrize("code", ["max_tool_calls", "max_rounds", "invalid_model_response"])
+def test_with_fail_on_set_a_review_without_a_final_review_fails_closed(code: str) -> None:
+    ended = ended_outcome(code, "high")
+    assert ended.conclusion == "failure"
+    assert code in ended.title
+    assert "Re-run the check" in ended.title
+    assert "/pr-review review" in ended.summary
+    assert ended.brief.startswith("Failed closed")
+    assert ended_outcome("review_timeout", "critical").conclusion == "timed_out"
+    assert unknown_outcome("info").conclusion == "failure"
+
+
+def test_a_skip_by_the_title_or_labels_requires_action_while_fail_on_is_set() -> None:
+    skipped = skipped_outcome("a label matches skip_labels", "medium", author_controlled=True)
+    assert skipped.conclusion == "action_required"
+    assert skipped.title.startswith("Action required, skipped: a label matches skip_labels")
+    assert skipped.brief.startswith("Action required (failing)")
+    assert "change the title or labels" in skipped.summary
+    assert {"failure", "timed_out", "action_required"} == FAILING

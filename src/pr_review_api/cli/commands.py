@@ -93,7 +93,8 @@ def main() -> None:
     "--automatic",
     is_flag=True,
     help="Honour the skip rules of the base commit's .pr-review.toml: a skipped review asks no "
-    "model, exits 0 and (with --post) sets only a neutral check. The Action passes it.",
+    "model, exits 0 and (with --post) sets only its check (neutral; action_required for a "
+    "title or label rule while fail_on is set). The Action passes it.",
 )
 @click.option(
     "--check-file",

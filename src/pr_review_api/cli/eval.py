@@ -1,5 +1,5 @@
-"""`pr-review eval CORPUS [--runs N] [--format text|json|html]` (CONTRACT sections 4 and 13),
-and `pr-review eval compare A.json B.json`.
+"""`pr-review eval CORPUS [--runs N] [--jobs N] [--format text|json|html]` (CONTRACT sections 4
+and 13), and `pr-review eval compare A.json B.json`.
 
 `eval` is a group whose default command is `run`: a first argument that names no subcommand
 (a corpus folder, an option) is `run`'s, so `pr-review eval CORPUS` works as the contract says;
@@ -29,7 +29,7 @@ from pr_review_api.errors import InvalidRequest, ReviewError
 from pr_review_api.evaluation.compare import compare_document, read_report, render_compare_text
 from pr_review_api.evaluation.corpus import build_corpus, is_built, load_built
 from pr_review_api.evaluation.report import render_json, render_text, report_document
-from pr_review_api.evaluation.runner import ReviewOutcome, run_corpus
+from pr_review_api.evaluation.runner import MAX_EVAL_JOBS, ReviewOutcome, run_corpus
 from pr_review_api.settings import load_settings
 
 EXIT_BAD_INPUT = 2
@@ -85,6 +85,13 @@ def eval_command() -> None:
     help="Review only this case (repeatable).",
 )
 @click.option(
+    "--jobs",
+    type=click.IntRange(1, MAX_EVAL_JOBS),
+    default=1,
+    show_default=True,
+    help="Reviews run at once (for a hosted provider); the report keeps the corpus order.",
+)
+@click.option(
     "--format",
     "output_format",
     type=click.Choice(["text", "json", "html"]),
@@ -96,6 +103,7 @@ def run_command(
     corpus: Path,
     runs: int,
     cases: tuple[str, ...],
+    jobs: int,
     output_format: Literal["text", "json", "html"],
 ) -> None:
     """Measure review quality on CORPUS: precision, recall and F1 against golden issues.
@@ -103,6 +111,7 @@ def run_command(
     \b
       pr-review eval eval/                 build this repository's corpus, then review it
       pr-review eval BUILT --runs 3 --format json
+      pr-review eval eval/ --jobs 4        four reviews at once (a hosted provider)
       pr-review eval eval/ --format html > report.html
 
     Findings match a golden issue by path and line (within its lines widened by 3).
@@ -122,7 +131,13 @@ def run_command(
                 raise InvalidRequest("A --case names no case of the corpus.")
             reports = asyncio.run(
                 run_corpus(
-                    folder, built, settings, runs=runs, cases=cases or None, on_outcome=_progress
+                    folder,
+                    built,
+                    settings,
+                    runs=runs,
+                    cases=cases or None,
+                    on_outcome=_progress,
+                    jobs=jobs,
                 )
             )
     except ReviewError as exc:
@@ -132,7 +147,7 @@ def run_command(
     except KeyboardInterrupt:
         click.echo("error: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    document = report_document(reports, settings, runs)
+    document = report_document(reports, settings, runs, jobs=jobs)
     if output_format == "html":
         # Imported here: only this format needs the template engine.
         from pr_review_api.evaluation.report_html import render_html  # noqa: PLC0415

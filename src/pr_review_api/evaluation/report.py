@@ -5,7 +5,9 @@ recall, F1, tokens, rounds and wall time (CONTRACT section 13), plus the termina
 seen and, when reviews report it, the inspected share of changed files (`coverage`). Unmatched
 findings are split into duplicates (of a matched golden issue) and false positives, and the
 findings REVIEW_REQUIRE_EVIDENCE dropped are counted. The total carries 95% bootstrap intervals
-of precision, recall and F1 over the cases (evaluation/bootstrap.py).
+of precision, recall and F1 over the cases (evaluation/bootstrap.py). Each run that ended
+without a review keeps its error: code, fixed message and, for a refused final review, the rule
+that failed (`errors`, listed after the table in text and HTML).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pr_review_api.evaluation import bootstrap
-from pr_review_api.evaluation.runner import FINAL_REVIEW, CaseReport, ReviewOutcome
+from pr_review_api.evaluation.runner import FINAL_REVIEW, CaseReport, ReviewOutcome, RunError
 from pr_review_api.evaluation.scoring import Counts, SuggestionCounts
 from pr_review_api.evaluation.understanding import (
     run_figures,
@@ -100,8 +102,27 @@ def _suggestion_figures(counts: SuggestionCounts) -> dict[str, Any]:
     }
 
 
-def report_document(reports: Sequence[CaseReport], settings: Settings, runs: int) -> dict[str, Any]:
-    """The `--format json` document."""
+def _error(error: RunError | None) -> dict[str, Any] | None:
+    if error is None:
+        return None
+    return {"code": error.code, "message": error.message, "rule": error.rule}
+
+
+def errors(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each run that ended without a review, in corpus order: its case, run and error."""
+    return [
+        {"case": case["id"], "run": run["run"], **run["error"]}
+        for case in document["cases"]
+        for run in case.get("runs", [])
+        if run.get("error") is not None
+    ]
+
+
+def report_document(
+    reports: Sequence[CaseReport], settings: Settings, runs: int, *, jobs: int = 1
+) -> dict[str, Any]:
+    """The `--format json` document (`jobs`: the reviews run at once, which wall times
+    depend on)."""
     cases = []
     for report in reports:
         case = report.case
@@ -126,6 +147,7 @@ def report_document(reports: Sequence[CaseReport], settings: Settings, runs: int
                         "wall_seconds": round(o.wall_seconds, 3),
                         "coverage": _ratio(o.coverage),
                         "locations": [[f.path, f.line] for f in o.findings],
+                        "error": _error(o.error),
                         **run_figures(o.understood),
                     }
                     for o in report.outcomes
@@ -137,6 +159,7 @@ def report_document(reports: Sequence[CaseReport], settings: Settings, runs: int
     found = bootstrap.intervals(per_case)
     return {
         "runs": runs,
+        "jobs": jobs,
         "settings": {name: getattr(settings, name, None) for name in REPORTED_SETTINGS},
         "cases": cases,
         "total": {
@@ -208,6 +231,7 @@ def render_text(document: dict[str, Any]) -> str:
     settings = document["settings"]
     out.append("")
     out.append(f"Ended: {reasons or 'no reviews'}.")
+    out.extend(_error_lines(document))
     out.append(_intervals_line(document["total"]))
     dropped = document["total"]["ungrounded_dropped"]
     if dropped or settings.get("review_require_evidence"):
@@ -224,6 +248,17 @@ def render_text(document: dict[str, Any]) -> str:
         "matched golden issue, FP findings that match none."
     )
     return "\n".join(out)
+
+
+def _error_lines(document: dict[str, Any]) -> list[str]:
+    """One line per run that ended without a review: why, in the error's own fixed words."""
+    lines = []
+    for error in errors(document):
+        rule = "" if error["rule"] is None else f" (rule: {error['rule']})"
+        lines.append(
+            f"  {error['case']} run {error['run']}: {error['code']}: {error['message']}{rule}"
+        )
+    return ["Runs that ended without a review:", *lines] if lines else []
 
 
 def _intervals_line(total: dict[str, Any]) -> str:

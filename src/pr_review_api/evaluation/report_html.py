@@ -14,6 +14,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from pr_review_api.evaluation.report import errors
+
 _CHART_HEIGHT = 200  # the plot area, in SVG units
 _TOP = 20
 _LEFT = 72  # the axis labels, and room for the first case's slanted name
@@ -136,4 +138,5 @@ def render_html(document: dict[str, Any]) -> str:
         chart=chart(document),
         cell=_cell,
         understanding=understanding_rows(document),
+        errors=errors(document),
     )

@@ -1,14 +1,18 @@
-"""Reviewing every case of a built corpus through `run_review()`, one review at a time.
+"""Reviewing every case of a built corpus through `run_review()`.
 
-Reviews run one after another, so wall times are comparable and a shared machine is not
-flooded. A review that ends without a final review is an outcome, not a failure of the
-evaluation: its termination reason (or the error code) is counted, it has no findings, and its
-case's golden issues count as missed. Tokens and rounds of such a review are what the progress
-reports had seen when it ended (the failing turn's own usage may be missing).
+By default reviews run one after another, so wall times are comparable and a shared machine is
+not flooded; `jobs` reviews that many at once (for a hosted provider), and the outcomes still
+come back in corpus order. A review that ends without a final review is an outcome, not a
+failure of the evaluation: its termination reason (or the error code) is counted, with the
+error's code, its fixed message and, for a final review the checks refused, the rule that
+failed (`RunError`); it has no findings, and its case's golden issues count as missed. Its
+tokens and rounds are what the review spent before it ended (`ReviewError.run`), the failing
+turn's included.
 """
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 from collections import Counter
@@ -30,6 +34,7 @@ from pr_review_api.evaluation.understanding import Understood, case_issues, unde
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.loop.evidence import ungrounded_count
+from pr_review_api.loop.final_review import FinalReviewRejected
 from pr_review_api.loop.run import Progress, run_review
 from pr_review_api.loop.suggestions import dropped_rules
 from pr_review_api.loop.workspace import LocalTarget, repository_store
@@ -37,6 +42,23 @@ from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 
 FINAL_REVIEW = "final_review"
+# `eval --jobs`: at most this many reviews at once.
+MAX_EVAL_JOBS = 16
+
+
+@dataclass(frozen=True)
+class RunError:
+    """Why a review ended without a review: the error's code and fixed message (never model
+    text, CONTRACT 5), and for a refused final review the check that failed."""
+
+    code: str
+    message: str
+    rule: str | None = None
+
+    @classmethod
+    def of(cls, error: ReviewError) -> RunError:
+        rule = error.rule if isinstance(error, FinalReviewRejected) else None
+        return cls(error.code, error.message, rule)
 
 
 @dataclass(frozen=True)
@@ -55,6 +77,7 @@ class ReviewOutcome:
     # Findings REVIEW_REQUIRE_EVIDENCE dropped (loop/evidence.py), read from the review's notes.
     ungrounded: int = 0
     suggestions: SuggestionCounts = field(default_factory=SuggestionCounts)
+    error: RunError | None = None  # None when the review ended with a review
     # CONTRACT 21: the walkthrough's coverage and the linked-issue verdict (when measured).
     understood: Understood = field(default_factory=Understood)
 
@@ -97,12 +120,18 @@ async def review_case(
     target = LocalTarget(repository, case.base, case.head, linked=case_issues(case))
     walkthrough = settings.review_walkthrough
     started = time.perf_counter()
+    error: RunError | None
     try:
         result = await run_review(target, settings, progress=progress, store=store)
     except ReviewError as exc:
         reason = exc.termination_reason or exc.code
+        error = RunError.of(exc)
+        if exc.run is not None:  # what the review spent, the failing turn's included
+            seen["tokens"] = max(seen["tokens"], exc.run.usage.total_tokens)
+            seen["round"] = max(seen["round"], exc.run.rounds)
     except Exception:  # a bug ends this review, never the whole evaluation
         reason = "internal_error"
+        error = RunError(reason, "The review failed unexpectedly.")
     else:
         wall = time.perf_counter() - started
         suggestions = _suggestions(repository, case, result)
@@ -123,6 +152,7 @@ async def review_case(
         wall,
         None,
         suggestions=missed,
+        error=error,
         understood=understood(case, repository, None, walkthrough=walkthrough),
     )
 
@@ -189,20 +219,29 @@ async def run_corpus(
     runs: int = 1,
     cases: Sequence[str] | None = None,
     on_outcome: OutcomeCallback | None = None,
+    jobs: int = 1,
 ) -> list[CaseReport]:
-    """Review every case (or the named ones) `runs` times, one review at a time."""
+    """Review every case (or the named ones) `runs` times, at most `jobs` reviews at once;
+    each case's outcomes in run order, whatever order they finished in."""
     settings.require_provider_key()
     chosen = [c for c in corpus.cases if cases is None or c.id in cases]
     reports = [CaseReport(case) for case in chosen]
-    total = len(chosen) * runs
+    plan = [(run, report) for run in range(1, runs + 1) for report in reports]
+    slots = asyncio.Semaphore(max(1, min(jobs, MAX_EVAL_JOBS)))
     done = 0
     # One store for the whole evaluation: a case reviewed again starts from its cached index.
     with repository_store(settings) as store:
-        for run in range(1, runs + 1):
-            for report in reports:
+
+        async def one(run: int, report: CaseReport) -> ReviewOutcome:
+            nonlocal done
+            async with slots:
                 outcome = await review_case(folder, report.case, run, settings, store)
-                report.outcomes.append(outcome)
-                done += 1
-                if on_outcome is not None:
-                    on_outcome(done, total, outcome)
+            done += 1
+            if on_outcome is not None:
+                on_outcome(done, len(plan), outcome)
+            return outcome
+
+        outcomes = await asyncio.gather(*(one(run, report) for run, report in plan))
+    for (_, report), outcome in zip(plan, outcomes, strict=True):
+        report.outcomes.append(outcome)
     return reports

@@ -69,8 +69,10 @@ class Gate:
     # Told every outcome the check is completed with (the CLI's --check-file; the Action).
     on_outcome: OnOutcome | None = None
 
-    async def skipped(self, rule: str) -> None:
-        await self._complete(skipped_outcome(rule))
+    async def skipped(self, rule: str, *, author_controlled: bool) -> None:
+        """A skip rule stopped the review; `author_controlled`: the rule reads what the
+        author sets (title, labels), which must not pass a gated head."""
+        await self._complete(skipped_outcome(rule, self.fail_on, author_controlled))
 
     async def started(self) -> None:
         if self.reporter is not None and not self.started_already:
@@ -78,7 +80,8 @@ class Gate:
             await self.reporter.start()
 
     async def ended(self, code: str) -> None:
-        await self._complete(ended_outcome(code))
+        """No validated review (`code`: why): neutral, or failing closed with `fail_on` set."""
+        await self._complete(ended_outcome(code, self.fail_on))
 
     async def finished(self, result: ReviewResult, counts: Counter[Severity] | None = None) -> None:
         """The review's check; `counts` read back from a review already posted, when its
@@ -86,7 +89,7 @@ class Gate:
         if self.reporter is None and self.on_outcome is None:
             return
         if result.termination_reason == "already_published" and counts is None:
-            await self._complete(unknown_outcome())
+            await self._complete(unknown_outcome(self.fail_on))
             return
         if result.termination_reason not in ("final_review", "no_changes", "already_published"):
             await self.ended(result.termination_reason)

@@ -70,7 +70,7 @@ class GitHubForge(ChangeForge):
         return answer if isinstance(answer, str) else IssueText(*answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
-        return CheckReporter(self.github, info.owner, info.repo, head_sha)
+        return CheckReporter(self.github, info.owner, info.repo, head_sha, info.number)
 
     async def ensure_can_publish(self, info: PullRequestInfo) -> None:
         await ensure_can_publish(self.github, _ref(info))

@@ -7,7 +7,8 @@ the run `in_progress`; `complete` completes it (or creates it completed, when it
 started) with the first 50 annotations, and sends the rest 50 at a time with PATCH, as GitHub
 requires. A token that may not create check runs (GitHub answers 403 or 404: a personal
 token, a workflow token without `checks: write`) gets a commit status `pr-review` with the
-same outcome instead (`neutral`, which statuses lack, is `success`: neither blocks a merge).
+same outcome instead (`neutral`, which statuses lack, is `success`: neither blocks a merge;
+`timed_out` and `action_required` are `failure`, the description saying which).
 
 Nothing here ever fails a review: a refused or failed request is logged in fixed words and the
 review goes on. Model text reaches only the annotations (plain text on GitHub, cut to its
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.model import Severity
-from pr_review_api.output.gate_outcome import CheckOutcome, GateFinding
+from pr_review_api.output.gate_outcome import FAILING, CheckOutcome, GateFinding
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +37,9 @@ MAX_ANNOTATION_TITLE_CHARS = 255
 MAX_ANNOTATION_MESSAGE_CHARS = 4000
 MAX_STATUS_DESCRIPTION_CHARS = 140
 NO_ACCESS = (403, 404)  # the token may not create check runs
+# Our run's `external_id`: the pull request it gates, read back from a `check_run`
+# `rerequested` delivery when its `pull_requests` is empty (a fork's head: github/gate_events.py).
+EXTERNAL_ID_PREFIX = "pr-review:pull/"
 
 _LEVEL: dict[Severity, str] = {
     "critical": "failure",
@@ -78,10 +82,12 @@ class CheckReporter:
         owner: str,
         repo: str,
         head_sha: str,
+        number: int | None = None,
     ) -> None:
         self.github = github
         self.base = f"{github.settings.github_api_url}/repos/{owner}/{repo}"
         self.head_sha = head_sha
+        self.external_id = None if number is None else f"{EXTERNAL_ID_PREFIX}{number}"
         self.run_id: int | None = None
         self.use_status = False
 
@@ -93,7 +99,7 @@ class CheckReporter:
             "status": "in_progress",
             "started_at": _now(),
         }
-        await self._create(payload)
+        await self._create(self._identified(payload))
         if self.use_status:
             await self._status("pending", "The review is running.")
 
@@ -107,17 +113,20 @@ class CheckReporter:
             "output": _output(outcome, first),
         }
         if self.run_id is None and not self.use_status:
-            await self._create({"name": CHECK_NAME, "head_sha": self.head_sha, **finished})
+            created = {"name": CHECK_NAME, "head_sha": self.head_sha, **finished}
+            await self._create(self._identified(created))
         elif self.run_id is not None:
             await self._update(finished)
         if self.use_status:
-            state = "failure" if outcome.conclusion == "failure" else "success"
-            await self._status(state, outcome.title, review_url)
+            await self._status(*status_of(outcome), review_url)
             return
         if self.run_id is None:
             return
         for batch in rest:
             await self._update({"output": _output(outcome, batch)})
+
+    def _identified(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return payload if self.external_id is None else {**payload, "external_id": self.external_id}
 
     async def _create(self, payload: dict[str, Any]) -> None:
         response = await self._send("POST", f"{self.base}/check-runs", payload)
@@ -162,6 +171,15 @@ class CheckReporter:
             logger.info("the check could not be sent: %s", exc.message)
             return None
         return response.status, response.body
+
+
+def status_of(outcome: CheckOutcome) -> tuple[str, str]:
+    """A commit status's state and description for `outcome`: its one-line brief (a status
+    has no title or summary). Statuses have neither `neutral` (shown as `success`, the brief
+    saying "Neutral": neither blocks a merge) nor `timed_out` or `action_required` (shown as
+    `failure`, the brief saying which: the gate fails closed, CONTRACT 16)."""
+    state = "failure" if outcome.conclusion in FAILING else "success"
+    return state, outcome.brief or outcome.title
 
 
 def _output(outcome: CheckOutcome, annotations: list[dict[str, Any]]) -> dict[str, Any]:

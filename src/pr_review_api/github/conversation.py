@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 MAX_COMMENT_BYTES = 1024 * 1024
 MAX_THREAD_PAGES = 5
+PAGE_BYTES = 8 * MAX_COMMENT_BYTES  # a page of 100 review comments
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 MAX_DOWNVOTE_READS = 30
 
@@ -132,26 +133,30 @@ async def thread(
     top_id: int,
 ) -> list[ReviewComment]:
     """The replies to the top-level comment `top_id`, oldest first (a few pages at most)."""
-    listed = await review_comments(github, repository, number)
-    return sorted((c for c in listed if c.in_reply_to_id == top_id), key=lambda c: c.id)
+    listed = await review_comments(github, repository, number, since_id=top_id)
+    return [c for c in listed if c.in_reply_to_id == top_id]
 
 
 async def review_comments(
-    github: GitHubClient, repository: Repository, number: int
+    github: GitHubClient, repository: Repository, number: int, *, since_id: int = 0
 ) -> list[ReviewComment]:
-    """The pull request's review comments (a few pages at most)."""
+    """The pull request's review comments, oldest first: the newest `MAX_THREAD_PAGES` pages
+    of 100 (GitHub's `sort=created&direction=desc`), so that on a pull request with more, what
+    is read is the latest (a question, our answer to it, our last review's findings), never
+    the oldest. `since_id`: nothing created before that comment is wanted (a thread's
+    replies), so the reading stops at the page that reaches it."""
     found: list[ReviewComment] = []
     for page in range(1, MAX_THREAD_PAGES + 1):
         url = github.api_url(repository.path(f"/pulls/{number}/comments"))
-        url = url.copy_merge_params({"per_page": "100", "page": str(page)})
-        response = await github.request("GET", url, limit=8 * MAX_COMMENT_BYTES)
+        query = {"sort": "created", "direction": "desc", "per_page": "100", "page": str(page)}
+        response = await github.request("GET", url.copy_merge_params(query), limit=PAGE_BYTES)
         if response.status != 200:
             raise GitHubUnavailable("GitHub did not list the review comments.")
         items = _items(response.body)
         found += items
-        if len(items) < 100:
+        if len(items) < 100 or any(c.id <= since_id for c in items):
             break
-    return found
+    return sorted({c.id: c for c in found}.values(), key=lambda c: c.id)
 
 
 async def downvoted(

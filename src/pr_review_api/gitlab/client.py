@@ -191,25 +191,42 @@ class GitLabClient(ApiClient):
             raise status_error(response, anonymous=self.anonymous)
         return response.json()
 
-    async def paginated(self, url: str, *, max_pages: int) -> tuple[list[Any], bool]:
+    async def paginated(
+        self, url: str, *, max_pages: int, ends: bool = False
+    ) -> tuple[list[Any], bool]:
         """The items of a listing, `PER_PAGE` a page, following `X-Next-Page` for at most
-        `max_pages` pages. Returns (items, complete): complete is False when pages remained."""
-        items: list[Any] = []
-        page = 1
-        for _ in range(max_pages):
-            params = {"per_page": str(PER_PAGE), "page": str(page)}
-            response = await self.request("GET", url, params=params)
-            if not 200 <= response.status < 300:
-                raise status_error(response, anonymous=self.anonymous)
-            chunk = response.json()
-            if not isinstance(chunk, list):
-                raise GitLabUnavailable("GitLab returned a listing that is not a list.")
-            items.extend(chunk)
-            following = _next_page(response.headers, page)
+        `max_pages` pages. Returns (items, complete): complete is False when pages remained.
+
+        `ends`: for a listing GitLab gives only oldest first (discussions, award emoji), a
+        longer one is read at both ends: the first page, then the newest `max_pages - 1`
+        pages (`X-Total-Pages`), so a flood in the middle hides neither what came first nor
+        what came last. Without `X-Total-Pages` (GitLab leaves it out past 10,000 items) the
+        pages are read in order."""
+        items, response = await self._page(url, 1)
+        following = _next_page(response.headers, 1)
+        total = _total_pages(response.headers) if ends else None
+        if following is not None and total is not None and total > max_pages:
+            for page in range(total - max_pages + 2, total + 1):
+                items += (await self._page(url, page))[0]
+            return items, False
+        for _ in range(max_pages - 1):
             if following is None:
                 return items, True
-            page = following
-        return items, False
+            chunk, response = await self._page(url, following)
+            items += chunk
+            following = _next_page(response.headers, following)
+        return items, following is None
+
+    async def _page(self, url: str, page: int) -> tuple[list[Any], GitLabResponse]:
+        """One page of a listing, and its response (for the pagination headers)."""
+        params = {"per_page": str(PER_PAGE), "page": str(page)}
+        response = await self.request("GET", url, params=params)
+        if not 200 <= response.status < 300:
+            raise status_error(response, anonymous=self.anonymous)
+        chunk = response.json()
+        if not isinstance(chunk, list):
+            raise GitLabUnavailable("GitLab returned a listing that is not a list.")
+        return chunk, response
 
     async def username(self) -> str:
         """Our identity on GitLab (`GET /user`'s `username`), asked once per client."""
@@ -220,6 +237,12 @@ class GitLabClient(ApiClient):
             except ValidationError:
                 raise GitLabUnavailable("GitLab returned user data that is not valid.") from None
         return self._username
+
+
+def _total_pages(headers: httpx.Headers) -> int | None:
+    """`X-Total-Pages`, or None when absent or not a page number."""
+    total = bounded_decimal(headers.get("x-total-pages", "").strip(), MAX_PAGE_NUMBER)
+    return total if total is not None and 0 < total < MAX_PAGE_NUMBER else None
 
 
 def _next_page(headers: httpx.Headers, page: int) -> int | None:

@@ -7,8 +7,11 @@ carries a finding's marker: dismissals (gitlab/dismissals.py) and resolving fixe
 (gitlab/resolve.py) read only those. A discussion is resolved when every resolvable note of it
 is (GitLab's API says so per note; its discussion entity has no such field).
 
-The listing is read for at most `MAX_DISCUSSION_PAGES` pages of 100; a discussion GitLab lists
-with a shape we do not read, or an id that could not be a path piece of a URL, is skipped.
+GitLab lists discussions oldest first and takes no order: a merge request with more than
+`MAX_DISCUSSION_PAGES` pages of 100 is read at both ends (its first page and its newest pages,
+`GitLabClient.paginated`), so a flood of others' discussions before our findings' (or after
+them) does not hide them from dismissals and resolution. A discussion GitLab lists with a
+shape we do not read, or an id that could not be a path piece of a URL, is skipped.
 """
 
 from __future__ import annotations
@@ -94,6 +97,6 @@ async def finding_discussions(
     `PullRequestNotFound` when GitLab does not list them)."""
     username = await gitlab.username()
     url = ref.api_url(gitlab.settings, "/discussions")
-    items, _ = await gitlab.paginated(url, max_pages=MAX_DISCUSSION_PAGES)
+    items, _ = await gitlab.paginated(url, max_pages=MAX_DISCUSSION_PAGES, ends=True)
     found = [ours(item, username) for item in items]
     return [discussion for discussion in found if discussion is not None]

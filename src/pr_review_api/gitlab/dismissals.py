@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pr_review_api.errors import GitLabUnavailable
+from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.conversation import AccessLevels
 from pr_review_api.gitlab.discussions import FindingDiscussion, finding_discussions
@@ -33,7 +32,7 @@ from pr_review_api.gitlab.urls import MergeRequestRef
 
 MAX_AWARD_READS = 100  # our most recent findings' notes whose awards one review reads
 AWARD_READ_CONCURRENCY = 4
-MAX_AWARD_BYTES = 1024 * 1024  # a page of 100 awards, each with its user
+MAX_AWARD_PAGES = 3  # of 100 awards a note: the first page and the two newest
 DISMISSING_AWARD = "thumbsdown"
 COMMAND_PREFIX = "/pr-review"
 
@@ -81,18 +80,17 @@ async def thumbs_down(
 async def _thumbs_down_by(
     gitlab: GitLabClient, ref: MergeRequestRef, note_id: int
 ) -> list[tuple[int, str]]:
-    """(user id, username) of the note's `thumbsdown` awards (the first page of 100); none
-    when GitLab does not give them (read again at the next review)."""
+    """(user id, username) of the note's `thumbsdown` awards; none when GitLab does not give
+    them (read again at the next review). GitLab lists awards oldest first, with no filter:
+    a note with more than a page of them is read at both ends (`GitLabClient.paginated`), so
+    a flood of other awards, before or after, does not hide a writer's `thumbsdown`."""
     url = ref.api_url(gitlab.settings, f"/notes/{note_id}/award_emoji")
     try:
-        response = await gitlab.request(
-            "GET", url, params={"per_page": "100"}, limit=MAX_AWARD_BYTES
-        )
-        listed: Any = response.json() if 200 <= response.status < 300 else []
-    except GitLabUnavailable:
+        listed, _ = await gitlab.paginated(url, max_pages=MAX_AWARD_PAGES, ends=True)
+    except (GitLabUnavailable, PullRequestNotFound):
         return []
     users: list[tuple[int, str]] = []
-    for item in listed if isinstance(listed, list) else []:
+    for item in listed:
         try:
             award = _AwardWire.model_validate(item)
         except ValidationError:

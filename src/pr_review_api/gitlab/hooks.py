@@ -3,9 +3,12 @@
 Two hooks matter, each read here into a neutral value, never trusted further than that:
 
     Merge Request Hook  `open`, `reopen`, or an `update` that moved the head (GitLab sends
-                        `object_attributes.oldrev` only when commits were pushed) or took the
-                        merge request out of draft; a draft (`draft`, or the older
-                        `work_in_progress`) or a merge request that is not open asks for nothing
+                        `object_attributes.oldrev` only when commits were pushed), took the
+                        merge request out of draft, or changed what the skip rules read
+                        (`changes.title`, `changes.labels`, `changes.target_branch`: CONTRACT
+                        16, the rules evaluated again on the same head); a draft (`draft`, or
+                        the older `work_in_progress`) or a merge request that is not open asks
+                        for nothing
     Note Hook           a note created by a person on a merge request (a command, CONTRACT 15)
 
 The merge request is named by OUR `GITLAB_SERVER_URL`, the payload's `project.path_with_namespace`
@@ -35,6 +38,8 @@ from pr_review_api.settings import Settings
 MERGE_REQUEST_HOOK = "Merge Request Hook"
 NOTE_HOOK = "Note Hook"
 OPENING_ACTIONS = frozenset({"open", "reopen"})
+# What an `update` without a new head may change that the skip rules read (CONTRACT 16).
+SKIP_INPUT_CHANGES = ("title", "labels", "target_branch")
 # GitLab's own length limit of a note is 1,000,000 characters; a command is its first words.
 MAX_NOTE_CHARS = 65_536
 MAX_USERNAME_CHARS = 255
@@ -144,9 +149,20 @@ def merge_request_push(event: dict[str, Any], settings: Settings) -> MergeReques
     head = _head(attributes.get("last_commit"), _NOT_A_MERGE_REQUEST_EVENT)
     if draft is True or old_draft is True or state not in (None, "opened"):
         return None  # a draft is reviewed once it is marked ready
-    if action == "update" and oldrev is None and not _marked_ready(event.get("changes")):
-        return None  # a title, label or assignee changed: the head did not move
+    changes = event.get("changes")
+    if action == "update" and oldrev is None and not _asks_again(changes):
+        return None  # an assignee or the description changed: nothing the review reads
     return MergeRequestPush(ref, head)
+
+
+def _asks_again(changes: object) -> bool:
+    """Whether an update that did not move the head asks for the review: out of draft, or a
+    change of the title, labels or target branch (the skip rules are evaluated again)."""
+    if _marked_ready(changes):
+        return True
+    return isinstance(changes, dict) and any(
+        isinstance(changes.get(name), dict) for name in SKIP_INPUT_CHANGES
+    )
 
 
 def merge_request_note(event: dict[str, Any], settings: Settings) -> MergeRequestNote | None:

@@ -8,7 +8,8 @@ with `name` `pr-review`, a `state`, a `description` and, when our note's page is
 base stopped it) is `success` with a description that starts "Neutral" and says why: GitLab's
 `skipped` state would block a merge request whose project requires "Pipelines must succeed"
 (unless it also allows skipped pipelines), and a review that did not run says nothing against
-the change.
+the change. With `fail_on` set, a review without a validated final review, or a skip by the
+title or labels, is `failed` (the gate fails closed: CONTRACT 16), its description saying why.
 
 The description is one line of ours (output/gate_outcome.py's `brief`: counts by severity,
 coverage as numbers, or why the gate is neutral), never model text, cut to GitLab's 255
@@ -43,7 +44,15 @@ MAX_STATUS_RESPONSE_BYTES = 64 * 1024
 NO_ACCESS = (401, 403, 404)
 RUNNING_DESCRIPTION = "pr-review is reviewing this head."
 # A neutral outcome is `success`: `skipped` would block "Pipelines must succeed" (module doc).
-STATE: dict[Conclusion, str] = {"success": "success", "failure": "failed", "neutral": "success"}
+# The gate failing closed (`timed_out`, `action_required`: CONTRACT 16) is `failed`, the
+# description (the outcome's brief) saying which.
+STATE: dict[Conclusion, str] = {
+    "success": "success",
+    "failure": "failed",
+    "neutral": "success",
+    "timed_out": "failed",
+    "action_required": "failed",
+}
 _SAME_STATE = "Cannot transition status via"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 

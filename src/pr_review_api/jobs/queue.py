@@ -61,6 +61,7 @@ from pr_review_api.jobs.published_heads import DatabaseLedger
 from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord, PullRequestJob
 from pr_review_api.jobs.runner import JobReviewer
 from pr_review_api.jobs.schema import apply_migrations
+from pr_review_api.model import RunRecord
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.settings import Settings
 
@@ -231,8 +232,15 @@ class JobQueue:
             return known
         waiting = await records.waiting_for(connection, job.key)
         for record in waiting:
-            # The same head, asked for again (reopened, ready_for_review): one job does.
-            if job.head_sha is not None and record.head_sha == job.head_sha and record.post:
+            # The same head, asked for again (reopened, ready_for_review): one job does, unless
+            # only the new one names the App installation it must run as.
+            same_identity = job.installation_id in (None, record.installation_id)
+            if (
+                same_identity
+                and job.head_sha is not None
+                and record.head_sha == job.head_sha
+                and record.post
+            ):
                 if delivery_id is not None:
                     await records.remember_delivery(connection, delivery_id, record.id)
                 return Enqueued(record.id, record.status)
@@ -397,7 +405,7 @@ class JobQueue:
                 delay = recovery.retry_delay(exc, record.attempts, self.tuning.retry_base_seconds)
                 await recovery.defer_again(self, record, delay)
                 return
-            await self._finish(record, "failed", exc.to_body())
+            await self._finish(record, "failed", exc.to_body(), exc.run)
             return
         except Exception as exc:
             logger.error("review job failed unexpectedly: %s", type(exc).__name__)
@@ -418,7 +426,13 @@ class JobQueue:
             await records.mark_running(connection, record.id)
             return await records.fetch(connection, record.id)
 
-    async def _finish(self, record: JobRecord, status: str, document: dict[str, Any]) -> None:
+    async def _finish(
+        self,
+        record: JobRecord,
+        status: str,
+        document: dict[str, Any],
+        spent: RunRecord | None = None,
+    ) -> None:
         assert status in ("succeeded", "failed")
         async with self.transaction() as connection:
             current = await records.fetch_for_update(connection, record.id)
@@ -429,4 +443,5 @@ class JobQueue:
                 record.id,
                 status="succeeded" if status == "succeeded" else "failed",
                 document=document,
+                spent=spent,
             )

@@ -19,6 +19,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from pr_review_api.forge.urls import forge_of
+from pr_review_api.model import RunRecord
 
 JobKind = Literal["review", "answer", "dismiss", "help"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "superseded"]
@@ -50,6 +51,8 @@ class JobRecord:
     # `answer`, `dismiss`, `help`; `command` is what the comment asked (jobs/commands.py).
     kind: JobKind = "review"
     command: dict[str, Any] | None = None
+    # What the review spent, also for one that ended with an error (whose document has none).
+    total_tokens: int | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> JobRecord:
@@ -271,10 +274,16 @@ async def finish(
     *,
     status: Literal["succeeded", "failed"],
     document: dict[str, Any],
+    spent: RunRecord | None = None,
 ) -> None:
-    """Store the outcome: the document and the figures an operator sums up."""
+    """Store the outcome: the document and the figures an operator sums up. An error's
+    document has no usage (CONTRACT 5): `spent` gives what its review spent (issue 40)."""
     review = document.get("review")
     usage = document.get("usage") if isinstance(document.get("usage"), dict) else {}
+    rounds, tool_calls = document.get("rounds"), document.get("tool_calls")
+    if spent is not None and not usage:
+        usage = spent.usage.model_dump()
+        rounds, tool_calls = spent.rounds, spent.tool_calls
     publication = document.get("publication")
     publication = publication if isinstance(publication, dict) else {}
     error = document.get("error") if isinstance(document.get("error"), dict) else {}
@@ -296,8 +305,8 @@ async def finish(
             usage.get("prompt_tokens"),
             usage.get("completion_tokens"),
             usage.get("total_tokens"),
-            document.get("rounds"),
-            document.get("tool_calls"),
+            rounds,
+            tool_calls,
             len(review.get("findings", [])) if isinstance(review, dict) else None,
             publication.get("status"),
             publication.get("review_id"),

@@ -45,7 +45,9 @@ class JobSummary:
         return cls(
             severities=counts,
             findings=None if findings is None else len(findings),
-            total_tokens=_integer(_mapping(document.get("usage")).get("total_tokens")),
+            # An error's document has no usage: the record keeps what its review spent.
+            total_tokens=_integer(_mapping(document.get("usage")).get("total_tokens"))
+            or record.total_tokens,
             duration_seconds=duration,
             published_url=_text(publication.get("url")),
             publication_status=_text(publication.get("status")),

@@ -137,12 +137,18 @@ class FinalReviewRejected(InvalidModelResponse):
     """A stop turn failed the final-review checks.
 
     `message` is the contract's fixed sentence; `repair` is the fixed words a repair turn
-    (REVIEW_REPAIR_ATTEMPTS) tells the model: which rule, which finding, never its own text.
+    (REVIEW_REPAIR_ATTEMPTS) tells the model: which rule, which finding, never its own text;
+    `rule` names the check that failed, for the evaluation's report (one of `RULES`).
     """
 
-    def __init__(self, message: str, repair: str) -> None:
+    def __init__(self, message: str, repair: str, rule: str | None = None) -> None:
         super().__init__(message)
         self.repair = repair
+        self.rule = rule
+
+
+# The final-review checks a stop turn can fail, in the order they run (FinalReviewRejected.rule).
+RULES = ("empty", "fence", "json", "unknown_field", "schema", "path", "line")
 
 
 def parse_final_review(
@@ -166,7 +172,7 @@ def parse_final_review(
     """
     if not isinstance(content, str) or not content.strip():
         raise FinalReviewRejected(
-            "The final review was empty.", "Your final review was empty." + _AGAIN
+            "The final review was empty.", "Your final review was empty." + _AGAIN, "empty"
         )
     text = content.strip()
     if text.startswith(_FENCE):
@@ -175,13 +181,16 @@ def parse_final_review(
             raise FinalReviewRejected(
                 "The final review was wrapped in a Markdown code fence.",
                 "Your final review was wrapped in a Markdown code fence." + _AGAIN,
+                "fence",
             )
         text = unwrapped
     try:
         document = loads_strict(text)
     except StrictJSONError:
         raise FinalReviewRejected(
-            "The final review was not valid JSON.", "Your final review was not valid JSON." + _AGAIN
+            "The final review was not valid JSON.",
+            "Your final review was not valid JSON." + _AGAIN,
+            "json",
         ) from None
     document, ours, unknown = split_document(document, understanding)
     if unknown is not None:
@@ -237,10 +246,12 @@ def _schema_problem(exc: ValidationError, names: frozenset[str]) -> FinalReviewR
         return FinalReviewRejected(
             f"The final review has {field} at {where}.",
             f"Your final review has {field} at {where}." + _AGAIN,
+            "unknown_field",
         )
     return FinalReviewRejected(
         f"The final review does not match its schema at {where}.",
         f"Your final review does not match the schema at {where}." + _AGAIN,
+        "schema",
     )
 
 
@@ -258,6 +269,7 @@ def _check_locations(
                 f"Finding {index} does not name a regular file at the head commit.",
                 f"Finding {index}'s path does not name a regular file at the head commit; use "
                 "the repository-relative path of an existing file." + _AGAIN,
+                "path",
             ) from None
     numbered = enumerate(zip(review.findings, files, strict=True), start=1)
     with_lines = [(i, f, file) for i, (f, file) in numbered if f.line]
@@ -272,6 +284,7 @@ def _check_locations(
                 f"Finding {index} names a line past the end of its file.",
                 f"Finding {index}'s line is past the end of its file, which has {total} lines."
                 + _AGAIN,
+                "line",
             )
     # One file, one spelling: `./a.py`, `d//x.py` or a link become the file's own path.
     findings = [

@@ -3,11 +3,12 @@
 `open_gate` gives a `Gate` for a review: a real one when the review is published
 (`--post`, the Action, a job), of a pull request, with `PR_REVIEW_CHECK_RUNS` on; otherwise one
 that does nothing. `run_review` calls it at four points: `skipped` (an automatic review a skip
-rule of the base stopped: a completed `neutral` check, nothing else), `started` (the check
-`in_progress` before the model is asked), `finished` (the review: `failure` or `success` by
-`fail_on`; also a head already published, from what was posted) and `ended` (no final review:
-`neutral`). The forge's reporter (forge/gate.py) does the requests; a Gate never raises
-for them.
+rule of the base stopped: a completed `neutral` check, nothing else; `action_required` when the
+rule reads the title or labels and `fail_on` is set), `started` (the check `in_progress` before
+the model is asked), `finished` (the review: `failure` or `success` by `fail_on`; also a head
+already published, from what was posted) and `ended` (no final review: `neutral`, or with
+`fail_on` set `failure`, `timed_out` for the deadline: the gate fails closed). The forge's
+reporter (forge/gate.py) does the requests; a Gate never raises for them.
 
 `fail_on` is the base commit's, made stricter (never laxer) by `PR_REVIEW_FAIL_ON` (the
 Action's `fail-on` input): the workflow file may come from the pull request's own head.
@@ -22,7 +23,7 @@ from typing import Literal
 from pr_review_api.errors import ReviewError, ReviewTimeout
 from pr_review_api.forge.base import ChangeForge, PostedHead
 from pr_review_api.forge.gate import Gate, OnOutcome, gate_of
-from pr_review_api.loop.policy import skip_rule
+from pr_review_api.loop.policy import AUTHOR_CONTROLLED_RULES, skip_rule
 from pr_review_api.loop.workspace import Prepared
 from pr_review_api.model import FinalReview, Publication, ReviewResult, Revisions, Usage
 from pr_review_api.settings import Settings
@@ -55,8 +56,9 @@ async def gated(
     gate: Gate, deadline: float, review: Callable[[], Awaitable[ReviewResult]]
 ) -> ReviewResult:
     """Run the review between the check's start and, when it ends without a final review, its
-    `neutral` end. With a check to complete, the review stops `GATE_MARGIN_SECONDS` before the
-    deadline, so that a timed-out review's check is completed too."""
+    end (`neutral`, or failing closed with `fail_on` set). With a check to complete, the review
+    stops `GATE_MARGIN_SECONDS` before the deadline, so that a timed-out review's check is
+    completed too."""
     await gate.started()
     try:
         if gate.reporter is None:
@@ -79,7 +81,7 @@ async def skip_review(prepared: Prepared, settings: Settings, gate: Gate) -> Rev
     rule = skip_rule(prepared.metadata, prepared.repo_config.config)
     if rule is None:
         return None
-    await gate.skipped(rule)
+    await gate.skipped(rule, author_controlled=rule in AUTHOR_CONTROLLED_RULES)
     notes = [prepared.repo_config.note] if prepared.repo_config.note else []
     return _empty_result(prepared, settings, "skipped", SKIPPED_SUMMARY.format(rule=rule), notes)
 

@@ -23,6 +23,12 @@ from pr_review_api.globs import matches_any
 from pr_review_api.loop.repo_config import RepoConfig
 
 BOT_SUFFIX = "[bot]"
+LABEL_RULE = "a label matches skip_labels"
+TITLE_RULE = "the title contains a skip_title string"
+# The rules whose input the pull request's author sets (CONTRACT 16): with `fail_on` set, a skip
+# by one of these must not leave a passing check on the head. The others rest on who the author
+# is or on the base branch the repository chose not to gate (docs/configuration-file.md).
+AUTHOR_CONTROLLED_RULES = frozenset({LABEL_RULE, TITLE_RULE})
 
 
 def skip_rule(metadata: ChangeMetadata, config: RepoConfig) -> str | None:
@@ -33,10 +39,10 @@ def skip_rule(metadata: ChangeMetadata, config: RepoConfig) -> str | None:
     if author and matches_any(author, config.skip_authors):
         return "the author matches skip_authors"
     if any(matches_any(label, config.skip_labels) for label in metadata.labels if label):
-        return "a label matches skip_labels"
+        return LABEL_RULE
     if matches_any(metadata.base_ref, config.skip_base_branches):
         return "the base branch matches skip_base_branches"
     title = metadata.title.casefold()
     if any(part.casefold() in title for part in config.skip_title):
-        return "the title contains a skip_title string"
+        return TITLE_RULE
     return None

@@ -40,7 +40,14 @@ from pr_review_api.loop.workspace import (
     prepare,
     with_repo_config,
 )
-from pr_review_api.model import FinalReview, ReviewResult, Revisions, Usage, estimated_cost
+from pr_review_api.model import (
+    Cost,
+    FinalReview,
+    ReviewResult,
+    Revisions,
+    Usage,
+    estimated_cost,
+)
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
@@ -190,10 +197,11 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
     except TimeoutError:
         timeout = ReviewTimeout()
         timeout.run = tally.record()
-        raise _counted(metrics, timeout, loop.time() - started) from None
+        spent = _spent_cost(tally, settings)
+        raise _counted(metrics, timeout, loop.time() - started, spent) from None
     except ReviewError as error:
         error.run = tally.record()
-        _counted(metrics, error, loop.time() - started)
+        _counted(metrics, error, loop.time() - started, _spent_cost(tally, settings))
         raise
     except BaseException as exc:
         _counted(metrics, exc, loop.time() - started)
@@ -287,11 +295,20 @@ async def _publish(  # noqa: PLR0913  (as _before_model)
         publication.resolved = resolved
 
 
-def _counted(metrics: Metrics | None, outcome: _Outcome, seconds: float) -> _Outcome:
-    """`outcome` (a result to return, or an error to raise), counted as the review's end."""
+def _counted(
+    metrics: Metrics | None, outcome: _Outcome, seconds: float, spent: Cost | None = None
+) -> _Outcome:
+    """`outcome` (a result to return, or an error to raise), counted as the review's end;
+    `spent` is what an error's review cost (a result carries its own)."""
     if metrics is not None:
-        metrics.review_ended(outcome, seconds)
+        metrics.review_ended(outcome, seconds, spent)
     return outcome
+
+
+def _spent_cost(tally: Tally, settings: Settings) -> Cost | None:
+    """The estimated cost of what a review spent before it failed (issue 40)."""
+    input_price = settings.review_price_input_per_mtok
+    return estimated_cost(tally.usage, input_price, settings.review_price_output_per_mtok)
 
 
 def _check_publishable(target: ReviewTarget) -> None:

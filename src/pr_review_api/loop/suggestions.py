@@ -7,7 +7,10 @@ its 1-based index in the model's review) and the rule. A suggestion never fails 
 never costs a provider round. Every finding comes back with the field set (null or kept), so
 that every document carries it.
 
-This runs where the line check runs: inside `parse_final_review`, on a worker thread.
+This runs where the line check runs: inside `parse_final_review`, on a worker thread. The
+files are checked one after the other, each read once; their parses run in a child process
+with a memory limit and the review's one syntax budget (`loop/syntax_process.py`), and any
+parse that does not finish, whatever stopped it, drops its suggestion as `syntax_time`.
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ from dataclasses import dataclass
 
 from pr_review_api.errors import InvalidRepository, ReviewError, ToolError
 from pr_review_api.git.repository import PinnedRepository
-from pr_review_api.loop.syntax import ParseTooSlow, SyntaxBaseline, language_of
+from pr_review_api.loop.syntax import language_of
+from pr_review_api.loop.syntax_process import SyntaxProcess
 from pr_review_api.model import FinalReview, Finding, Suggestion
 from pr_review_api.settings import (
     MAX_NOTES,
     MAX_SUGGESTION_BYTES,
     MAX_SUGGESTION_LINES,
+    MAX_SYNTAX_CHECK_MEMORY,
     MAX_SYNTAX_CHECK_SECONDS,
 )
 from pr_review_api.tools.execute import map_git_errors
@@ -40,7 +45,7 @@ RULES: dict[str, str] = {
     "syntax": "the file with it applied has more syntax errors than the file at the head",
     "syntax_time": (
         f"its file could not be parsed within the review's {MAX_SYNTAX_CHECK_SECONDS:g} "
-        "seconds for syntax checks"
+        f"seconds and {MAX_SYNTAX_CHECK_MEMORY // (1024 * 1024)} MiB for syntax checks"
     ),
 }
 
@@ -111,86 +116,102 @@ def check_suggestions(
 ) -> FinalReview:
     """Every finding with its suggestion kept or set to null; one note per one dropped."""
     checker = _Checker(repository, unreadable)
+    rules = checker.broken_rules(review.findings)
     findings: list[Finding] = []
     notes = list(review.notes)
     for index, finding in enumerate(review.findings, start=1):
         suggestion = finding.offered()
-        rule = None if suggestion is None else checker.broken_rule(finding, suggestion)
+        rule = rules.get(index)
         if rule is not None:
             suggestion = None
             if len(notes) < MAX_NOTES:  # the review's bound holds; the rest are not noted
                 notes.append(dropped_note(index, rule))
         elif suggestion is not None:  # the reports show the lines it replaces (no second read)
-            suggestion = suggestion.with_replaced(checker.replaced(finding.path, suggestion))
+            suggestion = suggestion.with_replaced(checker.replaced.get(index, []))
         findings.append(finding.model_copy(update={"suggestion": suggestion}))
     return review.model_copy(update={"findings": findings, "notes": notes})
 
 
 class _Checker:
-    """The checks of one review's suggestions; each file is read, and parsed, once."""
+    """The checks of one review's suggestions, file by file: a file is read, and parsed, once,
+    and only one file's text is held at a time (its tree lives in the child process)."""
 
     def __init__(self, repository: PinnedRepository, unreadable: type[ReviewError]) -> None:
         self.repository = repository
         self.unreadable = unreadable
-        self.heads: dict[str, HeadText | None] = {}
-        self.baselines: dict[str, SyntaxBaseline | None] = {}  # None: too slow to parse
-        # Every parse of this review's suggestions shares one budget (loop/syntax.py).
-        self.deadline = time.monotonic() + MAX_SYNTAX_CHECK_SECONDS
+        self.rules: dict[int, str] = {}  # a finding's 1-based index -> the rule it broke
+        # A finding's index -> the head's lines its suggestion replaces (at most 50), kept for
+        # the text and Markdown reports: they show them without reading the file again.
+        self.replaced: dict[int, list[str]] = {}
 
-    def broken_rule(  # noqa: PLR0911  (one return per rule of CONTRACT 14, in its order)
-        self, finding: Finding, suggestion: Suggestion
-    ) -> str | None:
-        """The first rule of RULES the suggestion breaks, or None."""
-        if not finding.path:
-            return "path"
-        start, end = suggestion.start_line, suggestion.end_line
-        if end < start or end - start + 1 > MAX_SUGGESTION_LINES:
-            return "range"
-        head = self._head_text(finding.path)
-        if head is None or end > len(head.lines):
-            return "range"
-        if len(suggestion.replacement.encode("utf-8", "surrogatepass")) > MAX_SUGGESTION_BYTES:
-            return "size"
-        if suggestion_lines(suggestion.replacement) == head.replaced(start, end):
-            return "unchanged"
-        if finding.line is not None and not start <= finding.line <= end:
-            return "line"
-        try:
-            if not self._parses_as_well(finding.path, head, suggestion):
-                return "syntax"
-        except ParseTooSlow:
-            return "syntax_time"
-        return None
+    def broken_rules(self, findings: list[Finding]) -> dict[int, str]:
+        """The rule each broken suggestion breaks first, by its finding's index."""
+        by_path: dict[str, list[tuple[int, Suggestion]]] = {}
+        for index, finding in enumerate(findings, start=1):
+            suggestion = finding.offered()
+            if suggestion is None:
+                continue
+            if not finding.path:
+                self.rules[index] = "path"
+            else:
+                by_path.setdefault(finding.path, []).append((index, suggestion))
+        # Every parse of this review's suggestions shares one budget (loop/syntax_process.py).
+        with SyntaxProcess(time.monotonic() + MAX_SYNTAX_CHECK_SECONDS) as parser:
+            for path, offered in by_path.items():
+                self._check_file(path, [(i, findings[i - 1], s) for i, s in offered], parser)
+        return self.rules
 
-    def replaced(self, path: str, suggestion: Suggestion) -> list[str]:
-        """The head's lines a kept suggestion replaces (its file was read by its checks)."""
-        head = self.heads.get(path)
-        return [] if head is None else head.replaced(suggestion.start_line, suggestion.end_line)
+    def _check_file(
+        self, path: str, offered: list[tuple[int, Finding, Suggestion]], parser: SyntaxProcess
+    ) -> None:
+        head = self._head_text(path)
+        to_parse: list[tuple[int, Suggestion]] = []
+        for index, finding, suggestion in offered:
+            rule = _plain_rule(finding, suggestion, head)
+            if rule is not None:
+                self.rules[index] = rule
+                continue
+            if head is not None:
+                self.replaced[index] = head.replaced(suggestion.start_line, suggestion.end_line)
+            if language_of(path) is not None:
+                to_parse.append((index, suggestion))
+        if head is None or not to_parse:
+            return
+        language = language_of(path)
+        assert language is not None
+        patched = [_encoded(head.applied(suggestion)) for _, suggestion in to_parse]
+        before, after = parser.errors(language, _encoded(head.text), patched)
+        for (index, _), errors in zip(to_parse, after, strict=True):
+            if before is None or errors is None:
+                self.rules[index] = "syntax_time"
+            elif errors > before:
+                self.rules[index] = "syntax"
 
     def _head_text(self, path: str) -> HeadText | None:
         """The file's text at the head, or None when it is not UTF-8 text within 1 MiB."""
-        if path not in self.heads:
-            try:
-                with map_git_errors(self.unreadable):
-                    text = self.repository.read_source(self.repository.resolve_file(path))
-            except ToolError:
-                self.heads[path] = None
-            else:
-                self.heads[path] = HeadText.of(text)
-        return self.heads[path]
+        try:
+            with map_git_errors(self.unreadable):
+                text = self.repository.read_source(self.repository.resolve_file(path))
+        except ToolError:
+            return None
+        return HeadText.of(text)
 
-    def _parses_as_well(self, path: str, head: HeadText, suggestion: Suggestion) -> bool:
-        """Whether the patched file has no more syntax errors than the head's (a language
-        we parse), or True for any other file."""
-        language = language_of(path)
-        if language is None:
-            return True
-        if path not in self.baselines:
-            self.baselines[path] = None  # stays None when the head's parse is too slow
-            source = head.text.encode("utf-8", "surrogatepass")
-            self.baselines[path] = SyntaxBaseline(language, source, self.deadline)
-        baseline = self.baselines[path]
-        if baseline is None:
-            raise ParseTooSlow
-        after = head.applied(suggestion).encode("utf-8", "surrogatepass")
-        return baseline.errors_with(after, self.deadline) <= baseline.errors
+
+def _plain_rule(finding: Finding, suggestion: Suggestion, head: HeadText | None) -> str | None:
+    """The first rule of RULES before `syntax` that the suggestion breaks, or None."""
+    start, end = suggestion.start_line, suggestion.end_line
+    if end < start or end - start + 1 > MAX_SUGGESTION_LINES:
+        return "range"
+    if head is None or end > len(head.lines):
+        return "range"
+    if len(_encoded(suggestion.replacement)) > MAX_SUGGESTION_BYTES:
+        return "size"
+    if suggestion_lines(suggestion.replacement) == head.replaced(start, end):
+        return "unchanged"
+    if finding.line is not None and not start <= finding.line <= end:
+        return "line"
+    return None
+
+
+def _encoded(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")

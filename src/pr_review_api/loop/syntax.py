@@ -15,8 +15,11 @@ patched version is parsed incrementally from that tree, which re-reads only arou
 (about a tenth of a full parse of 1 MiB).
 
 Error recovery can make a parse far slower than usual (an unclosed bracket in the middle of a
-large table of data: seconds). Every parse therefore has a deadline, checked each time the
-parser reads the next 4 KiB, and raises `ParseTooSlow` past it.
+large table of data: seconds), and most of a parse happens after the last byte is read. Every
+parse therefore has a deadline that tree-sitter's progress callback checks while it parses, not
+only while it reads; past it, or on any other failure of the parse, `ParseTooSlow`. The review
+runs these parses in a child process with a memory limit (`loop/syntax_child.py`): one tree of
+1 MiB of dense code can take hundreds of megabytes.
 """
 
 from __future__ import annotations
@@ -89,16 +92,28 @@ def _language(name: str) -> Language:
 
 
 class ParseTooSlow(Exception):
-    """A parse outlasted its deadline (time.monotonic())."""
+    """A parse did not finish: it outlasted its deadline (time.monotonic()), or failed."""
 
 
 def _parse(parser: Parser, source: bytes, deadline: float, old: Tree | None = None) -> Tree:
     def read(offset: int, _point: Point) -> bytes:
-        if time.monotonic() > deadline:
-            raise ParseTooSlow
         return source[offset : offset + _CHUNK_BYTES]
 
-    tree = parser.parse(read) if old is None else parser.parse(read, old)
+    def halt(_offset: int, _has_error: bool) -> bool:
+        return time.monotonic() > deadline
+
+    try:
+        if halt(0, False):  # tree-sitter may not ask before a small input is done
+            raise ParseTooSlow
+        # A halted parse raises ValueError; an exception in a callback comes out as itself or,
+        # from the read after the last byte, as SystemError: every one is a parse not done.
+        if old is None:  # the keyword takes a Tree, never None
+            tree = parser.parse(read, progress_callback=halt)
+        else:
+            tree = parser.parse(read, old, progress_callback=halt)
+    except Exception as error:  # py-tree-sitter's failures share no base class
+        parser.reset()  # else the next parse would resume this one, on other bytes
+        raise ParseTooSlow from error
     if tree is None:  # only without a language, which every parser here has
         raise ParseTooSlow
     return tree
@@ -126,8 +141,7 @@ class SyntaxBaseline:
         """The errors of `patched`, parsed incrementally: the bytes it shares with the head
         at its start and at its end are taken as unchanged."""
         old = self._source
-        prefix = _common_prefix(old, patched)
-        suffix = _common_suffix(old, patched, min(len(old), len(patched)) - prefix)
+        prefix, suffix = edit_span(old, patched)
         old_end, new_end = len(old) - suffix, len(patched) - suffix
         tree = self._tree.copy()
         tree.edit(
@@ -139,6 +153,13 @@ class SyntaxBaseline:
             _point(patched, new_end),
         )
         return _count(_parse(self._parser, patched, deadline, tree).root_node)
+
+
+def edit_span(old: bytes, new: bytes) -> tuple[int, int]:
+    """The lengths of the longest common prefix and suffix of two versions (not overlapping):
+    `new` is `old` with the bytes between them replaced."""
+    prefix = _common_prefix(old, new)
+    return prefix, _common_suffix(old, new, min(len(old), len(new)) - prefix)
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:

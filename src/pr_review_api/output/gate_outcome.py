@@ -1,7 +1,8 @@
 """What the merge gate says of a review (CONTRACT 16), whatever the forge that shows it.
 
 Pure functions of the review, the repository's `fail_on` and the dismissed fingerprints: the
-conclusion (`success`, `failure`, `neutral`), a title, a Markdown summary (counts by severity,
+conclusion (`success`, `failure`, `neutral`; `timed_out` and `action_required` when the gate
+fails closed, CONTRACT 16), a title, a Markdown summary (counts by severity,
 coverage, the review's link), a one-line plain-text `brief` for short fields (a commit
 status's description) and the undismissed findings (GitHub's annotations). Each forge's
 reporter (github/checks.py's check run, gitlab/status.py's commit status) shows an outcome
@@ -17,12 +18,18 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pr_review_api.errors import ReviewTimeout
 from pr_review_api.model import SEVERITIES, Coverage, Severity
 from pr_review_api.output.common import coverage_line
 from pr_review_api.output.inert_markdown import escape_inline
 
-Conclusion = Literal["success", "failure", "neutral"]
+# GitHub's check-run conclusions we use; a commit status shows the last three as failing.
+Conclusion = Literal["success", "failure", "neutral", "timed_out", "action_required"]
 FailOn = Literal["critical", "high", "medium", "low", "info", "none"]
+FAILING: frozenset[Conclusion] = frozenset({"failure", "timed_out", "action_required"})
+RERUN_HINT = "Re-run the check, or comment `/pr-review review`, to review it again."
+# A brief is a commit status's description: a status has no re-run button (CONTRACT 16).
+BRIEF_RERUN_HINT = "Comment `/pr-review review` to review it again."
 
 
 @dataclass(frozen=True)
@@ -137,8 +144,18 @@ def severity_counts(body: str) -> Counter[Severity]:
     return counts
 
 
-def unknown_outcome() -> CheckOutcome:
-    """A head published before whose review could not be read back."""
+def unknown_outcome(fail_on: FailOn) -> CheckOutcome:
+    """A head published before whose review could not be read back: with `fail_on` set the
+    gate fails closed (it cannot tell that nothing blocking was found)."""
+    if fail_on != "none":
+        return CheckOutcome(
+            "failure",
+            f"Published earlier; its findings could not be read. {RERUN_HINT}",
+            "This head was reviewed and published before, but that review could not be read "
+            f"back, so the gate cannot say it passes (`fail_on`: {fail_on}). {RERUN_HINT}",
+            brief="Failed closed: this head's earlier review could not be read back. "
+            + BRIEF_RERUN_HINT,
+        )
     return CheckOutcome(
         "neutral",
         "Published earlier; its findings could not be read",
@@ -147,18 +164,45 @@ def unknown_outcome() -> CheckOutcome:
     )
 
 
-def ended_outcome(code: str) -> CheckOutcome:
-    """The check of a review that ended without a final review."""
+def ended_outcome(code: str, fail_on: FailOn) -> CheckOutcome:
+    """The check of a review that ended without a final review (`code`: its termination
+    reason). With `fail_on` set the gate fails closed (CONTRACT 16): the author writes what the
+    model reads, so a review the author can make end early must not pass; `timed_out` for the
+    review's deadline, `failure` for every other reason."""
+    if fail_on == "none":
+        return CheckOutcome(
+            "neutral",
+            "The review ended without a final review",
+            f"The review ended with `{code}`; nothing was published.",
+            brief=f"Neutral: the review ended without a final review ({code}); "
+            "nothing was published.",
+        )
+    conclusion: Conclusion = "timed_out" if code == ReviewTimeout.code else "failure"
     return CheckOutcome(
-        "neutral",
-        "The review ended without a final review",
-        f"The review ended with `{code}`; nothing was published.",
-        brief=f"Neutral: the review ended without a final review ({code}); nothing was published.",
+        conclusion,
+        f"No validated review ({code}). {RERUN_HINT}",
+        f"The review ended with `{code}` before a validated final review, so nothing was "
+        f"published. The gate fails on {fail_on} or above and cannot pass a head it has not "
+        f"reviewed. {RERUN_HINT}",
+        brief=f"Failed closed: no validated review ({code}). {BRIEF_RERUN_HINT}",
     )
 
 
-def skipped_outcome(rule: str) -> CheckOutcome:
-    """The check of an automatic review that a skip rule of the base commit skipped."""
+def skipped_outcome(rule: str, fail_on: FailOn, author_controlled: bool) -> CheckOutcome:
+    """The check of an automatic review that a skip rule of the base commit skipped. A rule
+    that rests on what the author controls (title, labels) must not pass a gated head: with
+    `fail_on` set it is `action_required` (failing), and the rule is evaluated again when the
+    title or labels change."""
+    if fail_on != "none" and author_controlled:
+        return CheckOutcome(
+            "action_required",
+            f"Action required, skipped: {rule}",
+            f"skipped: {rule}. The rule is in .pr-review.toml at the base commit; no review "
+            f"ran. The gate fails on {fail_on} or above, so a skipped head does not pass: "
+            "change the title or labels so that no rule matches, and the head is reviewed.",
+            brief=f"Action required (failing), skipped: {rule}. Change the title or labels to "
+            "have it reviewed.",
+        )
     return CheckOutcome(
         "neutral",
         f"skipped: {rule}",

@@ -4,8 +4,9 @@ Present only when `PR_REVIEW_GITLAB_WEBHOOK_SECRET` is set. The secret token, no
 guards it: `X-Gitlab-Token` must equal the secret (compared in constant time), else 401
 `invalid_signature`, before the body is read. Then:
 
-    Merge Request Hook  open, reopen, or update that moved the head or marked it ready; not a
-                        draft; open                      202 {"job_id": ..., "status": ...}
+    Merge Request Hook  open, reopen, or update that moved the head, marked it ready or changed
+                        the title, labels or target branch (the skip rules evaluated again,
+                        CONTRACT 16); not a draft; open  202 {"job_id": ..., "status": ...}
     Note Hook           a note on a merge request whose first word is `@<our username>` or
                         `/pr-review`, then `review` or `help`, or (in a discussion) `ignore` or
                         a question, by a user with Developer (30) or higher access (a question

@@ -8,6 +8,10 @@ is parsed. Then:
     ping                                                   200 {"status": "ok"}
     pull_request opened/synchronize/reopened/ready_for_review, not a draft, still open
                                                            202 {"job_id": ..., "status": ...}
+    pull_request edited (title or base changed), labeled, unlabeled: the skip rules' inputs
+    changed (CONTRACT 16), evaluated again on the head     202 {"job_id": ..., "status": ...}
+    check_run rerequested, our check on a pull request's head (github/gate_events.py)
+                                                           202 {"job_id": ..., "status": ...}
     issue_comment / pull_request_review_comment created, addressed to us by a user who may
     ask it (CONTRACT 15)                                   202 {"job_id": ..., "status": ...}
     anything else                                          202 {"status": "ignored"}
@@ -15,6 +19,10 @@ is parsed. Then:
 A comment is read from the delivery only (jobs/commands.py); our own comments and `[bot]`
 authors are ignored before any request; who may ask is the collaborator-permission API's
 answer (github/conversation.py, cached briefly), never the comment's own claims.
+
+Every job carries its delivery's `installation.id`: with the GitHub App configured, that is who
+the job is on GitHub (forge/clients.py refuses a GitHub job without one, and a comment without
+one is ignored before any request); the installation is also the job's tenant for fairness.
 
 A repeated `X-GitHub-Delivery` answers the job the first one queued. Queueing is one short
 transaction; it is given under a second, and a database that does not answer in that time
@@ -41,6 +49,7 @@ from pr_review_api.errors import (
     ServerBusy,
 )
 from pr_review_api.github.conversation import Repository, may_write
+from pr_review_api.github.gate_events import rerequested_run, skip_inputs_changed
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
 from pr_review_api.jobs.commands import (
@@ -87,7 +96,8 @@ def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
 def _job_of(event: dict[str, Any], settings: Settings) -> PullRequestJob | None:
     """The job a pull_request delivery asks for, or None when it asks for none."""
     pull = event.get("pull_request")
-    if event.get("action") not in REVIEWED_ACTIONS or not isinstance(pull, dict):
+    asks = event.get("action") in REVIEWED_ACTIONS or skip_inputs_changed(event)
+    if not asks or not isinstance(pull, dict):
         return None
     if pull.get("draft") is not False or pull.get("state", "open") != "open":
         return None  # drafts are reviewed once they are ready_for_review
@@ -96,6 +106,16 @@ def _job_of(event: dict[str, Any], settings: Settings) -> PullRequestJob | None:
     if not isinstance(sha, str) or not _SHA.match(sha):
         return None
     return _pull_job(event, settings, pull.get("number"), sha)
+
+
+def _rerun_job(event: dict[str, Any], settings: Settings) -> PullRequestJob | None:
+    """The review a press of our check's re-run button asks for (CONTRACT 16): the pull
+    request's head reviewed again, as a webhook job (skip rules evaluated again, a head already
+    published not reviewed twice), with the delivery's installation like every other job."""
+    rerun = rerequested_run(event, settings.github_app_id)
+    if rerun is None:
+        return None
+    return _pull_job(event, settings, rerun.number, rerun.head_sha)
 
 
 def _pull_job(
@@ -133,6 +153,7 @@ def _pull_job(
         number=ref.number,
         head_sha=sha,
         post=True,
+        installation_id=installation_id,
     )
 
 
@@ -176,7 +197,8 @@ async def _command_answer(
     if first not in ("@", "/"):
         return ignored(), "ignored"  # addressed to no one: no request to GitHub
     job = _pull_job(event, settings, pull_number(event_name, event), None)
-    if job is None:
+    if job is None or not queue.identities.has_identity(job.installation_id):
+        # With the App, a delivery without its installation has no one to ask as.
         return ignored(), "ignored"
     try:
         async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
@@ -222,14 +244,14 @@ async def _answer(
         raise InvalidSignature()
     if event_name == "ping":
         return ContractJSONResponse({"status": "ok"}, status_code=200), "ok"
-    if event_name not in ("pull_request", *COMMENT_EVENTS):
+    if event_name not in ("pull_request", "check_run", *COMMENT_EVENTS):
         return ignored(), "ignored"
     event = await json_event(body)
     delivery = delivery_id(request, "x-github-delivery")
     if event_name in COMMENT_EVENTS:
         assert event_name is not None
         return await _command_answer(event_name, event, settings, queue, delivery)
-    job = _job_of(event, settings)
+    job = _rerun_job(event, settings) if event_name == "check_run" else _job_of(event, settings)
     if job is None:
         return ignored(), "ignored"
     return await queued(queue.enqueue(job, source="webhook", delivery_id=delivery)), "queued"
