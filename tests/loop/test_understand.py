@@ -169,6 +169,7 @@ def test_without_repairs_a_wrong_walkthrough_ends_the_review_unpublished(
     with pytest.raises(InvalidModelResponse) as caught:
         review(pull.url, settings, model, post=True)
     assert caught.value.message == "The walkthrough leaves out 1 changed file(s)."
+    assert getattr(caught.value, "rule", None) == "walkthrough"  # the evaluation's report
     assert fake_github.posted("acme", "widget", 7) == []
 
 
@@ -180,6 +181,7 @@ def test_the_files_false_wins_over_the_variable(fake_github: FakeGitHub, tmp_pat
     with pytest.raises(InvalidModelResponse) as caught:  # an unknown field when off
         review(pull.url, settings, model, post=False)
     assert "walkthrough" in caught.value.message
+    assert getattr(caught.value, "rule", None) == "unknown_field"
     assert "walkthrough" not in model.requests[0].messages[0]["content"]
 
 

@@ -148,7 +148,17 @@ class FinalReviewRejected(InvalidModelResponse):
 
 
 # The final-review checks a stop turn can fail, in the order they run (FinalReviewRejected.rule).
-RULES = ("empty", "fence", "json", "unknown_field", "schema", "path", "line")
+RULES = (
+    "empty",
+    "fence",
+    "json",
+    "unknown_field",
+    "schema",
+    "path",
+    "line",
+    "walkthrough",  # CONTRACT 21: not every changed file once (loop/walkthrough.py)
+    "linked_issues",  # not one verdict per issue read (loop/linked_issues.py)
+)
 
 
 def parse_final_review(
@@ -194,7 +204,7 @@ def parse_final_review(
         ) from None
     document, ours, unknown = split_document(document, understanding)
     if unknown is not None:
-        raise FinalReviewRejected(unknown[0], unknown[1] + _AGAIN)
+        raise FinalReviewRejected(unknown[0], unknown[1] + _AGAIN, "unknown_field")
     try:
         review = FinalReview.model_validate(
             document, context=None if suggestions else SUGGESTIONS_OFF
@@ -204,7 +214,8 @@ def parse_final_review(
     review = _check_locations(review, repository, unreadable)
     understood = attach(review, ours, understanding)
     if isinstance(understood, tuple):
-        raise FinalReviewRejected(understood[0], understood[1] + _AGAIN)
+        message, repair, rule = understood
+        raise FinalReviewRejected(message, repair + _AGAIN, rule)
     review = understood
     if not suggestions:
         return review

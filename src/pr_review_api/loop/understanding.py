@@ -42,6 +42,8 @@ FIELD_NAMES = frozenset(
     {WALKTHROUGH, LINKED_ISSUES, "paths", "summary", "ref", "addressed", "explanation"}
 )
 Problem = tuple[str, str]  # (the contract's sentence, the repair turn's words)
+# A problem and the rule it broke (FinalReviewRejected.rule): "schema", or the field's name.
+Rejection = tuple[str, str, str]
 Entry = TypeVar("Entry", bound=BaseModel)
 
 
@@ -118,24 +120,24 @@ def split_document(
 
 def attach(
     review: FinalReview, ours: dict[str, object], understanding: Understanding
-) -> FinalReview | Problem:
+) -> FinalReview | Rejection:
     """The review with our fields, validated against the change (not the model's word)."""
     update: dict[str, object] = {}
     if understanding.walkthrough is not None:
         entries = _entries(ours, WALKTHROUGH, WalkthroughEntry)
         if isinstance(entries, tuple):
-            return entries
+            return (*entries, "schema")
         problem = walkthrough_problem(entries, understanding.walkthrough)
         if problem is not None:
-            return problem
+            return (*problem, WALKTHROUGH)
         update[WALKTHROUGH] = entries
     if understanding.linked.issues:
         verdicts = _entries(ours, LINKED_ISSUES, LinkedIssue)
         if isinstance(verdicts, tuple):
-            return verdicts
+            return (*verdicts, "schema")
         problem = linked_issues_problem(verdicts, understanding.linked.refs)
         if problem is not None:
-            return problem
+            return (*problem, LINKED_ISSUES)
         update[LINKED_ISSUES] = verdicts
     return review.model_copy(update=update) if update else review
 
