@@ -566,6 +566,22 @@ def wait_for_search_index(git_dir: Path, store: Any = None) -> None:
         wait(git_dir)
 
 
+def run_probe(script: str, arguments: Sequence[str], source: str | None) -> dict[str, object]:
+    """Run `script` in a fresh interpreter and return the JSON object its last line prints;
+    `source`: the `src` folder of another version of pr-review, imported instead of this one
+    (an A/B in one run). A failing probe ends the bench with the end of its stderr."""
+    env = dict(os.environ)
+    if source is not None:  # found before this version's, which the environment installs
+        env["PYTHONPATH"] = source
+    done = subprocess.run(
+        [sys.executable, "-c", script, *arguments], capture_output=True, check=False, env=env
+    )
+    if done.returncode != 0:
+        raise SystemExit(done.stderr.decode(errors="replace")[-2000:])
+    result: dict[str, object] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return result
+
+
 # --- Timing and printing ------------------------------------------------------------------
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -27,12 +29,15 @@ pytest_plugins = [
     "tests.fakes.gitlab_statuses",
     "tests.fakes.gitlab_threads",
     "tests.fakes.gitlab_issues",
+    "tests.fakes.gitea_server",
+    "tests.fakes.gitea_reviews",
 ]
 
 # Distinctive secrets: tests assert they never appear in any output, log, trace or file.
 PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"
 GITHUB_TOKEN = "ghp_test-GITHUB-SECRET-41be02"
 GITLAB_TOKEN = "glpat-test-GITLAB-SECRET-93c1d7"
+GITEA_TOKEN = "gitea-test-GITEA-SECRET-5d82e4"
 
 # The fast tier (`uv run pytest --fast`), the inner loop: the unit level on every core. It leaves
 # out two folders, the hostile-world suite and the PostgreSQL job suite, and every test marked
@@ -104,25 +109,34 @@ def usable_cores() -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """`--fast` alone runs on three pytest-xdist workers a core, work-stealing (set before xdist
-    turns `-n` into workers). Not in a worker itself, not when `-n` was given (`-n 0`: one
-    process), and not for --collect-only or --pdb."""
+    """`--fast` runs on three pytest-xdist workers a core, work-stealing; the default run of the
+    whole suite (no paths given: CI, `make test`) on one worker a core, since its real processes
+    (PostgreSQL, browsers, `pr-review`) need a core of their own more than the unit tests do.
+    Set before xdist turns `-n` into workers; not in a worker itself, not when `-n` was given
+    (`-n 0`: one process), and not for --collect-only or --pdb."""
     if (
-        config.getoption("--fast")
-        and config.pluginmanager.hasplugin("xdist")
-        and not hasattr(config, "workerinput")
-        and config.getoption("numprocesses", None) is None
-        and not config.getoption("collectonly")
-        and not config.getoption("usepdb")
+        not config.pluginmanager.hasplugin("xdist")
+        or hasattr(config, "workerinput")
+        or config.getoption("numprocesses", None) is not None
+        or config.getoption("collectonly")
+        or config.getoption("usepdb")
     ):
-        workers = _FAST_WORKERS_PER_CORE * usable_cores()
-        config.option.numprocesses = min(workers, _MOST_FAST_WORKERS)
-        if config.getoption("dist") == "no":
-            # Each worker starts on its own contiguous half of the suite, so a module's
-            # fixtures (a hostile world, a corpus) are mostly built once, and takes the other's
-            # tests when its own run out: no slow file finishes alone (on 2 shared cores it
-            # took 140 s where `loadfile` took 188 s).
-            config.option.dist = "worksteal"
+        return
+    if config.getoption("--fast"):
+        workers = min(_FAST_WORKERS_PER_CORE * usable_cores(), _MOST_FAST_WORKERS)
+    elif config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        workers = usable_cores()
+    else:
+        return
+    if workers < 2:
+        return
+    config.option.numprocesses = workers
+    if config.getoption("dist") == "no":
+        # Each worker starts on its own contiguous half of the suite, so a module's fixtures
+        # (a hostile world, a corpus) are mostly built once, and takes the other's tests when
+        # its own run out: no slow file finishes alone (on 2 shared cores it took 140 s where
+        # `loadfile` took 188 s).
+        config.option.dist = "worksteal"
 
 
 def in_fast_tier(item: pytest.Item, root: Path) -> bool:
@@ -183,6 +197,7 @@ _OUR_VARIABLES = (
     "OPENCODE_",
     "GITHUB_",
     "GITLAB_",
+    "GITEA_",
     "REVIEW_",
     "PR_REVIEW_",
 )
@@ -233,6 +248,16 @@ def home_folders_untouched() -> Iterator[None]:
     after = {folder: listing(folder) for folder in default_folders()}
     changed = [str(folder) for folder in before if before[folder] != after[folder]]
     assert not changed, f"the test session wrote to the user's own folders: {changed}"
+
+
+@functools.cache
+def uv_cache_dir() -> str:
+    """uv's cache as uv resolves it here (UV_CACHE_DIR, XDG_CACHE_HOME or the default): a uv
+    a test runs offline, with a HOME of its own, finds there what the suite's `uv sync` put."""
+    done = subprocess.run(
+        ["uv", "cache", "dir"], capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout.strip()
 
 
 @pytest.fixture

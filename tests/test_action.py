@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY, uv_cache_dir
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 
@@ -62,9 +63,15 @@ def _run_step(
     (runner_temp / "github-output").touch()
     # Every variable the step sets is one this test gives it: a new input needs a test here.
     assert set(step["env"]) == set(inputs)
+    home = tmp_path / "home"  # whatever the step writes under HOME stays in the test's folder
+    home.mkdir()
     runner = {
         "PATH": os.environ["PATH"],
-        "HOME": os.environ.get("HOME", str(tmp_path)),
+        "HOME": str(home),
+        # The packages come from the cache the suite's own `uv sync` filled, wherever the
+        # environment puts it (UV_CACHE_DIR, XDG_CACHE_HOME), and the interpreter is this one.
+        "UV_CACHE_DIR": uv_cache_dir(),
+        "UV_PYTHON": str(Path(sys.executable).resolve()),
         "RUNNER_TEMP": str(runner_temp),
         "GITHUB_OUTPUT": str(runner_temp / "github-output"),
         "GITHUB_STEP_SUMMARY": str(runner_temp / "step-summary.md"),

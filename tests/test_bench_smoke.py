@@ -24,7 +24,11 @@ SCRIPTS = {
     "concurrency": ["--counts", "1,5"],
     "oneshot": [],
     "workers": ["--workers", "1,2"],
+    "wide": [],
+    "index": [],
 }
+# Scripts that need no repository and print their own table (a simulation).
+TABLES: dict[str, list[str]] = {"affinity": []}
 
 # On the user's own repository: scripts that write new heads (listing, workers), clone a
 # checkout (search, listing, oneshot) or start pr-review processes (oneshot). Not prepare: it
@@ -62,6 +66,22 @@ def assert_prints_ratios(done: subprocess.CompletedProcess[str]) -> None:
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_bench_script_runs_quick_and_prints_ratios(script: str) -> None:
     assert_prints_ratios(run_script(script, "--quick", *SCRIPTS[script]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(TABLES))
+def test_bench_table_script_runs_quick(script: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", f"bench.{script}", "--quick", *TABLES[script]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert len(rows) == 7, done.stdout  # the header and six scenarios
 
 
 def _git(cwd: Path, *args: str) -> None:

@@ -162,3 +162,51 @@ def test_the_env_example_names_every_required_secret_with_no_value() -> None:
     assert set(example) >= {"OPENCODE_API_KEY", "PR_REVIEW_API_KEYS", "POSTGRES_PASSWORD"}
     assert all(value == "" for value in example.values())
     assert ".env" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+# A line of .env.example that sets a variable, commented out or not.
+EXAMPLE_LINE = re.compile(r"^(?:# )?(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
+# What compose itself reads, and the Gitea names the contract fixes for the coming release.
+COMPOSE_ONLY = {"POSTGRES_PASSWORD", "PR_REVIEW_PUBLISH", "GITHUB_APP_KEY_PATH"}
+GITEA = {"GITEA_SERVER_URL", "GITEA_API_URL", "GITEA_TOKEN", "PR_REVIEW_GITEA_WEBHOOK_SECRET"}
+
+
+def example_settings() -> dict[str, str]:
+    found = [EXAMPLE_LINE.match(line) for line in ENV_EXAMPLE.read_text().splitlines()]
+    return {match["name"]: match["value"] for match in found if match}
+
+
+def shown(default: object) -> str:
+    """A setting's default as .env writes it."""
+    if isinstance(default, bool):
+        return str(default).lower()
+    if isinstance(default, float) and default.is_integer():
+        return str(int(default))
+    return "" if default is None or default == () else str(default)
+
+
+def test_the_env_example_lists_every_setting_a_deployment_uses() -> None:
+    fields = {name.upper() for name in Settings.model_fields}
+    assert set(example_settings()) == fields | COMPOSE_ONLY | GITEA
+
+
+def test_the_env_example_shows_each_settings_own_default() -> None:
+    example = example_settings()
+    for name, field in Settings.model_fields.items():
+        if field.default is not None and name.upper() in example:
+            assert example[name.upper()] == shown(field.default), name.upper()
+
+
+def test_the_app_override_mounts_the_key_file_where_the_setting_points() -> None:
+    override = yaml.safe_load((ROOT / "compose.app.yaml").read_text())
+    base = yaml.safe_load(COMPOSE.read_text())
+    assert set(override["services"]) == {"serve", "worker"} <= set(base["services"])
+    [(name, secret)] = override["secrets"].items()
+    assert substitute(secret["file"], {}) == "./github-app.pem"  # a file, not a value
+    for service in override["services"].values():
+        [mount] = service["secrets"]
+        assert mount["source"] == name
+        path = environment(service)["GITHUB_APP_PRIVATE_KEY_FILE"]
+        assert path == f"/run/secrets/{mount['target']}"
+        # The merge keeps compose.yaml's database URL: an override's environment adds to it.
+        assert set(environment(service)) == {"GITHUB_APP_PRIVATE_KEY_FILE"}

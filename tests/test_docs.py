@@ -5,6 +5,7 @@ README's "about N tests" is the number a whole run of that tier collects."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from markdown_it.token import Token
 
 from pr_review_api.evaluation.corpus import CLEAN_KINDS, load_source
 from pr_review_api.service.documents import ReviewRequest
+from pr_review_api.service.webhooks import HANDLED_EVENTS, WEBHOOK_PATH
 from tests.conftest import WHOLE_TIER
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,11 +93,58 @@ def test_the_readme_names_about_the_number_of_tests_of_each_tier() -> None:
         )
 
 
-def test_the_readme_names_every_field_of_the_review_request() -> None:
+def test_the_api_doc_names_every_field_of_the_review_request() -> None:
     [row] = [
         line
-        for line in README.read_text(encoding="utf-8").splitlines()
+        for line in (ROOT / "docs" / "http-api.md").read_text(encoding="utf-8").splitlines()
         if line.startswith("| `POST /v1/reviews` |")
     ]
     body = row[row.index("{") : row.index("}")]
     assert re.findall(r'"([a-z_]+)"', body) == list(ReviewRequest.model_fields)
+
+
+# --- the GitHub App (docs/service.md, docs/github-app-manifest.json) ---------------------------
+
+# What the service does with each permission; the module that needs it says why.
+APP_PERMISSIONS = {
+    "pull_requests": "write",  # github/publish.py, github/conversation.py, github/resolve.py
+    "contents": "read",  # github/git_http.py: the code, over git
+    "checks": "write",  # github/checks.py: the merge gate's check run
+    "statuses": "write",  # github/checks.py: the gate's commit status fallback
+    "issues": "write",  # issue_comment deliveries; replies and reactions on them
+    "metadata": "read",  # mandatory; github/conversation.py: who may give a command
+}
+# The permission GitHub asks of an App before it may subscribe to each event.
+EVENT_PERMISSION = {
+    "check_run": "checks",
+    "pull_request": "pull_requests",
+    "pull_request_review_comment": "pull_requests",
+    "issue_comment": "issues",
+}
+APP_WORDS = {
+    "pull_requests": "Pull requests",
+    "contents": "Contents",
+    "checks": "Checks",
+    "statuses": "Commit statuses",
+    "issues": "Issues",
+    "metadata": "Metadata",
+}
+
+
+def test_the_app_manifest_subscribes_to_every_event_the_webhook_handles() -> None:
+    manifest = json.loads((ROOT / "docs" / "github-app-manifest.json").read_text())
+    assert sorted(manifest["default_events"]) == sorted(HANDLED_EVENTS)
+    assert manifest["default_permissions"] == APP_PERMISSIONS
+    for event in manifest["default_events"]:
+        assert manifest["default_permissions"][EVENT_PERMISSION[event]] in ("read", "write")
+    assert manifest["hook_attributes"]["url"].endswith(WEBHOOK_PATH)
+    assert manifest["public"] is False
+
+
+def test_the_app_setup_in_the_docs_names_the_manifests_events_and_permissions() -> None:
+    service = " ".join((ROOT / "docs" / "service.md").read_text(encoding="utf-8").split())
+    for name, access in APP_PERMISSIONS.items():
+        words = "Read and write" if access == "write" else "Read-only"
+        assert f"| {APP_WORDS[name]} | {words} |" in service, name
+    for event in HANDLED_EVENTS:
+        assert f"**{event.replace('_', ' ').capitalize()}**" in service, event

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY
+from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY, uv_cache_dir
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
@@ -112,15 +112,12 @@ def _run_job(
     variables = {name: _expand(str(value), predefined) for name, value in job["variables"].items()}
     # This repository's HEAD stands for the pinned release.
     variables.update(PR_REVIEW_REPOSITORY=str(ROOT), PR_REVIEW_COMMIT=commit)
-    uv_cache = subprocess.run(
-        ["uv", "cache", "dir"], capture_output=True, text=True, check=True
-    ).stdout.strip()
     environment = {
         "PATH": os.environ["PATH"],
         "HOME": str(home),  # pr-review's cache goes under it, not the user's
         "TMPDIR": str(tmp_path),
         "UV_OFFLINE": "1",
-        "UV_CACHE_DIR": uv_cache,  # the packages `uv sync` put there before the suite
+        "UV_CACHE_DIR": uv_cache_dir(),  # the packages `uv sync` put there before the suite
         **predefined,
         **masked,
         **variables,

@@ -8,13 +8,17 @@ operator's, and must not redirect the provider key or the GitHub token.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from pr_review_api.cli import commands as cli
-from pr_review_api.settings import Settings, trusted_env_file
+from pr_review_api.errors import ConfigurationError
+from pr_review_api.settings import LOCAL_PROFILE, Settings, load_settings, trusted_env_file
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitrepo import GitRepo, git
@@ -160,3 +164,150 @@ def test_a_committed_env_file_cannot_redirect_a_review(
     [request] = scripted_provider.requests
     assert request.json["model"] == "deepseek-v4-flash"
     assert result.stderr.count(WARNING) == 1
+
+
+@pytest.mark.e2e  # two real `pr-review` processes
+def test_the_tracked_env_line_says_what_to_do_and_doing_it_works(repo: GitRepo) -> None:
+    """Issue 40 item 7: one line on stderr that tells the operator how to have their `.env`
+    read; following it (ignore it, untrack it, commit), the next run reads it."""
+    repo.commit_files({".env": "REVIEW_SUGGESTIONS=true\n"})
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("REVIEW_", "PR_"))}
+
+    def schema() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pr_review_api.cli", "schema", "review"],
+            cwd=repo.path,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+
+    refused = schema()
+    assert refused.stderr.count("\n") == 1
+    assert refused.stderr.startswith(WARNING)
+    assert "set these variables in the environment instead" in refused.stderr
+    assert "`git rm --cached .env` and commit" in refused.stderr
+    assert '"suggestion"' not in refused.stdout
+    repo.write({".gitignore": ".env\n"})
+    git(repo.path, "rm", "-q", "--cached", ".env")
+    git(repo.path, "add", ".gitignore")
+    git(repo.path, "commit", "-q", "-m", "untrack .env")
+    read = schema()
+    assert read.stderr == ""
+    assert '"suggestion"' in read.stdout
+
+
+# --- REVIEW_PROFILE ----------------------------------------------------------------------------
+
+
+def test_the_default_profile_keeps_the_seeds_protocol_exactly() -> None:
+    settings = load_settings()
+    assert settings.review_profile == "default"
+    for name in LOCAL_PROFILE:
+        assert getattr(settings, name) == Settings.model_fields[name].default, name
+
+
+def test_the_local_profile_sets_tolerant_json_one_repair_the_diff_and_a_longer_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REVIEW_PROFILE", "local")
+    settings = load_settings()
+    assert settings.review_tolerant_final_json is True
+    assert settings.review_repair_attempts == 1
+    assert settings.review_inline_diff_bytes == 16 * 1024
+    assert settings.review_timeout_seconds == 1800
+    # Nothing else moves: the protocol's limits stay the seed's.
+    assert settings.review_max_rounds == Settings.model_fields["review_max_rounds"].default
+
+
+def test_a_variable_of_its_own_wins_over_the_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEW_PROFILE", "local")
+    monkeypatch.setenv("REVIEW_REPAIR_ATTEMPTS", "0")
+    monkeypatch.setenv("REVIEW_TOLERANT_FINAL_JSON", "false")
+    settings = load_settings(review_timeout_seconds=60)
+    assert settings.review_repair_attempts == 0
+    assert settings.review_tolerant_final_json is False
+    assert settings.review_timeout_seconds == 60
+    assert settings.review_inline_diff_bytes == 16 * 1024
+
+
+def test_an_unknown_profile_is_a_configuration_error_that_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REVIEW_PROFILE", "fast")
+    with pytest.raises(ConfigurationError, match=r"^REVIEW_PROFILE is not valid: .*'local'"):
+        load_settings()
+
+
+# --- Gitea and Forgejo (CONTRACT 19) ------------------------------------------------------------
+
+
+def test_gitea_is_off_until_its_server_is_set() -> None:
+    settings = Settings()
+    assert settings.gitea_server_url is None
+    assert settings.gitea_api_base is None
+    assert settings.gitea_token is None
+    assert settings.pr_review_gitea_webhook_secret is None
+
+
+def test_gitea_api_url_defaults_under_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITEA_SERVER_URL", "http://127.0.0.1:3000/git/")
+    settings = Settings()
+    assert settings.gitea_server_url == "http://127.0.0.1:3000/git"
+    assert settings.gitea_api_base == "http://127.0.0.1:3000/git/api/v1"
+    monkeypatch.setenv("GITEA_API_URL", "https://api.example.test/v1/")
+    assert Settings().gitea_api_base == "https://api.example.test/v1"
+
+
+def test_blank_gitea_settings_are_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GITEA_SERVER_URL", "GITEA_API_URL", "GITEA_TOKEN"):
+        monkeypatch.setenv(name, "  ")
+    monkeypatch.setenv("PR_REVIEW_GITEA_WEBHOOK_SECRET", "")
+    settings = Settings()
+    assert (settings.gitea_server_url, settings.gitea_api_base, settings.gitea_token) == (
+        None,
+        None,
+        None,
+    )
+    assert settings.pr_review_gitea_webhook_secret is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("GITEA_SERVER_URL", "ftp://gitea.example.test"),
+        ("GITEA_SERVER_URL", "https://user:hunter2-secret@gitea.example.test"),
+        ("GITEA_SERVER_URL", "https://gitea.example.test/?a=1"),
+        ("GITEA_API_URL", "gitea.example.test/api/v1"),
+    ],
+)
+def test_a_bad_gitea_url_is_a_configuration_error_naming_it(
+    name: str, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITEA_SERVER_URL", "https://gitea.example.test")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings()
+    assert caught.value.message.startswith(f"{name} is not valid")
+    assert "hunter2" not in caught.value.message
+
+
+def test_gitea_api_url_without_its_server_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GITEA_API_URL", "https://gitea.example.test/api/v1")
+    with pytest.raises(ConfigurationError, match="GITEA_API_URL is set but GITEA_SERVER_URL"):
+        load_settings()
+
+
+def test_gitea_secrets_are_never_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITEA_SERVER_URL", "https://gitea.example.test")
+    monkeypatch.setenv("GITEA_TOKEN", "gitea-token-value")
+    monkeypatch.setenv("PR_REVIEW_GITEA_WEBHOOK_SECRET", "gitea-hook-secret")
+    settings = Settings()
+    assert "gitea-token-value" not in repr(settings)
+    assert "gitea-hook-secret" not in repr(settings)
+    assert settings.gitea_token is not None
+    assert settings.gitea_token.get_secret_value() == "gitea-token-value"

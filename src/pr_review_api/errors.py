@@ -11,6 +11,7 @@ in exactly one place (`api.py`, `cli.py`).
     ├── PullRequestNotFound            pull_request_not_found          404
     ├── GitHubUnavailable              github_unavailable              502
     ├── GitLabUnavailable              gitlab_unavailable              502
+    ├── GiteaUnavailable               gitea_unavailable               502
     ├── ProviderError
     │   ├── OpenCodeAuthenticationFailed  opencode_authentication_failed 502
     │   ├── OpenCodeRateLimited        opencode_rate_limited           503 (+ retry_after)
@@ -108,7 +109,7 @@ class Unauthorized(ReviewError):
 
     code = "unauthorized"
     status = 401
-    default_message = "A valid service key is required."
+    default_message = "A valid service key is required: send Authorization: Bearer <key>."
 
 
 class PullRequestNotFound(ReviewError):
@@ -133,6 +134,14 @@ class GitLabUnavailable(ReviewError):
     code = "gitlab_unavailable"
     status = 502
     default_message = "GitLab could not be reached or refused the request."
+
+
+class GiteaUnavailable(ReviewError):
+    """Gitea (or Forgejo) failed, timed out, rate-limited us or refused the fetch (CONTRACT 19)."""
+
+    code = "gitea_unavailable"
+    status = 502
+    default_message = "Gitea could not be reached or refused the request."
 
 
 class ProviderError(ReviewError):

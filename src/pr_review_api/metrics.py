@@ -72,6 +72,7 @@ TERMINATION_REASONS = frozenset(
         "pull_request_not_found",
         "github_unavailable",
         "gitlab_unavailable",
+        "gitea_unavailable",
         "opencode_authentication_failed",
         "opencode_rate_limited",
         "opencode_unavailable",

@@ -248,7 +248,7 @@ def label(value: object) -> str | None:
     return value[:MAX_TRACE_LABEL_CHARS]
 
 
-Forge = Literal["github", "gitlab"]
+Forge = Literal["github", "gitlab", "gitea"]
 
 
 class PullRequestInfo(BaseModel):

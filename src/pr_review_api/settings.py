@@ -9,13 +9,14 @@ and the GitHub token at another host. `load_settings()` turns any invalid value 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -70,6 +71,16 @@ MAX_PROMPT_CHANGED_FILES = 300
 MAX_NOT_INSPECTED = 100
 
 
+# REVIEW_PROFILE=local: what a model on a local server (llama.cpp, Ollama, vLLM on a CPU or a
+# small GPU) needs to finish a review, each value taken only where its own variable is unset.
+# The default profile changes nothing: the seed's protocol exactly (CONTRACT 12).
+LOCAL_PROFILE: dict[str, object] = {
+    "review_tolerant_final_json": True,  # small models fence their JSON
+    "review_repair_attempts": 1,  # and get a field wrong once
+    "review_inline_diff_bytes": 16 * 1024,  # many answer at once, without calling a tool
+    "review_timeout_seconds": 1800.0,  # a CPU writes 10-20 tokens a second
+}
+
 ENV_FILE = ".env"
 # For the one look-up below: the folder may belong to another user (a CI checkout), and git
 # refuses such a repository unless told otherwise; the query itself is read-only and hardened.
@@ -118,11 +129,19 @@ def trusted_env_file(directory: Path | None = None) -> Path | None:
     if tracked is False:
         return candidate
     reason = "git tracks it" if tracked else "git could not say whether it tracks it"
+    # One line that says what to do: the operator's own settings belong in the environment,
+    # or in a `.env` git does not track (untracked, it is read again once that is committed).
     sys.stderr.write(
         f"warning: not reading .env in the working directory: {reason}, so it may come "
-        "from the code under review.\n"
+        "from the code under review; set these variables in the environment instead, or "
+        "keep .env out of git (list it in .gitignore, then `git rm --cached .env` and "
+        "commit).\n"
     )
     return None
+
+
+# A `Host` name: letters, digits and hyphens between dots, or a bracketed IPv6 address.
+_HOST_NAME = re.compile(r"\[[0-9a-f:.]+\]|[a-z0-9-]+(?:\.[a-z0-9-]+)*", re.ASCII)
 
 
 def _check_http_url(name: str, value: str) -> str:
@@ -152,12 +171,20 @@ class Settings(BaseSettings):
     gitlab_api_url: str | None = None
     gitlab_token: SecretStr | None = None
     pr_review_gitlab_webhook_secret: SecretStr | None = None
+    # Gitea and Forgejo pull requests (CONTRACT 19): no default server, so unset routes nothing
+    # to Gitea; the API base defaults to `<server>/api/v1`.
+    gitea_server_url: str | None = None
+    gitea_api_url: str | None = None
+    gitea_token: SecretStr | None = None
+    pr_review_gitea_webhook_secret: SecretStr | None = None
     review_max_rounds: int = Field(default=8, ge=1, le=100)
     review_max_tool_calls: int = Field(default=24, ge=1, le=1000)
     review_max_tool_calls_per_round: int = Field(default=8, ge=1, le=100)
     review_timeout_seconds: float = Field(default=300, gt=0, le=24 * 3600)
     pr_review_cache_dir: Path = Path("~/.cache/pr-review")
     pr_review_api_keys: Annotated[tuple[SecretStr, ...], NoDecode] = ()
+    # Host names a keyless `serve` answers besides loopback (CONTRACT 5, service/hosts.py).
+    pr_review_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
     # Not in the contract's table: the service's own capacity and the cache's bound.
     pr_review_max_concurrent_reviews: int = Field(default=16, ge=1, le=1024)
     pr_review_cache_max_bytes: int = Field(default=20 * 1024**3, ge=64 * 1024**2)
@@ -174,6 +201,8 @@ class Settings(BaseSettings):
     # The review conversation (CONTRACT 15): answers in our threads, per pull request per hour.
     pr_review_max_answers_per_hour: int = Field(default=20, ge=0, le=10_000)
     # Real models (CONTRACT section 12); the defaults keep the seed's protocol exactly.
+    # One name for the four settings below that a local model needs (LOCAL_PROFILE).
+    review_profile: Literal["default", "local"] = "default"
     opencode_max_retries: int = Field(default=2, ge=0, le=10)
     review_repair_attempts: int = Field(default=0, ge=0, le=10)
     review_tolerant_final_json: bool = False
@@ -241,17 +270,35 @@ class Settings(BaseSettings):
         name = getattr(info, "field_name", "URL") or "URL"
         return _check_http_url(name.upper(), value)
 
-    @field_validator("gitlab_api_url")
+    @field_validator("gitlab_api_url", "gitea_server_url", "gitea_api_url")
     @classmethod
-    def _optional_http_url(cls, value: str | None) -> str | None:
-        return None if value is None else _check_http_url("GITLAB_API_URL", value)
+    def _optional_http_url(cls, value: str | None, info: object) -> str | None:
+        name = getattr(info, "field_name", "URL") or "URL"
+        return None if value is None else _check_http_url(name.upper(), value)
+
+    @model_validator(mode="after")
+    def _apply_profile(self) -> Settings:
+        if self.review_profile == "local":
+            for name, value in LOCAL_PROFILE.items():
+                if name not in self.model_fields_set:  # a variable of its own wins
+                    setattr(self, name, value)
+        return self
 
     @property
     def gitlab_api_base(self) -> str:
         """`GITLAB_API_URL`, or `<GITLAB_SERVER_URL>/api/v4` when it is not set."""
         return self.gitlab_api_url or f"{self.gitlab_server_url}/api/v4"
 
-    @field_validator("opencode_api_key", "github_token", "gitlab_token", mode="before")
+    @property
+    def gitea_api_base(self) -> str | None:
+        """`GITEA_API_URL`, or `<GITEA_SERVER_URL>/api/v1`; None while no Gitea is configured."""
+        if self.gitea_server_url is None:
+            return None
+        return self.gitea_api_url or f"{self.gitea_server_url}/api/v1"
+
+    @field_validator(
+        "opencode_api_key", "github_token", "gitlab_token", "gitea_token", mode="before"
+    )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -263,6 +310,20 @@ class Settings(BaseSettings):
             return tuple(key.strip() for key in value.split(",") if key.strip())
         return value
 
+    @field_validator("pr_review_allowed_hosts", mode="before")
+    @classmethod
+    def _split_host_names(cls, value: object) -> object:
+        # Names as a browser sends them in `Host`, compared without the port (service/hosts.py).
+        if isinstance(value, str):
+            value = value.split(",")
+        if not isinstance(value, list | tuple):
+            return value
+        names = tuple(str(name).strip().lower().removesuffix(".") for name in value)
+        names = tuple(name for name in names if name)
+        if not all(_HOST_NAME.fullmatch(name) for name in names):
+            raise ValueError("must list host names such as review.example.com, without a port")
+        return names
+
     @field_validator("pr_review_cache_dir")
     @classmethod
     def _expand_cache_dir(cls, value: Path) -> Path:
@@ -273,6 +334,9 @@ class Settings(BaseSettings):
         "pr_review_webhook_secret",
         "pr_review_gitlab_webhook_secret",
         "gitlab_api_url",
+        "pr_review_gitea_webhook_secret",
+        "gitea_server_url",
+        "gitea_api_url",
         "github_app_id",
         "github_app_private_key_file",
         "pr_review_fail_on",
@@ -286,6 +350,13 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_service_path(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()
+
+    @model_validator(mode="after")
+    def _gitea_api_needs_its_server(self) -> Self:
+        # An API base with no server to check URLs against would route nothing; say so.
+        if self.gitea_api_url is not None and self.gitea_server_url is None:
+            raise ValueError("GITEA_API_URL is set but GITEA_SERVER_URL is not")
+        return self
 
     def require_provider_key(self) -> SecretStr:
         """The provider key, or a configuration error that says how to set it."""

@@ -10,31 +10,10 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
-from pr_review_api.cli.hosts import is_loopback
 from tests.cli.support import assert_one_error_line, run
 from tests.conftest import PROVIDER_KEY
 
 # --- serve -------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("host", "loopback"),
-    [
-        ("127.0.0.1", True),
-        ("127.8.9.10", True),
-        ("localhost", True),
-        ("LOCALHOST", True),
-        ("::1", True),
-        ("[::1]", True),
-        ("0.0.0.0", False),
-        ("::", False),
-        ("192.168.1.10", False),
-        ("example.com", False),
-        ("localhost.example.com", False),
-    ],
-)
-def test_is_loopback(host: str, loopback: bool) -> None:
-    assert is_loopback(host) is loopback
 
 
 @pytest.fixture

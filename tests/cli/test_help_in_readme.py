@@ -1,25 +1,31 @@
-"""The README's copy of the help texts and settings, kept in step with the command line."""
+"""The docs' copy of the help texts and settings, kept in step with the command line: the help
+in docs/cli.md, every setting in docs/configuration.md, the README's quick start."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
+from pr_review_api.settings import Settings
 from tests.cli.support import run
+from tests.quick_start import quick_start_commands
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"
+HELP_DOC = REPO_ROOT / "docs" / "cli.md"
+CONFIGURATION_DOC = REPO_ROOT / "docs" / "configuration.md"
 HELP_BEGIN = "<!-- BEGIN GENERATED HELP: regenerate with "
 HELP_END = "<!-- END GENERATED HELP -->"
 REGENERATE = "UPDATE_README_HELP=1 uv run pytest tests/cli/test_help_in_readme.py"
 HELP_COMMANDS: list[list[str]] = [[], ["review"], ["serve"], ["schema"]]
 
 
-# --- the README's copy of the help ------------------------------------------------------------
+# --- the docs' copy of the help ---------------------------------------------------------------
 
 
 def generated_help() -> str:
-    """The README's help section, as the commands print it today."""
+    """The help section of docs/cli.md, as the commands print it today."""
     blocks = []
     for command in HELP_COMMANDS:
         result = run(*command, "--help")
@@ -29,41 +35,33 @@ def generated_help() -> str:
     return f"{HELP_BEGIN}`{REGENERATE}` -->\n\n" + "\n\n".join(blocks) + f"\n\n{HELP_END}"
 
 
-def test_readme_shows_the_current_help_texts() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_the_docs_show_the_current_help_texts() -> None:
+    text = HELP_DOC.read_text(encoding="utf-8")
     start = text.index(HELP_BEGIN)
     end = text.index(HELP_END) + len(HELP_END)
     expected = generated_help()
     if os.environ.get("UPDATE_README_HELP") == "1":
-        README.write_text(text[:start] + expected + text[end:], encoding="utf-8")
+        HELP_DOC.write_text(text[:start] + expected + text[end:], encoding="utf-8")
         return
-    assert text[start:end] == expected, f"README.md's help is stale: run `{REGENERATE}`"
+    assert text[start:end] == expected, f"docs/cli.md's help is stale: run `{REGENERATE}`"
 
 
-def test_readme_has_the_two_fresh_machine_commands() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert (
-        "python -m pip install uv && uv run --no-dev --locked pr-review review "
-        "https://github.com/OWNER/REPO/pull/N" in text
-    )
-    assert "python -m pip install uv && uv run pytest" in text
+def test_readme_quick_start_is_two_commands_one_review_and_one_test_run() -> None:
+    """What tests/test_quick_start.py runs, as a reader sees it: two commands that need only
+    Python 3 with venv (no pip into the system's Python: PEP 668) and git."""
+    review, tests = quick_start_commands(README.read_text(encoding="utf-8"))
+    assert review.endswith(" pr-review review https://github.com/OWNER/REPO/pull/N")
+    assert tests.endswith(" pytest")
+    for command in (review, tests):
+        assert command.startswith("python3 -m venv ")
+        assert "pip install" not in command.split("&&")[0]
+        assert not re.search(r"(^|&& )(python3? -m )?pip3? install", command)
 
 
-def test_readme_configuration_table_names_every_setting() -> None:
-    text = README.read_text(encoding="utf-8")
-    for name in (
-        "OPENCODE_API_KEY",
-        "OPENCODE_BASE_URL",
-        "OPENCODE_MODEL",
-        "GITHUB_TOKEN",
-        "GITHUB_SERVER_URL",
-        "GITHUB_API_URL",
-        "REVIEW_MAX_ROUNDS",
-        "REVIEW_MAX_TOOL_CALLS",
-        "REVIEW_MAX_TOOL_CALLS_PER_ROUND",
-        "REVIEW_TIMEOUT_SECONDS",
-        "PR_REVIEW_CACHE_DIR",
-        "PR_REVIEW_API_KEYS",
-        "PR_REVIEW_MAX_CONCURRENT_REVIEWS",
-    ):
-        assert f"| `{name}` |" in text, name
+def test_the_configuration_doc_names_every_setting() -> None:
+    text = CONFIGURATION_DOC.read_text(encoding="utf-8")
+    named: set[str] = set()
+    for row in text.splitlines():
+        if row.startswith("| `"):
+            named |= set(re.findall(r"`([A-Z][A-Z0-9_]+)`", row.split("|")[1]))
+    assert named == {name.upper() for name in Settings.model_fields}

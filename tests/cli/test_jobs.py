@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,17 +27,13 @@ from pr_review_api.settings import Settings
 from tests.conftest import PROVIDER_KEY
 from tests.jobs.test_admin import CountingRunner
 from tests.jobs.test_jobs import FAST, SERVER, pull, wait_for, worker
+from tests.service.support import serve_data_dir
 
 
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
-    # Short: the server's socket lives in the data folder, and a Unix socket path is short.
-    folder = Path(tempfile.mkdtemp(prefix="prr-"))
-    try:
+    with serve_data_dir() as folder:
         yield folder
-    finally:
-        EmbeddedPostgres(folder).stop()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _jobs(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -43,9 +43,32 @@ def test_console_script_and_module_run(tmp_path: Path) -> None:
         helped = _process([*command, "--help"])
         assert helped.returncode == 0
         assert helped.stdout == run("--help").stdout
+        # What it reviews, in its first sentence (issue 40 item 7).
+        first = " ".join(helped.stdout.split("\n\n")[1].split())
+        assert "GitHub pull requests, GitLab merge requests and local git revisions" in first
         tools = _process([*command, "schema", "tools"])
         assert tools.returncode == 0
         assert json.loads(tools.stdout) == TOOLS
+
+
+# A Ctrl-C arriving while the command line's modules load, at a point chosen by a finder that
+# raises it when the command module is imported (a real Ctrl-C cannot be aimed there).
+_INTERRUPTED_LOADING = """
+import sys
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pr_review_api.cli.commands":
+            raise KeyboardInterrupt
+        return None
+sys.meta_path.insert(0, Interrupt())
+import pr_review_api.cli
+"""
+
+
+def test_a_ctrl_c_while_the_command_line_loads_exits_130_without_a_traceback() -> None:
+    interrupted = _process([sys.executable, "-c", _INTERRUPTED_LOADING])
+    assert interrupted.returncode == 130
+    assert interrupted.stderr == ""
 
 
 def test_exit_statuses_of_a_real_process(

@@ -72,6 +72,11 @@ old = "def first(items):\\n"
 new = "def first(items):\\n    \\"\\"\\"The first item.\\"\\"\\"\\n"
 """
 
+NOT_JSON = (
+    "The final review was not valid JSON. REVIEW_REPAIR_ATTEMPTS=1 gives the model one turn to "
+    "correct it (REVIEW_PROFILE=local sets both)."
+)
+
 
 def _finding(path: str, line: int | None) -> dict[str, Any]:
     return {
@@ -142,14 +147,11 @@ def test_eval_scores_a_mini_corpus_per_case_and_in_total(
         [],
     ]
     assert defect["tokens"] == 45  # 15 per scripted turn
-    # Issue 40: the run that ended without a review says why, in the error's own words.
+    # The run that ended without a review says why, in the error's own words (naming the
+    # setting that would have let the model correct it) and the rule that failed.
     assert [run["error"] for run in defect["runs"]] == [
         None,
-        {
-            "code": "invalid_model_response",
-            "message": "The final review was not valid JSON.",
-            "rule": "json",
-        },
+        {"code": "invalid_model_response", "message": NOT_JSON, "rule": "json"},
     ]
     assert document["jobs"] == 1
     assert clean["findings"] == 1
@@ -230,8 +232,8 @@ def test_eval_text_and_html_list_each_run_that_ended_without_a_review(
     assert text.exit_code == 0, text.output
     assert "Runs that ended without a review:" in text.stdout
     assert (
-        "  a-defect run 2: invalid_model_response: The final review was not valid JSON. "
-        "(rule: json)" in text.stdout.splitlines()
+        f"  a-defect run 2: invalid_model_response: {NOT_JSON} (rule: json)"
+        in text.stdout.splitlines()
     )
     _script_two_runs(scripted_provider)
     page = _eval(scripted_provider, str(source), "--runs", "2", "--format", "html")
@@ -239,7 +241,7 @@ def test_eval_text_and_html_list_each_run_that_ended_without_a_review(
     assert '<table id="errors">' in page.stdout
     assert (
         "<tr><td>a-defect</td><td>2</td><td>invalid_model_response</td>"
-        "<td>The final review was not valid JSON.</td><td>json</td></tr>" in page.stdout
+        f"<td>{NOT_JSON}</td><td>json</td></tr>" in page.stdout
     )
     scripted_provider.assert_complete()
 

@@ -17,10 +17,12 @@ import threading
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pr_review_api.errors import ReviewTimeout
+from pr_review_api.git import tree
 from pr_review_api.git.limits import UNLIMITED, PrepareLimits, RepositoryTooLarge
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
@@ -112,6 +114,31 @@ def test_a_wide_tree_exceeds_its_entry_budget_in_bounded_memory(
             tracemalloc.stop()
     assert "PR_REVIEW_MAX_TREE_ENTRIES" in raised.value.message
     assert peak < 64 * 1024**2, f"peak {peak / 1024**2:.0f} MiB refusing 200k entries"
+
+
+def test_a_wide_tree_over_its_entry_budget_is_refused_before_most_of_it_is_parsed(
+    hostile: tuple[GitRepo, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, _, wide = hostile
+    parsed: list[int] = []
+    parse = tree._parse_records
+
+    def counting(output: bytes, *args: Any) -> None:
+        parsed.append(output.count(b"\0"))
+        parse(output, *args)
+
+    monkeypatch.setattr(tree, "_parse_records", counting)
+    limits = PrepareLimits(max_tree_entries=50_000)
+    with RepositoryStore(limits=limits) as store, pytest.raises(RepositoryTooLarge):
+        PinnedRepository.open(repo.git_dir, wide, wide, store=store)
+    # Counted past the budget, parsed at most its look-ahead share (here: nothing, as the
+    # first chunk of git's output already holds more than that share).
+    assert sum(parsed) <= limits.max_tree_entries // tree.LOOK_AHEAD_SHARE
+    parsed.clear()
+    with RepositoryStore(limits=PrepareLimits()) as store:
+        pinned = PinnedRepository.open(repo.git_dir, wide, wide, store=store)
+    assert sum(parsed) == 200_000  # read ahead past 1/8 of the budget, then parsed whole
+    assert len(pinned.snapshot.files) == 200_000
 
 
 def test_a_wide_tree_within_its_budgets_is_indexed(

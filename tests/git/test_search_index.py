@@ -9,6 +9,7 @@ corrupt or grown stale, and lives where the cache's bound and eviction cover it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import sqlite3
@@ -17,6 +18,7 @@ import sys
 import textwrap
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -523,13 +525,14 @@ def test_a_killed_build_leaves_whole_blobs_and_is_completed_later(
         with sqlite3.connect(path) as connection:
             assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
             rows = connection.execute(
-                "SELECT oid, body FROM blobs JOIN bodies USING (id)"
+                "SELECT oid, body, packed FROM blobs JOIN bodies USING (id)"
             ).fetchall()
         assert 0 < len(rows) < len(files)  # some batches, not all
+        texts = [zlib.decompress(body) if packed else body for _, body, packed in rows]
         contents = {
-            git(repo.path, "hash-object", "--stdin", input_bytes=body): body for _, body in rows
+            git(repo.path, "hash-object", "--stdin", input_bytes=text): text for text in texts
         }
-        assert {oid for oid, _ in rows} == set(contents)  # every stored blob is whole
+        assert {row[0] for row in rows} == set(contents)  # every stored blob is whole
         store.indexes.inline_bytes = 0
         pinned = pin(store, repo.git_dir, head, head)
         assert pinned._search_index() is None  # incomplete: not used, completed in the background
@@ -597,10 +600,31 @@ def test_one_builder_at_a_time_over_processes(
     assert pinned._search_index() is not None
 
 
+def test_large_bodies_are_stored_compressed_and_searched_alike(
+    store: RepositoryStore, repo: GitRepo
+) -> None:
+    large = noise(1, 1000) + "needle in the large one\n" + noise(2, 200)  # 78 kB
+    head = repo.commit_files({"large.txt": large, "small.txt": "a needle\n" * 3})
+    pinned = pin(store, repo.git_dir, head, head)
+    arguments = SearchArguments(query="needle", limit=100)
+    from_index, from_git = both_ways(store, pinned, arguments)
+    assert from_index == from_git
+    assert [hit["path"] for hit in from_index["matches"]] == ["large.txt", *["small.txt"] * 3]
+    with sqlite3.connect(index_path(store, repo.git_dir)) as connection:
+        stored = connection.execute("SELECT length(body), packed FROM bodies").fetchall()
+    assert sorted(packed for _, packed in stored) == [0, 1]  # the large one only
+    assert max(size for size, _ in stored) < len(large) // 1.5
+
+
+def noise(seed: int, lines: int) -> str:
+    """Text that compresses little (as the index stores it): hex digests, one a line."""
+    return "".join(hashlib.sha256(f"{seed}.{n}".encode()).hexdigest() + "\n" for n in range(lines))
+
+
 def test_an_index_grown_stale_by_old_heads_is_rebuilt_for_the_new_one(
     store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    old = repo.commit_files({f"old{n}.txt": f"old {n}\n" * 6000 for n in range(20)})  # 840 kB
+    old = repo.commit_files({f"old{n}.txt": noise(n, 600) for n in range(20)})  # 780 kB
     assert pin(store, repo.git_dir, old, old)._search_index() is not None
     new = repo.commit_files({"a.txt": "new\n"}, delete=tuple(f"old{n}.txt" for n in range(20)))
     monkeypatch.setattr(index_schedule, "STALE_FACTOR", 1)

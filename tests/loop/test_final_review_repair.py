@@ -158,3 +158,58 @@ def test_tolerant_final_json_unwraps_nothing_else(
     model = ScriptedModel(scripted_stop(content.replace("{doc}", json.dumps(REVIEW))))
     with pytest.raises(InvalidModelResponse):
         scripted_review(model, widget, review_tolerant_final_json=True)
+
+
+# --- the setting that would have helped, named in the error (CONTRACT 12) ------------------
+
+PROFILE = " (REVIEW_PROFILE=local sets both)."
+TOLERANT = " REVIEW_TOLERANT_FINAL_JSON=true unwraps one fenced JSON object" + PROFILE
+REPAIR = " REVIEW_REPAIR_ATTEMPTS=1 gives the model one turn to correct it" + PROFILE
+
+
+@pytest.mark.parametrize(
+    ("content", "settings", "message"),
+    [
+        # A fence tolerance would unwrap: that setting is named, first.
+        ("```json\n{doc}\n```", {}, "The final review was wrapped in a Markdown code fence."),
+        ("```json\n{doc}", {"review_repair_attempts": 1}, "The final review was wrapped"),
+        # Anything else with repairs off and a round left: a repair turn is named.
+        ("not json", {}, "The final review was not valid JSON."),
+        ("Note:\n```json\n{doc}\n```", {}, "The final review was not valid JSON."),
+        ("```json\n[{doc}]\n```", {"review_tolerant_final_json": True}, "The final review was"),
+    ],
+)
+def test_an_ending_rejection_names_the_setting_that_would_have_helped(
+    content: str, settings: dict[str, object], message: str, widget: tuple[GitRepo, str, str]
+) -> None:
+    model = ScriptedModel(*[scripted_stop(content.replace("{doc}", json.dumps(REVIEW)))] * 2)
+    with pytest.raises(InvalidModelResponse) as raised:
+        scripted_review(model, widget, **settings)  # type: ignore[arg-type]
+    fenced = content.startswith("```json\n{") and not settings.get("review_tolerant_final_json")
+    assert raised.value.message.startswith(message)
+    assert raised.value.message.endswith(TOLERANT if fenced else REPAIR)
+    assert raised.value.message.count("REVIEW_") == 2
+
+
+@pytest.mark.parametrize(
+    ("settings", "script"),
+    [
+        # Repairs were on and ran out: more of the same is not what the message offers.
+        ({"review_repair_attempts": 1}, ["not json", "not json"]),
+        # The last round: a repair could not have been made.
+        ({"review_max_rounds": 1}, ["not json"]),
+        # Tolerance on, the fenced object still fails a check: no setting fixes a wrong line.
+        (
+            {"review_tolerant_final_json": True, "review_repair_attempts": 1},
+            ["```json\n" + json.dumps(BAD_LINE), "```json\n" + json.dumps(BAD_LINE)],
+        ),
+    ],
+)
+def test_no_setting_is_named_when_none_would_have_helped(
+    settings: dict[str, object], script: list[str], widget: tuple[GitRepo, str, str]
+) -> None:
+    model = ScriptedModel(*[scripted_stop(content) for content in script])
+    with pytest.raises(InvalidModelResponse) as raised:
+        scripted_review(model, widget, **settings)  # type: ignore[arg-type]
+    model.assert_complete()
+    assert "REVIEW_" not in raised.value.message

@@ -118,7 +118,8 @@ def test_a_review_that_ends_with_an_error_counts_what_it_spent(
     assert raised.value.run.usage == spent
     assert raised.value.to_body()["error"] == {  # the wire's error document is section 5's
         "code": "invalid_model_response",
-        "message": "The final review was not valid JSON.",
+        "message": "The final review was not valid JSON. REVIEW_REPAIR_ATTEMPTS=1 gives the model "
+        "one turn to correct it (REVIEW_PROFILE=local sets both).",
     }
     dollars = (spent.prompt_tokens * 3.0 + spent.completion_tokens * 15.0) / 1_000_000
     reason = {"termination_reason": "invalid_model_response"}

@@ -168,7 +168,7 @@ def test_without_repairs_a_wrong_walkthrough_ends_the_review_unpublished(
     model = ScriptedModel(stop_turn(final(walkthrough=WALKTHROUGH[:1])))
     with pytest.raises(InvalidModelResponse) as caught:
         review(pull.url, settings, model, post=True)
-    assert caught.value.message == "The walkthrough leaves out 1 changed file(s)."
+    assert caught.value.message.startswith("The walkthrough leaves out 1 changed file(s).")
     assert getattr(caught.value, "rule", None) == "walkthrough"  # the evaluation's report
     assert fake_github.posted("acme", "widget", 7) == []
 

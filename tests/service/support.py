@@ -1,21 +1,30 @@
 """What the service tests share: settings, a stand-in reviewer, an app and a client for it,
-and a live uvicorn server on loopback.
+a live uvicorn server on loopback, and a real `pr-review serve` process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
+import shutil
+import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
 import uvicorn
 
+from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
@@ -26,6 +35,7 @@ from tests.conftest import PROVIDER_KEY
 from tests.results import PR_URL, review_result
 
 SERVICE_KEY = "svc-key-SERVICE-SECRET-93c1"
+SERVE_DEADLINE_SECONDS = 120
 ERROR_KEYS = {"error", "termination_reason", "trace"}
 
 
@@ -149,3 +159,75 @@ def live_server(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+@contextmanager
+def serve_data_dir() -> Iterator[Path]:
+    """A data folder for a `serve` process's embedded PostgreSQL; stopped and removed after.
+    Short, under /tmp: the server's socket lives in it."""
+    folder = Path(tempfile.mkdtemp(prefix="prr-"))
+    try:
+        yield folder
+    finally:
+        EmbeddedPostgres(folder).stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def serve_environment(data: Path, cache: Path, **settings: str) -> dict[str, str]:
+    """The environment of a `serve` process: this one's without provider, forge and service
+    settings, then `settings` (OPENCODE_API_KEY=..., and so on)."""
+    prefixes = ("OPENCODE_", "GITHUB_", "GITLAB_", "PR_REVIEW_")
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(prefixes)},
+        "PR_REVIEW_CACHE_DIR": str(cache),
+        "PR_REVIEW_DATA_DIR": str(data),
+        **settings,
+    }
+
+
+@contextmanager
+def serve_process(environment: dict[str, str], log: Path) -> Iterator[str]:
+    """A real `pr-review serve --port 0` (uvicorn, its embedded PostgreSQL and worker); yields
+    its base URL once it listens, and stops it with SIGTERM after."""
+    with log.open("wb") as output:
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "pr_review_api.cli", "serve", "--port", "0"],
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield f"http://127.0.0.1:{_listening_port(log, serve)}"
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            serve.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+            serve.wait()
+
+
+def _listening_port(log: Path, process: subprocess.Popen[bytes]) -> int:
+    deadline = time.monotonic() + SERVE_DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        found = re.search(r"serving on http://127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
+        if found:
+            return int(found.group(1))
+        if process.poll() is not None:
+            break
+        time.sleep(0.1)
+    raise AssertionError("serve never said where it listens:\n" + log.read_text(errors="replace"))
+
+
+def wait_until_jobs_answer(client: httpx.Client) -> None:
+    """Wait until the job routes answer: the embedded database and the queue are up."""
+    deadline = time.monotonic() + SERVE_DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            if client.get("/v1/review-jobs").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("serve's job routes never answered")

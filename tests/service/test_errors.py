@@ -18,6 +18,7 @@ ERROR_CASES: list[tuple[ReviewError, int, str | None]] = [
     (errors.PullRequestNotFound(), 404, None),
     (errors.GitHubUnavailable(), 502, None),
     (errors.GitLabUnavailable(), 502, None),
+    (errors.GiteaUnavailable(), 502, None),
     (errors.OpenCodeAuthenticationFailed(), 502, None),
     (errors.OpenCodeRateLimited(retry_after=30), 503, None),
     (errors.OpenCodeUnavailable(), 502, None),

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -29,6 +29,7 @@ import pytest
 
 from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.service.server import StopRequested, StopSignals
+from tests.service.support import serve_data_dir
 
 # Real `pr-review serve` processes with PostgreSQL: the default run, not --fast.
 pytestmark = pytest.mark.e2e
@@ -110,6 +111,8 @@ class Serving:
             "PR_REVIEW_DATA_DIR": str(data_dir),
         }
         environment.pop("PR_REVIEW_DATABASE_URL", None)
+        # As on a server or in a container: no runtime folder of a login session.
+        environment.pop("XDG_RUNTIME_DIR", None)
         self.log = log
         with log.open("wb") as output:
             self.process = subprocess.Popen(
@@ -118,7 +121,12 @@ class Serving:
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=output,
+                start_new_session=True,  # its own process group, as a terminal's job is
             )
+
+    def interrupt(self) -> None:
+        """Ctrl-C in a terminal: SIGINT to every process of the job's group."""
+        os.killpg(self.process.pid, signal.SIGINT)
 
     def wait_until_ready(self) -> tuple[int, int]:
         """(worker pid, postmaster pid) once /healthz answers and the worker runs."""
@@ -187,6 +195,46 @@ def test_a_stop_signal_stops_the_worker_and_the_database_which_has_no_secret(
     assert PROVIDER_SECRET.encode() in worker_environment
     for secret in (PROVIDER_SECRET, GITHUB_SECRET):
         assert secret.encode() not in server_environment
+
+
+def _wait_for(what: str, ready: Callable[[], bool], serving: Serving) -> None:
+    deadline = time.monotonic() + START_DEADLINE_SECONDS
+    while not ready():
+        assert serving.process.poll() is None, serving.log.read_text(errors="replace")
+        assert time.monotonic() < deadline, f"never {what}: " + serving.log.read_text()
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("moment", ["listening", "initialising the database"])
+def test_a_ctrl_c_during_start_up_exits_130_without_a_traceback(
+    moment: str, tmp_path: Path
+) -> None:
+    """Issue 40 item 7: wherever start-up is when Ctrl-C comes (the socket bound, initdb under
+    way), `serve` exits 130 quietly and leaves a data folder the next `serve` starts on (a
+    Ctrl-C while the command line loads: tests/cli/test_main.py)."""
+    with serve_data_dir() as data:
+        serving = Serving(data, tmp_path / "serve.log")
+        try:
+            if moment == "listening":
+                _wait_for("listening", lambda: "serving on" in serving.log.read_text(), serving)
+            elif moment == "initialising the database":
+                _wait_for("initdb", (data / "postgres" / "base").exists, serving)
+            serving.interrupt()
+            assert serving.process.wait(timeout=EXIT_DEADLINE_SECONDS) == 130
+        finally:
+            serving.kill_if_running()
+        text = serving.log.read_text(errors="replace")
+        assert "Traceback" not in text
+        assert "Aborted" not in text
+        assert "RuntimeDirWarning" not in text
+        again = Serving(data, tmp_path / "again.log")
+        try:
+            again.wait_until_ready()
+            again.process.send_signal(signal.SIGTERM)
+            assert again.process.wait(timeout=EXIT_DEADLINE_SECONDS) == 0
+        finally:
+            again.kill_if_running()
+        assert "RuntimeDirWarning" not in again.log.read_text(errors="replace")
 
 
 def test_when_serve_is_killed_its_worker_stops_the_database_and_exits(

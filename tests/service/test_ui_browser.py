@@ -8,13 +8,8 @@ Skipped, saying why, when no Chromium is installed (`apt-get install -y chromium
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import signal
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,11 +18,18 @@ from typing import Any
 import httpx
 import pytest
 
-from pr_review_api.jobs.embedded import EmbeddedPostgres
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import Fault, ScriptedProvider, stop_turn
+from tests.service.devtools import chromium
+from tests.service.support import (
+    SERVICE_KEY,
+    serve_data_dir,
+    serve_environment,
+    serve_process,
+    wait_until_jobs_answer,
+)
 
 fake_github = github_server.fake_github
 
@@ -55,59 +57,28 @@ REVIEW = {
     "findings": [FINDING],
     "notes": ["[phish](https://evil.example/)"],
 }
-_SERVE_DEADLINE_SECONDS = 120
 _JOB_DEADLINE_SECONDS = 90
 
 
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
-    # Short: the embedded server's socket lives in the data folder.
-    folder = Path(tempfile.mkdtemp(prefix="prr-"))
-    try:
+    with serve_data_dir() as folder:
         yield folder
-    finally:
-        EmbeddedPostgres(folder).stop()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _environment(
-    provider: ScriptedProvider, fake: FakeGitHub, data: Path, cache: Path
+    provider: ScriptedProvider, fake: FakeGitHub, data: Path, cache: Path, **more: str
 ) -> dict[str, str]:
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE_", "GITHUB_"))},
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": provider.base_url,
-        "GITHUB_SERVER_URL": fake.server_url,
-        "GITHUB_API_URL": fake.api_url,
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "PR_REVIEW_CACHE_DIR": str(cache),
-        "PR_REVIEW_DATA_DIR": str(data),
-    }
-
-
-def _wait_for_port(log: Path, process: subprocess.Popen[bytes]) -> int:
-    deadline = time.monotonic() + _SERVE_DEADLINE_SECONDS
-    while time.monotonic() < deadline:
-        found = re.search(r"serving on http://127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
-        if found:
-            return int(found.group(1))
-        if process.poll() is not None:
-            break
-        time.sleep(0.1)
-    raise AssertionError("serve never said where it listens:\n" + log.read_text(errors="replace"))
-
-
-def _wait_until_ready(client: httpx.Client) -> None:
-    """The jobs routes answer once the embedded database and the queue are up."""
-    deadline = time.monotonic() + _SERVE_DEADLINE_SECONDS
-    while time.monotonic() < deadline:
-        try:
-            if client.get("/v1/review-jobs").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("serve's job routes never answered")
+    return serve_environment(
+        data,
+        cache,
+        OPENCODE_API_KEY=PROVIDER_KEY,
+        OPENCODE_BASE_URL=provider.base_url,
+        GITHUB_SERVER_URL=fake.server_url,
+        GITHUB_API_URL=fake.api_url,
+        GITHUB_TOKEN=GITHUB_TOKEN,
+        **more,
+    )
 
 
 def _finished(client: httpx.Client, job_id: str) -> dict[str, Any]:
@@ -155,18 +126,9 @@ def test_each_page_renders_in_a_real_browser_from_a_running_serve(
     scripted_provider.script(stop_turn(REVIEW), Fault.status(401))
     log = tmp_path / "serve.log"
     environment = _environment(scripted_provider, fake_github, data_dir, tmp_path / "cache")
-    with log.open("wb") as output:
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "pr_review_api.cli", "serve", "--port", "0"],
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        base = f"http://127.0.0.1:{_wait_for_port(log, serve)}"
+    with serve_process(environment, log) as base:
         with httpx.Client(base_url=base, timeout=30) as client:
-            _wait_until_ready(client)
+            wait_until_jobs_answer(client)
             url = f"{fake_github.server_url}/acme/widget/pull"
             first = client.post(
                 "/v1/review-jobs", json={"pull_request_url": f"{url}/7", "post": True}
@@ -177,13 +139,6 @@ def test_each_page_renders_in_a_real_browser_from_a_running_serve(
         assert published["status"] == "succeeded", published["result"]
         assert failed["status"] == "failed"
         _check_pages(base, published, failed, tmp_path)
-    finally:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            serve.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            serve.wait()
     text = log.read_text(errors="replace")
     for secret in (GITHUB_TOKEN, PROVIDER_KEY):
         assert secret not in text
@@ -212,7 +167,7 @@ def _check_pages(
     assert "<img" not in detail
     assert 'href="javascript:' not in detail.lower()
     # The scripted model read nothing: the one changed file is listed as not inspected.
-    assert "0 of 1 changed files inspected." in detail
+    assert "0 of 1 changed file inspected." in detail
     assert '<li class="mono">app.py</li>' in detail
 
     failure = _chromium("--dump-dom", f"{base}/ui/jobs/{failed['job_id']}", profile=profile)
@@ -233,3 +188,68 @@ def _check_pages(
             profile=profile,
         )
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_browser_signs_in_with_a_key_sees_the_jobs_and_signs_out(
+    data_dir: Path,
+    tmp_path: Path,
+    fake_github: FakeGitHub,
+    scripted_provider: ScriptedProvider,
+) -> None:
+    """Issue 40 item 5: with PR_REVIEW_API_KEYS set, a browser types a key into the sign-in
+    form, gets a session cookie that is not the key, sees the jobs, and signs out."""
+    fake_github.pull_request("acme", "widget", 7, head={"app.py": "print('hi')\n"})
+    scripted_provider.script(stop_turn(REVIEW))
+    log = tmp_path / "serve.log"
+    environment = _environment(
+        scripted_provider,
+        fake_github,
+        data_dir,
+        tmp_path / "cache",
+        PR_REVIEW_API_KEYS=f"another-key,{SERVICE_KEY}",
+    )
+    key = {"Authorization": f"Bearer {SERVICE_KEY}"}
+    assert CHROMIUM is not None
+    with serve_process(environment, log) as base:
+        with httpx.Client(base_url=base, timeout=30, headers=key) as client:
+            wait_until_jobs_answer(client)
+            url = f"{fake_github.server_url}/acme/widget/pull/7"
+            job = _finished(
+                client,
+                client.post("/v1/review-jobs", json={"pull_request_url": url}).json()["job_id"],
+            )
+            refused = httpx.get(f"{base}/v1/review-jobs", timeout=30)
+        # The 401 of /v1 says which header to send.
+        assert refused.status_code == 401
+        assert "Authorization: Bearer <key>" in refused.json()["error"]["message"]
+        with chromium(CHROMIUM, tmp_path / "profile") as browser:
+            browser.open(f"{base}/ui/jobs/{job['job_id']}")
+            assert browser.location().startswith(f"{base}/ui/sign-in?")  # sent to the form
+            browser.type_into("#key", "not-a-key")
+            browser.click("#sign-in")
+            assert 'id="refused"' in browser.html()
+            assert not browser.cookies()
+
+            browser.type_into("#key", SERVICE_KEY)
+            browser.click("#sign-in")
+            # Back on the page first asked for, its job shown.
+            assert browser.location() == f"{base}/ui/jobs/{job['job_id']}"
+            assert browser.html().count('<tr class="finding">') == 1
+            (cookie,) = browser.cookies()
+            assert cookie["httpOnly"] is True
+            assert cookie["sameSite"] == "Strict"
+            assert cookie["secure"] is False  # plain HTTP on loopback; Secure over TLS
+            assert cookie["path"] == "/ui"
+            assert SERVICE_KEY not in cookie["value"]
+            browser.open(f"{base}/ui")
+            assert browser.html().count('<tr class="job"') == 1
+
+            browser.click("#sign-out")
+            assert browser.location().startswith(f"{base}/ui/sign-in?")
+            assert not browser.cookies()
+            browser.open(f"{base}/ui")
+            assert browser.location().startswith(f"{base}/ui/sign-in?")
+            requested = list(browser.requested)
+    assert requested
+    assert not [address for address in requested if SERVICE_KEY in address]
+    assert SERVICE_KEY not in log.read_text(errors="replace")

@@ -23,7 +23,6 @@ import click
 from pr_review_api import __version__
 from pr_review_api.cli.dismissals import dismissals_command
 from pr_review_api.cli.eval import eval_command
-from pr_review_api.cli.hosts import is_loopback
 from pr_review_api.cli.jobs import jobs_command
 from pr_review_api.cli.progress import live_progress
 from pr_review_api.cli.worker import worker as worker_command
@@ -35,6 +34,7 @@ from pr_review_api.output.common import OUTPUT_FORMATS, LocalSubject, OutputForm
 from pr_review_api.output.formats import render
 from pr_review_api.output.gate_outcome import CheckOutcome
 from pr_review_api.output.json import render_json
+from pr_review_api.service.hosts import is_loopback
 from pr_review_api.settings import load_settings
 
 EXIT_NO_REVIEW = 1
@@ -44,7 +44,7 @@ EXIT_INTERRUPTED = 130
 INPUT_ERROR_CODES = frozenset(
     {"invalid_request", "invalid_pull_request_url", "invalid_repository", "configuration_error"}
 )
-# Fixed widths so that `--help` reads the same everywhere (and the README can quote it).
+# Fixed widths so that `--help` reads the same everywhere (and docs/cli.md can quote it).
 HELP_WIDTH = 100
 CONTEXT_SETTINGS = {
     "help_option_names": ["-h", "--help"],
@@ -56,7 +56,8 @@ CONTEXT_SETTINGS = {
 @click.group(context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="pr-review")
 def main() -> None:
-    """Review GitHub pull requests with a language model through validated, read-only tools.
+    """Review GitHub pull requests, GitLab merge requests and local git revisions with a
+    language model through validated, read-only tools.
 
     Settings come from the environment and from .env in the working directory; a review needs
     OPENCODE_API_KEY. Run `pr-review review --help` for the exit statuses.
@@ -240,6 +241,13 @@ def serve(host: str, port: int) -> None:
     `Authorization: Bearer <key>`. SIGTERM lets reviews in flight finish before exiting; the
     embedded database and its worker are stopped before `serve` exits.
     """
+    try:
+        _serve(host, port)
+    except KeyboardInterrupt:  # a Ctrl-C during start-up, before the stop signals are ours
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _serve(host: str, port: int) -> None:
     # Imported here: the web stack takes a while to load and only `serve` needs it.
     import uvicorn  # noqa: PLC0415
 

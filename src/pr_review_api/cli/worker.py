@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pr_review_api.cli.hosts import is_loopback
 from pr_review_api.errors import ConfigurationError, ReviewError
+from pr_review_api.service.hosts import is_loopback
 from pr_review_api.settings import Settings, load_settings
 
 if TYPE_CHECKING:

@@ -109,7 +109,6 @@ def _fields(head_sha: str, snapshot: Snapshot) -> tuple[Any, ...]:
     # Columns, not a tuple per entry: marshal decodes them faster, and each checks in C.
     paths = sorted(snapshot.entries)
     entries = snapshot.entries.many(paths)
-    listable = set(snapshot.files)
     return (
         FORMAT,
         head_sha,
@@ -117,12 +116,25 @@ def _fields(head_sha: str, snapshot: Snapshot) -> tuple[Any, ...]:
         "".join(_KIND_LETTERS[entry.kind] for entry in entries),
         [entry.oid for entry in entries],
         [entry.size for entry in entries],
-        bytes(path in listable for path in paths),
+        _listed_flags(paths, snapshot.files),
         sorted(snapshot.directories),
         dict(snapshot.link_targets),
         sorted(snapshot.link_paths()),
         dict(snapshot.link_deps()),
     )
+
+
+def _listed_flags(paths: list[str], files: list[str]) -> bytes:
+    """One byte per path of `paths`, 1 when it is listed: both lists are sorted and `files`
+    is a subset, so one walk does it (a set of a wide tree's files would cost tens of MB)."""
+    flags = bytearray(len(paths))
+    listed = iter(files)
+    following = next(listed, None)
+    for number, path in enumerate(paths):
+        if path == following:
+            flags[number] = 1
+            following = next(listed, None)
+    return bytes(flags)
 
 
 def _snapshot(fields: object, header_head: str) -> tuple[str, Snapshot] | None:

@@ -99,7 +99,8 @@ class RepositoryStore:
         self.cache_dir = cache_dir
         self.readers = BlobReaders()
         cache_bytes = settings.pr_review_cache_max_bytes if settings is not None else 20 * 1024**3
-        # An index holds about 1.4 bytes a byte of text: a quarter of the cache for its text.
+        # An index holds about 0.83 bytes a byte of text (the kernel tree, large bodies
+        # compressed; 1.23 before): a quarter of the cache for its text.
         self.indexes = SearchIndexes(
             self.readers, self.index_dir, max_bytes=cache_bytes // 4, before_build=before_build
         )

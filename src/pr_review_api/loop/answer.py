@@ -38,7 +38,7 @@ from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.checks import CheckedTurn
 from pr_review_api.loop.engine import Engine, Repair, Stages
-from pr_review_api.loop.final_review import FinalReviewRejected, unwrap_fence
+from pr_review_api.loop.final_review import FinalReviewRejected, naming_the_setting, unwrap_fence
 from pr_review_api.loop.workspace import Prepared, context_for
 from pr_review_api.settings import Settings
 from pr_review_api.tools import map_git_errors
@@ -118,14 +118,20 @@ class AnswerPolicy:
 
     def __init__(self, engine: Engine) -> None:
         self.tolerant = engine.settings.review_tolerant_final_json
-        self.repairs = engine.settings.review_repair_attempts
+        self.repairs = self.configured_repairs = engine.settings.review_repair_attempts
 
     async def stop(self, turn: CheckedTurn, *, last_round: bool) -> Answer | Repair:
         try:
             return parse_answer(turn.content or "", tolerant=self.tolerant)
-        except FinalReviewRejected:
+        except FinalReviewRejected as rejected:
             if self.repairs == 0 or last_round:
-                raise
+                raise naming_the_setting(
+                    rejected,
+                    turn.content,
+                    tolerant=self.tolerant,
+                    repairs=self.configured_repairs,
+                    last_round=last_round,
+                ) from None
             self.repairs -= 1
             return Repair(REPAIR)
 

@@ -161,6 +161,31 @@ RULES = (
 )
 
 
+def naming_the_setting(
+    rejected: FinalReviewRejected,
+    content: object,
+    *,
+    tolerant: bool,
+    repairs: int,
+    last_round: bool,
+) -> FinalReviewRejected:
+    """The rejection that ends a conversation, naming the setting that would have accepted it
+    or let the model correct it (CONTRACT 12: a fenced review names REVIEW_TOLERANT_FINAL_JSON;
+    with repairs off and a round left, REVIEW_REPAIR_ATTEMPTS); as it is when none would."""
+    text = content.strip() if isinstance(content, str) else ""
+    if not tolerant and text.startswith(_FENCE) and unwrap_fence(text) is not None:
+        hint = "REVIEW_TOLERANT_FINAL_JSON=true unwraps one fenced JSON object"
+    elif repairs == 0 and not last_round:
+        hint = "REVIEW_REPAIR_ATTEMPTS=1 gives the model one turn to correct it"
+    else:
+        return rejected
+    return FinalReviewRejected(
+        f"{rejected.message} {hint} (REVIEW_PROFILE=local sets both).",
+        rejected.repair,
+        rejected.rule,
+    )
+
+
 def parse_final_review(
     content: object,
     repository: PinnedRepository,

@@ -19,7 +19,11 @@ from pr_review_api.loop.checks import CheckedTurn
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.engine import Engine, Repair, Stages
 from pr_review_api.loop.evidence import apply_evidence_rule
-from pr_review_api.loop.final_review import FinalReviewRejected, parse_final_review
+from pr_review_api.loop.final_review import (
+    FinalReviewRejected,
+    naming_the_setting,
+    parse_final_review,
+)
 from pr_review_api.loop.linked_issues import with_linked_notes
 from pr_review_api.loop.prompts import system_prompt, user_message
 from pr_review_api.loop.repo_config import apply_repo_config
@@ -57,7 +61,13 @@ class ReviewPolicy:
             )
         except FinalReviewRejected as rejected:
             if self.repairs == 0 or last_round:
-                raise
+                raise naming_the_setting(
+                    rejected,
+                    turn.content,
+                    tolerant=engine.settings.review_tolerant_final_json,
+                    repairs=engine.settings.review_repair_attempts,
+                    last_round=last_round,
+                ) from None
             self.repairs -= 1
             # Keep the failed stop turn and answer it with the rule it broke, in fixed words.
             return Repair(rejected.repair)

@@ -56,8 +56,12 @@ def _escape_line(line: str) -> str:
 def escape(text: str) -> str:
     """`text` as inert Markdown: it renders as itself and links, mentions or embeds nothing."""
     text = _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
-    lines = [_escape_line(line.lstrip(" \t")) for line in text.split("\n")]
-    # A backslash at the end of a line is a hard break; blank lines stay paragraph breaks.
+    return hard_breaks([_escape_line(line.lstrip(" \t")) for line in text.split("\n")])
+
+
+def hard_breaks(lines: list[str]) -> str:
+    """Escaped lines joined so that each break shows: a backslash at the end of a line is a
+    hard break; blank lines stay paragraph breaks."""
     return "\n".join(
         line + ("\\" if line and nxt else "")
         for line, nxt in zip(lines, [*lines[1:], ""], strict=True)

@@ -12,6 +12,10 @@ The parts, each in its own module:
     errors        `error_response()`: the one place a `ReviewError` becomes an answer
     server        how `pr-review serve` runs it: timeouts, a connection cap, quiet EMFILE
     metrics_route GET /metrics (CONTRACT 18), behind the keys when set
+    hosts         without keys, only loopback and PR_REVIEW_ALLOWED_HOSTS `Host` names are
+                  answered (421 before routing; `server_config` puts it in front)
+    ui, ui_session  /ui's pages; a browser's sign-in with a key, its signed session cookie,
+                  and the same-origin check of every /ui form
 
 Keys and tokens never reach a log line or a response.
 """
@@ -60,7 +64,10 @@ def create_app(settings: Settings | None = None, *, metrics: Metrics | None = No
     app = FastAPI(
         title="pr-review",
         version=__version__,
-        summary="Review GitHub pull requests with a language model through read-only tools.",
+        summary=(
+            "Review GitHub pull requests and GitLab merge requests with a language model "
+            "through read-only tools."
+        ),
         lifespan=lifespan,
         docs_url=None,  # served by routes.py, behind the service keys when they are set
         redoc_url=None,
@@ -88,6 +95,7 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
     from pr_review_api.service.gitlab_webhooks import gitlab_webhook_router  # noqa: PLC0415
     from pr_review_api.service.jobs_routes import jobs_router  # noqa: PLC0415
     from pr_review_api.service.ui import ui_router  # noqa: PLC0415
+    from pr_review_api.service.ui_session import install_sign_in_handler  # noqa: PLC0415
     from pr_review_api.service.webhooks import webhook_router  # noqa: PLC0415
 
     @asynccontextmanager
@@ -103,7 +111,8 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
     router = jobs_router(secured=bool(settings.pr_review_api_keys))
     router.lifespan_context = lifespan
     app.include_router(router)
-    app.include_router(ui_router(secured=bool(settings.pr_review_api_keys)))  # CONTRACT 18
+    app.include_router(ui_router())  # CONTRACT 18
+    install_sign_in_handler(app)
     if settings.pr_review_webhook_secret is not None:
         app.include_router(webhook_router())
     if settings.pr_review_gitlab_webhook_secret is not None:  # CONTRACT 17

@@ -34,11 +34,21 @@ def authorized(headers: list[tuple[bytes, bytes]], keys: tuple[bytes, ...]) -> b
     token = token.strip()
     if scheme.lower() != b"bearer" or not token:
         return False
+    return is_service_key(token, keys)
+
+
+def is_service_key(token: bytes, keys: tuple[bytes, ...]) -> bool:
+    """Whether `token` is one of `keys` (a bearer token, or a key typed into /ui's sign-in)."""
     # Compare against every key, without stopping early, so timing reveals nothing.
     matched = False
     for key in keys:
         matched |= hmac.compare_digest(token, key)
     return matched
+
+
+def service_keys(settings: Settings) -> tuple[bytes, ...]:
+    """The configured keys, as bytes (empty: the service is open, on loopback)."""
+    return tuple(key.get_secret_value().encode("utf-8") for key in settings.pr_review_api_keys)
 
 
 async def require_service_key(
@@ -47,6 +57,6 @@ async def require_service_key(
     _declared: Annotated[object, Depends(bearer_scheme)] = None,
 ) -> None:
     """Raise `Unauthorized` unless the request carries one of the configured keys."""
-    keys = tuple(key.get_secret_value().encode("utf-8") for key in settings.pr_review_api_keys)
+    keys = service_keys(settings)
     if keys and not authorized(request.scope["headers"], keys):
         raise Unauthorized()

@@ -1,4 +1,4 @@
-"""The JSON request bodies (`POST /v1/reviews`, `POST /v1/review-jobs`), read by the route
+"""The request bodies (`POST /v1/reviews`, `POST /v1/review-jobs`, /ui's forms), read by the route
 itself (not by FastAPI) so that:
 
 - it is read only after the service key was checked (a router-level dependency runs first);
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import email.message
 from typing import TypeVar
+from urllib.parse import parse_qsl
 
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
@@ -59,16 +60,34 @@ async def json_body(request: Request, model: type[Body], limit: int) -> Body:
         raise invalid_request(exc.errors(include_input=False), fields) from None
 
 
+async def form_body(request: Request, limit: int) -> dict[str, str]:
+    """An HTML form's fields (`application/x-www-form-urlencoded`, at most `limit` bytes),
+    each given at most once; an `InvalidRequest` otherwise. /ui's forms read theirs here."""
+    body = await read_capped(request, limit)
+    if _media_type(request.headers.get("content-type")) != "application/x-www-form-urlencoded":
+        raise InvalidRequest("The form must be sent as application/x-www-form-urlencoded.")
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=64)
+    except (UnicodeDecodeError, ValueError):
+        raise InvalidRequest("The form could not be read.") from None
+    fields: dict[str, str] = {}
+    for name, value in pairs:
+        if name in fields:
+            raise InvalidRequest("The form must not repeat a field.")
+        fields[name] = value
+    return fields
+
+
+def _media_type(value: str | None) -> str:
+    message = email.message.Message()
+    message["content-type"] = value or ""
+    return message.get_content_type() if value else ""
+
+
 def is_json_content_type(value: str | None) -> bool:
     """`application/json` or `application/<anything>+json`, parameters allowed."""
-    if not value:
-        return False
-    message = email.message.Message()
-    message["content-type"] = value
-    if message.get_content_maintype() != "application":
-        return False
-    subtype = message.get_content_subtype()
-    return subtype == "json" or subtype.endswith("+json")
+    maintype, _, subtype = _media_type(value).partition("/")
+    return maintype == "application" and (subtype == "json" or subtype.endswith("+json"))
 
 
 async def read_capped(request: Request, limit: int) -> bytes:

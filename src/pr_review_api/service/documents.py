@@ -29,7 +29,7 @@ class ReviewRequest(BaseModel):
 class ErrorDetail(BaseModel):
     """What went wrong, as a stable code and a fixed sentence."""
 
-    code: str = Field(description="A stable error code (README.md, Running the service).")
+    code: str = Field(description="A stable error code (docs/http-api.md).")
     message: str = Field(description="A short fixed sentence; never provider text or secrets.")
     retry_after: int | None = Field(
         default=None, description="Seconds the provider asked to wait (opencode_rate_limited)."

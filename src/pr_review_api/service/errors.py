@@ -47,6 +47,17 @@ class BodyTooLarge(InvalidRequest):
     status = 413
 
 
+class MisdirectedRequest(InvalidRequest):
+    """A keyless server asked for a `Host` it does not answer (service/hosts.py): 421, with
+    the contract's `invalid_request` code, since the request is what is wrong, not a key."""
+
+    status = 421
+    default_message = (
+        "This server does not answer for that host name: use 127.0.0.1 or localhost, or list "
+        "the name in PR_REVIEW_ALLOWED_HOSTS."
+    )
+
+
 def error_response(
     exc: ReviewError,
     scope: Scope,

@@ -48,6 +48,7 @@ from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from pr_review_api.errors import ConfigurationError
+from pr_review_api.service.hosts import host_checked
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger("pr_review_api.service.server")
@@ -226,11 +227,13 @@ def server_config(
     read_timeout: float = REQUEST_READ_TIMEOUT_SECONDS,
 ) -> uvicorn.Config:
     """How `pr-review serve` runs the app: our access log instead of uvicorn's (which would
-    log query strings and client addresses), the slow-client guard, and a shutdown that
-    lets reviews finish."""
+    log query strings and client addresses), the slow-client guard, a shutdown that
+    lets reviews finish, and without service keys the `Host` check (service/hosts.py)."""
     cap = max_connections if max_connections is not None else default_max_connections()
     return uvicorn.Config(
-        app,
+        host_checked(
+            app, keys=bool(settings.pr_review_api_keys), allowed=settings.pr_review_allowed_hosts
+        ),
         host=host,
         port=port,
         http=GuardedH11Protocol.configured(max_connections=cap, read_timeout=read_timeout),

@@ -5,12 +5,14 @@
     /ui/jobs/{id}                                    one job: its review's findings, coverage,
                                                      notes, and the trace's rounds when kept
     /ui/repositories/{owner}/{repo}/dismissals       the repository's dismissed findings
+    /ui/sign-in, /ui/sign-out                        with keys set: a browser's session
 
-Guarded by the service keys exactly like /v1 (`service.auth`). Every value reaches the page
-through Jinja2 with autoescape on: model and repository text is always text, never markup. No
-model text becomes a link: the only links are our own pages, the pull request's canonical URL
-and the published review's URL, and a URL becomes a link only when its scheme is http or
-https. Each page also forbids scripts, frames and foreign form targets in its
+Guarded by the service keys like /v1: a bearer key, or a browser signed in with one
+(`service.ui_session`, which also checks that every form comes from our own pages). Every
+value reaches the page through Jinja2 with autoescape on: model and repository text is always
+text, never markup. No model text becomes a link: the only links are our own pages, the pull
+request's canonical URL and the published review's URL, and a URL becomes a link only when its
+scheme is http or https. Each page also forbids scripts, frames and foreign form targets in its
 Content-Security-Policy, so a mistake in a template still could not run one.
 """
 
@@ -22,11 +24,11 @@ from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from pr_review_api import __version__
-from pr_review_api.errors import InvalidRequest, JobNotFound
+from pr_review_api.errors import InvalidRequest, JobNotFound, Unauthorized
 from pr_review_api.forge.urls import is_repository_name
 from pr_review_api.jobs.admin import list_jobs
 from pr_review_api.jobs.dismissals import DatabaseDismissals, repository_key
@@ -34,11 +36,25 @@ from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import JobFilter, JobRecord
 from pr_review_api.jobs.summary import JobSummary
 from pr_review_api.model import SEVERITIES
-from pr_review_api.service.auth import require_service_key
-from pr_review_api.service.dependencies import get_jobs
+from pr_review_api.service.auth import is_service_key, service_keys
+from pr_review_api.service.body import form_body
+from pr_review_api.service.dependencies import get_jobs, get_settings
+from pr_review_api.service.errors import ERROR_CODE_KEY
 from pr_review_api.service.job_listing import parse_listing_query
+from pr_review_api.service.ui_session import (
+    UI_SESSION_SECONDS,
+    clear_session_cookie,
+    next_page,
+    require_same_origin,
+    require_ui_access,
+    set_session_cookie,
+    sign_in_location,
+    ui_path,
+)
+from pr_review_api.settings import Settings
 
 UI_PAGE_SIZE = 50
+MAX_FORM_BYTES = 16 * 1024  # a sign-in form; a later page's form may ask for more
 _HEAD_CHARS = 12
 HEADERS = {
     "Content-Security-Policy": (
@@ -46,7 +62,9 @@ HEADERS = {
         "form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # No page address leaves for another site; "same-origin" rather than "no-referrer", under
+    # which a browser sends `Origin: null` even with our own forms (service/ui_session.py).
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
@@ -89,10 +107,58 @@ async def dismissed_findings(queue: JobQueue, owner: str, repo: str) -> list[dic
     ]
 
 
-def ui_router(*, secured: bool) -> APIRouter:
-    """The pages; with `secured`, each requires a service key, as /v1 does."""
-    dependencies = [Depends(require_service_key)] if secured else []
-    router = APIRouter(prefix="/ui", dependencies=dependencies, include_in_schema=False)
+def ui_router() -> APIRouter:
+    """The pages (with keys set, each needs a key or a signed-in browser, service/ui_session),
+    the sign-in and sign-out forms, and the same-origin check of every form sent to /ui."""
+    router = APIRouter(dependencies=[Depends(require_same_origin)], include_in_schema=False)
+    router.include_router(sign_in_router())
+    router.include_router(pages_router())
+    return router
+
+
+def sign_in_router() -> APIRouter:
+    """`/ui/sign-in` (the form, and the key it posts) and `/ui/sign-out`."""
+    router = APIRouter(prefix="/ui")
+
+    @router.get("/sign-in")
+    async def sign_in_page(
+        request: Request, settings: Annotated[Settings, Depends(get_settings)]
+    ) -> Response:
+        then = next_page(request, request.query_params.get("next"))
+        if not settings.pr_review_api_keys:
+            return RedirectResponse(then, status_code=303)  # no keys: nothing to sign in to
+        return _sign_in_page(request, then, refused=False)
+
+    @router.post("/sign-in")
+    async def sign_in(
+        request: Request, settings: Annotated[Settings, Depends(get_settings)]
+    ) -> Response:
+        form = await form_body(request, MAX_FORM_BYTES)
+        then = next_page(request, form.get("next"))
+        keys = service_keys(settings)
+        if not keys:
+            return RedirectResponse(then, status_code=303)
+        if not is_service_key(form.get("key", "").strip().encode("utf-8"), keys):
+            request.scope.setdefault("state", {})[ERROR_CODE_KEY] = Unauthorized.code
+            page = _sign_in_page(request, then, refused=True)
+            page.status_code = Unauthorized.status
+            return page
+        answer = RedirectResponse(then, status_code=303)
+        set_session_cookie(answer, request, keys)
+        return answer
+
+    @router.post("/sign-out")
+    async def sign_out(request: Request) -> Response:
+        answer = RedirectResponse(sign_in_location(request, ui_path(request)), status_code=303)
+        clear_session_cookie(answer, request)
+        return answer
+
+    return router
+
+
+def pages_router() -> APIRouter:
+    """The pages for people, behind the keys when they are set."""
+    router = APIRouter(prefix="/ui", dependencies=[Depends(require_ui_access)])
 
     @router.get("")
     async def recent_jobs(
@@ -107,7 +173,7 @@ def ui_router(*, secured: bool) -> APIRouter:
             raise InvalidRequest("cursor is not a cursor this listing gave.")
         older = None
         if page.next_after is not None:
-            older = _ui_path(request) + "?" + _query(where, limit, page.next_after)
+            older = ui_path(request) + "?" + _query(where, limit, page.next_after)
         return _page(
             request,
             "jobs.html",
@@ -146,15 +212,21 @@ def ui_router(*, secured: bool) -> APIRouter:
     return router
 
 
+def _sign_in_page(request: Request, then: str, *, refused: bool) -> HTMLResponse:
+    hours = UI_SESSION_SECONDS // 3600
+    return _page(request, "sign_in.html", then=then, refused=refused, session_hours=hours)
+
+
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
     html = templates.get_template(name).render(
-        ui=_ui_path(request), version=__version__, severities=SEVERITIES, **context
+        ui=ui_path(request),
+        version=__version__,
+        severities=SEVERITIES,
+        # A sign-out button on every page once keys are set (a bearer client ignores it).
+        keys_set=bool(get_settings(request).pr_review_api_keys),
+        **context,
     )
     return HTMLResponse(html, headers=HEADERS)
-
-
-def _ui_path(request: Request) -> str:
-    return str(request.scope.get("root_path", "")) + "/ui"
 
 
 def _query(where: JobFilter, limit: int, after: uuid.UUID) -> str:
@@ -170,7 +242,7 @@ def _job_row(request: Request, record: JobRecord) -> dict[str, Any]:
     summary = JobSummary.of(record)
     return {
         "id": str(record.id),
-        "page": f"{_ui_path(request)}/jobs/{record.id}",
+        "page": f"{ui_path(request)}/jobs/{record.id}",
         "pull_request": f"{record.owner}/{record.repo}#{record.number}",
         "pull_request_link": safe_link(record.pull_request_url),
         "head": (record.head_sha or "")[:_HEAD_CHARS],

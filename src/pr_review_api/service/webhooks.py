@@ -81,6 +81,9 @@ WEBHOOK_PATH = "/v1/webhooks/github"
 # 65,536 characters. 1 MiB leaves room without letting anyone make us buffer much.
 MAX_WEBHOOK_BODY_BYTES = 1024 * 1024
 COMMENT_EVENTS = ("issue_comment", "pull_request_review_comment")
+# Every event a delivery may carry that becomes a job; an App subscribes to exactly these
+# (docs/github-app-manifest.json; `ping` is sent to every webhook unasked).
+HANDLED_EVENTS = ("pull_request", "check_run", *COMMENT_EVENTS)
 REVIEWED_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
@@ -244,7 +247,7 @@ async def _answer(
         raise InvalidSignature()
     if event_name == "ping":
         return ContractJSONResponse({"status": "ok"}, status_code=200), "ok"
-    if event_name not in ("pull_request", "check_run", *COMMENT_EVENTS):
+    if event_name not in HANDLED_EVENTS:
         return ignored(), "ignored"
     event = await json_event(body)
     delivery = delivery_id(request, "x-github-delivery")

@@ -13,6 +13,7 @@ import os
 import sqlite3
 import threading
 import weakref
+import zlib
 from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,10 +26,18 @@ if TYPE_CHECKING:
 # Blob ids bound in one query (SQLite allows 999 or more).
 MAX_QUERY_VARIABLES = 512
 _BODIES = (
-    "SELECT blobs.oid, bodies.body FROM blobs LEFT JOIN bodies ON bodies.id = blobs.id "
+    "SELECT blobs.oid, bodies.body, bodies.packed FROM blobs "
+    "LEFT JOIN bodies ON bodies.id = blobs.id "
     "WHERE blobs.oid IN ({})"  # one "?" a blob id: the ids themselves are bound
 )
 _CANDIDATES = "SELECT oid FROM blobs WHERE id IN (SELECT rowid FROM grams WHERE grams MATCH ?)"
+
+
+def _text(body: bytes | None, packed: int | None) -> bytes | None:
+    """A stored body's text (None: the blob holds a NUL byte)."""
+    if body is None:
+        return None
+    return zlib.decompress(body) if packed else bytes(body)
 
 
 class _Reader:
@@ -162,7 +171,10 @@ class SearchIndex:
         for start in range(0, len(wanted), MAX_QUERY_VARIABLES):
             chunk = wanted[start : start + MAX_QUERY_VARIABLES]
             rows = self._query(_BODIES.format(",".join("?" * len(chunk))), tuple(chunk))
-            found.update(rows)
+            try:
+                found.update((oid, _text(body, packed)) for oid, body, packed in rows)
+            except (zlib.error, TypeError):
+                raise IndexUnavailable() from None  # a damaged body: git grep answers instead
         if len(found) != len(wanted):
             raise IndexUnavailable()
         return found

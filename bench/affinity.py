@@ -1,0 +1,386 @@
+"""Jobs that go where the cache is: a simulation of worker hosts with and without affinity.
+
+Several worker hosts share one job queue; each keeps its own repository cache (bounded, least
+recently used out first). Today a free slot takes the next fair job whatever its repository,
+so every host ends up fetching, and indexing, every repository it is handed. With affinity,
+a repository has a home host, the first of the live hosts ranked by rendezvous hashing
+(highest SHA-256 of host and repository): a free slot takes the jobs homed on its host, and a
+job that has waited `--spill-after` seconds (or whose home is gone) may be taken by any host,
+so a busy or dead home costs a bounded wait, never a stuck job. In both, a slot chooses
+among the jobs it may take by the fairness rule of jobs/fairness.py (the tenant with the
+fewest jobs running, then the tenant whose last start is the oldest, then, with affinity,
+a job homed here, then the oldest job) with a cap on each tenant's running jobs.
+
+The model, deterministic for a seed:
+- `--hosts` hosts of `--slots` slots, each with a cache of `--cache-gb`;
+- `--repositories` repositories, packed sizes log-normal (median 40 MB, a few above a GB,
+  from 1 MB to 6 GB), their searchable text 4x their pack; jobs pick a repository by a Zipf
+  law (a few busy repositories, a long tail), and each repository belongs to one of
+  `--tenants` tenants (the busiest tenant owns the busiest repositories);
+- `--jobs` jobs arrive as a Poisson process at a rate that keeps the slots about 75% busy;
+- a job on a host whose cache lacks the repository fetches it whole (at 40 MB/s) and, when
+  its text is above 32 MiB, that host builds the repository's search index (counted, not
+  timed against the slots: builds run in the background at low priority); a cached one
+  fetches what the pull request added (0.5% of the pack, at least 1 MB). The review itself
+  takes a log-normal time (median 45 s: the model's turns);
+- `--kill-at`: one host dies when half the jobs have arrived; its running jobs are retried
+  from the start (as procrastinate's stalled-job recovery does) and its cache is lost.
+
+Figures per scenario: bytes fetched, whole fetches, index builds, queue wait (p50, p95,
+worst), and the worst tenant's p95 wait (fairness). Median (range) over `--seeds` seeds.
+
+    uv run python -m bench.affinity [--quick] [--seeds 3] [--jobs 2000] [--hosts 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import heapq
+import itertools
+import math
+import random
+import statistics
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+MB = 1e6
+FETCH_BYTES_PER_SECOND = 40 * MB
+INDEX_MIN_TEXT_BYTES = 32 * 1024**2  # git/search_index/schedule.py INDEX_MIN_BYTES
+TEXT_PER_PACK = 4.0
+INCREMENT_SHARE = 0.005
+INCREMENT_MIN_BYTES = 1 * MB
+INDEX_BYTES_PER_SECOND = 10 * MB  # the kernel's 946 MB of text in about 100 s
+REVIEW_MEDIAN_SECONDS = 45.0
+UTILISATION = 0.75
+
+
+@dataclass(frozen=True)
+class Repository:
+    name: str
+    pack_bytes: float
+    tenant: str
+
+    @property
+    def indexed(self) -> bool:
+        return self.pack_bytes * TEXT_PER_PACK >= INDEX_MIN_TEXT_BYTES
+
+    def cold_seconds(self) -> float:
+        """What a host without it spends on it: the whole fetch, and the index build."""
+        build = self.pack_bytes * TEXT_PER_PACK / INDEX_BYTES_PER_SECOND if self.indexed else 0
+        return self.pack_bytes / FETCH_BYTES_PER_SECOND + build
+
+
+@dataclass
+class Job:
+    number: int
+    repository: Repository
+    arrival: float
+    review_seconds: float
+    host: int | None = None
+    fetch_seconds: float = 0.0
+    waited: bool = False  # its first start is counted; a retry's is not
+
+
+@dataclass
+class Host:
+    number: int
+    slots: int
+    cache_bytes: float
+    alive: bool = True
+    running: set[int] = field(default_factory=set)
+    cache: OrderedDict[str, float] = field(default_factory=OrderedDict)
+
+    def fetch(self, repository: Repository) -> tuple[float, bool]:
+        """Bytes this host fetches for a job of `repository`, and whether it was whole."""
+        if repository.name in self.cache:
+            self.cache.move_to_end(repository.name)
+            return max(INCREMENT_MIN_BYTES, INCREMENT_SHARE * repository.pack_bytes), False
+        self.cache[repository.name] = repository.pack_bytes
+        while sum(self.cache.values()) > self.cache_bytes and len(self.cache) > 1:
+            self.cache.popitem(last=False)
+        return repository.pack_bytes, True
+
+
+def rendezvous(repository: str, hosts: list[Host], homes: int) -> frozenset[int]:
+    """The `homes` live hosts ranked first for `repository` (highest hash of host and
+    repository): when a host goes, only its repositories move, each to its next-ranked host."""
+    ranked = sorted(
+        (host for host in hosts if host.alive),
+        key=lambda host: hashlib.sha256(f"{host.number}\0{repository}".encode()).digest(),
+        reverse=True,
+    )
+    return frozenset(host.number for host in ranked[:homes])
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    affinity: bool
+    spill_after: float = 0.0
+    kill: bool = False
+    homes: int = 1
+
+    def spill_wait(self, repository: Repository) -> float:
+        """How long a job waits for its home host before any host may take it: `spill_after`,
+        or less when another host would fetch and index the repository sooner than that."""
+        return min(self.spill_after, repository.cold_seconds())
+
+
+@dataclass
+class Outcome:
+    fetched_bytes: float = 0.0
+    whole_fetches: int = 0
+    index_builds: int = 0
+    waits: list[float] = field(default_factory=list)
+    tenant_waits: dict[str, list[float]] = field(default_factory=dict)
+    retried: int = 0
+
+
+def make_workload(args: argparse.Namespace, seed: int) -> tuple[list[Repository], list[Job]]:
+    rng = random.Random(seed)
+    tenants = [f"tenant-{n:02d}" for n in range(args.tenants)]
+    repositories = []
+    for n in range(args.repositories):
+        size = min(6000 * MB, max(1 * MB, rng.lognormvariate(math.log(40 * MB), 1.5)))
+        # The busiest repository (a team's monorepo, a fifth of the jobs) is the first
+        # tenant's alone; the others are spread over the other tenants.
+        tenant = tenants[0] if n == 0 else rng.choice(tenants[1:])
+        repositories.append(Repository(f"repo-{n:03d}", size, tenant))
+    weights = [1 / (rank + 1) ** 1.1 for rank in range(len(repositories))]
+    mean_fetch = sum(w * r.pack_bytes for w, r in zip(weights, repositories, strict=True)) / sum(
+        weights
+    )
+    mean_service = REVIEW_MEDIAN_SECONDS * math.exp(0.6**2 / 2) + mean_fetch / (
+        FETCH_BYTES_PER_SECOND * 4
+    )
+    rate = UTILISATION * args.hosts * args.slots / mean_service
+    jobs, clock = [], 0.0
+    for number in range(args.jobs):
+        clock += rng.expovariate(rate)
+        repository = rng.choices(repositories, weights)[0]
+        review = rng.lognormvariate(math.log(REVIEW_MEDIAN_SECONDS), 0.6)
+        jobs.append(Job(number, repository, clock, review))
+    return repositories, jobs
+
+
+def simulate(args: argparse.Namespace, scenario: Scenario, jobs: list[Job]) -> Outcome:
+    """Run the jobs through the scenario's hosts; what it cost."""
+    return Simulation(args, scenario, jobs).run()
+
+
+class Simulation:
+    """The hosts, the waiting jobs and the events of one scenario."""
+
+    def __init__(self, args: argparse.Namespace, scenario: Scenario, jobs: list[Job]) -> None:
+        self.scenario = scenario
+        self.jobs = jobs
+        self.tenant_cap: int = args.tenant_cap
+        self.hosts = [Host(n, args.slots, args.cache_gb * 1e9) for n in range(args.hosts)]
+        self.outcome = Outcome()
+        self.events: list[tuple[float, int, str, int]] = []  # (time, order, kind, job or host)
+        self.order = itertools.count()
+        self.waiting: dict[int, Job] = {}
+        self.running_by_tenant: dict[str, int] = {}
+        self.last_start: dict[str, float] = {}
+        self.attempt: dict[int, int] = {}  # a retried job's older completions are void
+        for job in jobs:
+            job.host, job.waited = None, False
+            self.push(job.arrival, "arrive", job.number)
+            if scenario.affinity:  # a dispatch when the job may spill to any host
+                self.push(job.arrival + scenario.spill_wait(job.repository), "spill", job.number)
+        if scenario.kill:
+            self.push(jobs[len(jobs) // 2].arrival, "kill", len(self.hosts) - 1)
+
+    def push(self, when: float, kind: str, key: int) -> None:
+        heapq.heappush(self.events, (when, next(self.order), kind, key))
+
+    def run(self) -> Outcome:
+        while self.events:
+            now, _, kind, key = heapq.heappop(self.events)
+            if kind == "arrive":
+                self.waiting[key] = self.jobs[key]
+            elif kind == "done":
+                self.finish(*divmod(key, 1 << 20))
+            elif kind == "kill":
+                self.kill(self.hosts[key])
+            self.dispatch(now)
+        return self.outcome
+
+    def finish(self, number: int, attempt: int) -> None:
+        job = self.jobs[number]
+        if self.attempt.get(number) != attempt or job.host is None:
+            return  # the run of a killed host: the job ran again elsewhere
+        self.hosts[job.host].running.discard(number)
+        self.running_by_tenant[job.repository.tenant] -= 1
+
+    def kill(self, dead: Host) -> None:
+        dead.alive = False
+        dead.cache.clear()
+        for number in sorted(dead.running):
+            job = self.jobs[number]
+            self.running_by_tenant[job.repository.tenant] -= 1
+            job.host = None
+            self.attempt[number] = self.attempt.get(number, 0) + 1
+            self.waiting[number] = job
+            self.outcome.retried += 1
+        dead.running.clear()
+
+    def dispatch(self, now: float) -> None:
+        """Fill every free slot of every live host with the job the fairness rule picks."""
+        homes: dict[str, frozenset[int]] = {}
+        progress = True
+        while progress and self.waiting:
+            progress = False
+            for host in self.hosts:
+                if not host.alive or len(host.running) >= host.slots:
+                    continue
+                best = self.pick(host, now, homes)
+                if best is not None:
+                    seconds = self.start(best, host, now)
+                    key = best.number * (1 << 20) + self.attempt.setdefault(best.number, 0)
+                    self.push(now + seconds, "done", key)
+                    progress = True
+
+    def pick(self, host: Host, now: float, homes: dict[str, frozenset[int]]) -> Job | None:
+        best, best_rank = None, None
+        for job in self.waiting.values():
+            tenant = job.repository.tenant
+            running = self.running_by_tenant.get(tenant, 0)
+            if running >= self.tenant_cap:
+                continue
+            home = homes.get(job.repository.name)
+            if self.scenario.affinity and home is None:
+                home = rendezvous(job.repository.name, self.hosts, self.scenario.homes)
+                homes[job.repository.name] = home
+            here = home is None or host.number in home
+            if not here and now - job.arrival < self.scenario.spill_wait(job.repository):
+                continue
+            rank = (running, self.last_start.get(tenant, -1.0), 0 if here else 1, job.arrival)
+            if best_rank is None or rank < best_rank:
+                best, best_rank = job, rank
+        return best
+
+    def start(self, job: Job, host: Host, now: float) -> float:
+        """Start `job` on `host`; the seconds it will take."""
+        self.waiting.pop(job.number)
+        tenant = job.repository.tenant
+        self.running_by_tenant[tenant] = self.running_by_tenant.get(tenant, 0) + 1
+        self.last_start[tenant] = now
+        host.running.add(job.number)
+        if not job.waited:
+            job.waited = True
+            self.outcome.waits.append(now - job.arrival)
+            self.outcome.tenant_waits.setdefault(tenant, []).append(now - job.arrival)
+        job.host = host.number
+        fetched, whole = host.fetch(job.repository)
+        self.outcome.fetched_bytes += fetched
+        if whole:
+            self.outcome.whole_fetches += 1
+            self.outcome.index_builds += job.repository.indexed
+        return job.review_seconds + fetched / FETCH_BYTES_PER_SECOND
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)] if ordered else 0.0
+
+
+def main() -> None:
+    options = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    options.add_argument("--hosts", type=int, default=4)
+    options.add_argument("--slots", type=int, default=4, help="concurrent reviews a host runs")
+    options.add_argument("--repositories", type=int, default=100)
+    options.add_argument("--tenants", type=int, default=20)
+    options.add_argument("--jobs", type=int, default=2000)
+    options.add_argument(
+        "--cache-gb", type=float, default=20 * 1.024**3, help="each host's cache (the default's)"
+    )
+    options.add_argument("--tenant-cap", type=int, default=4, help="running jobs a tenant may have")
+    options.add_argument("--spill-after", type=float, default=60.0, help="seconds")
+    options.add_argument("--seeds", "--runs", type=int, default=3, help="seeds (the median)")
+    options.add_argument("--quick", action="store_true", help="200 jobs, 1 seed")
+    args = options.parse_args()
+    if args.quick:
+        args.jobs, args.seeds = 200, 1
+    spill = args.spill_after
+    scenarios = []
+    for kill in (False, True):
+        killed = ", a host killed half way" if kill else ""
+        scenarios += [
+            Scenario(f"no affinity (today){killed}", affinity=False, kill=kill),
+            Scenario(f"affinity, 1 home, spill <= {spill:g} s{killed}", True, spill, kill),
+            Scenario(f"affinity, 2 homes, spill <= {spill:g} s{killed}", True, spill, kill, 2),
+        ]
+    rows: dict[str, list[Outcome]] = {scenario.name: [] for scenario in scenarios}
+    for seed in range(1, args.seeds + 1):
+        repositories, jobs = make_workload(args, seed)
+        if seed == 1:
+            sizes = sorted(r.pack_bytes for r in repositories)
+            print(
+                f"# {len(repositories)} repositories: packs {sizes[0] / MB:,.0f} MB to "
+                f"{sizes[-1] / MB:,.0f} MB, median {statistics.median(sizes) / MB:,.0f} MB, "
+                f"total {sum(sizes) / 1e9:,.1f} GB; {sum(r.indexed for r in repositories)} "
+                f"indexed; {args.hosts} hosts x {args.slots} slots, {args.cache_gb:g} GB "
+                "cache each"
+            )
+        for scenario in scenarios:
+            rows[scenario.name].append(simulate(args, scenario, jobs))
+    _print(rows, args)
+
+
+def _spread(values: list[float], unit: str = "", digits: int = 0) -> str:
+    middle = statistics.median(values)
+    text = f"{middle:,.{digits}f}{unit}"
+    if len(values) > 1:
+        text += f" ({min(values):,.{digits}f}-{max(values):,.{digits}f})"
+    return text
+
+
+def _others(outcome: Outcome) -> list[float]:
+    """The waits of every tenant but the busiest (which its running cap holds back)."""
+    busiest = max(outcome.tenant_waits, key=lambda tenant: len(outcome.tenant_waits[tenant]))
+    return [w for t, waits in outcome.tenant_waits.items() if t != busiest for w in waits]
+
+
+def _print(rows: dict[str, list[Outcome]], args: argparse.Namespace) -> None:
+    header = (
+        "scenario",
+        "fetched (GB)",
+        "whole fetches",
+        "index builds",
+        "wait p50 (s)",
+        "wait p95 (s)",
+        "worst wait (s)",
+        "worst tenant's p95 (s)",
+        "other tenants' p95 (s)",
+        "retried",
+    )
+    table = [header]
+    for name, outcomes in rows.items():
+        table.append(
+            (
+                name,
+                _spread([o.fetched_bytes / 1e9 for o in outcomes], digits=1),
+                _spread([float(o.whole_fetches) for o in outcomes]),
+                _spread([float(o.index_builds) for o in outcomes]),
+                _spread([statistics.median(o.waits) for o in outcomes], digits=1),
+                _spread([p95(o.waits) for o in outcomes]),
+                _spread([max(o.waits) for o in outcomes]),
+                _spread([max(p95(w) for w in o.tenant_waits.values()) for o in outcomes]),
+                _spread([p95(_others(o)) for o in outcomes]),
+                _spread([float(o.retried) for o in outcomes]),
+            )
+        )
+    print(f"\n## {args.jobs:,} jobs, median (range) over {args.seeds} seed(s)\n")
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for number, row in enumerate(table):
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+        if number == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+
+
+if __name__ == "__main__":
+    main()
