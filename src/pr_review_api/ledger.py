@@ -20,7 +20,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pr_review_api.model import Publication, ReviewResult
+from pr_review_api.model import Publication, PullRequestInfo, ReviewResult
 
 
 class NumberedChange(Protocol):
@@ -97,3 +97,18 @@ class DismissedFindings(Protocol):
         self, repository: str, fingerprint: str, title: str, path: str | None, by: str
     ) -> None:
         """Store a dismissal (a `-1` reaction read at a review); one already there stays."""
+
+
+def repository_key(info: PullRequestInfo) -> str:
+    """A change's repository as the service's tables key it (dismissals, learnings): GitHub's
+    `owner/repo`, another forge's `<forge>:<namespace>/<project>`, lower case (names are
+    case-insensitive), so two forges' repositories never share a key."""
+    name = f"{info.owner}/{info.repo}"
+    return (name if info.forge == "github" else f"{info.forge}:{name}").lower()
+
+
+class Learnings(Protocol):
+    """What writers taught the reviewer of a repository (CONTRACT 20; jobs/learnings.py)."""
+
+    async def given(self, repository: str) -> list[tuple[int, str]]:
+        """The repository's newest learnings, (id, text), newest first."""

@@ -124,6 +124,21 @@ class Finding(BaseModel):
         return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+CheckResultKind = Literal["pass", "fail", "inconclusive"]
+CHECK_RESULTS: tuple[CheckResultKind, ...] = ("pass", "fail", "inconclusive")
+
+
+class CheckResult(BaseModel):
+    """The model's result of one custom check of `.pr-review.toml` (CONTRACT 20)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: BoundedText
+    result: CheckResultKind
+    explanation: BoundedText
+    evidence: BoundedText
+
+
 MAX_WALKTHROUGH_SUMMARY_CHARS = 300
 LinkedIssueVerdict = Literal["yes", "partly", "no", "unclear"]
 LINKED_ISSUE_VERDICTS: tuple[LinkedIssueVerdict, ...] = ("yes", "partly", "no", "unclear")
@@ -151,14 +166,22 @@ class LinkedIssue(BaseModel):
 class FinalReview(BaseModel):
     """The model's validated review.
 
-    `walkthrough` and `linked_issues` (CONTRACT 21) are MISSING, absent from every document,
-    unless the review asked for them (loop/understanding.py)."""
+    `checks` is MISSING (absent from every document, byte for byte as CONTRACT 8) unless at
+    least one custom check applied to the change (loop/custom_checks.py validates it).
+    `walkthrough` and `linked_issues` (CONTRACT 21) are MISSING too unless the review asked
+    for them (loop/understanding.py)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     summary: BoundedText
     findings: Annotated[list[Finding], Field(max_length=MAX_FINDINGS)]
     notes: Annotated[list[BoundedText], Field(max_length=MAX_NOTES)]
+    checks: list[CheckResult] | MISSING = MISSING
+
+    def check_results(self) -> list[CheckResult]:
+        """The custom checks' results (none when no check applied)."""
+        return [] if self.checks is MISSING else self.checks
+
     walkthrough: list[WalkthroughEntry] | MISSING = MISSING
     linked_issues: list[LinkedIssue] | MISSING = MISSING
 

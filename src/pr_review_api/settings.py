@@ -70,6 +70,14 @@ MAX_PROMPT_CHANGED_FILES = 300
 # --- Review coverage (CONTRACT 5): changed files listed as not inspected ---
 MAX_NOT_INSPECTED = 100
 
+# --- Team knowledge (CONTRACT 20): custom checks and learnings ---
+MAX_CUSTOM_CHECKS = 10
+MAX_CHECK_NAME_CHARS = 80
+MAX_CHECK_INSTRUCTIONS_BYTES = 2 * 1024
+MAX_LEARNING_CHARS = 500
+MAX_LEARNINGS_GIVEN = 50  # the newest, to every later review of the repository
+MAX_LEARNINGS_GIVEN_BYTES = 8 * 1024  # their texts, all together
+
 
 # REVIEW_PROFILE=local: what a model on a local server (llama.cpp, Ollama, vLLM on a CPU or a
 # small GPU) needs to finish a review, each value taken only where its own variable is unset.

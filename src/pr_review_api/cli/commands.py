@@ -24,6 +24,7 @@ from pr_review_api import __version__
 from pr_review_api.cli.dismissals import dismissals_command
 from pr_review_api.cli.eval import eval_command
 from pr_review_api.cli.jobs import jobs_command
+from pr_review_api.cli.learnings import learnings_command
 from pr_review_api.cli.progress import live_progress
 from pr_review_api.cli.worker import worker as worker_command
 from pr_review_api.errors import ConfigurationError, Interrupted, InvalidRequest, ReviewError
@@ -320,3 +321,4 @@ main.add_command(eval_command)
 main.add_command(worker_command)
 main.add_command(jobs_command)
 main.add_command(dismissals_command)
+main.add_command(learnings_command)

@@ -184,7 +184,9 @@ def _progress(done: int, total: int, outcome: ReviewOutcome) -> None:
     click.echo(
         f"[{done}/{total}] {outcome.case_id} run {outcome.run}: {outcome.termination_reason}, "
         f"{counts.findings} findings, {counts.matched_golden}/{counts.golden} golden matched, "
-        f"{outcome.tokens} tokens, {outcome.wall_seconds:.1f} s" + _understood(outcome),
+        f"{outcome.tokens} tokens, {outcome.wall_seconds:.1f} s"
+        + "".join(f", check {c.expected}->{c.got}" for c in outcome.checks)
+        + _understood(outcome),
         err=True,
     )
 

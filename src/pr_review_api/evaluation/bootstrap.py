@@ -144,3 +144,23 @@ def paired_differences(
         observed = None if before is None or after is None else after - before
         differences[name] = Difference(observed, percentile_interval(values[name]))
     return differences
+
+
+def ratio_intervals(
+    cases: Sequence[dict[str, tuple[int, int]]], *, resamples: int = RESAMPLES, seed: int = SEED
+) -> dict[str, Interval | None]:
+    """For figures that are one count over another (a custom check's accuracy: right results
+    over expected results, CONTRACT 20), each case giving (numerator, denominator) per name:
+    the interval of each figure of the total, resampling cases as `intervals` does."""
+    names = sorted({name for case in cases for name in case})
+    values: dict[str, list[float]] = {name: [] for name in names}
+    if cases:
+        draw = _drawer(len(cases), seed)
+        for _ in range(resamples):
+            picked = draw()
+            for name in names:
+                hits = sum(cases[i].get(name, (0, 0))[0] for i in picked)
+                total = sum(cases[i].get(name, (0, 0))[1] for i in picked)
+                if total:
+                    values[name].append(hits / total)
+    return {name: percentile_interval(values[name]) for name in names}

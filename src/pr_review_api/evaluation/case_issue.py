@@ -22,3 +22,10 @@ class LinkedIssueCase(BaseModel):
 def absent(value: object) -> bool:
     """Whether an optional field is left out of the built corpus (it is None)."""
     return value is None
+
+
+class WithLinkedIssue(BaseModel):
+    """A case's optional `linked_issue`, in the source and the built corpus alike (absent from
+    corpus.json unless the case has one: older corpora read as before)."""
+
+    linked_issue: LinkedIssueCase | None = Field(default=None, exclude_if=absent)

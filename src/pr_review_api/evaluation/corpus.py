@@ -1,15 +1,13 @@
 """Evaluation corpora: the source format, the builder, the built format, and their checks.
 
 A corpus *source* is a folder with one TOML file per case under `cases/` (see docs/eval.md):
-where the code comes from (project, licence, file), the base files, the edits that make the
-head, and the golden issues (path, line range, one sentence) planted by those edits. A clean
-case (a refactor, a rename, documentation) has no golden issues and measures false positives.
+where the code comes from, the base files, the edits that make the head, and the golden issues
+(path, line range, one sentence) they plant; a clean case has none and measures false positives.
 
-`build_corpus()` writes a *built* corpus: one git repository per case under `repos/`, with a
-base and a head commit, and `corpus.json`, which names each case's repository, commits and
-golden issues. `pr-review eval` reads a built corpus, or builds a source into a temporary
-folder first. `check_case()` proves a built case sound: every golden line exists at the head
-and lies in the diff from base to head.
+`build_corpus()` writes a *built* corpus: a git repository per case under `repos/` (a base and
+a head commit) and `corpus.json` (each case's repository, commits and golden issues), which
+`pr-review eval` reads, building a source into a temporary folder first. `check_case()` proves
+a built case sound: every golden line exists at the head and lies in the diff.
 
 A corpus is someone else's folder, so nothing in it is followed out of it: files are opened
 without following links and only when they are regular files, read no further than their cap
@@ -34,7 +32,8 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pr_review_api.errors import InvalidRequest
-from pr_review_api.evaluation.case_issue import LinkedIssueCase, absent
+from pr_review_api.evaluation.case_issue import WithLinkedIssue
+from pr_review_api.evaluation.expected_checks import ExpectedCheck, expected_checks, none_expected
 
 CORPUS_MANIFEST = "corpus.json"
 CASES_FOLDER = "cases"
@@ -54,9 +53,9 @@ DefectKind = Literal[
     "wrong-argument-order",
     "api-misuse",
 ]
-# "feature": a change that does what its linked issue asks, or claims to (CONTRACT 21).
 CleanKind = Literal["refactor", "rename", "docs", "feature"]
-CaseKind = DefectKind | CleanKind
+# A case about custom checks (evaluation/expected_checks.py): golden issues are optional.
+CaseKind = DefectKind | CleanKind | Literal["check"]
 DEFECT_KINDS: tuple[str, ...] = get_args(DefectKind)
 CLEAN_KINDS: tuple[str, ...] = get_args(CleanKind)
 CASE_ID = r"^[a-z0-9][a-z0-9-]{0,63}$"
@@ -151,7 +150,7 @@ class Edit(_Strict):
         return self
 
 
-class CaseFile(_Strict):
+class CaseFile(_Strict, WithLinkedIssue):
     """One case of a corpus source (`cases/<id>.toml`)."""
 
     id: Annotated[str, Field(pattern=CASE_ID)]
@@ -162,18 +161,19 @@ class CaseFile(_Strict):
     base: Annotated[list[BaseFile], Field(min_length=1)]
     edit: Annotated[list[Edit], Field(min_length=1)]
     golden: list[GoldenIssue] = []
-    linked_issue: LinkedIssueCase | None = None
+    checks: list[ExpectedCheck] = []
 
     @model_validator(mode="after")
     def _golden_matches_kind(self) -> CaseFile:
         if self.kind in CLEAN_KINDS and self.golden:
             raise ValueError("a clean case has no golden issues")
-        if self.kind not in CLEAN_KINDS and not self.golden:
+        if self.kind not in (*CLEAN_KINDS, "check") and not self.golden:
             raise ValueError("a defect case needs at least one golden issue")
+        expected_checks(self.kind, self.checks)
         return self
 
 
-class BuiltCase(_Strict):
+class BuiltCase(_Strict, WithLinkedIssue):
     """One case of a built corpus: a repository, two commits and the golden issues."""
 
     id: Annotated[str, Field(pattern=CASE_ID)]
@@ -185,8 +185,7 @@ class BuiltCase(_Strict):
     base: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
     head: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
     golden: list[GoldenIssue]
-    # Absent from corpus.json unless the case has one: older corpora read as before.
-    linked_issue: LinkedIssueCase | None = Field(default=None, exclude_if=absent)
+    checks: list[ExpectedCheck] = Field(default_factory=list, exclude_if=none_expected)
 
 
 class BuiltCorpus(_Strict):
@@ -319,6 +318,7 @@ def build_case(case: CaseFile, repos: Path) -> BuiltCase:
         base=base,
         head=head,
         golden=case.golden,
+        checks=case.checks,
         linked_issue=case.linked_issue,
     )
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from pr_review_api.evaluation import bootstrap
+from pr_review_api.evaluation.check_scoring import check_figures, check_intervals, checks_line
 from pr_review_api.evaluation.runner import FINAL_REVIEW, CaseReport, ReviewOutcome, RunError
 from pr_review_api.evaluation.scoring import Counts, SuggestionCounts
 from pr_review_api.evaluation.understanding import (
@@ -148,6 +150,7 @@ def report_document(
                         "coverage": _ratio(o.coverage),
                         "locations": [[f.path, f.line] for f in o.findings],
                         "error": _error(o.error),
+                        **({"checks": [asdict(c) for c in o.checks]} if case.checks else {}),
                         **run_figures(o.understood),
                     }
                     for o in report.outcomes
@@ -157,7 +160,7 @@ def report_document(
     every = [o for report in reports for o in report.outcomes]
     per_case = [sum((o.counts for o in report.outcomes), Counts()) for report in reports]
     found = bootstrap.intervals(per_case)
-    return {
+    document: dict[str, Any] = {
         "runs": runs,
         "jobs": jobs,
         "settings": {name: getattr(settings, name, None) for name in REPORTED_SETTINGS},
@@ -172,6 +175,13 @@ def report_document(
         },
         "bootstrap": bootstrap.METHOD,
     }
+    scores = [[s for o in report.outcomes for s in o.checks] for report in reports]
+    if any(scores):  # CONTRACT 20: only for a corpus whose cases expect custom checks
+        document["total"]["checks"] = {
+            **check_figures([s for case in scores for s in case]),
+            "intervals": check_intervals(scores),
+        }
+    return document
 
 
 def _cell(value: float | None) -> str:
@@ -238,6 +248,9 @@ def render_text(document: dict[str, Any]) -> str:
         out.append(f"Findings dropped for evidence quoting no code the model received: {dropped}.")
     if settings.get("review_suggestions"):
         out.append(_suggestions_line(document["total"]["suggestions"]))
+    if "checks" in document["total"]:
+        checks = document["total"]["checks"]
+        out.append(checks_line(checks, checks["intervals"]))
     understanding = understanding_line(document["total"])
     if understanding is not None:
         out.append(understanding)

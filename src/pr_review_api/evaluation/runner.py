@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pr_review_api.errors import ReviewError
+from pr_review_api.evaluation.check_scoring import CheckScore, check_scores
 from pr_review_api.evaluation.corpus import BuiltCase, BuiltCorpus
 from pr_review_api.evaluation.scoring import (
     Counts,
@@ -78,6 +79,8 @@ class ReviewOutcome:
     ungrounded: int = 0
     suggestions: SuggestionCounts = field(default_factory=SuggestionCounts)
     error: RunError | None = None  # None when the review ended with a review
+    # The case's expected custom checks and the results the review gave (CONTRACT 20).
+    checks: tuple[CheckScore, ...] = ()
     # CONTRACT 21: the walkthrough's coverage and the linked-issue verdict (when measured).
     understood: Understood = field(default_factory=Understood)
 
@@ -153,6 +156,7 @@ async def review_case(
         None,
         suggestions=missed,
         error=error,
+        checks=check_scores(case.checks, None),
         understood=understood(case, repository, None, walkthrough=walkthrough),
     )
 
@@ -208,6 +212,7 @@ def _scored(
         coverage=coverage_share(result),
         ungrounded=ungrounded_count(result.review.notes),
         suggestions=suggestions,
+        checks=check_scores(case.checks, result),
     )
 
 

@@ -25,7 +25,7 @@ from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import PreparedPullRequest
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.ledger import DismissedFindings, PublishLedger
+from pr_review_api.ledger import DismissedFindings, Learnings, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 from pr_review_api.permissions import PermissionCache
 
@@ -64,6 +64,7 @@ class Lent(TypedDict, total=False):
     ledger: PublishLedger | None
     dismissals: DismissedFindings | None
     permissions: PermissionCache | None
+    learnings: Learnings | None  # the service's (CONTRACT 20): given to every review
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,12 @@ class ChangeForge(ABC):
         self, info: PullRequestInfo, review_id: int | None
     ) -> Counter[Severity] | None:
         """The counts by severity our posted review's body states, or None (unknown)."""
+
+    async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
+        """Our posted review's body (its custom checks are read back from it, CONTRACT 20), or
+        None: unknown (a forge that cannot read it back says None, and the gate fails closed
+        on its `error` checks)."""
+        return None
 
     @abstractmethod
     async def dismissed_titles(

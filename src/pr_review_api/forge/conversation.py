@@ -98,6 +98,15 @@ class ChangeConversation(ABC):
     async def acknowledge_dismissal(self) -> None:
         """The dismissal is stored: say so on the command, with no text."""
 
+    async def acknowledge(self) -> None:
+        """A command is done (a learning stored or removed, CONTRACT 20): one reaction, as a
+        dismissal's, and no text."""
+        await self.acknowledge_dismissal()
+
+    @abstractmethod
+    def comment_url(self, change_url: str) -> str | None:
+        """The command's comment on the forge's pages (a learning's `url`), or None."""
+
     @abstractmethod
     async def hold_off(self) -> None:
         """Over the answers' hourly limit: say so on the command, with no text."""

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from pr_review_api.github.placement import fingerprint_of, line_texts
 from pr_review_api.model import Finding, ReviewResult, Severity
+from pr_review_api.output.custom_checks import Mode, closed_on_checks, gate_with_checks
 from pr_review_api.output.gate_outcome import (
     CheckOutcome,
     FailOn,
@@ -68,11 +69,17 @@ class Gate:
     started_already: bool = False
     # Told every outcome the check is completed with (the CLI's --check-file; the Action).
     on_outcome: OnOutcome | None = None
+    # The custom checks' modes by name, from the base commit (CONTRACT 20).
+    check_modes: Mapping[str, Mode] = field(default_factory=dict)
 
     async def skipped(self, rule: str, *, author_controlled: bool) -> None:
         """A skip rule stopped the review; `author_controlled`: the rule reads what the
         author sets (title, labels), which must not pass a gated head."""
-        await self._complete(skipped_outcome(rule, self.fail_on, author_controlled))
+        outcome = skipped_outcome(rule, self.fail_on, author_controlled)
+        # CONTRACT 20: a skip the author controls must not pass an error check either.
+        await self._complete(
+            closed_on_checks(outcome, self.check_modes if author_controlled else {})
+        )
 
     async def started(self) -> None:
         if self.reporter is not None and not self.started_already:
@@ -81,7 +88,7 @@ class Gate:
 
     async def ended(self, code: str) -> None:
         """No validated review (`code`: why): neutral, or failing closed with `fail_on` set."""
-        await self._complete(ended_outcome(code, self.fail_on))
+        await self._complete(closed_on_checks(ended_outcome(code, self.fail_on), self.check_modes))
 
     async def finished(self, result: ReviewResult, counts: Counter[Severity] | None = None) -> None:
         """The review's check; `counts` read back from a review already posted, when its
@@ -89,7 +96,7 @@ class Gate:
         if self.reporter is None and self.on_outcome is None:
             return
         if result.termination_reason == "already_published" and counts is None:
-            await self._complete(unknown_outcome(self.fail_on))
+            await self._complete(closed_on_checks(unknown_outcome(self.fail_on), self.check_modes))
             return
         if result.termination_reason not in ("final_review", "no_changes", "already_published"):
             await self.ended(result.termination_reason)
@@ -99,6 +106,8 @@ class Gate:
         outcome = review_outcome(
             findings, self.fail_on, self.dismissed, result.coverage, url, counts
         )
+        # CONTRACT 20: an `error` check that did not pass fails the gate, whatever fail_on says.
+        outcome = gate_with_checks(outcome, result.review.check_results(), self.check_modes)
         outcome = with_linked_issues(outcome, result.review, escape_inline)  # CONTRACT 21
         await self._complete(outcome, url)
 

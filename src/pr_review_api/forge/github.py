@@ -105,6 +105,9 @@ class GitHubForge(ChangeForge):
         body = await self._posted_body(info, review_id)
         return None if body is None else severity_counts(body)
 
+    async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
+        return await self._posted_body(info, review_id)
+
     async def _posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         if review_id is None:
             return None

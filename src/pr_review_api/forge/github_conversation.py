@@ -46,6 +46,8 @@ HELP_TEXT = "\n".join(
         "are not repeated.",
         "- `ignore` (a reply in one of our findings' threads): dismiss the finding in this "
         "repository; it is not posted again.",
+        "- `remember <text>` (1-500 characters): a learning for every later review of this "
+        "repository; `forget <id>` removes one (the ids are on the service's /ui page).",
         "- `help`: this list.",
         "- anything else, as a reply in one of our findings' threads: a question about the "
         "finding, answered in the thread.",
@@ -145,6 +147,11 @@ class GitHubConversation(ChangeConversation):
     async def acknowledge_dismissal(self) -> None:
         await self._react("+1")
 
+    def comment_url(self, change_url: str) -> str | None:
+        the_comment = self._known()
+        anchor = "discussion_r" if the_comment.review_comment else "issuecomment-"
+        return f"{change_url}#{anchor}{the_comment.comment_id}"
+
     async def hold_off(self) -> None:
         await self._react("eyes")
 
@@ -153,8 +160,14 @@ class GitHubConversation(ChangeConversation):
         return await reply(self.github, self.repository, self.number, self._found().id, body)
 
     async def _react(self, content: Reaction) -> None:
-        comment_id = self._known().comment_id
-        await react(self.github, self.repository, comment_id, content, review_comment=True)
+        the_comment = self._known()  # a learning's command may be a comment on the change
+        await react(
+            self.github,
+            self.repository,
+            the_comment.comment_id,
+            content,
+            review_comment=the_comment.review_comment,
+        )
 
     def _known(self) -> _Comment:
         assert self._comment is not None, "command() said None: nothing to answer"

@@ -117,10 +117,13 @@ class GitLabForge(ChangeForge):
     async def posted_counts(
         self, info: PullRequestInfo, review_id: int | None
     ) -> Counter[Severity] | None:
-        if review_id is None:
-            return None
-        body = await our_note_body(self.gitlab, _ref(info), review_id)
+        body = await self.posted_body(info, review_id)
         return None if body is None else severity_counts(body)
+
+    async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
+        return (
+            None if review_id is None else await our_note_body(self.gitlab, _ref(info), review_id)
+        )
 
     async def dismissed_titles(
         self, info: PullRequestInfo, paths: list[str], dismissals: DismissedFindings

@@ -50,6 +50,8 @@ GITLAB_HELP_TEXT = "\n".join(
         "already posted are not repeated.",
         "- `ignore` (a reply in one of our findings' threads): dismiss the finding in this "
         "project; it is not posted again.",
+        "- `remember <text>` (1-500 characters): a learning for every later review of this "
+        "project; `forget <id>` removes one (the ids are on the service's /ui page).",
         "- `help`: this list.",
         "- anything else, as a reply in one of our findings' threads: a question about the "
         "finding, answered in the thread (the merge request's author may ask too).",
@@ -149,6 +151,9 @@ class GitLabConversation(ChangeConversation):
 
     async def hold_off(self) -> None:
         await award(self.gitlab, self.ref, self._known().note_id, "eyes")
+
+    def comment_url(self, change_url: str) -> str | None:
+        return f"{change_url}#note_{self._known().note_id}"
 
     async def post_answer(self, text: str) -> int | None:
         note = self._known()

@@ -21,6 +21,7 @@ from pr_review_api.model import (
     SEVERITIES,
     ReviewResult,
 )
+from pr_review_api.output import custom_checks
 from pr_review_api.output.common import coverage_line, suggestion_diff, suggestion_heading
 from pr_review_api.output.inert_markdown import WORD_JOINER, code_block, escape, escape_inline
 from pr_review_api.output.understanding import markdown_sections
@@ -155,7 +156,8 @@ def render_short_body(result: ReviewResult, placement: Placement) -> tuple[str, 
     )
     size = len(line) + 200
     section, shown, _ = findings_section(placement, size)
-    return "\n".join([line, *section, "", head_marker(head)]), shown
+    checks = _checks_lines(result, GITHUB_LAYOUT)  # this head's: a run again reads them back
+    return "\n".join([line, *checks, *section, "", head_marker(head)]), shown
 
 
 def tally(result: ReviewResult) -> str:
@@ -182,7 +184,16 @@ def summary_lines(result: ReviewResult, layout: Layout = GITHUB_LAYOUT) -> list[
         path=layout.escape_inline,
         max_chars=layout.max_chars // 4,
     )
-    return [*parts, *understood]
+    return [*parts, *understood, *_checks_lines(result, layout)]
+
+
+def _checks_lines(result: ReviewResult, layout: Layout) -> list[str]:
+    """The custom checks' section (CONTRACT 20); nothing when no check applied."""
+    checks = result.review.check_results()
+    if not checks:
+        return []
+    inline, block = layout.escape_inline, layout.escape
+    return ["", custom_checks.markdown_section(checks, inline, block, heading="####")]
 
 
 def findings_section(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pr_review_api.jobs.learnings import valid_text
 from pr_review_api.jobs.records import JobKind
 
 COMMAND_PREFIX = "/pr-review"
@@ -47,8 +48,49 @@ def addressed_text(body: str, login: str) -> str | None:
     return words[1].strip() if len(words) > 1 else ""
 
 
+KNOWLEDGE_WORDS = ("remember", "forget")
+
+
+def is_knowledge_command(text: str) -> bool:
+    """Whether the command's first word is `remember` or `forget`: it is then that command or
+    nothing (a bad one is ignored, never read as a question)."""
+    words = text.split(maxsplit=1)
+    return bool(words) and words[0].lower() in KNOWLEDGE_WORDS
+
+
+def knowledge_kind(text: str) -> JobKind | None:
+    """`remember <text>` or `forget <id>` (CONTRACT 20), anywhere on a change and on every
+    forge; None for anything else. A text that quotes (a line starting with `>`: someone else's
+    words) is no learning; neither is one the table would refuse (jobs/learnings.py)."""
+    words = text.split(maxsplit=1)
+    if len(words) != 2:
+        return None
+    word, rest = words[0].lower(), words[1].strip()
+    if word == "remember":
+        quoted = any(line.lstrip().startswith(">") for line in rest.split("\n"))
+        return None if quoted or valid_text(rest) is None else "remember"
+    if word == "forget" and forgotten_id(rest) is not None:
+        return "forget"
+    return None
+
+
+def forgotten_id(text: str) -> int | None:
+    """The id `forget` names: a positive number of at most 18 digits, alone."""
+    word = text.strip().removeprefix("#")
+    if not word.isascii() or not word.isdigit() or len(word) > 18 or int(word) == 0:
+        return None
+    return int(word)
+
+
+def learning_text(text: str) -> str:
+    """What follows `remember`."""
+    return text.split(maxsplit=1)[1].strip()
+
+
 def kind_of(text: str, comment: Comment) -> JobKind | None:
     """The job a command asks for; None when it asks for nothing we do."""
+    if is_knowledge_command(text):
+        return knowledge_kind(text)
     word = text.split(maxsplit=1)[0].lower() if text else ""
     in_thread = comment.review_comment and comment.in_reply_to_id is not None
     if word == "review" and text.lower() == "review":

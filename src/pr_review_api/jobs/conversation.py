@@ -5,6 +5,8 @@
 - `dismiss`: the finding of our comment the `ignore` replied to is stored for the repository
   (jobs/dismissals.py); the forge's acknowledgement on the `ignore` (a `+1` reaction, a
   `thumbsup` award), no text.
+- `remember`, `forget`: a learning of the repository stored or removed
+  (jobs/learning_jobs.py), acknowledged as a dismissal is.
 - `answer`: the question is answered in the thread by the answer loop (loop/answer.py) at the
   commit the finding was posted on, its text made inert for the forge. At most
   PR_REVIEW_MAX_ANSWERS_PER_HOUR answers a change per hour; over it, one `eyes` reaction.
@@ -28,6 +30,8 @@ from pr_review_api.forge.conversation import ChangeConversation, Command
 from pr_review_api.forge.select import open_conversation
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.jobs.dismissals import DatabaseDismissals
+from pr_review_api.jobs.learning_jobs import learning_command
+from pr_review_api.jobs.learnings import DatabaseLearnings
 from pr_review_api.jobs.published_heads import Connections
 from pr_review_api.jobs.records import JobRecord, answers_in_the_last_hour
 from pr_review_api.jobs.runner import JobReviewer
@@ -55,8 +59,9 @@ class ConversationJobs:
         self._store = store
         self.model = model  # tests pass a scripted model; else the provider of the settings
         self.dismissals = DatabaseDismissals(connections)
+        self.learnings = DatabaseLearnings(connections)
 
-    async def __call__(self, record: JobRecord, settings: Settings) -> dict[str, Any]:
+    async def __call__(self, record: JobRecord, settings: Settings) -> dict[str, Any]:  # noqa: PLR0911  (one answer per command kind)
         kind = record.kind
         if kind == "review":
             return await self._reviewer(
@@ -73,6 +78,8 @@ class ConversationJobs:
                 return await self._dismiss(conversation, command)
             if kind == "answer":
                 return await self._answer(record, settings, conversation, command)
+            if kind in ("remember", "forget"):  # CONTRACT 20: jobs/learning_jobs.py
+                return await learning_command(self.learnings, record, conversation, command, kind)
         return _outcome(kind, "ignored")
 
     async def _dismiss(self, conversation: ChangeConversation, command: Command) -> dict[str, Any]:

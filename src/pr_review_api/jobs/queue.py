@@ -57,6 +57,7 @@ from pr_review_api.jobs import records, recovery
 from pr_review_api.jobs.conversation import ConversationJobs
 from pr_review_api.jobs.dismissals import DatabaseDismissals
 from pr_review_api.jobs.fairness import FairJobManager
+from pr_review_api.jobs.learnings import DatabaseLearnings
 from pr_review_api.jobs.published_heads import DatabaseLedger
 from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord, PullRequestJob
 from pr_review_api.jobs.runner import JobReviewer
@@ -140,8 +141,9 @@ class JobQueue:
             # The pool exists once the app is opened: look it up on each use, not now.
             ledger = DatabaseLedger(lambda: self.connector.pool.connection())  # noqa: PLW0108
             dismissals = DatabaseDismissals(lambda: self.connector.pool.connection())  # noqa: PLW0108
+            learnings = DatabaseLearnings(lambda: self.connector.pool.connection())  # noqa: PLW0108
             runner = self._own_runner = JobReviewer(
-                self.identities, ledger, metrics, dismissals, self.permissions
+                self.identities, ledger, metrics, dismissals, self.permissions, learnings
             )
         self.runner: ReviewRunner = runner
         # Command jobs of comments (CONTRACT 15); reviews forced by `review` go through the

@@ -21,7 +21,7 @@ from psycopg.rows import dict_row
 from pr_review_api.forge.urls import forge_of
 from pr_review_api.model import RunRecord
 
-JobKind = Literal["review", "answer", "dismiss", "help"]
+JobKind = Literal["review", "answer", "dismiss", "help", "remember", "forget"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "superseded"]
 FINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "superseded"})
 

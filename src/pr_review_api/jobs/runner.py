@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pr_review_api.forge.clients import JobIdentities
 from pr_review_api.git.store import RepositoryStore
-from pr_review_api.ledger import DismissedFindings, PublishLedger
+from pr_review_api.ledger import DismissedFindings, Learnings, PublishLedger
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget, repository_store
 from pr_review_api.permissions import PermissionCache
@@ -34,8 +34,11 @@ class JobReviewer:
         metrics: Metrics | None = None,
         dismissals: DismissedFindings | None = None,
         permissions: PermissionCache | None = None,
+        learnings: Learnings | None = None,
     ) -> None:
-        """`permissions`: the holder's answers of who may write (its own when not given)."""
+        """`permissions`: the holder's answers of who may write (its own when not given);
+        `learnings`: the repositories' learnings, given to every review (CONTRACT 20)."""
+        self._learnings = learnings
         self._identities = identities
         self._ledger = ledger
         self._dismissals = dismissals
@@ -77,6 +80,7 @@ class JobReviewer:
                 force=force,
                 dismissals=self._dismissals,
                 permissions=self._permissions,
+                learnings=self._learnings,
             )
         return result.model_dump(mode="json")
 

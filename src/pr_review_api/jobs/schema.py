@@ -223,6 +223,25 @@ ALTER TABLE review_jobs ADD COLUMN tenant text GENERATED ALWAYS AS (
 ) STORED;
 """
 
+# Team knowledge (CONTRACT 20): `remember` and `forget` are command jobs, and a repository's
+# learnings are rows (jobs/learnings.py). `origin` names the comment that stored a learning, so
+# a job run again after its worker died stores it once. Repository keys are the dismissals'.
+_LEARNINGS = """
+ALTER TABLE review_jobs DROP CONSTRAINT review_jobs_kind_check;
+ALTER TABLE review_jobs ADD CONSTRAINT review_jobs_kind_check
+    CHECK (kind IN ('review', 'answer', 'dismiss', 'help', 'remember', 'forget'));
+CREATE TABLE learnings (
+    id bigserial PRIMARY KEY,
+    repository text NOT NULL,
+    text text NOT NULL CHECK (char_length(text) BETWEEN 1 AND 500),
+    author text NOT NULL,
+    url text,
+    origin text UNIQUE,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX learnings_repository ON learnings (repository, id DESC);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "procrastinate queue schema", _procrastinate_schema),
     Migration(2, "review_jobs records", lambda: _REVIEW_JOBS),
@@ -230,6 +249,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "fair fetch across tenants", lambda: _FAIR_FETCH),
     Migration(5, "conversation: job kinds and dismissals", lambda: _CONVERSATION),
     Migration(6, "gitlab: a merge request's tenant is its group", lambda: _GITLAB_TENANTS),
+    Migration(7, "team knowledge: learnings and their command jobs", lambda: _LEARNINGS),
 )
 
 

@@ -29,8 +29,9 @@ from pr_review_api.errors import ReviewError, ReviewTimeout
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import truncate_utf8
 from pr_review_api.loop.coverage import diff_paths
+from pr_review_api.loop.custom_checks import CustomCheck, merge_check_results
 from pr_review_api.loop.engine import Engine
-from pr_review_api.loop.review import ReviewPolicy, first_messages
+from pr_review_api.loop.review import ReviewPolicy, conversation_checks, first_messages
 from pr_review_api.loop.understanding import merge_understanding
 from pr_review_api.model import SEVERITIES, FinalReview, Finding
 from pr_review_api.settings import MAX_FINAL_TEXT_BYTES, MAX_FINDINGS, MAX_NOTES
@@ -155,7 +156,8 @@ async def batched_review(engine: Engine) -> FinalReview | None:
         ),
         return_exceptions=True,
     )
-    return merge_reviews(reviewed, _checked(outcomes), left=left)
+    checks = prepared.context.checks
+    return merge_reviews(reviewed, _checked(outcomes), left=left, checks=checks)
 
 
 async def _review_batch(
@@ -167,7 +169,8 @@ async def _review_batch(
         max_rounds = engine.settings.review_max_rounds
         # CONTRACT 21: the batch's walkthrough is checked against its own files.
         understanding = engine.prepared.context.understanding.for_batch(batch)
-        policy = ReviewPolicy(engine, understanding)
+        checks = conversation_checks(engine.prepared.context, list(batch))
+        policy = ReviewPolicy(engine, checks, understanding)
         return await engine.converse(policy, messages, max_rounds=max_rounds)
 
 
@@ -188,8 +191,10 @@ def merge_reviews(
     outcomes: Sequence[FinalReview | ReviewError],
     *,
     left: Sequence[Batch] = (),
+    checks: Sequence[CustomCheck] = (),
 ) -> FinalReview:
-    """One review of the batches': findings deduplicated, most severe first, then capped."""
+    """One review of the batches': findings deduplicated, most severe first, then capped;
+    each custom check's results merged (loop/custom_checks.py)."""
     reviews = [outcome for outcome in outcomes if isinstance(outcome, FinalReview)]
     findings = _unique([finding for review in reviews for finding in review.findings])
     findings.sort(key=lambda finding: SEVERITIES.index(finding.severity))  # stable
@@ -210,7 +215,13 @@ def merge_reviews(
         notes=[*fixed, *model_notes][:MAX_NOTES],
     )
     understood = merge_understanding(reviews)  # CONTRACT 21: {} when nothing was asked
-    return merged.model_copy(update=understood) if understood else merged
+    if understood:
+        merged = merged.model_copy(update=understood)
+    if not checks:
+        return merged
+    results, check_notes = merge_check_results(checks, [r.check_results() for r in reviews])
+    notes = [*fixed, *check_notes, *model_notes][:MAX_NOTES]
+    return merged.model_copy(update={"checks": results, "notes": notes})
 
 
 def _fixed_notes(

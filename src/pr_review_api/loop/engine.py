@@ -134,11 +134,13 @@ class Engine:
         # Calls checked and running but not yet in the tally: conversations that run at once
         # (loop/batches.py) check their rounds against the same total, so each reserves first.
         self._running_calls = 0
-        # REVIEW_REQUIRE_EVIDENCE: what the model received, for loop/evidence.py's rule.
+        # REVIEW_REQUIRE_EVIDENCE, or a custom check's `fail` (CONTRACT 20): what the model
+        # received, for loop/evidence.py's rule.
+        grounding = settings.review_require_evidence or bool(prepared.context.checks)
         self.coverage = CoverageTracker(
             prepared.repository,
             prepared.context.changed_files,
-            received=ReceivedCode() if settings.review_require_evidence else None,
+            received=ReceivedCode() if grounding else None,
         )
 
     async def converse(

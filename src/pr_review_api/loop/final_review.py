@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,6 +17,7 @@ from pydantic import ValidationError
 from pr_review_api.errors import InvalidModelResponse, InvalidRepository, ReviewError, ToolError
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
+from pr_review_api.loop.custom_checks import ChecksRejected, CustomCheck, take_checks, with_checks
 from pr_review_api.loop.suggestions import check_suggestions
 from pr_review_api.loop.understanding import (
     NO_UNDERSTANDING,
@@ -107,15 +109,19 @@ SUGGESTION_SCHEMA: dict[str, Any] = {
 
 
 def final_review_schema(
-    *, suggestions: bool = False, understanding: Understanding = NO_UNDERSTANDING
+    *,
+    suggestions: bool = False,
+    checks: bool = False,
+    understanding: Understanding = NO_UNDERSTANDING,
 ) -> dict[str, Any]:
     """The schema the model is given: section 8's exactly, or with `suggestion` (CONTRACT 14),
-    or with the walkthrough and linked issues `understanding` asks for (CONTRACT 21)."""
+    or with `checks` when a custom check applies (CONTRACT 20), or with the walkthrough and
+    linked issues `understanding` asks for (CONTRACT 21)."""
     schema = FINAL_REVIEW_SCHEMA
     if suggestions:
         schema = copy.deepcopy(FINAL_REVIEW_SCHEMA)
         schema["properties"]["findings"]["items"]["properties"]["suggestion"] = SUGGESTION_SCHEMA
-    return extended_schema(schema, understanding)
+    return extended_schema(with_checks(schema) if checks else schema, understanding)
 
 
 _AGAIN = (
@@ -193,6 +199,7 @@ def parse_final_review(
     tolerant: bool = False,
     unreadable: type[ReviewError] = InvalidRepository,
     suggestions: bool = False,
+    checks: Sequence[CustomCheck] = (),
     understanding: Understanding = NO_UNDERSTANDING,
 ) -> FinalReview:
     """Apply every stop-turn check to a stop turn's content.
@@ -202,6 +209,8 @@ def parse_final_review(
     A git failure while checking paths and lines raises `unreadable` (`map_git_errors`).
     With `suggestions` (REVIEW_SUGGESTIONS), a finding may carry a suggestion; each is then
     checked (loop/suggestions.py), and one that fails is dropped with a note, never rejected.
+    `checks` (the custom checks that apply, CONTRACT 20): the review must give each one's
+    result (loop/custom_checks.py); without any, a `checks` field is unknown, as in CONTRACT 8.
     `understanding` (CONTRACT 21) adds the walkthrough and linked-issue verdicts it asks for,
     checked against the change (loop/understanding.py).
     """
@@ -227,9 +236,16 @@ def parse_final_review(
             "Your final review was not valid JSON." + _AGAIN,
             "json",
         ) from None
-    document, ours, unknown = split_document(document, understanding)
-    if unknown is not None:
-        raise FinalReviewRejected(unknown[0], unknown[1] + _AGAIN, "unknown_field")
+    if not checks and isinstance(document, dict) and "checks" in document:
+        raise FinalReviewRejected(
+            "The final review has an unknown field at the top level.",
+            "Your final review has an unknown field at the top level." + _AGAIN,
+        )
+    try:
+        document, results = take_checks(document, checks)
+    except ChecksRejected as rejected:
+        raise FinalReviewRejected(rejected.message, rejected.repair + _AGAIN) from None
+    document, ours = _split(document, understanding)
     try:
         review = FinalReview.model_validate(
             document, context=None if suggestions else SUGGESTIONS_OFF
@@ -237,14 +253,32 @@ def parse_final_review(
     except ValidationError as exc:
         raise _schema_problem(exc, SUGGESTION_NAMES if suggestions else SCHEMA_NAMES) from None
     review = _check_locations(review, repository, unreadable)
+    if results is not None:
+        review = review.model_copy(update={"checks": results})
+    review = _attached(review, ours, understanding)
+    if not suggestions:
+        return review
+    return check_suggestions(review, repository, unreadable)
+
+
+def _split(document: object, understanding: Understanding) -> tuple[object, dict[str, object]]:
+    """The document without the fields `understanding` asks for, and those fields (CONTRACT
+    21); one of them it does not ask for is an unknown field."""
+    rest, ours, unknown = split_document(document, understanding)
+    if unknown is not None:
+        raise FinalReviewRejected(unknown[0], unknown[1] + _AGAIN, "unknown_field")
+    return rest, ours
+
+
+def _attached(
+    review: FinalReview, ours: dict[str, object], understanding: Understanding
+) -> FinalReview:
+    """The review with the walkthrough and verdicts, checked against the change."""
     understood = attach(review, ours, understanding)
     if isinstance(understood, tuple):
         message, repair, rule = understood
         raise FinalReviewRejected(message, repair + _AGAIN, rule)
-    review = understood
-    if not suggestions:
-        return review
-    return check_suggestions(review, repository, unreadable)
+    return understood
 
 
 def unwrap_fence(text: str) -> str | None:

@@ -23,9 +23,12 @@ from typing import Literal
 from pr_review_api.errors import ReviewError, ReviewTimeout
 from pr_review_api.forge.base import ChangeForge, PostedHead
 from pr_review_api.forge.gate import Gate, OnOutcome, gate_of
+from pr_review_api.loop.custom_checks import check_modes
 from pr_review_api.loop.policy import AUTHOR_CONTROLLED_RULES, skip_rule
 from pr_review_api.loop.workspace import Prepared
 from pr_review_api.model import FinalReview, Publication, ReviewResult, Revisions, Usage
+from pr_review_api.output.custom_checks import posted_results
+from pr_review_api.output.inert_markdown import escape_inline
 from pr_review_api.settings import Settings
 
 GATE_MARGIN_SECONDS = 1.0
@@ -49,7 +52,9 @@ def open_gate(
     reporter = None
     if forge is not None and info is not None and settings.pr_review_check_runs:
         reporter = forge.check_reporter(info, prepared.repository.revisions.head_sha)
-    return gate_of(reporter, fail_on, settings.pr_review_fail_on, git_dir, on_outcome)
+    gate = gate_of(reporter, fail_on, settings.pr_review_fail_on, git_dir, on_outcome)
+    gate.check_modes = check_modes(prepared.context.checks)  # CONTRACT 20: the base's modes
+    return gate
 
 
 async def gated(
@@ -102,6 +107,10 @@ async def already_posted(
     if gate.reporter is not None or gate.on_outcome is not None:
         info = prepared.pull_request
         counts = None if info is None else await forge.posted_counts(info, posted.review_id)
+        if gate.check_modes and info is not None:  # CONTRACT 20: the checks it published
+            body = await forge.posted_body(info, posted.review_id)
+            checks = posted_results(body, gate.check_modes, escape_inline)
+            result.review = result.review.model_copy(update={"checks": checks})
         await gate.finished(result, counts)
     return result
 

@@ -11,7 +11,9 @@ import json
 from dataclasses import dataclass
 
 from pr_review_api.jsonutil import truncate_utf8
+from pr_review_api.loop.custom_checks import CHECK_RULES, CustomCheck
 from pr_review_api.loop.final_review import final_review_schema
+from pr_review_api.loop.knowledge import knowledge_block
 from pr_review_api.loop.linked_issues import issues_data
 from pr_review_api.loop.repo_config import instructions_block
 from pr_review_api.loop.understanding import NO_UNDERSTANDING, Understanding, understanding_rules
@@ -73,23 +75,29 @@ def system_prompt(
     *,
     require_evidence: bool = False,
     suggestions: bool = False,
+    checks: bool = False,
     understanding: Understanding = NO_UNDERSTANDING,
 ) -> str:
     """The system message: rules and the exact final-review schema.
 
     `require_evidence` adds EVIDENCE_RULES before the final-review rule; `suggestions`
-    (REVIEW_SUGGESTIONS) adds SUGGESTION_RULES and `suggestion` to the schema. With neither, the
-    message is exactly as before those settings existed (tests hold it byte for byte).
+    (REVIEW_SUGGESTIONS) adds SUGGESTION_RULES and `suggestion` to the schema; `checks` (a
+    custom check applies, CONTRACT 20) adds CHECK_RULES and `checks`. With none, the message
+    is exactly as before those settings existed (tests hold it byte for byte).
     """
     rules = SYSTEM_PROMPT_RULES
     if require_evidence:
         rules = rules.replace(_FINAL_RULE, EVIDENCE_RULES + _FINAL_RULE, 1)
     if suggestions:
         rules = rules.removesuffix(_SCHEMA_HEADING) + SUGGESTION_RULES + _SCHEMA_HEADING
+    if checks:
+        rules = rules.removesuffix(_SCHEMA_HEADING) + CHECK_RULES + _SCHEMA_HEADING
     added = understanding_rules(understanding)  # CONTRACT 21; "" when it asks for nothing
     if added:
         rules = rules.removesuffix(_SCHEMA_HEADING) + added + _SCHEMA_HEADING
-    schema = final_review_schema(suggestions=suggestions, understanding=understanding)
+    schema = final_review_schema(
+        suggestions=suggestions, checks=checks, understanding=understanding
+    )
     return rules + json.dumps(schema, indent=2)
 
 
@@ -112,6 +120,10 @@ class ReviewContext:
     changed_since_last_review: tuple[str, ...] = ()
     # CONTRACT 15: titles of findings the team dismissed in the files under review (untrusted).
     dismissed_titles: tuple[str, ...] = ()
+    # CONTRACT 20: the custom checks that apply to the files under review, and the learnings
+    # of the repository (id, text; newest first, already bounded: loop/knowledge.py).
+    checks: tuple[CustomCheck, ...] = ()
+    learnings: tuple[tuple[int, str], ...] = ()
     # CONTRACT 21: the walkthrough's files and the linked issues read (loop/understanding.py).
     understanding: Understanding = NO_UNDERSTANDING
 
@@ -187,6 +199,11 @@ def user_message(
         json.dumps(untrusted, indent=1, ensure_ascii=True).replace("<", "\\u003c"),
         "</untrusted_pull_request_data>",
     ]
-    if context.repository_instructions:
+    if context.checks or context.learnings:
+        changed = [path for _, path in context.changed_files]
+        lines += knowledge_block(
+            context.repository_instructions, context.checks, context.learnings, changed
+        )
+    elif context.repository_instructions:
         lines += instructions_block(context.repository_instructions)
     return "\n".join(lines)

@@ -14,6 +14,7 @@ base: a head that adds or edits `.pr-review.toml` changes nothing. Keys (all opt
     review_bots = false         an automatic review of a matching pull request is skipped
     [[path_instructions]]       paths = [globs], instructions = "..." for matching changed files
     instruction_files = true    AGENTS.md, CLAUDE.md, .github/copilot-instructions.md as guidance
+    [[checks]]                  name, instructions, paths, mode: loop/custom_checks.py
     walkthrough = true          the review carries a walkthrough of the change (CONTRACT 21);
                                 false here wins over REVIEW_WALKTHROUGH
 
@@ -37,8 +38,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.globs import MAX_GLOB_CHARS, MAX_GLOBS, matches_any
+from pr_review_api.loop.custom_checks import CustomCheck, unique_names
 from pr_review_api.model import SEVERITIES, FinalReview, Finding, Severity
-from pr_review_api.settings import MAX_NOTES
+from pr_review_api.settings import MAX_CUSTOM_CHECKS, MAX_NOTES
 
 REPO_CONFIG_PATH = ".pr-review.toml"
 MAX_REPO_CONFIG_BYTES = 64 * 1024
@@ -117,6 +119,7 @@ class RepoConfig(BaseModel):
         tuple[PathInstructions, ...], Field(max_length=MAX_PATH_INSTRUCTIONS)
     ] = ()
     instruction_files: bool = True
+    checks: Annotated[tuple[CustomCheck, ...], Field(max_length=MAX_CUSTOM_CHECKS)] = ()
     # CONTRACT 21: None (unset) leaves it to REVIEW_WALKTHROUGH; false wins over the variable.
     walkthrough: bool | None = None
 
@@ -127,8 +130,10 @@ class RepoConfig(BaseModel):
         "skip_base_branches",
         "skip_title",
         "path_instructions",
+        "checks",
         mode="before",
     )(_tupled)
+    _unique_checks = field_validator("checks")(unique_names)
 
 
 @dataclass(frozen=True)

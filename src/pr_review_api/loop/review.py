@@ -12,11 +12,13 @@ the same engine.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import Any
 
 from pr_review_api.git_runner import run_git
 from pr_review_api.loop.checks import CheckedTurn
 from pr_review_api.loop.coverage import CoverageTracker
+from pr_review_api.loop.custom_checks import CustomCheck, applicable, ground_checks
 from pr_review_api.loop.engine import Engine, Repair, Stages
 from pr_review_api.loop.evidence import apply_evidence_rule
 from pr_review_api.loop.final_review import (
@@ -25,7 +27,7 @@ from pr_review_api.loop.final_review import (
     parse_final_review,
 )
 from pr_review_api.loop.linked_issues import with_linked_notes
-from pr_review_api.loop.prompts import system_prompt, user_message
+from pr_review_api.loop.prompts import ReviewContext, system_prompt, user_message
 from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.understanding import Understanding
 from pr_review_api.loop.verify import verify_findings
@@ -39,26 +41,35 @@ class ReviewPolicy:
 
     stages = Stages()
 
-    def __init__(self, engine: Engine, understanding: Understanding | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        checks: tuple[CustomCheck, ...] | None = None,
+        understanding: Understanding | None = None,
+    ) -> None:
         self.engine = engine
         self.repairs = engine.settings.review_repair_attempts
+        # The custom checks this conversation must decide (a batch's: loop/batches.py).
+        self.checks = engine.prepared.context.checks if checks is None else checks
         # CONTRACT 21: what this conversation's review adds (a batch's: its own files).
         self.understanding = understanding or engine.prepared.context.understanding
 
     async def stop(self, turn: CheckedTurn, *, last_round: bool) -> FinalReview | Repair:
         engine = self.engine
         try:
-            return await engine.store.run(
+            review = await engine.store.run(
                 functools.partial(
                     parse_final_review,
                     tolerant=engine.settings.review_tolerant_final_json,
                     unreadable=engine.prepared.unreadable,
                     suggestions=engine.settings.review_suggestions,
+                    checks=self.checks,
                     understanding=self.understanding,
                 ),
                 turn.content,
                 engine.prepared.repository,
             )
+            return ground_checks(review, engine.coverage.received)
         except FinalReviewRejected as rejected:
             if self.repairs == 0 or last_round:
                 raise naming_the_setting(
@@ -84,8 +95,8 @@ async def final_review(engine: Engine, batched: FinalReview | None = None) -> Fi
         messages = await first_messages(engine)
         max_rounds = engine.settings.review_max_rounds
         review = await engine.converse(ReviewPolicy(engine), messages, max_rounds=max_rounds)
-    received = engine.coverage.received  # set with REVIEW_REQUIRE_EVIDENCE
-    if received is not None:
+    received = engine.coverage.received  # set with REVIEW_REQUIRE_EVIDENCE (or checks)
+    if engine.settings.review_require_evidence and received is not None:
         review = await engine.store.run(apply_evidence_rule, review, received)
     # Off the event loop: matching the findings' paths is work the base commit sizes.
     review = await engine.store.run(apply_repo_config, review, engine.prepared.repo_config)
@@ -106,14 +117,26 @@ async def first_messages(engine: Engine, paths: list[str] | None = None) -> list
             _with_diff, engine.prepared, engine.coverage, limit, paths or []
         )
     else:
-        user = user_message(engine.prepared.context)
+        user = user_message(conversation_context(engine.prepared.context, paths))
     settings = engine.settings
     system = system_prompt(
         require_evidence=settings.review_require_evidence,
         suggestions=settings.review_suggestions,
+        checks=bool(conversation_checks(engine.prepared.context, paths)),
         understanding=engine.prepared.context.understanding,
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def conversation_checks(context: ReviewContext, paths: list[str] | None) -> tuple[CustomCheck, ...]:
+    """The custom checks one conversation decides: the change's, or those of a batch's files."""
+    return context.checks if not paths else applicable(context.checks, paths)
+
+
+def conversation_context(context: ReviewContext, paths: list[str] | None) -> ReviewContext:
+    """The first message's context, with a batch's checks only."""
+    checks = conversation_checks(context, paths)
+    return context if checks == context.checks else replace(context, checks=checks)
 
 
 def _with_diff(prepared: Prepared, coverage: CoverageTracker, limit: int, paths: list[str]) -> str:
@@ -124,7 +147,8 @@ def _with_diff(prepared: Prepared, coverage: CoverageTracker, limit: int, paths:
     if truncated:  # the cut may split a character: drop its first bytes
         text = text.rstrip("\ufffd")
     coverage.saw_diff(text, truncated=truncated)
-    return user_message(prepared.context, diff=text, diff_truncated=truncated)
+    context = conversation_context(prepared.context, paths)
+    return user_message(context, diff=text, diff_truncated=truncated)
 
 
 def same_tree(prepared: Prepared) -> bool:

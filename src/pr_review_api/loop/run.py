@@ -18,17 +18,19 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar, Unpack
 
-from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout
+from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout, ServerBusy
 from pr_review_api.forge.base import ChangeForge, Lent
 from pr_review_api.forge.gate import Gate, OnOutcome
 from pr_review_api.forge.select import open_forge
 from pr_review_api.git.store import RepositoryStore
+from pr_review_api.ledger import Learnings, repository_key
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.background_index import one_shot_store
 from pr_review_api.loop.batches import batched_review
 from pr_review_api.loop.engine import Engine, StageHook, Tally
 from pr_review_api.loop.gate import already_posted, gated, open_gate, skip_review
+from pr_review_api.loop.knowledge import bounded_learnings
 from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.review import final_review, same_tree
 from pr_review_api.loop.understand import with_understanding
@@ -151,6 +153,7 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
             work = repo_store.work(deadline, cancel)
             async with prepare(target, change_forge, repo_store, work) as pinned:
                 prepared = await repo_store.run(with_repo_config, pinned)
+                prepared = await _with_learnings(prepared, lent.get("learnings"))
                 publisher = change_forge if post else None
                 gate = open_gate(prepared, settings, publisher, on_outcome=on_check)
                 if automatic and (skipped := await skip_review(prepared, settings, gate)):
@@ -293,6 +296,21 @@ async def _publish(  # noqa: PLR0913  (as _before_model)
     resolved = await forge.resolve_fixed(result, info, git_dir)
     if resolved is not None:
         publication.resolved = resolved
+
+
+async def _with_learnings(prepared: Prepared, learnings: Learnings | None) -> Prepared:
+    """The repository's learnings in the first message (CONTRACT 20), newest first and
+    bounded; a database that does not answer leaves them out (the review goes on)."""
+    info = prepared.pull_request
+    if learnings is None or info is None:
+        return prepared
+    try:
+        found = bounded_learnings(await learnings.given(repository_key(info)))
+    except ServerBusy:
+        return prepared
+    if not found:
+        return prepared
+    return replace(prepared, context=replace(prepared.context, learnings=found))
 
 
 def _counted(

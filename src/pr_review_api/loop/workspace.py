@@ -22,6 +22,7 @@ from pr_review_api.git.limits import Work
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GIT_FAILURES, run_git
+from pr_review_api.loop.custom_checks import applicable
 from pr_review_api.loop.guidance import repository_guidance
 from pr_review_api.loop.linked_issues import NO_LINKED_ISSUES, LinkedIssues
 from pr_review_api.loop.prompts import ReviewContext
@@ -174,7 +175,8 @@ def with_repo_config(prepared: Prepared) -> Prepared:
     instructions = repository_guidance(
         repository.git_dir, repository.revisions.base_sha, loaded.config, changed
     )
-    context = replace(prepared.context, repository_instructions=instructions)
+    checks = applicable(loaded.config.checks, changed)  # CONTRACT 20: only those that apply
+    context = replace(prepared.context, repository_instructions=instructions, checks=checks)
     return replace(prepared, context=context, repo_config=loaded)
 
 

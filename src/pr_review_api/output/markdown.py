@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 
 from pr_review_api.model import Finding, ReviewResult, Severity, TraceTurn
+from pr_review_api.output import custom_checks
 from pr_review_api.output.common import (
     arguments_json,
     by_severity,
@@ -84,6 +85,8 @@ def render_markdown(result: ReviewResult) -> str:
     for severity, findings in by_severity(result):
         parts.append(f"### {_ICONS[severity]} {severity.capitalize()} ({len(findings)})")
         parts += [_md_finding(finding) for finding in findings]
+    if checks := result.review.check_results():  # CONTRACT 20: only when a check applied
+        parts.append(custom_checks.markdown_section(checks, md_inline, md_escape))
     if result.review.notes:
         notes = "\n".join(f"- {md_inline(note)}" for note in result.review.notes)
         parts += ["### Notes", notes]

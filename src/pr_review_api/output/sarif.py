@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from pr_review_api import __version__
 from pr_review_api.model import SEVERITIES, Finding, ReviewResult, Severity, Suggestion
+from pr_review_api.output import custom_checks
 from pr_review_api.output.common import suggestion_heading
 
 TOOL_NAME = "pr-review"
@@ -55,6 +56,8 @@ def sarif_document(result: ReviewResult) -> dict[str, Any]:
             "coverage": result.coverage.model_dump(mode="json"),
         },
     }
+    if checks := result.review.check_results():  # CONTRACT 20: only when a check applied
+        run["properties"]["checks"] = custom_checks.sarif_properties(checks)
     # CONTRACT 21: only when the review has them, so a review without is as before.
     review = result.review.model_dump(mode="json", include={"walkthrough", "linked_issues"})
     run["properties"].update(review)

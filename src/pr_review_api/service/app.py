@@ -95,6 +95,7 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
     from pr_review_api.service.gitlab_webhooks import gitlab_webhook_router  # noqa: PLC0415
     from pr_review_api.service.jobs_routes import jobs_router  # noqa: PLC0415
     from pr_review_api.service.ui import ui_router  # noqa: PLC0415
+    from pr_review_api.service.ui_learnings import learnings_router  # noqa: PLC0415
     from pr_review_api.service.ui_session import install_sign_in_handler  # noqa: PLC0415
     from pr_review_api.service.webhooks import webhook_router  # noqa: PLC0415
 
@@ -112,6 +113,7 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
     router.lifespan_context = lifespan
     app.include_router(router)
     app.include_router(ui_router())  # CONTRACT 18
+    app.include_router(learnings_router())  # CONTRACT 20
     install_sign_in_handler(app)
     if settings.pr_review_webhook_secret is not None:
         app.include_router(webhook_router())

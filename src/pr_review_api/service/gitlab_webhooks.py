@@ -61,7 +61,7 @@ from pr_review_api.gitlab.hooks import (
 )
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
-from pr_review_api.jobs.commands import addressed_text
+from pr_review_api.jobs.commands import addressed_text, is_knowledge_command, knowledge_kind
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import JobKind, PullRequestJob
 from pr_review_api.metrics import Metrics
@@ -234,6 +234,8 @@ async def _permitted_command(note: MergeRequestNote, checks: _Checks) -> Command
 
 def kind_of(text: str, note: MergeRequestNote) -> JobKind | None:
     """The job a note's command asks for (jobs/commands.py's reading, GitLab's threads)."""
+    if is_knowledge_command(text):  # remember / forget: anywhere on the merge request
+        return knowledge_kind(text)
     word = text.lower()
     if word in _COMMANDS:
         return _COMMANDS[word]

@@ -13,7 +13,8 @@ is parsed. Then:
     check_run rerequested, our check on a pull request's head (github/gate_events.py)
                                                            202 {"job_id": ..., "status": ...}
     issue_comment / pull_request_review_comment created, addressed to us by a user who may
-    ask it (CONTRACT 15)                                   202 {"job_id": ..., "status": ...}
+    ask it (CONTRACT 15; `remember` and `forget`, writers only: CONTRACT 20)
+                                                           202 {"job_id": ..., "status": ...}
     anything else                                          202 {"status": "ignored"}
 
 A comment is read from the delivery only (jobs/commands.py); our own comments and `[bot]`

@@ -1,0 +1,81 @@
+"""Learnings on GitLab (CONTRACT 20, 17): a Developer's `remember` note on one merge request,
+through the Note Hook route and a real worker, shapes the first message of the next merge
+request's review of the project; a Reporter's stores nothing; `forget` removes it (one
+`thumbsup` each, no text)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from tests.fakes.gitlab_members import Members
+from tests.fakes.gitlab_notes import FakeNotes
+from tests.fakes.gitlab_server import FakeGitLab
+from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.gitlab.payloads import note_hook
+from tests.jobs.gitlab_service import BOT, GitLabService, note
+from tests.jobs.test_gitlab_jobs import PROJECT, finished, merge_request, settings_for
+from tests.jobs.test_jobs import rows
+
+pytestmark = pytest.mark.e2e
+
+DEVELOPER = ("alice", 51)
+REPORTER = ("rita", 52)
+LESSON = "Scripts under tools/ may use bare except: do not flag them."
+
+
+def _note(notes: FakeNotes, user: tuple[str, int], body: str) -> tuple[int, dict[str, Any]]:
+    stored = notes.add(PROJECT, 7, body, user[0])
+    return stored.id, note_hook(body, username=user[0], user_id=user[1], note_id=stored.id)
+
+
+def test_a_developers_remember_shapes_the_next_merge_request_and_forget_removes_it(
+    database_url: str,
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    scripted_provider: ScriptedProvider,
+    gitlab_service: GitLabService,
+) -> None:
+    settings = settings_for(gitlab_service, scripted_provider)
+    members = Members.install(fake_gitlab)
+    members.add(PROJECT, user_id=DEVELOPER[1], username=DEVELOPER[0], level=30)
+    members.add(PROJECT, user_id=REPORTER[1], username=REPORTER[0], level=20)
+    merge_request(fake_gitlab, 7)
+    second = merge_request(fake_gitlab, 8)
+    _, by_reporter = _note(fake_gitlab_notes, REPORTER, f"/pr-review remember {LESSON}")
+    told_id, told = _note(fake_gitlab_notes, DEVELOPER, f"@{BOT} remember {LESSON}")
+    scripted_provider.script(stop_turn({"summary": "S", "findings": [], "notes": []}))
+
+    async def scenario() -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]:
+        async with gitlab_service.running(settings) as (client, _):
+            refused = (await note(client, by_reporter)).json()
+            stored = await finished(client, (await note(client, told)).json()["job_id"])
+            created = await client.post(
+                "/v1/review-jobs", json={"pull_request_url": second.url, "post": True}
+            )
+            reviewed = await finished(client, created.json()["job_id"])
+            learning_id = stored["result"]["learning_id"]
+            forget_id, forget = _note(
+                fake_gitlab_notes, DEVELOPER, f"/pr-review forget {learning_id}"
+            )
+            forgotten = await finished(client, (await note(client, forget)).json()["job_id"])
+            assert (forget_id, "thumbsup", BOT) in fake_gitlab_notes.awards
+            return refused, stored, reviewed, forgotten
+
+    refused, stored, reviewed, forgotten = asyncio.run(scenario())
+    assert refused == {"status": "ignored"}
+    assert stored["result"]["outcome"] == "remembered"
+    assert reviewed["status"] == "succeeded", reviewed["result"]
+    assert forgotten["result"]["outcome"] == "forgotten"
+    assert fake_gitlab_notes.awards[0] == (told_id, "thumbsup", BOT)
+    messages = scripted_provider.requests[-1].json["messages"]
+    block = messages[1]["content"].split("<repository_instructions>\n")[1].split("\n</repo")[0]
+    learning = {"id": stored["result"]["learning_id"], "text": LESSON}
+    assert json.loads(block)["learnings"] == [learning]
+    assert LESSON not in messages[0]["content"]
+    assert rows(database_url, "SELECT count(*) FROM learnings") == [(0,)]
+    asked = rows(database_url, "SELECT command->>'author' FROM review_jobs WHERE kind = 'remember'")
+    assert asked == [(DEVELOPER[0],)]
