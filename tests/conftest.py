@@ -28,6 +28,7 @@ pytest_plugins = [
     "tests.fakes.gitlab_notes",
     "tests.fakes.gitlab_statuses",
     "tests.fakes.gitlab_threads",
+    "tests.fakes.gitlab_issues",
     "tests.fakes.gitea_server",
     "tests.fakes.gitea_reviews",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -17,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationInfo,
     field_validator,
 )
@@ -59,6 +61,28 @@ class Suggestion(BaseModel):
     start_line: Annotated[int, Field(ge=1)]
     end_line: Annotated[int, Field(ge=1)]
     replacement: str
+    # The head's lines it replaces, as the checks read them (loop/suggestions.py): the text
+    # and Markdown reports show them as `-` lines. Never serialized: the document is CONTRACT 14's.
+    _replaced: tuple[str, ...] | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        # The replaced lines are the head's, read for the reports: not part of the value.
+        if not isinstance(other, Suggestion):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    def __hash__(self) -> int:
+        return hash((self.start_line, self.end_line, self.replacement))
+
+    def replaced_lines(self) -> tuple[str, ...] | None:
+        """The head's lines this suggestion replaces, when the checks read them."""
+        return self._replaced
+
+    def with_replaced(self, lines: Sequence[str]) -> Suggestion:
+        """This suggestion, knowing the head's lines it replaces."""
+        copy = self.model_copy()
+        copy._replaced = tuple(lines)
+        return copy
 
 
 class Finding(BaseModel):
@@ -115,11 +139,37 @@ class CheckResult(BaseModel):
     evidence: BoundedText
 
 
+MAX_WALKTHROUGH_SUMMARY_CHARS = 300
+LinkedIssueVerdict = Literal["yes", "partly", "no", "unclear"]
+LINKED_ISSUE_VERDICTS: tuple[LinkedIssueVerdict, ...] = ("yes", "partly", "no", "unclear")
+
+
+class WalkthroughEntry(BaseModel):
+    """One row of the walkthrough (CONTRACT 21): changed files and what their change does."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    paths: Annotated[list[BoundedText], Field(min_length=1)]
+    summary: Annotated[str, Field(max_length=MAX_WALKTHROUGH_SUMMARY_CHARS)]
+
+
+class LinkedIssue(BaseModel):
+    """Whether the change does what a linked issue asks (CONTRACT 21)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    ref: BoundedText
+    addressed: LinkedIssueVerdict
+    explanation: BoundedText
+
+
 class FinalReview(BaseModel):
     """The model's validated review.
 
     `checks` is MISSING (absent from every document, byte for byte as CONTRACT 8) unless at
-    least one custom check applied to the change (loop/custom_checks.py validates it)."""
+    least one custom check applied to the change (loop/custom_checks.py validates it).
+    `walkthrough` and `linked_issues` (CONTRACT 21) are MISSING too unless the review asked
+    for them (loop/understanding.py)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -131,6 +181,17 @@ class FinalReview(BaseModel):
     def check_results(self) -> list[CheckResult]:
         """The custom checks' results (none when no check applied)."""
         return [] if self.checks is MISSING else self.checks
+
+    walkthrough: list[WalkthroughEntry] | MISSING = MISSING
+    linked_issues: list[LinkedIssue] | MISSING = MISSING
+
+    def walkthrough_entries(self) -> list[WalkthroughEntry]:
+        """The walkthrough's entries; none when the review has no walkthrough."""
+        return [] if self.walkthrough is MISSING else self.walkthrough
+
+    def linked_issue_verdicts(self) -> list[LinkedIssue]:
+        """The linked issues' verdicts; none when no issue was read."""
+        return [] if self.linked_issues is MISSING else self.linked_issues
 
 
 MAX_TRACE_LABEL_CHARS = 256

@@ -221,6 +221,9 @@ class Settings(BaseSettings):
     review_require_evidence: bool = False
     # CONTRACT 14: findings may carry a committable replacement (loop/suggestions.py).
     review_suggestions: bool = False
+    # CONTRACT 21: the final review carries a walkthrough (.pr-review.toml's `walkthrough`
+    # wins when set; loop/walkthrough.py).
+    review_walkthrough: bool = False
     # Issue 29 item 3: the tokens one review may spend over all its conversations (the
     # engine's Tally); none by default. Reaching it stops new provider requests.
     review_max_total_tokens: int | None = Field(default=None, ge=1)

@@ -79,8 +79,17 @@ def test_on_the_provider_gets_the_field_and_the_document_carries_it(
 @pytest.mark.parametrize(
     ("output_format", "shown"),
     [
-        ("text", "+    validate(user)\n"),
-        ("markdown", "```diff\n@@ -2,2 +2,2 @@\n+    validate(user)\n+    store(user)\n```"),
+        # Shown whole (issue 38): the head's lines it replaces, then the replacement.
+        (
+            "text",
+            "        @@ -2,2 +2,2 @@\n        -    store(user)\n        -    validate(user)\n"
+            "        +    validate(user)\n        +    store(user)\n",
+        ),
+        (
+            "markdown",
+            "```diff\n@@ -2,2 +2,2 @@\n-    store(user)\n-    validate(user)\n"
+            "+    validate(user)\n+    store(user)\n```",
+        ),
         ("sarif", '"text": "    validate(user)\\n    store(user)"'),
     ],
 )

@@ -41,6 +41,7 @@ from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thre
 from tests.fakes.github_app import FakeApp, app_endpoint
 from tests.fakes.github_conversation import conversation, graphql
 from tests.fakes.github_documents import pull_json
+from tests.fakes.github_issues import issues
 from tests.fakes.github_reviews import comment_view, create_review, reviews
 from tests.gitrepo import FastCommit, GitRepo, git, import_commits
 
@@ -172,6 +173,11 @@ class FakeGitHub:
         self.resolved_threads: set[str] = set()  # node ids of resolved review threads
         # --- a GitHub App (install_app): its JWT, installations and their tokens ---
         self.app: FakeApp | None = None
+        # --- issues (CONTRACT 21; tests/fakes/github_issues.py) ---
+        # (owner, repo, number), lower case -> (title, body)
+        self.issues: dict[tuple[str, str, int], tuple[str, str | None]] = {}
+        self.hidden_repos: set[tuple[str, str]] = set()  # 404 to every issue read
+        self.issue_reads: list[tuple[str, str, int]] = []
         self._pulls: dict[tuple[str, str, int], PullRequestFixture] = {}
         self._next_id = 1000
         self._lock = threading.Lock()
@@ -314,6 +320,14 @@ class FakeGitHub:
         )
         self._pulls[(owner, repo, pull.number)] = new
         return new
+
+    def add_issue(self, owner: str, repo: str, number: int, title: str, body: str = "") -> None:
+        """An issue of owner/repo (tests/fakes/github_issues.py answers it)."""
+        self.issues[(owner.lower(), repo.lower(), number)] = (title, body)
+
+    def pulls(self) -> dict[tuple[str, str, int], PullRequestFixture]:
+        """The pull requests published, by (owner, repo, number) in lower case."""
+        return {(o.lower(), r.lower(), n): p for (o, r, n), p in self._pulls.items()}
 
     # --- reviews ---
 
@@ -538,7 +552,7 @@ class _Handler(GitHandler):
         else:
             self._send(record, 404, b"not found", {"Content-Type": "text/plain"})
 
-    def _api(  # noqa: C901, PLR0911  (one return per endpoint)
+    def _api(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint)
         self, fake: FakeGitHub, record: RecordedRequest, path: str, body: bytes = b""
     ) -> None:
         pieces = path.split("/")  # "", "repos", owner, repo, "pulls", number
@@ -549,6 +563,8 @@ class _Handler(GitHandler):
             return
         if len(pieces) == 4 and pieces[1] == "repos" and self.command == "GET":
             self._repository(fake, record, pieces[2], pieces[3])
+            return
+        if issues(fake, self, record, pieces):
             return
         if (
             len(pieces) >= 5

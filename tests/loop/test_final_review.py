@@ -202,8 +202,9 @@ def test_uncommitted_file_is_not_an_existing_file(tmp_path: Path) -> None:
 
 
 def test_schema_matches_the_model_on_required_fields() -> None:
-    # `checks` is CONTRACT 20's, there only when a custom check applies (test_custom_checks.py).
-    assert set(FINAL_REVIEW_SCHEMA["required"]) == set(FinalReview.model_fields) - {"checks"}
+    # `checks` is CONTRACT 20's, `walkthrough` and `linked_issues` CONTRACT 21's.
+    added = {"checks", "walkthrough", "linked_issues"}
+    assert set(FINAL_REVIEW_SCHEMA["required"]) == set(FinalReview.model_fields) - added
     item = FINAL_REVIEW_SCHEMA["properties"]["findings"]["items"]
     from pr_review_api.model import Finding
 

@@ -316,8 +316,6 @@ def test_the_memory_of_the_syntax_proof_is_bounded(repo: GitRepo, tmp_path: Path
     )
     own, children, kept, notes = json.loads(done.stdout)
     assert (kept, notes) == (4, [])  # every file parsed: none dropped for time or memory
-    assert own < 200 * 1024, (
-        own,
-        children,
-    )  # an interpreter with the review's modules, one file's text
+    # An interpreter with the review's modules, and one file's text.
+    assert own < 200 * 1024, (own, children)
     assert children <= MAX_SYNTAX_CHECK_MEMORY // 1024  # the child's limit held

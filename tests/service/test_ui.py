@@ -52,6 +52,8 @@ def hostile_document(url: str) -> dict[str, Any]:
             "summary": ANCHOR + " " + SCRIPT,
             "findings": [finding, low],
             "notes": [MARKDOWN_LINK, "javascript:alert(5)"],
+            "walkthrough": [{"paths": [SCRIPT], "summary": "walk " + IMG}],
+            "linked_issues": [{"ref": "#12", "addressed": "no", "explanation": "why " + ANCHOR}],
         },
         "usage": {"prompt_tokens": 100, "completion_tokens": 23, "total_tokens": 123},
         "rounds": 2,
@@ -156,6 +158,8 @@ def test_pages_show_model_text_as_text_and_never_as_markup(database_url: str) ->
     for text in (SCRIPT, JS_LINK, ANCHOR, IMG, MARKDOWN_LINK, "javascript:alert(5)"):
         assert text in detail.all_text, text  # shown, as the characters the model wrote
     assert "</script><script>alert(6)</script>" in detail.all_text  # the trace's arguments
+    assert "walk " + IMG in detail.all_text  # CONTRACT 21's tables, as text too
+    assert "why " + ANCHOR in detail.all_text
     assert "2 of 3 changed files inspected." in detail.all_text
     assert "<b>model</b>" in detail.all_text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail_html

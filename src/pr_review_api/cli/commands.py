@@ -310,7 +310,11 @@ def schema(which: str) -> None:
             settings = load_settings()
         except ReviewError as exc:
             _fail(exc, "text")
-        click.echo(review_schema_json(suggestions=settings.review_suggestions))
+        click.echo(
+            review_schema_json(
+                suggestions=settings.review_suggestions, walkthrough=settings.review_walkthrough
+            )
+        )
 
 
 main.add_command(eval_command)

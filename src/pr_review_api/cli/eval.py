@@ -185,9 +185,19 @@ def _progress(done: int, total: int, outcome: ReviewOutcome) -> None:
         f"[{done}/{total}] {outcome.case_id} run {outcome.run}: {outcome.termination_reason}, "
         f"{counts.findings} findings, {counts.matched_golden}/{counts.golden} golden matched, "
         f"{outcome.tokens} tokens, {outcome.wall_seconds:.1f} s"
-        + "".join(f", check {c.expected}->{c.got}" for c in outcome.checks),
+        + "".join(f", check {c.expected}->{c.got}" for c in outcome.checks)
+        + _understood(outcome),
         err=True,
     )
+
+
+def _understood(outcome: ReviewOutcome) -> str:
+    """What the line adds of CONTRACT 21 when it was measured ("" otherwise)."""
+    seen = outcome.understood
+    parts = [] if seen.walkthrough is None else [f"walkthrough {seen.walkthrough:.2f}"]
+    if seen.expected is not None:
+        parts.append(f"linked issue {seen.verdict or 'none'} (expected {seen.expected})")
+    return "".join(f", {part}" for part in parts)
 
 
 def _fail(exc: ReviewError, output_format: str) -> NoReturn:

@@ -1,15 +1,13 @@
 """Evaluation corpora: the source format, the builder, the built format, and their checks.
 
 A corpus *source* is a folder with one TOML file per case under `cases/` (see docs/eval.md):
-where the code comes from (project, licence, file), the base files, the edits that make the
-head, and the golden issues (path, line range, one sentence) planted by those edits. A clean
-case (a refactor, a rename, documentation) has no golden issues and measures false positives.
+where the code comes from, the base files, the edits that make the head, and the golden issues
+(path, line range, one sentence) they plant; a clean case has none and measures false positives.
 
-`build_corpus()` writes a *built* corpus: one git repository per case under `repos/`, with a
-base and a head commit, and `corpus.json`, which names each case's repository, commits and
-golden issues. `pr-review eval` reads a built corpus, or builds a source into a temporary
-folder first. `check_case()` proves a built case sound: every golden line exists at the head
-and lies in the diff from base to head.
+`build_corpus()` writes a *built* corpus: a git repository per case under `repos/` (a base and
+a head commit) and `corpus.json` (each case's repository, commits and golden issues), which
+`pr-review eval` reads, building a source into a temporary folder first. `check_case()` proves
+a built case sound: every golden line exists at the head and lies in the diff.
 
 A corpus is someone else's folder, so nothing in it is followed out of it: files are opened
 without following links and only when they are regular files, read no further than their cap
@@ -34,6 +32,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pr_review_api.errors import InvalidRequest
+from pr_review_api.evaluation.case_issue import WithLinkedIssue
 from pr_review_api.evaluation.expected_checks import ExpectedCheck, expected_checks, none_expected
 
 CORPUS_MANIFEST = "corpus.json"
@@ -54,7 +53,7 @@ DefectKind = Literal[
     "wrong-argument-order",
     "api-misuse",
 ]
-CleanKind = Literal["refactor", "rename", "docs"]
+CleanKind = Literal["refactor", "rename", "docs", "feature"]
 # A case about custom checks (evaluation/expected_checks.py): golden issues are optional.
 CaseKind = DefectKind | CleanKind | Literal["check"]
 DEFECT_KINDS: tuple[str, ...] = get_args(DefectKind)
@@ -151,7 +150,7 @@ class Edit(_Strict):
         return self
 
 
-class CaseFile(_Strict):
+class CaseFile(_Strict, WithLinkedIssue):
     """One case of a corpus source (`cases/<id>.toml`)."""
 
     id: Annotated[str, Field(pattern=CASE_ID)]
@@ -174,7 +173,7 @@ class CaseFile(_Strict):
         return self
 
 
-class BuiltCase(_Strict):
+class BuiltCase(_Strict, WithLinkedIssue):
     """One case of a built corpus: a repository, two commits and the golden issues."""
 
     id: Annotated[str, Field(pattern=CASE_ID)]
@@ -320,6 +319,7 @@ def build_case(case: CaseFile, repos: Path) -> BuiltCase:
         head=head,
         golden=case.golden,
         checks=case.checks,
+        linked_issue=case.linked_issue,
     )
 
 

@@ -22,6 +22,11 @@ from pr_review_api.evaluation import bootstrap
 from pr_review_api.evaluation.check_scoring import check_figures, check_intervals, checks_line
 from pr_review_api.evaluation.runner import FINAL_REVIEW, CaseReport, ReviewOutcome, RunError
 from pr_review_api.evaluation.scoring import Counts, SuggestionCounts
+from pr_review_api.evaluation.understanding import (
+    run_figures,
+    understanding_figures,
+    understanding_line,
+)
 from pr_review_api.settings import Settings
 
 # Settings that change what a review does; recorded so that two reports can be compared.
@@ -38,6 +43,7 @@ REPORTED_SETTINGS = (
     "review_verify_findings",
     "review_require_evidence",
     "review_suggestions",
+    "review_walkthrough",
 )
 
 
@@ -81,6 +87,8 @@ def _figures(outcomes: Sequence[ReviewOutcome]) -> dict[str, Any]:
         "suggestions": _suggestion_figures(
             sum((o.suggestions for o in outcomes), SuggestionCounts())
         ),
+        # CONTRACT 21: only when measured, so a report without them reads as before.
+        **understanding_figures([o.understood for o in outcomes]),
     }
 
 
@@ -143,6 +151,7 @@ def report_document(
                         "locations": [[f.path, f.line] for f in o.findings],
                         "error": _error(o.error),
                         **({"checks": [asdict(c) for c in o.checks]} if case.checks else {}),
+                        **run_figures(o.understood),
                     }
                     for o in report.outcomes
                 ],
@@ -242,6 +251,9 @@ def render_text(document: dict[str, Any]) -> str:
     if "checks" in document["total"]:
         checks = document["total"]["checks"]
         out.append(checks_line(checks, checks["intervals"]))
+    understanding = understanding_line(document["total"])
+    if understanding is not None:
+        out.append(understanding)
     out.append(
         f"Model {settings['opencode_model']}; {document['runs']} run(s) per case; "
         "final is the share that ended final_review; precision and recall match by path "

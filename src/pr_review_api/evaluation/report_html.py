@@ -110,8 +110,33 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def understanding_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """CONTRACT 21, per case that measured it: the walkthrough's coverage, the linked issue's
+    expected verdict and the runs' verdicts, and the first run's walkthrough (its table)."""
+    rows = []
+    for case in document["cases"]:
+        if "walkthrough_coverage" not in case and "linked_issues" not in case:
+            continue
+        runs = case.get("runs", [])
+        linked = [run["linked_issue"] for run in runs if "linked_issue" in run]
+        rows.append(
+            {
+                "id": case["id"],
+                "coverage": case.get("walkthrough_coverage"),
+                "expected": linked[0]["expected"] if linked else None,
+                "verdicts": [item["verdict"] or "none" for item in linked],
+                "walkthrough": runs[0].get("walkthrough", []) if runs else [],
+            }
+        )
+    return rows
+
+
 def render_html(document: dict[str, Any]) -> str:
     """The page for `document` (`report.report_document`)."""
     return _templates.get_template("report.html").render(
-        document=document, chart=chart(document), cell=_cell, errors=errors(document)
+        document=document,
+        chart=chart(document),
+        cell=_cell,
+        understanding=understanding_rows(document),
+        errors=errors(document),
     )

@@ -17,7 +17,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pr_review_api.errors import ReviewError
@@ -31,6 +31,7 @@ from pr_review_api.evaluation.scoring import (
     fix_count,
     score_review,
 )
+from pr_review_api.evaluation.understanding import Understood, case_issues, understood
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.loop.evidence import ungrounded_count
@@ -80,6 +81,8 @@ class ReviewOutcome:
     error: RunError | None = None  # None when the review ended with a review
     # The case's expected custom checks and the results the review gave (CONTRACT 20).
     checks: tuple[CheckScore, ...] = ()
+    # CONTRACT 21: the walkthrough's coverage and the linked-issue verdict (when measured).
+    understood: Understood = field(default_factory=Understood)
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,9 @@ async def review_case(
         seen["round"] = max(seen["round"], update.round)
         seen["tokens"] = max(seen["tokens"], update.usage.total_tokens)
 
-    target = LocalTarget(repo=folder / case.repository, base=case.base, head=case.head)
+    repository = folder / case.repository
+    target = LocalTarget(repository, case.base, case.head, linked=case_issues(case))
+    walkthrough = settings.review_walkthrough
     started = time.perf_counter()
     error: RunError | None
     try:
@@ -132,8 +137,10 @@ async def review_case(
         error = RunError(reason, "The review failed unexpectedly.")
     else:
         wall = time.perf_counter() - started
-        suggestions = _suggestions(folder / case.repository, case, result)
-        return _scored(case, run, result, wall, suggestions)
+        suggestions = _suggestions(repository, case, result)
+        scored = _scored(case, run, result, wall, suggestions)
+        seen_now = understood(case, repository, result, walkthrough=walkthrough)
+        return replace(scored, understood=seen_now)
     wall = time.perf_counter() - started
     counts = score_review([], case.golden)
     missed = SuggestionCounts(golden_with_fix=_with_fix(case))
@@ -150,6 +157,7 @@ async def review_case(
         suggestions=missed,
         error=error,
         checks=check_scores(case.checks, None),
+        understood=understood(case, repository, None, walkthrough=walkthrough),
     )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypedDict
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict
 
 from pr_review_api.errors import ReviewError
 from pr_review_api.fetch.cache import PreparedPullRequest
@@ -81,6 +81,19 @@ class PriorReview:
     posted: PostedHead | None = None
     last_head: str | None = None
     changed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class IssueText:
+    """An issue's title and body as its forge gave them (untrusted, not yet bounded)."""
+
+    title: str
+    body: str
+
+
+# What reading a linked issue gave (CONTRACT 21): its text, a number that names a pull
+# request, or nothing readable (missing, not visible to the review's identity, a failure).
+IssueAnswer = IssueText | Literal["pull_request", "unreadable"]
 
 
 class ChangeForge(ABC):
@@ -167,3 +180,9 @@ class ChangeForge(ABC):
     ) -> int | None:
         """After publishing a re-review, resolve the threads of ours the new head fixed: how
         many, or None when the forge resolves none."""
+
+    async def read_issue(self, project: str, number: int) -> IssueAnswer:
+        """The issue `number` of `project` (`owner/repo`, or GitLab's full path) on this forge,
+        read with the review's identity (CONTRACT 21); a forge that reads none: "unreadable"."""
+        del project, number
+        return "unreadable"

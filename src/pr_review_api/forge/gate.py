@@ -25,6 +25,8 @@ from pr_review_api.output.gate_outcome import (
     stricter,
     unknown_outcome,
 )
+from pr_review_api.output.inert_markdown import escape_inline
+from pr_review_api.output.understanding import with_linked_issues
 from pr_review_api.publishing.placement import fingerprint_of, line_texts
 
 # Told every outcome the check is completed with.
@@ -106,6 +108,7 @@ class Gate:
         )
         # CONTRACT 20: an `error` check that did not pass fails the gate, whatever fail_on says.
         outcome = gate_with_checks(outcome, result.review.check_results(), self.check_modes)
+        outcome = with_linked_issues(outcome, result.review, escape_inline)  # CONTRACT 21
         await self._complete(outcome, url)
 
     def _gate_findings(self, result: ReviewResult) -> list[GateFinding]:

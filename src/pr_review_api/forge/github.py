@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from pr_review_api.errors import GitHubUnavailable, ServerBusy
 from pr_review_api.fetch.cache import PreparedPullRequest
-from pr_review_api.forge.base import ChangeForge, PostedHead, PriorReview
+from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.checks import CheckReporter
@@ -31,6 +31,7 @@ from pr_review_api.github.conversation import (
     downvoted,
 )
 from pr_review_api.github.history import PostWire, prior_state
+from pr_review_api.github.issues import read_issue as read_github_issue
 from pr_review_api.github.preflight import ensure_can_publish
 from pr_review_api.github.publish import publish_result
 from pr_review_api.github.resolve import resolve_fixed
@@ -65,6 +66,11 @@ class GitHubForge(ChangeForge):
     async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
         async with open_pull_request(url, self.settings, self.github) as prepared:
             yield prepared
+
+    async def read_issue(self, project: str, number: int) -> IssueAnswer:
+        owner, _, repo = project.partition("/")
+        answer = await read_github_issue(self.github, owner, repo, number)
+        return answer if isinstance(answer, str) else IssueText(*answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return CheckReporter(self.github, info.owner, info.repo, head_sha, info.number)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError, ServerBusy
 from pr_review_api.fetch.cache import PreparedPullRequest
-from pr_review_api.forge.base import ChangeForge, PostedHead, PriorReview
+from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
@@ -40,6 +40,7 @@ from pr_review_api.gitlab.conversation import AccessLevels
 from pr_review_api.gitlab.discussions import finding_discussions
 from pr_review_api.gitlab.dismissals import dismissed_on_merge_request, thumbs_down
 from pr_review_api.gitlab.history import our_note_body, prior_state
+from pr_review_api.gitlab.issues import read_issue as read_gitlab_issue
 from pr_review_api.gitlab.preflight import ensure_can_publish
 from pr_review_api.gitlab.publish import merge_request_key, publish_merge_request
 from pr_review_api.gitlab.resolve import resolve_fixed
@@ -77,6 +78,10 @@ class GitLabForge(ChangeForge):
     async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
         async with open_merge_request(url, self.settings, self.gitlab) as prepared:
             yield prepared
+
+    async def read_issue(self, project: str, number: int) -> IssueAnswer:
+        answer = await read_gitlab_issue(self.gitlab, project, number)
+        return answer if isinstance(answer, str) else IssueText(*answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return StatusReporter(self.gitlab, _ref(info), head_sha)

@@ -32,6 +32,7 @@ from pr_review_api.loop.coverage import diff_paths
 from pr_review_api.loop.custom_checks import CustomCheck, merge_check_results
 from pr_review_api.loop.engine import Engine
 from pr_review_api.loop.review import ReviewPolicy, conversation_checks, first_messages
+from pr_review_api.loop.understanding import merge_understanding
 from pr_review_api.model import SEVERITIES, FinalReview, Finding
 from pr_review_api.settings import MAX_FINAL_TEXT_BYTES, MAX_FINDINGS, MAX_NOTES
 from pr_review_api.tools import map_git_errors
@@ -166,7 +167,10 @@ async def _review_batch(
         messages = await first_messages(engine, paths=list(batch))
         messages[1]["content"] += batch_words(batch, number, count)
         max_rounds = engine.settings.review_max_rounds
-        policy = ReviewPolicy(engine, conversation_checks(engine.prepared.context, list(batch)))
+        # CONTRACT 21: the batch's walkthrough is checked against its own files.
+        understanding = engine.prepared.context.understanding.for_batch(batch)
+        checks = conversation_checks(engine.prepared.context, list(batch))
+        policy = ReviewPolicy(engine, checks, understanding)
         return await engine.converse(policy, messages, max_rounds=max_rounds)
 
 
@@ -210,6 +214,9 @@ def merge_reviews(
         findings=findings[:MAX_FINDINGS],
         notes=[*fixed, *model_notes][:MAX_NOTES],
     )
+    understood = merge_understanding(reviews)  # CONTRACT 21: {} when nothing was asked
+    if understood:
+        merged = merged.model_copy(update=understood)
     if not checks:
         return merged
     results, check_notes = merge_check_results(checks, [r.check_results() for r in reviews])

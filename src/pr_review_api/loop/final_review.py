@@ -19,6 +19,13 @@ from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.loop.custom_checks import ChecksRejected, CustomCheck, take_checks, with_checks
 from pr_review_api.loop.suggestions import check_suggestions
+from pr_review_api.loop.understanding import (
+    NO_UNDERSTANDING,
+    Understanding,
+    attach,
+    extended_schema,
+    split_document,
+)
 from pr_review_api.model import SEVERITIES, SUGGESTIONS_OFF, FinalReview
 from pr_review_api.settings import (
     MAX_FINAL_TEXT_BYTES,
@@ -101,14 +108,20 @@ SUGGESTION_SCHEMA: dict[str, Any] = {
 }
 
 
-def final_review_schema(*, suggestions: bool = False, checks: bool = False) -> dict[str, Any]:
+def final_review_schema(
+    *,
+    suggestions: bool = False,
+    checks: bool = False,
+    understanding: Understanding = NO_UNDERSTANDING,
+) -> dict[str, Any]:
     """The schema the model is given: section 8's exactly, or with `suggestion` (CONTRACT 14),
-    or with `checks` when a custom check applies (CONTRACT 20)."""
+    or with `checks` when a custom check applies (CONTRACT 20), or with the walkthrough and
+    linked issues `understanding` asks for (CONTRACT 21)."""
     schema = FINAL_REVIEW_SCHEMA
     if suggestions:
         schema = copy.deepcopy(FINAL_REVIEW_SCHEMA)
         schema["properties"]["findings"]["items"]["properties"]["suggestion"] = SUGGESTION_SCHEMA
-    return with_checks(schema) if checks else schema
+    return extended_schema(with_checks(schema) if checks else schema, understanding)
 
 
 _AGAIN = (
@@ -141,7 +154,17 @@ class FinalReviewRejected(InvalidModelResponse):
 
 
 # The final-review checks a stop turn can fail, in the order they run (FinalReviewRejected.rule).
-RULES = ("empty", "fence", "json", "unknown_field", "schema", "path", "line")
+RULES = (
+    "empty",
+    "fence",
+    "json",
+    "unknown_field",
+    "schema",
+    "path",
+    "line",
+    "walkthrough",  # CONTRACT 21: not every changed file once (loop/walkthrough.py)
+    "linked_issues",  # not one verdict per issue read (loop/linked_issues.py)
+)
 
 
 def naming_the_setting(
@@ -177,6 +200,7 @@ def parse_final_review(
     unreadable: type[ReviewError] = InvalidRepository,
     suggestions: bool = False,
     checks: Sequence[CustomCheck] = (),
+    understanding: Understanding = NO_UNDERSTANDING,
 ) -> FinalReview:
     """Apply every stop-turn check to a stop turn's content.
 
@@ -187,6 +211,8 @@ def parse_final_review(
     checked (loop/suggestions.py), and one that fails is dropped with a note, never rejected.
     `checks` (the custom checks that apply, CONTRACT 20): the review must give each one's
     result (loop/custom_checks.py); without any, a `checks` field is unknown, as in CONTRACT 8.
+    `understanding` (CONTRACT 21) adds the walkthrough and linked-issue verdicts it asks for,
+    checked against the change (loop/understanding.py).
     """
     if not isinstance(content, str) or not content.strip():
         raise FinalReviewRejected(
@@ -219,6 +245,7 @@ def parse_final_review(
         document, results = take_checks(document, checks)
     except ChecksRejected as rejected:
         raise FinalReviewRejected(rejected.message, rejected.repair + _AGAIN) from None
+    document, ours = _split(document, understanding)
     try:
         review = FinalReview.model_validate(
             document, context=None if suggestions else SUGGESTIONS_OFF
@@ -228,9 +255,30 @@ def parse_final_review(
     review = _check_locations(review, repository, unreadable)
     if results is not None:
         review = review.model_copy(update={"checks": results})
+    review = _attached(review, ours, understanding)
     if not suggestions:
         return review
     return check_suggestions(review, repository, unreadable)
+
+
+def _split(document: object, understanding: Understanding) -> tuple[object, dict[str, object]]:
+    """The document without the fields `understanding` asks for, and those fields (CONTRACT
+    21); one of them it does not ask for is an unknown field."""
+    rest, ours, unknown = split_document(document, understanding)
+    if unknown is not None:
+        raise FinalReviewRejected(unknown[0], unknown[1] + _AGAIN, "unknown_field")
+    return rest, ours
+
+
+def _attached(
+    review: FinalReview, ours: dict[str, object], understanding: Understanding
+) -> FinalReview:
+    """The review with the walkthrough and verdicts, checked against the change."""
+    understood = attach(review, ours, understanding)
+    if isinstance(understood, tuple):
+        message, repair, rule = understood
+        raise FinalReviewRejected(message, repair + _AGAIN, rule)
+    return understood
 
 
 def unwrap_fence(text: str) -> str | None:
@@ -316,6 +364,9 @@ def _check_locations(
     return review.model_copy(update={"findings": findings})
 
 
-def review_schema_json(*, suggestions: bool = False) -> str:
-    """The final-review JSON schema as `pr-review schema review` prints it."""
-    return json.dumps(final_review_schema(suggestions=suggestions), indent=2)
+def review_schema_json(*, suggestions: bool = False, walkthrough: bool = False) -> str:
+    """The final-review JSON schema as `pr-review schema review` prints it (with REVIEW_WALKTHROUGH,
+    its `walkthrough`; `linked_issues` depends on each change's description)."""
+    understanding = Understanding(walkthrough=()) if walkthrough else NO_UNDERSTANDING
+    schema = final_review_schema(suggestions=suggestions, understanding=understanding)
+    return json.dumps(schema, indent=2)

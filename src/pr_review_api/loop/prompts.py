@@ -14,7 +14,9 @@ from pr_review_api.jsonutil import truncate_utf8
 from pr_review_api.loop.custom_checks import CHECK_RULES, CustomCheck
 from pr_review_api.loop.final_review import final_review_schema
 from pr_review_api.loop.knowledge import knowledge_block
+from pr_review_api.loop.linked_issues import issues_data
 from pr_review_api.loop.repo_config import instructions_block
+from pr_review_api.loop.understanding import NO_UNDERSTANDING, Understanding, understanding_rules
 from pr_review_api.settings import MAX_PROMPT_CHANGED_FILES, MAX_PROMPT_DESCRIPTION_BYTES
 
 MAX_DISMISSED_TITLES = 50
@@ -70,7 +72,11 @@ _SCHEMA_HEADING = "\nFinal review JSON schema:\n"
 
 
 def system_prompt(
-    *, require_evidence: bool = False, suggestions: bool = False, checks: bool = False
+    *,
+    require_evidence: bool = False,
+    suggestions: bool = False,
+    checks: bool = False,
+    understanding: Understanding = NO_UNDERSTANDING,
 ) -> str:
     """The system message: rules and the exact final-review schema.
 
@@ -86,7 +92,12 @@ def system_prompt(
         rules = rules.removesuffix(_SCHEMA_HEADING) + SUGGESTION_RULES + _SCHEMA_HEADING
     if checks:
         rules = rules.removesuffix(_SCHEMA_HEADING) + CHECK_RULES + _SCHEMA_HEADING
-    schema = final_review_schema(suggestions=suggestions, checks=checks)
+    added = understanding_rules(understanding)  # CONTRACT 21; "" when it asks for nothing
+    if added:
+        rules = rules.removesuffix(_SCHEMA_HEADING) + added + _SCHEMA_HEADING
+    schema = final_review_schema(
+        suggestions=suggestions, checks=checks, understanding=understanding
+    )
     return rules + json.dumps(schema, indent=2)
 
 
@@ -113,6 +124,8 @@ class ReviewContext:
     # of the repository (id, text; newest first, already bounded: loop/knowledge.py).
     checks: tuple[CustomCheck, ...] = ()
     learnings: tuple[tuple[int, str], ...] = ()
+    # CONTRACT 21: the walkthrough's files and the linked issues read (loop/understanding.py).
+    understanding: Understanding = NO_UNDERSTANDING
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -143,6 +156,9 @@ def user_message(
         untrusted["changed_since_last_review"] = since
     if context.dismissed_titles:
         untrusted["dismissed_findings"] = list(context.dismissed_titles[:MAX_DISMISSED_TITLES])
+    linked = context.understanding.linked
+    if linked.issues:  # written by the issues' authors: untrusted, in the same block
+        untrusted["linked_issues"] = issues_data(linked)
     more = len(context.changed_files) - len(shown)
     lines = [
         f"Review this pull request: {context.identity}.",
@@ -165,6 +181,14 @@ def user_message(
                 "files; do not report them again."
             ]
             if context.dismissed_titles
+            else []
+        ),
+        *(
+            [
+                f"The pull request says it closes {len(linked.issues)} linked issue(s) "
+                "(linked_issues below): judge whether the change does what each asks."
+            ]
+            if linked.issues
             else []
         ),
         "",

@@ -15,6 +15,8 @@ base: a head that adds or edits `.pr-review.toml` changes nothing. Keys (all opt
     [[path_instructions]]       paths = [globs], instructions = "..." for matching changed files
     instruction_files = true    AGENTS.md, CLAUDE.md, .github/copilot-instructions.md as guidance
     [[checks]]                  name, instructions, paths, mode: loop/custom_checks.py
+    walkthrough = true          the review carries a walkthrough of the change (CONTRACT 21);
+                                false here wins over REVIEW_WALKTHROUGH
 
 An invalid file (not a regular file, larger than 64 KiB, not UTF-8, not TOML, an unknown key,
 a value of the wrong type, instructions too long) never stops a review: it is ignored whole,
@@ -118,6 +120,8 @@ class RepoConfig(BaseModel):
     ] = ()
     instruction_files: bool = True
     checks: Annotated[tuple[CustomCheck, ...], Field(max_length=MAX_CUSTOM_CHECKS)] = ()
+    # CONTRACT 21: None (unset) leaves it to REVIEW_WALKTHROUGH; false wins over the variable.
+    walkthrough: bool | None = None
 
     _lists = field_validator(
         "exclude",

@@ -26,8 +26,10 @@ from pr_review_api.loop.final_review import (
     naming_the_setting,
     parse_final_review,
 )
+from pr_review_api.loop.linked_issues import with_linked_notes
 from pr_review_api.loop.prompts import ReviewContext, system_prompt, user_message
 from pr_review_api.loop.repo_config import apply_repo_config
+from pr_review_api.loop.understanding import Understanding
 from pr_review_api.loop.verify import verify_findings
 from pr_review_api.loop.workspace import Prepared
 from pr_review_api.model import FinalReview
@@ -39,11 +41,18 @@ class ReviewPolicy:
 
     stages = Stages()
 
-    def __init__(self, engine: Engine, checks: tuple[CustomCheck, ...] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        checks: tuple[CustomCheck, ...] | None = None,
+        understanding: Understanding | None = None,
+    ) -> None:
         self.engine = engine
         self.repairs = engine.settings.review_repair_attempts
         # The custom checks this conversation must decide (a batch's: loop/batches.py).
         self.checks = engine.prepared.context.checks if checks is None else checks
+        # CONTRACT 21: what this conversation's review adds (a batch's: its own files).
+        self.understanding = understanding or engine.prepared.context.understanding
 
     async def stop(self, turn: CheckedTurn, *, last_round: bool) -> FinalReview | Repair:
         engine = self.engine
@@ -55,6 +64,7 @@ class ReviewPolicy:
                     unreadable=engine.prepared.unreadable,
                     suggestions=engine.settings.review_suggestions,
                     checks=self.checks,
+                    understanding=self.understanding,
                 ),
                 turn.content,
                 engine.prepared.repository,
@@ -90,6 +100,7 @@ async def final_review(engine: Engine, batched: FinalReview | None = None) -> Fi
         review = await engine.store.run(apply_evidence_rule, review, received)
     # Off the event loop: matching the findings' paths is work the base commit sizes.
     review = await engine.store.run(apply_repo_config, review, engine.prepared.repo_config)
+    review = with_linked_notes(review, engine.prepared.context.understanding.linked)
     if engine.settings.review_verify_findings and review.findings:
         review = await verify_findings(engine, review)
     return review
@@ -112,6 +123,7 @@ async def first_messages(engine: Engine, paths: list[str] | None = None) -> list
         require_evidence=settings.review_require_evidence,
         suggestions=settings.review_suggestions,
         checks=bool(conversation_checks(engine.prepared.context, paths)),
+        understanding=engine.prepared.context.understanding,
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 

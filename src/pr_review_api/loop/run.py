@@ -34,6 +34,7 @@ from pr_review_api.loop.gate import already_posted, gated, open_gate, skip_revie
 from pr_review_api.loop.knowledge import bounded_learnings
 from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.review import final_review, same_tree
+from pr_review_api.loop.understand import with_understanding
 from pr_review_api.loop.workspace import (
     LocalTarget,
     Prepared,
@@ -167,6 +168,8 @@ async def run_review(  # noqa: PLR0913  (the one review function: each shell pas
                     )
                     if done is not None:
                         return ending.of(done)
+                # CONTRACT 21: the walkthrough's files, the linked issues read (no model asked).
+                prepared = await with_understanding(prepared, change_forge, settings, repo_store)
                 engine = Engine(
                     client,
                     prepared,

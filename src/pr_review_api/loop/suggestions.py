@@ -115,7 +115,8 @@ def check_suggestions(
     unreadable: type[ReviewError] = InvalidRepository,
 ) -> FinalReview:
     """Every finding with its suggestion kept or set to null; one note per one dropped."""
-    rules = _Checker(repository, unreadable).broken_rules(review.findings)
+    checker = _Checker(repository, unreadable)
+    rules = checker.broken_rules(review.findings)
     findings: list[Finding] = []
     notes = list(review.notes)
     for index, finding in enumerate(review.findings, start=1):
@@ -125,6 +126,8 @@ def check_suggestions(
             suggestion = None
             if len(notes) < MAX_NOTES:  # the review's bound holds; the rest are not noted
                 notes.append(dropped_note(index, rule))
+        elif suggestion is not None:  # the reports show the lines it replaces (no second read)
+            suggestion = suggestion.with_replaced(checker.replaced.get(index, []))
         findings.append(finding.model_copy(update={"suggestion": suggestion}))
     return review.model_copy(update={"findings": findings, "notes": notes})
 
@@ -137,6 +140,9 @@ class _Checker:
         self.repository = repository
         self.unreadable = unreadable
         self.rules: dict[int, str] = {}  # a finding's 1-based index -> the rule it broke
+        # A finding's index -> the head's lines its suggestion replaces (at most 50), kept for
+        # the text and Markdown reports: they show them without reading the file again.
+        self.replaced: dict[int, list[str]] = {}
 
     def broken_rules(self, findings: list[Finding]) -> dict[int, str]:
         """The rule each broken suggestion breaks first, by its finding's index."""
@@ -164,7 +170,10 @@ class _Checker:
             rule = _plain_rule(finding, suggestion, head)
             if rule is not None:
                 self.rules[index] = rule
-            elif language_of(path) is not None:
+                continue
+            if head is not None:
+                self.replaced[index] = head.replaced(suggestion.start_line, suggestion.end_line)
+            if language_of(path) is not None:
                 to_parse.append((index, suggestion))
         if head is None or not to_parse:
             return

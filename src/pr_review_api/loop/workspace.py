@@ -24,8 +24,10 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GIT_FAILURES, run_git
 from pr_review_api.loop.custom_checks import applicable
 from pr_review_api.loop.guidance import repository_guidance
+from pr_review_api.loop.linked_issues import NO_LINKED_ISSUES, LinkedIssues
 from pr_review_api.loop.prompts import ReviewContext
 from pr_review_api.loop.repo_config import NO_REPO_CONFIG, LoadedRepoConfig, load_repo_config
+from pr_review_api.loop.understanding import Understanding
 from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
 from pr_review_api.tools import map_git_errors
@@ -42,11 +44,13 @@ class PullRequestTarget:
 
 @dataclass(frozen=True)
 class LocalTarget:
-    """Review two revisions of a local repository."""
+    """Review two revisions of a local repository. `linked` (the evaluation's cases) are
+    issues the caller already holds, given to the model as a forge's would be (CONTRACT 21)."""
 
     repo: Path
     base: str
     head: str
+    linked: LinkedIssues = NO_LINKED_ISSUES
 
 
 ReviewTarget = PullRequestTarget | LocalTarget
@@ -122,6 +126,8 @@ def prepare_local(
         repository = PinnedRepository.open(git_dir, base, head, store=store, work=work)
         # The local path is never shown to the model: it may name the user's machine.
         context = context_for(repository, "a local repository", None, None)
+        if target.linked.issues:
+            context = replace(context, understanding=Understanding(linked=target.linked))
     except GIT_FAILURES:  # GitError, OSError, a timeout: as in tools.map_git_errors
         # A corrupt tree (an empty entry name) or a partial clone whose blobs git may not
         # fetch makes ls-tree fail; that GitError escaped run_review, which must raise only

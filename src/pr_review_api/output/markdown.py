@@ -22,6 +22,10 @@ from pr_review_api.output.common import (
     usage_line,
 )
 from pr_review_api.output.inert_markdown import break_references, code_block
+from pr_review_api.output.understanding import markdown_sections
+
+# The walkthrough's and linked issues' tables in a report, at most (a report has no host limit).
+MAX_SECTION_CHARS = 200_000
 
 _ICONS: Mapping[Severity, str] = {
     "critical": "🔴",
@@ -73,6 +77,11 @@ def render_markdown(result: ReviewResult) -> str:
     parts = [f"## pr-review: {md_inline(subject(result))}", _md_overview(result)]
     parts.append(coverage_line(result.coverage, md_code))
     parts += ["### Summary", md_escape(result.review.summary)]
+    understood = markdown_sections(  # CONTRACT 21: the walkthrough, the linked issues
+        result.review, heading="###", cell=md_inline, path=md_code, max_chars=MAX_SECTION_CHARS
+    )
+    if understood:
+        parts.append("\n".join(understood).strip("\n"))
     for severity, findings in by_severity(result):
         parts.append(f"### {_ICONS[severity]} {severity.capitalize()} ({len(findings)})")
         parts += [_md_finding(finding) for finding in findings]
@@ -111,7 +120,7 @@ def _md_finding(finding: Finding) -> str:
     suggestion = finding.offered()
     if suggestion is not None:
         # Inside a fence no Markdown, mention or reference is read; controls are dropped.
-        diff = code_block("diff", clean(suggestion_diff(suggestion)))
+        diff = code_block("diff", clean(suggestion_diff(suggestion, suggestion.replaced_lines())))
         parts += [f"**Suggested change** ({suggestion_heading(suggestion)}):", diff]
     return "\n\n".join(parts)
 

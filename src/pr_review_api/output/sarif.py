@@ -58,6 +58,9 @@ def sarif_document(result: ReviewResult) -> dict[str, Any]:
     }
     if checks := result.review.check_results():  # CONTRACT 20: only when a check applied
         run["properties"]["checks"] = custom_checks.sarif_properties(checks)
+    # CONTRACT 21: only when the review has them, so a review without is as before.
+    review = result.review.model_dump(mode="json", include={"walkthrough", "linked_issues"})
+    run["properties"].update(review)
     if result.pull_request is not None:
         repository = result.pull_request.url.rsplit("/pull/", 1)[0]
         run["versionControlProvenance"] = [

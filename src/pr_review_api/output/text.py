@@ -24,6 +24,7 @@ from pr_review_api.output.common import (
     suggestion_heading,
     usage_line,
 )
+from pr_review_api.output.understanding import text_sections
 
 _STYLES: Mapping[Severity, str] = {
     "critical": "bold white on red",
@@ -79,6 +80,7 @@ def _text_report(result: ReviewResult, local: LocalSubject | None = None) -> Tex
     report.append(coverage_line(result.coverage, clean) + "\n")
     report.append("\nSummary\n", style="bold underline")
     report.append(_indented(result.review.summary, 2) + "\n")
+    report.append("".join(text_sections(result.review, _indented)))  # CONTRACT 21, if any
     report.append(f"\nFindings: {counts_line(result)}\n", style="bold")
     for severity, findings in by_severity(result):
         report.append(f"\n{severity.upper()} ({len(findings)})\n", style=_STYLES[severity])
@@ -123,7 +125,7 @@ def _append_text_finding(report: Text, finding: Finding) -> None:
             f"      Suggested change ({suggestion_heading(suggestion)}):\n", style="italic"
         )
         # Kept exact but for controls and bidi overrides, like every text of the report.
-        report.append(_indented(suggestion_diff(suggestion), 8) + "\n")
+        report.append(_indented(suggestion_diff(suggestion, suggestion.replaced_lines()), 8) + "\n")
 
 
 def _append_text_trace(report: Text, trace: list[TraceTurn]) -> None:

@@ -19,6 +19,7 @@ from pr_review_api.model import (
 from pr_review_api.output import custom_checks
 from pr_review_api.output.common import coverage_line, suggestion_diff, suggestion_heading
 from pr_review_api.output.inert_markdown import WORD_JOINER, code_block
+from pr_review_api.output.understanding import markdown_sections
 from pr_review_api.publishing.markers import (
     SUMMARY_HEADING,
     finding_marker,
@@ -133,7 +134,15 @@ def summary_lines(result: ReviewResult, layout: Layout) -> list[str]:
         f"**Findings:** {tally(result)}",
     ]
     parts += ["", coverage_line(result.coverage, layout.escape_inline)]
-    return [*parts, *checks_lines(result, layout)]
+    # CONTRACT 21: the walkthrough and linked issues, within a quarter of the body's size.
+    understood = markdown_sections(
+        result.review,
+        heading="####",
+        cell=layout.escape_inline,
+        path=layout.escape_inline,
+        max_chars=layout.max_chars // 4,
+    )
+    return [*parts, *understood, *checks_lines(result, layout)]
 
 
 def checks_lines(result: ReviewResult, layout: Layout) -> list[str]:

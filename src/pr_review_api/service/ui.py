@@ -279,6 +279,9 @@ def _job_view(request: Request, record: JobRecord) -> dict[str, Any]:
         "summary": review.get("summary"),
         "findings_list": [f for f in _list(review.get("findings")) if isinstance(f, dict)],
         "notes": [note for note in _list(review.get("notes")) if isinstance(note, str)],
+        # CONTRACT 21, when the review has them.
+        "walkthrough": [e for e in _list(review.get("walkthrough")) if isinstance(e, dict)],
+        "linked_issues": [i for i in _list(review.get("linked_issues")) if isinstance(i, dict)],
         "coverage": coverage or None,
         "not_inspected": [p for p in _list(coverage.get("not_inspected")) if isinstance(p, str)],
         "trace": [_round(turn) for turn in _list(document.get("trace")) if isinstance(turn, dict)],
