@@ -10,14 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from pr_review_api.errors import GitHubUnavailable, GitLabUnavailable, ReviewError
+from pr_review_api.errors import GiteaUnavailable, GitHubUnavailable, GitLabUnavailable, ReviewError
 from pr_review_api.fetch.cache import RepositoryCache
 from pr_review_api.model import Forge
 from pr_review_api.settings import Settings
 
 
 def unavailable_error(forge: Forge) -> type[ReviewError]:
-    """The error a forge's failure is (`github_unavailable`, `gitlab_unavailable`: 502)."""
+    """The error a forge's failure is (`github_unavailable`, `gitlab_unavailable`,
+    `gitea_unavailable`: 502)."""
+    if forge == "gitea":
+        return GiteaUnavailable
     return GitLabUnavailable if forge == "gitlab" else GitHubUnavailable
 
 

@@ -20,14 +20,17 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass
 from typing import Any
 
+from pr_review_api.errors import InvalidRequest
 from pr_review_api.forge.base import ChangeForge
 from pr_review_api.forge.clients import ForgeClients, JobIdentities
 from pr_review_api.forge.conversation import ChangeConversation, CommandRecord
+from pr_review_api.forge.gitea import GiteaForge
 from pr_review_api.forge.github import GitHubForge
 from pr_review_api.forge.github_conversation import GitHubConversation
 from pr_review_api.forge.gitlab import GitLabForge
 from pr_review_api.forge.gitlab_conversation import GitLabConversation
 from pr_review_api.forge.urls import forge_of
+from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import parse_merge_request_url
@@ -49,6 +52,8 @@ class RegisteredForge:
     ]
     # A command job's conversation: (client, record, settings, the delivery's command).
     conversation: Callable[[Any, CommandRecord, Settings, dict[str, Any]], ChangeConversation]
+    # Whether the settings name this forge's server: a client is made only then.
+    configured: Callable[[Settings], bool] = lambda settings: True
 
 
 def _github_conversation(
@@ -62,6 +67,13 @@ def _gitlab_conversation(
 ) -> ChangeConversation:
     ref = parse_merge_request_url(record.pull_request_url, settings)
     return GitLabConversation(gitlab, ref, command)
+
+
+def _gitea_conversation(
+    gitea: GiteaClient, record: CommandRecord, settings: Settings, command: dict[str, Any]
+) -> ChangeConversation:
+    # No Gitea delivery queues a command job yet (its webhook lands with publishing).
+    raise InvalidRequest("Comment commands on Gitea are not supported yet.")
 
 
 FORGES: tuple[RegisteredForge, ...] = (
@@ -81,6 +93,16 @@ FORGES: tuple[RegisteredForge, ...] = (
         lambda identities, settings, installation: GitLabClient(settings),
         _gitlab_conversation,
     ),
+    RegisteredForge(
+        "gitea",
+        GiteaClient,
+        GiteaForge,
+        # Gitea has no App installations: every pull request's job is GITEA_TOKEN's.
+        lambda identities, settings, installation: GiteaClient(settings),
+        _gitea_conversation,
+        # Unset GITEA_SERVER_URL: no URL is routed to Gitea, and no client is made.
+        lambda settings: settings.gitea_server_url is not None,
+    ),
 )
 
 
@@ -93,9 +115,14 @@ def registered(url: str) -> RegisteredForge:
 @asynccontextmanager
 async def open_clients(settings: Settings) -> AsyncIterator[ForgeClients]:
     """One client per registered forge with the settings' tokens, closed at exit. A pool opens
-    on its forge's first request, so a service without GitLab never connects to it."""
+    on its forge's first request, so a service without GitLab never connects to it; a forge
+    whose server the settings do not name (Gitea's) gets none."""
     async with AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(f.client_type(settings)) for f in FORGES]
+        clients = [
+            await stack.enter_async_context(f.client_type(settings))
+            for f in FORGES
+            if f.configured(settings)
+        ]
         yield ForgeClients(tuple(clients))
 
 
