@@ -29,7 +29,7 @@ from pr_review_api.forge.github import GitHubForge
 from pr_review_api.forge.github_conversation import GitHubConversation
 from pr_review_api.forge.gitlab import GitLabForge
 from pr_review_api.forge.gitlab_conversation import GitLabConversation
-from pr_review_api.forge.urls import forge_of
+from pr_review_api.forge.urls import forge_of, route
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.gitlab.client import GitLabClient
@@ -106,9 +106,10 @@ FORGES: tuple[RegisteredForge, ...] = (
 )
 
 
-def registered(url: str) -> RegisteredForge:
-    """The registered forge of a URL that passed forge/urls.py's `parse_change_url`."""
-    name = forge_of(url)
+def registered(url: str, settings: Settings | None = None) -> RegisteredForge:
+    """The registered forge of a URL: of any URL as forge/urls.py's `route` sends it (with
+    `settings`), else of one that passed `parse_change_url` (a job's stored URL)."""
+    name = forge_of(url) if settings is None else route(url, settings)
     return next(forge for forge in FORGES if forge.name == name)
 
 
@@ -143,7 +144,7 @@ async def open_forge(
     clients: ForgeClients | None = None,
 ) -> AsyncIterator[ChangeForge]:
     """The forge `url` names, speaking through the caller's client or one of its own."""
-    forge = registered(url)
+    forge = registered(url, settings)
     lent = (clients or ForgeClients()).of(forge.client_type)
     if lent is not None:
         yield forge.change_forge(settings, lent)

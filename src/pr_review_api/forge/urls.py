@@ -28,11 +28,20 @@ ChangeRef = PullRequestRef | MergeRequestRef | GiteaPullRequestRef
 _GITEA_CANONICAL_TAIL = re.compile(r"/pulls/[0-9]+\Z", re.ASCII)
 
 
+def route(url: str, settings: Settings) -> Forge:
+    """The forge whose parser checks `url` (any URL, before it is checked): with
+    `GITEA_SERVER_URL` unset, a `/pulls/` URL is GitHub's to refuse."""
+    if is_merge_request_url(url):
+        return "gitlab"
+    return "gitea" if is_gitea_url(url, settings) else "github"
+
+
 def parse_change_url(url: str, settings: Settings) -> ChangeRef:
     """The canonical reference of a pull- or merge-request URL, or InvalidPullRequestUrl."""
-    if is_merge_request_url(url):
+    forge = route(url, settings)
+    if forge == "gitlab":
         return parse_merge_request_url(url, settings)
-    if is_gitea_url(url, settings):
+    if forge == "gitea":
         return parse_gitea_url(url, settings)
     return parse_pull_request_url(url, settings)
 

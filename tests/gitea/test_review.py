@@ -1,0 +1,191 @@
+"""A Gitea pull request reviewed end to end (CONTRACT 19) without publishing: a server under a
+path prefix and a non-default port, real git, the fake Gitea and the scripted provider, through
+the command line and the HTTP API; `--post` refused before the model is asked (forge/gitea.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner, Result
+
+from pr_review_api.cli import commands as cli
+from pr_review_api.forge.gitea import NOT_YET_PUBLISHED
+from pr_review_api.service.app import create_app
+from pr_review_api.settings import Settings
+from tests.conftest import GITEA_TOKEN, PROVIDER_KEY
+from tests.fakes.gitea_server import FakeGitea, PullFixture
+from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
+from tests.gitea.support import PATH, REVIEWER
+from tests.github.support import Launch, our_git
+
+# Whole reviews through the CLI, the service and the fakes: the default run, not --fast.
+pytestmark = pytest.mark.e2e
+
+BASE = {"src/service.py": "def save(w):\n    db.write(w)\n", "README.md": "# widget\n"}
+HEAD = {
+    "src/service.py": "def save(w):\n    db.write(w)\n    validate(w)\n",
+    "README.md": "# widget\n",
+}
+FINDING = {
+    "severity": "high",
+    "title": "Validation after write",
+    "explanation": "Invalid widgets are saved first.",
+    "path": "src/service.py",
+    "line": 3,
+    "evidence": "validate(w) follows db.write(w).",
+    "recommendation": "Validate before writing.",
+}
+REVIEW = {"summary": "One problem.", "findings": [FINDING], "notes": []}
+
+
+def publish(fake: FakeGitea) -> PullFixture:
+    fake.add_token(GITEA_TOKEN, REVIEWER)
+    fake.grant(PATH, REVIEWER, "read")
+    return fake.pull_request(
+        PATH, 3, base=BASE, head=HEAD, private=True, title="Validate widgets", author="alice"
+    )
+
+
+def environment(fake: FakeGitea, provider: ScriptedProvider, cache: Path) -> dict[str, str]:
+    return {
+        "OPENCODE_API_KEY": PROVIDER_KEY,
+        "OPENCODE_BASE_URL": provider.base_url,
+        "GITEA_SERVER_URL": fake.server_url,
+        "GITEA_TOKEN": GITEA_TOKEN,
+        "PR_REVIEW_CACHE_DIR": str(cache),
+        "REVIEW_TIMEOUT_SECONDS": "60",
+    }
+
+
+def review_cli(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], *args: str) -> Result:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return CliRunner().invoke(cli.main, ["review", *args], prog_name="pr-review")
+
+
+def settings_for(fake: FakeGitea, provider: ScriptedProvider, cache: Path) -> Settings:
+    return fake.settings(
+        cache,
+        token=GITEA_TOKEN,
+        opencode_api_key=PROVIDER_KEY,
+        opencode_base_url=provider.base_url,
+        review_timeout_seconds=60,
+    )
+
+
+@asynccontextmanager
+async def service(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """The real app in process, its lifespan run, driven over ASGI."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://testserver", timeout=60
+        ) as client:
+            yield client
+
+
+def assert_reviewed(document: dict[str, Any], pull: PullFixture) -> None:
+    assert document["termination_reason"] == "final_review"
+    assert document["pull_request"] == {
+        "url": pull.url,
+        "owner": "acme",
+        "repo": "widget",
+        "number": 3,
+        "forge": "gitea",
+    }
+    assert document["revisions"] == {
+        "base_sha": pull.base_sha,
+        "head_sha": pull.head_sha,
+        "merge_base_sha": pull.merge_base,
+    }
+    assert document["review"]["findings"] == [FINDING]
+    assert document["publication"] is None
+
+
+def assert_diff_reached_the_model(provider: ScriptedProvider) -> None:
+    first, second = provider.requests
+    assert "Validate widgets" in json.dumps(first.json["messages"])  # the title, as data
+    tool_result = second.json["messages"][-1]
+    assert tool_result["role"] == "tool"
+    assert "+    validate(w)" in json.loads(tool_result["content"])["diff"]
+
+
+def test_a_pull_request_is_reviewed_through_the_cli(
+    fake_gitea: FakeGitea,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    launches: list[Launch],
+) -> None:
+    pull = publish(fake_gitea)
+    assert fake_gitea.port not in (80, 443)
+    assert pull.url.startswith(f"{fake_gitea.origin}/git/")
+    scripted_provider.script(tool_call_turn([("d1", "inspect_git_diff", {})]), stop_turn(REVIEW))
+    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
+    result = review_cli(monkeypatch, env, pull.url + "/files", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert_reviewed(json.loads(result.stdout), pull)
+    assert_diff_reached_the_model(scripted_provider)
+    scripted_provider.assert_complete()
+    assert {r.authorization for r in fake_gitea.api_requests()} == {f"token {GITEA_TOKEN}"}
+    assert all(r.authorization.startswith("Basic ") for r in fake_gitea.git_requests())  # type: ignore[union-attr]
+    assert our_git(launches)
+    for launch in launches:  # no process's command line ever held it
+        assert not any(GITEA_TOKEN in arg for arg in launch.argv)
+    assert GITEA_TOKEN not in result.stdout + result.stderr
+
+
+@pytest.mark.anyio
+async def test_a_pull_request_is_reviewed_through_the_http_api(
+    fake_gitea: FakeGitea, scripted_provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    pull = publish(fake_gitea)
+    scripted_provider.script(tool_call_turn([("d1", "inspect_git_diff", {})]), stop_turn(REVIEW))
+    async with service(settings_for(fake_gitea, scripted_provider, tmp_path / "c")) as client:
+        response = await client.post("/v1/reviews", json={"pull_request_url": pull.url})
+    assert response.status_code == 200, response.text
+    assert_reviewed(response.json(), pull)
+    assert_diff_reached_the_model(scripted_provider)
+    assert GITEA_TOKEN not in response.text
+
+
+def test_post_is_refused_before_the_model_is_asked(
+    fake_gitea: FakeGitea,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pull = publish(fake_gitea)
+    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
+    result = review_cli(monkeypatch, env, pull.url, "--post", "--format", "json")
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["error"] == {
+        "code": "github_publish_failed",
+        "message": NOT_YET_PUBLISHED,
+    }
+    assert scripted_provider.requests == []
+    assert [r.method for r in fake_gitea.api_requests()] == ["GET"]  # the metadata, nothing else
+
+
+@pytest.mark.anyio
+async def test_without_gitea_server_url_a_gitea_url_is_not_routed(
+    fake_gitea: FakeGitea, scripted_provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    pull = publish(fake_gitea)
+    settings = settings_for(fake_gitea, scripted_provider, tmp_path / "c").model_copy(
+        update={"gitea_server_url": None, "gitea_api_url": None}
+    )
+    async with service(settings) as client:
+        response = await client.post("/v1/reviews", json={"pull_request_url": pull.url})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "invalid_pull_request_url"
+    assert fake_gitea.requests == []
+    assert scripted_provider.requests == []
