@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from pr_review_api.errors import ReviewTimeout
-from pr_review_api.git import tree
+from pr_review_api.git import ls_tree
 from pr_review_api.git.limits import UNLIMITED, PrepareLimits, RepositoryTooLarge
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
@@ -121,19 +121,19 @@ def test_a_wide_tree_over_its_entry_budget_is_refused_before_most_of_it_is_parse
 ) -> None:
     repo, _, wide = hostile
     parsed: list[int] = []
-    parse = tree._parse_records
+    parse = ls_tree.parse_records
 
     def counting(output: bytes, *args: Any) -> None:
         parsed.append(output.count(b"\0"))
         parse(output, *args)
 
-    monkeypatch.setattr(tree, "_parse_records", counting)
+    monkeypatch.setattr(ls_tree, "parse_records", counting)
     limits = PrepareLimits(max_tree_entries=50_000)
     with RepositoryStore(limits=limits) as store, pytest.raises(RepositoryTooLarge):
         PinnedRepository.open(repo.git_dir, wide, wide, store=store)
     # Counted past the budget, parsed at most its look-ahead share (here: nothing, as the
     # first chunk of git's output already holds more than that share).
-    assert sum(parsed) <= limits.max_tree_entries // tree.LOOK_AHEAD_SHARE
+    assert sum(parsed) <= limits.max_tree_entries // ls_tree.LOOK_AHEAD_SHARE
     parsed.clear()
     with RepositoryStore(limits=PrepareLimits()) as store:
         pinned = PinnedRepository.open(repo.git_dir, wide, wide, store=store)

@@ -10,7 +10,8 @@ import pytest
 
 from pr_review_api.git.entries import TreeEntry
 from pr_review_api.git.limits import Work
-from pr_review_api.git.tree import _parse_ls_tree, load_snapshot
+from pr_review_api.git.ls_tree import parse_ls_tree
+from pr_review_api.git.tree import load_snapshot
 from pr_review_api.git_runner import GitError
 from tests.gitrepo import FILE, GITLINK, LINK, GitRepo
 
@@ -19,7 +20,7 @@ B = "b" * 40
 
 
 def parsed(*records: bytes) -> tuple[dict[str, TreeEntry], set[str]]:
-    return _parse_ls_tree([b"".join(records)], Work())
+    return parse_ls_tree([b"".join(records)], Work())
 
 
 def test_every_kind_of_record_is_read() -> None:
@@ -44,7 +45,7 @@ def test_every_kind_of_record_is_read() -> None:
 def test_records_split_across_chunks_are_read_whole() -> None:
     record = b"100644 blob " + A.encode() + b"       7\tsome/path.txt\0"
     chunks = [record[:10], record[10:30], record[30:] + record[:5], record[5:]]
-    entries, _ = _parse_ls_tree(chunks, Work())
+    entries, _ = parse_ls_tree(chunks, Work())
     assert entries == {"some/path.txt": TreeEntry("file", A, 7)}
 
 

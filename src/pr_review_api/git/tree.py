@@ -18,19 +18,16 @@ from pr_review_api.git.blobs import ask_once
 from pr_review_api.git.entries import MAX_ENTRY_EDITS, Entries, TreeEntry, collection_paused
 from pr_review_api.git.hunks import DIFF_CONFIG
 from pr_review_api.git.limits import Work
+from pr_review_api.git.ls_tree import ls_tree
 from pr_review_api.git.paths import reachable
 from pr_review_api.git.symlinks import resolve_in
-from pr_review_api.git_runner import GitError, run_git, stream_git
+from pr_review_api.git_runner import run_git
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES
 
 # A head whose tree differs from a cached one's by more entries than this is indexed afresh.
 MAX_DERIVED_CHANGES = 20_000
 # What differs between two trees: (path, old mode, new mode, new blob id) per entry.
 Changes = list[tuple[str, bytes, bytes, str]]
-_LS_TREE_CHUNK = 1 << 20
-# A tree past this share (1/8) of its entry or memory budget is read and counted whole before
-# the rest is parsed: a tree over budget is refused having parsed at most this share.
-LOOK_AHEAD_SHARE = 8
 
 
 class BlobSource(Protocol):
@@ -116,120 +113,6 @@ class Snapshot:
         return self._search_bytes
 
 
-def _parse_ls_tree(chunks: Iterable[bytes], work: Work) -> tuple[dict[str, TreeEntry], set[str]]:
-    """Index a stream of `ls-tree -r -t -l -z` output, charging `work` as it goes.
-
-    Every record is charged to the budgets as it is read, before it is parsed (counting NULs
-    costs git's speed, parsing costs Python's). A tree is parsed as it streams in while it
-    stays within a small share of its budgets; past that, the rest is read and counted first,
-    so a tree over a budget is refused having parsed at most that share (a million-entry
-    tree of a few megabytes costs the time git takes to list it, not Python's to index it)."""
-    entries: dict[str, TreeEntry] = {}
-    directories: set[str] = {""}
-    shared: dict[bytes, TreeEntry | bool] | None = {}
-    ahead: list[bytes] = []  # whole records read ahead of the parse, once the tree is large
-    limits = work.limits
-    buffer = b""
-    for chunk in chunks:
-        buffer += chunk
-        end = buffer.rfind(b"\0") + 1
-        if not end:
-            continue
-        records, buffer = buffer[:end], buffer[end:]
-        work.add_entries(records.count(b"\0"), len(records))
-        work.check()
-        if ahead or (
-            work.entries * LOOK_AHEAD_SHARE > limits.max_tree_entries
-            or work.index_bytes * LOOK_AHEAD_SHARE > limits.max_index_bytes
-        ):
-            ahead.append(records)
-        else:
-            shared = _parse_records(records, entries, directories, shared)
-    if buffer:
-        raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
-    ahead.reverse()
-    while ahead:  # each chunk let go once parsed: the raw output and the index never both peak
-        shared = _parse_records(ahead.pop(), entries, directories, shared)
-        work.check()
-    return entries, directories
-
-
-def _parse_records(
-    output: bytes,
-    entries: dict[str, TreeEntry],
-    directories: set[str],
-    shared: dict[bytes, TreeEntry | bool] | None,
-) -> dict[bytes, TreeEntry | bool] | None:
-    """Index whole `ls-tree -l -z` records: mode, type, id, size ("-" for trees, "BAD" when
-    missing), a tab, the path (any bytes but NUL), each ending in a NUL.
-
-    `shared` maps the fields before the tab to what they made (an entry; True for a
-    directory; False for a missing blob), so the many paths of one blob share one entry and
-    its id: a tree of a million copies of a file holds one tuple, not a million. It is
-    returned for the next records while it pays (most records repeat fields seen before, as
-    in such a tree); in a tree of distinct blobs, as a source tree is, it costs more than it
-    saves, and None is returned: the next records are parsed one by one."""
-    records = output.split(b"\0")
-    if records.pop():
-        raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
-    if shared is None:
-        for record in records:
-            meta, tab, raw_path = record.partition(b"\t")  # no tab in the fields before it
-            if not tab:  # never from git
-                raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
-            _add(_entry_of(meta), raw_path, entries, directories)
-        return None
-    before = len(shared)
-    for record in records:
-        meta, tab, raw_path = record.partition(b"\t")
-        if not tab:
-            raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
-        made = shared.get(meta)
-        if made is None:
-            made = shared[meta] = _entry_of(meta)
-        _add(made, raw_path, entries, directories)
-    return shared if (len(shared) - before) * 2 < len(records) else None
-
-
-def _add(
-    made: TreeEntry | bool, raw_path: bytes, entries: dict[str, TreeEntry], directories: set[str]
-) -> None:
-    try:
-        path = raw_path.decode("utf-8")
-    except UnicodeDecodeError:
-        return  # a name no JSON request can spell is simply absent
-    if made is True:
-        directories.add(path)
-    elif made is not False:
-        entries[path] = made
-
-
-def _entry_of(meta: bytes) -> TreeEntry | bool:
-    """What a record's fields make: an entry, True for a tree, False for a missing blob."""
-    fields = meta.split()
-    if len(fields) != 4:  # never from git
-        raise GitError(["ls-tree"], 0, b"unexpected ls-tree output")
-    mode, kind, raw_oid, size = fields
-    if kind == b"tree":
-        return True
-    if kind == b"commit":
-        return TreeEntry("submodule", raw_oid.decode(), -1)
-    if not size.isdigit():
-        return False  # "BAD": the blob is missing from the object store, so unavailable
-    return TreeEntry("link" if mode == b"120000" else "file", raw_oid.decode(), int(size))
-
-
-def _ls_tree(git_dir: Path, head_sha: str, work: Work) -> tuple[dict[str, TreeEntry], set[str]]:
-    args = ["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", head_sha]
-    with stream_git(git_dir, args) as process:
-        assert process.stdout is not None
-        stdout = process.stdout
-        indexed = _parse_ls_tree(iter(lambda: stdout.read(_LS_TREE_CHUNK), b""), work)
-        if process.wait() != 0:
-            raise GitError(["ls-tree"], process.returncode, b"")
-    return indexed
-
-
 def load_snapshot(
     git_dir: Path, head_sha: str, *, blobs: BlobSource | None = None, work: Work | None = None
 ) -> Snapshot:
@@ -237,7 +120,7 @@ def load_snapshot(
     work = work if work is not None else Work()
     source = blobs if blobs is not None else OneShotBlobs(git_dir)
     with collection_paused():
-        entries, directories = _ls_tree(git_dir, head_sha, work)
+        entries, directories = ls_tree(git_dir, head_sha, work)
     # A link target longer than PATH_MAX is never loaded: it cannot be valid (see
     # symlinks.link_parts), and a hostile multi-megabyte target would otherwise sit in memory.
     links = {
