@@ -111,6 +111,17 @@ class Browser:
         return message
 
 
+def browser_environment(profile: Path) -> dict[str, str]:
+    """The environment of a test's Chromium: its home and XDG folders inside its profile, so
+    that nothing it writes (crash reports under ~/.config among them) lands in the user's home."""
+    return {
+        **os.environ,
+        "HOME": str(profile),
+        "XDG_CONFIG_HOME": str(profile / "config"),
+        "XDG_CACHE_HOME": str(profile / "cache"),
+    }
+
+
 @contextmanager
 def chromium(executable: str, profile: Path) -> Iterator[Browser]:
     """A headless Chromium with one blank tab, its page and network events enabled."""
@@ -137,6 +148,7 @@ def chromium(executable: str, profile: Path) -> Iterator[Browser]:
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=browser_environment(profile),
         preexec_fn=child_descriptors,  # noqa: PLW1509 - only dup2, before exec
         pass_fds=(3, 4),  # kept open in the child: the dup2 targets above
     )

@@ -25,6 +25,7 @@ from pydantic import SecretStr
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from tests.conftest import PROVIDER_KEY
+from tests.service.devtools import browser_environment
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -103,6 +104,7 @@ def test_swagger_ui_renders_the_operations_in_a_browser_without_internet(
     running_server: str, tmp_path: Path
 ) -> None:
     assert CHROMIUM is not None
+    profile = tmp_path / "profile"
     done = subprocess.run(
         [
             CHROMIUM,
@@ -111,13 +113,14 @@ def test_swagger_ui_renders_the_operations_in_a_browser_without_internet(
             "--disable-gpu",
             "--disable-dev-shm-usage",
             "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--user-data-dir={profile}",
             "--virtual-time-budget=15000",  # let the page's script run before the dump
             "--dump-dom",
             f"{running_server}/docs",
         ],
         capture_output=True,
         text=True,
+        env=browser_environment(profile),
         timeout=120,
         check=False,
     )

@@ -22,7 +22,7 @@ from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import Fault, ScriptedProvider, stop_turn
-from tests.service.devtools import chromium
+from tests.service.devtools import browser_environment, chromium
 from tests.service.support import (
     SERVICE_KEY,
     serve_data_dir,
@@ -106,6 +106,7 @@ def _chromium(*args: str, profile: Path) -> str:
         ],
         capture_output=True,
         text=True,
+        env=browser_environment(profile),
         timeout=90,
         check=False,
     )
