@@ -38,12 +38,11 @@ from pr_review_api.http.api_client import (
     same_origin,
     try_again_when,
 )
-from pr_review_api.http.body import BodyError, bounded_decimal, read_capped
+from pr_review_api.http.body import bounded_decimal
 from pr_review_api.jsonutil import dumps_compact, loads_strict
 from pr_review_api.settings import Settings
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # decoded; a page of 50 comments with long bodies fits
-MAX_ERROR_BODY_BYTES = 64 * 1024  # a refusal's body, read for the caller, never for a message
 REQUEST_TIMEOUT_SECONDS = 30.0  # one request, answer included; callers may bound it further
 # Gitea's default `[api] MAX_RESPONSE_ITEMS`; a server configured lower answers shorter pages,
 # which paging by `Link` handles.
@@ -118,6 +117,7 @@ class GiteaClient(ApiClient):
 
     forge: ClassVar[str] = "Gitea"
     unavailable: ClassVar[type[GiteaUnavailable]] = GiteaUnavailable
+    error_body_bytes: ClassVar[int] = 64 * 1024  # a refusal's body, read for the caller
 
     def __init__(
         self,
@@ -189,16 +189,6 @@ class GiteaClient(ApiClient):
                 headers = self._headers(content is not None)
                 response, body = await self._send(client, method, target, headers, content, limit)
                 return GiteaResponse(response.status_code, response.headers, body)
-
-    async def _body(self, response: httpx.Response, limit: int) -> bytes:
-        """A 2xx's body, capped at `limit`; a refusal's too, for the caller to inspect (never
-        for a message), capped at `MAX_ERROR_BODY_BYTES` and empty when unreadable."""
-        if response.status_code < 400:
-            return await super()._body(response, limit)
-        try:
-            return await read_capped(response, MAX_ERROR_BODY_BYTES)
-        except BodyError:
-            return b""
 
     async def get_json(self, url: str, *, params: Mapping[str, str] | None = None) -> Any:
         """The JSON of a GET answered 2xx; any other status is its `status_error`."""

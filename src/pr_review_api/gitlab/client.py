@@ -29,12 +29,11 @@ from pr_review_api.http.api_client import (
     same_origin,
     try_again_when,
 )
-from pr_review_api.http.body import BodyError, bounded_decimal, read_capped
+from pr_review_api.http.body import bounded_decimal
 from pr_review_api.jsonutil import dumps_compact, loads_strict
 from pr_review_api.settings import Settings
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # decoded; a page of 100 notes with long bodies fits
-MAX_ERROR_BODY_BYTES = 64 * 1024  # a refusal's body (GitLab's `message`), read for the caller
 REQUEST_TIMEOUT_SECONDS = 30.0  # one request, answer included; callers may bound it further
 PER_PAGE = 100  # GitLab's largest page
 MAX_PAGE_NUMBER = 10**6
@@ -106,6 +105,7 @@ class GitLabClient(ApiClient):
 
     forge: ClassVar[str] = "GitLab"
     unavailable: ClassVar[type[GitLabUnavailable]] = GitLabUnavailable
+    error_body_bytes: ClassVar[int] = 64 * 1024  # a refusal's `message`, read for the caller
 
     def __init__(
         self,
@@ -173,16 +173,6 @@ class GitLabClient(ApiClient):
                 headers = self._headers(content is not None)
                 response, body = await self._send(client, method, target, headers, content, limit)
                 return GitLabResponse(response.status_code, response.headers, body)
-
-    async def _body(self, response: httpx.Response, limit: int) -> bytes:
-        """A 2xx's body, capped at `limit`; a refusal's too, for the caller to inspect (never
-        for a message), capped at `MAX_ERROR_BODY_BYTES` and empty when unreadable."""
-        if response.status_code < 400:
-            return await super()._body(response, limit)
-        try:
-            return await read_capped(response, MAX_ERROR_BODY_BYTES)
-        except BodyError:
-            return b""
 
     async def get_json(self, url: str, *, params: Mapping[str, str] | None = None) -> Any:
         """The JSON of a GET answered 2xx; any other status is its `status_error`."""

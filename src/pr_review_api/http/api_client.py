@@ -26,6 +26,7 @@ from pr_review_api.errors import ReviewError
 from pr_review_api.http.body import (
     ACCEPTED_ENCODINGS,
     BodyCorrupt,
+    BodyError,
     BodyTooLarge,
     UnsupportedEncoding,
     read_capped,
@@ -55,6 +56,9 @@ class ApiClient:
 
     forge: ClassVar[str]  # the forge's name in sentences: "GitHub"
     unavailable: ClassVar[type[ReviewError]]  # the forge's contract error
+    # Bytes of a refusal's body (4xx, 5xx) kept for the caller to inspect, never for a message
+    # (GitLab's and Gitea's `message`); 0 reads none and keeps only a 2xx's.
+    error_body_bytes: ClassVar[int] = 0
 
     def __init__(
         self,
@@ -142,10 +146,17 @@ class ApiClient:
             await response.aclose()
 
     async def _body(self, response: httpx.Response, limit: int) -> bytes:
-        """The body kept of an answer: a 2xx's, capped at `limit`; any other is not read."""
-        if 200 <= response.status_code < 300:
+        """The body kept of an answer: a 2xx's, capped at `limit`. With `error_body_bytes`,
+        any answer under 400 is read so, and a refusal's capped at that, empty when unreadable;
+        without, nothing but a 2xx's is read."""
+        if not self.error_body_bytes:
+            return await read_capped(response, limit) if 200 <= response.status_code < 300 else b""
+        if response.status_code < 400:
             return await read_capped(response, limit)
-        return b""
+        try:
+            return await read_capped(response, self.error_body_bytes)
+        except BodyError:
+            return b""
 
     @contextlib.contextmanager
     def _failures(self) -> Iterator[None]:
