@@ -30,7 +30,8 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -370,6 +371,19 @@ async def prepare_in_thread(prepare: Callable[[], Lease]) -> Lease:
     except asyncio.CancelledError:
         task.add_done_callback(_release_abandoned)
         raise
+
+
+@asynccontextmanager
+async def pinned_change(
+    prepare: Callable[[], Lease], info: PullRequestInfo, metadata: PullRequestMetadata
+) -> AsyncIterator[PreparedPullRequest]:
+    """A change whose commits `prepare` fetches and pins, held until exit: every forge's last
+    step of opening one."""
+    lease = await prepare_in_thread(prepare)
+    try:
+        yield PreparedPullRequest(info=info, metadata=metadata, git_dir=lease.git_dir)
+    finally:
+        lease.release()
 
 
 def _release_abandoned(task: asyncio.Future[Lease]) -> None:

@@ -19,7 +19,7 @@ from typing import Final
 from pydantic import SecretStr
 
 from pr_review_api.errors import GiteaUnavailable
-from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache, prepare_in_thread
+from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache, pinned_change
 from pr_review_api.fetch.remote import ForgeWords, Remote
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.git_http import fetch_config
@@ -63,8 +63,5 @@ async def open_pull_request(
         token = gitea.token
     remote = pull_request_remote(ref, settings, token)
     prepare = functools.partial(RepositoryCache(settings).prepare_remote, remote, metadata)
-    lease = await prepare_in_thread(prepare)
-    try:
-        yield PreparedPullRequest(info=ref.info, metadata=metadata, git_dir=lease.git_dir)
-    finally:
-        lease.release()
+    async with pinned_change(prepare, ref.info, metadata) as prepared:
+        yield prepared

@@ -18,7 +18,7 @@ from typing import Final
 from pydantic import SecretStr
 
 from pr_review_api.errors import GitHubUnavailable
-from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache, prepare_in_thread
+from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache, pinned_change
 from pr_review_api.fetch.files import Lease
 from pr_review_api.fetch.metadata import PullRequestMetadata
 from pr_review_api.fetch.remote import (
@@ -95,8 +95,5 @@ async def open_pull_request(
     prepare = functools.partial(
         GitHubCache(settings).prepare, ref, metadata, token=await credentials.token()
     )
-    lease = await prepare_in_thread(prepare)
-    try:
-        yield PreparedPullRequest(info=ref.info, metadata=metadata, git_dir=lease.git_dir)
-    finally:
-        lease.release()
+    async with pinned_change(prepare, ref.info, metadata) as prepared:
+        yield prepared

@@ -19,7 +19,7 @@ from typing import Final
 from pydantic import SecretStr
 
 from pr_review_api.errors import GitLabUnavailable
-from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache, prepare_in_thread
+from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache, pinned_change
 from pr_review_api.fetch.remote import ForgeWords, Remote
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.git_http import fetch_config
@@ -65,8 +65,5 @@ async def open_merge_request(
         token = gitlab.token
     remote = merge_request_remote(ref, settings, token)
     prepare = functools.partial(RepositoryCache(settings).prepare_remote, remote, metadata)
-    lease = await prepare_in_thread(prepare)
-    try:
-        yield PreparedPullRequest(info=ref.info, metadata=metadata, git_dir=lease.git_dir)
-    finally:
-        lease.release()
+    async with pinned_change(prepare, ref.info, metadata) as prepared:
+        yield prepared
