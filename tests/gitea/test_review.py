@@ -1,6 +1,6 @@
 """A Gitea pull request reviewed end to end (CONTRACT 19) without publishing: a server under a
 path prefix and a non-default port, real git, the fake Gitea and the scripted provider, through
-the command line and the HTTP API; `--post` refused before the model is asked (forge/gitea.py).
+the command line and the HTTP API, and published (one review, the `pr-review` commit status).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ import pytest
 from click.testing import CliRunner, Result
 
 from pr_review_api.cli import commands as cli
-from pr_review_api.forge.gitea import NOT_YET_PUBLISHED
+from pr_review_api.gitea.preflight import NO_WRITE
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from tests.conftest import GITEA_TOKEN, PROVIDER_KEY
+from tests.fakes.gitea_reviews import GiteaWrites
 from tests.fakes.gitea_server import FakeGitea, PullFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
-from tests.gitea.support import PATH, REVIEWER
+from tests.gitea.support import PATH, REVIEWER, push_head
 from tests.github.support import Launch, our_git
 
 # Whole reviews through the CLI, the service and the fakes: the default run, not --fast.
@@ -45,11 +46,11 @@ FINDING = {
 REVIEW = {"summary": "One problem.", "findings": [FINDING], "notes": []}
 
 
-def publish(fake: FakeGitea) -> PullFixture:
+def publish(fake: FakeGitea, base: dict[str, str] = BASE) -> PullFixture:
     fake.add_token(GITEA_TOKEN, REVIEWER)
     fake.grant(PATH, REVIEWER, "read")
     return fake.pull_request(
-        PATH, 3, base=BASE, head=HEAD, private=True, title="Validate widgets", author="alice"
+        PATH, 3, base=base, head=HEAD, private=True, title="Validate widgets", author="alice"
     )
 
 
@@ -157,8 +158,97 @@ async def test_a_pull_request_is_reviewed_through_the_http_api(
     assert GITEA_TOKEN not in response.text
 
 
-def test_post_is_refused_before_the_model_is_asked(
+def statuses(writes: GiteaWrites, pull: PullFixture) -> list[tuple[str, str]]:
+    """(state, context) of every commit status posted on the head, oldest first."""
+    return [
+        (s["status"], s["context"]) for s in writes.statuses.get((pull.repo.id, pull.head_sha), [])
+    ]
+
+
+def test_a_pull_request_is_published_through_the_cli_once(
     fake_gitea: FakeGitea,
+    fake_gitea_writes: GiteaWrites,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pull = publish(fake_gitea, base={**BASE, ".pr-review.toml": 'fail_on = "high"\n'})
+    fake_gitea.grant(PATH, REVIEWER, "write")
+    scripted_provider.script(tool_call_turn([("d1", "inspect_git_diff", {})]), stop_turn(REVIEW))
+    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
+    result = review_cli(monkeypatch, env, pull.url, "--post", "--format", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    [review] = fake_gitea_writes.reviews[(pull.repo.id, 3)]
+    assert document["publication"] == {
+        "status": "published",
+        "review_id": review["id"],
+        "url": review["html_url"],
+        "inline_comments": 1,
+        "body_findings": 0,
+        "duplicates_skipped": 0,
+        "suppressed": 0,
+        "resolved": 0,
+        "error": None,
+    }
+    [comment] = fake_gitea_writes.review_comments[review["id"]]
+    assert (comment["path"], comment["position"], comment["original_position"]) == (
+        "src/service.py",
+        3,
+        0,
+    )
+    # The gate: pending when the review starts, failure for a high finding (fail_on high).
+    assert statuses(fake_gitea_writes, pull) == [("pending", "pr-review"), ("failure", "pr-review")]
+
+    again = review_cli(monkeypatch, env, pull.url, "--post", "--format", "json")
+    assert again.exit_code == 0, again.output
+    repeated = json.loads(again.stdout)
+    assert repeated["termination_reason"] == "already_published"
+    assert repeated["publication"]["status"] == "already_published"
+    assert len(fake_gitea_writes.reviews[(pull.repo.id, 3)]) == 1
+    assert len(scripted_provider.requests) == 2  # the first review's two turns, no more
+    # Completed again from the counts our review states: still failing.
+    assert statuses(fake_gitea_writes, pull)[2:] == [("failure", "pr-review")]
+    assert fake_gitea_writes.misplaced == []
+    assert fake_gitea_writes.stale_commits == []
+    assert GITEA_TOKEN not in result.output + again.output
+
+
+def test_a_later_head_is_published_with_its_new_findings_only(
+    fake_gitea: FakeGitea,
+    fake_gitea_writes: GiteaWrites,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pull = publish(fake_gitea)
+    fake_gitea.grant(PATH, REVIEWER, "write")
+    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
+    scripted_provider.script(stop_turn(REVIEW))
+    assert review_cli(monkeypatch, env, pull.url, "--post").exit_code == 0
+    later = push_head(fake_gitea, pull, {"src/extra.py": "def extra():\n    return 1\n"})
+    extra = {**FINDING, "path": "src/extra.py", "line": 2, "title": "Extra", "severity": "low"}
+    scripted_provider.script(stop_turn({**REVIEW, "findings": [FINDING, extra]}))
+    result = review_cli(monkeypatch, env, pull.url, "--post", "--format", "json")
+    assert result.exit_code == 0, result.output
+    publication = json.loads(result.stdout)["publication"]
+    assert (publication["inline_comments"], publication["duplicates_skipped"]) == (1, 1)
+    first, short = fake_gitea_writes.reviews[(pull.repo.id, 3)]
+    assert (first["commit_id"], short["commit_id"]) == (pull.head_sha, later.head_sha)
+    assert [c["path"] for c in fake_gitea_writes.review_comments[short["id"]]] == ["src/extra.py"]
+    # The re-review's first message named the files changed since our last reviewed head.
+    assert "src/extra.py" in json.dumps(scripted_provider.requests[-1].json["messages"][1])
+    assert statuses(fake_gitea_writes, later) == [
+        ("pending", "pr-review"),
+        ("success", "pr-review"),
+    ]
+    assert fake_gitea_writes.misplaced == []
+    assert fake_gitea_writes.stale_commits == []
+
+
+def test_a_token_that_may_only_read_is_refused_before_the_model_is_asked(
+    fake_gitea: FakeGitea,
+    fake_gitea_writes: GiteaWrites,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -168,11 +258,57 @@ def test_post_is_refused_before_the_model_is_asked(
     result = review_cli(monkeypatch, env, pull.url, "--post", "--format", "json")
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout)["error"] == {
-        "code": "github_publish_failed",
-        "message": NOT_YET_PUBLISHED,
+        "code": "gitea_publish_failed",
+        "message": NO_WRITE,
     }
     assert scripted_provider.requests == []
-    assert [r.method for r in fake_gitea.api_requests()] == ["GET"]  # the metadata, nothing else
+    assert fake_gitea_writes.reviews == {}
+    assert GITEA_TOKEN not in result.output
+
+
+@pytest.mark.anyio
+async def test_a_pull_request_is_published_through_the_http_api(
+    fake_gitea: FakeGitea,
+    fake_gitea_writes: GiteaWrites,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+) -> None:
+    pull = publish(fake_gitea)
+    fake_gitea.grant(PATH, REVIEWER, "write")
+    scripted_provider.script(stop_turn(REVIEW))
+    async with service(settings_for(fake_gitea, scripted_provider, tmp_path / "c")) as client:
+        body = {"pull_request_url": pull.url, "post": True}
+        response = await client.post("/v1/reviews", json=body)
+        again = await client.post("/v1/reviews", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["publication"]["status"] == "published"
+    assert again.json()["publication"]["status"] == "already_published"
+    assert len(fake_gitea_writes.reviews[(pull.repo.id, 3)]) == 1
+    # No fail_on: a high finding passes the gate.
+    assert statuses(fake_gitea_writes, pull)[:2] == [
+        ("pending", "pr-review"),
+        ("success", "pr-review"),
+    ]
+    assert GITEA_TOKEN not in response.text + again.text
+
+
+def test_check_runs_off_sets_no_status(
+    fake_gitea: FakeGitea,
+    fake_gitea_writes: GiteaWrites,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pull = publish(fake_gitea)
+    fake_gitea.grant(PATH, REVIEWER, "write")
+    scripted_provider.script(stop_turn(REVIEW))
+    env = {
+        **environment(fake_gitea, scripted_provider, tmp_path / "cache"),
+        "PR_REVIEW_CHECK_RUNS": "false",
+    }
+    assert review_cli(monkeypatch, env, pull.url, "--post").exit_code == 0
+    assert len(fake_gitea_writes.reviews[(pull.repo.id, 3)]) == 1
+    assert fake_gitea_writes.statuses == {}
 
 
 @pytest.mark.anyio
