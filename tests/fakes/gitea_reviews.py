@@ -25,7 +25,8 @@ cites where each is defined):
   when already there, 403 for a reaction the server does not allow);
 - `GET /repos/{o}/{r}/collaborators/{user}/permission`: 403 unless the asker is an admin of
   the repository (or asks about itself).
-Every write needs a token with write access (403 otherwise).
+Every write but a reaction (which any signed-in reader may add) needs a token with write
+access (403 otherwise).
 """
 
 from __future__ import annotations
@@ -331,8 +332,11 @@ class GiteaWrites:
         if record.method == "GET":
             handler.send_json(record, 200, listing)
             return
-        user = handler.may_write(record, repo)
-        if user is None:
+        # Any signed-in reader may react (changeIssueCommentReaction asks only read access,
+        # and write access on a locked conversation).
+        user = handler.signed_in(record)
+        if not user:
+            handler.send_json(record, 401, {"message": "token is required", "url": ""})
             return
         options = _json_object(body)
         content = options.get("content") if options is not None else None
