@@ -6,25 +6,14 @@ any failure of the host is an issue that could not be read, never the review's e
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from pr_review_api.fetch.issues import answered_body
+from pr_review_api.fetch.issues import (
+    MAX_ISSUE_RESPONSE_BYTES,
+    IssueRead,
+    answered_body,
+    issue_of,
+)
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.urls import is_valid_owner, is_valid_repo_name
-
-MAX_ISSUE_RESPONSE_BYTES = 1024 * 1024
-IssueRead = tuple[str, str] | Literal["pull_request", "unreadable"]
-
-
-class _IssueWire(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-
-    number: Annotated[int, Field(ge=1)]
-    title: str
-    body: str | None = None
-    pull_request: object = None
 
 
 async def read_issue(gitea: GiteaClient, project: str, number: int) -> IssueRead:
@@ -34,13 +23,4 @@ async def read_issue(gitea: GiteaClient, project: str, number: int) -> IssueRead
     if not is_valid_owner(owner) or not is_valid_repo_name(repo):
         return "unreadable"  # never a path Gitea's names cannot spell
     url = gitea.api_url(f"/repos/{owner}/{repo}/issues/{number}")
-    body = await answered_body(gitea.request("GET", url, limit=MAX_ISSUE_RESPONSE_BYTES))
-    try:
-        issue = None if body is None else _IssueWire.model_validate_json(body)
-    except ValidationError:
-        issue = None
-    if issue is None:
-        return "unreadable"
-    if issue.pull_request is not None:
-        return "pull_request"
-    return issue.title, issue.body or ""
+    return issue_of(await answered_body(gitea.request("GET", url, limit=MAX_ISSUE_RESPONSE_BYTES)))

@@ -24,22 +24,16 @@ to `MAX_DESCRIPTION_CHARS`. Gitea's answers, none of which fails the review:
 
 from __future__ import annotations
 
-import logging
-import re
 from typing import Any
 
-from pr_review_api.errors import GiteaUnavailable
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.urls import PullRequestRef
 from pr_review_api.output.gate_outcome import CheckOutcome, Conclusion
-
-logger = logging.getLogger(__name__)
+from pr_review_api.publishing.commit_status import CommitStatus, StatusWords, one_line
 
 STATUS_CONTEXT = "pr-review"
-MAX_DESCRIPTION_CHARS = 255  # one line on Gitea's status list; GitLab and GitHub keep less
+MAX_DESCRIPTION_CHARS = 255  # one line on Gitea's status list; GitLab keeps as much
 MAX_TARGET_URL_CHARS = 2048
-MAX_STATUS_RESPONSE_BYTES = 64 * 1024
-NO_ACCESS = (401, 403, 404)
 PENDING_DESCRIPTION = "pr-review is reviewing this head."
 # Gitea has no neutral state (see the module doc): the description says which outcome it is.
 STATE: dict[Conclusion, str] = {
@@ -49,16 +43,17 @@ STATE: dict[Conclusion, str] = {
     "timed_out": "failure",
     "action_required": "failure",
 }
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+GITEA_STATUS = StatusWords("Gitea", "a token without write access to the code")
 
 
 def status_payload(state: str, description: str, target_url: str | None) -> dict[str, Any]:
-    """The request's body: the description on one line without controls, cut (an ellipsis
-    marks the cut); a target URL too long to be a link is left out."""
-    line = " ".join(_CONTROL.sub(" ", description).split())
-    if len(line) > MAX_DESCRIPTION_CHARS:
-        line = line[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
-    payload: dict[str, Any] = {"state": state, "context": STATUS_CONTEXT, "description": line}
+    """The request's body: the description one bounded line; a target URL too long to be a
+    link is left out."""
+    payload: dict[str, Any] = {
+        "state": state,
+        "context": STATUS_CONTEXT,
+        "description": one_line(description, MAX_DESCRIPTION_CHARS),
+    }
     if target_url and len(target_url) <= MAX_TARGET_URL_CHARS:
         payload["target_url"] = target_url
     return payload
@@ -68,38 +63,13 @@ class StatusReporter:
     """The `pr-review` commit status on one head of a pull request (see the module doc)."""
 
     def __init__(self, gitea: GiteaClient, ref: PullRequestRef, head_sha: str) -> None:
-        self.gitea = gitea
-        self.url = ref.repo_api_url(f"/statuses/{head_sha}")
-        self.refused = False  # Gitea said no to this token: the gate is given up
+        self.status = CommitStatus(gitea, ref.repo_api_url(f"/statuses/{head_sha}"), GITEA_STATUS)
 
     async def start(self) -> None:
         """The status `pending`."""
-        await self._post("pending", PENDING_DESCRIPTION, None)
+        await self.status.post(status_payload("pending", PENDING_DESCRIPTION, None))
 
     async def complete(self, outcome: CheckOutcome, review_url: str | None = None) -> None:
         """The status of `outcome`, linking our review when known."""
-        await self._post(STATE[outcome.conclusion], outcome.brief or outcome.title, review_url)
-
-    async def _post(self, state: str, description: str, target_url: str | None) -> None:
-        if self.refused:
-            return
-        payload = status_payload(state, description, target_url)
-        try:
-            response = await self.gitea.request(
-                "POST", self.url, json=payload, limit=MAX_STATUS_RESPONSE_BYTES
-            )
-        except GiteaUnavailable as exc:
-            logger.info("the commit status could not be sent: %s", exc.message)
-            return
-        status = response.status
-        if 200 <= status < 300:
-            return
-        if status in NO_ACCESS:
-            self.refused = True
-            logger.info(
-                "Gitea refused the commit status (status %d: a token without write access to "
-                "the code); the merge gate is not set",
-                status,
-            )
-        else:
-            logger.info("Gitea refused the commit status (status %d)", status)
+        description = outcome.brief or outcome.title
+        await self.status.post(status_payload(STATE[outcome.conclusion], description, review_url))
