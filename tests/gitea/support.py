@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from pr_review_api.gitea.client import GiteaClient
@@ -193,3 +194,16 @@ def visible_text(markdown: str) -> str:
     parser = _TextNodes()
     parser.feed(rendered(markdown))
     return "".join(parser.texts).replace("\u2060", "")
+
+
+# Model text for property tests: the characters and pieces Gitea's parsers react to, and any
+# other printable character.
+MODEL_TEXT = st.lists(
+    st.one_of(
+        st.sampled_from(list("@#!:[]()<>&;$\\`*_~/.-|= \n\t'\"")),
+        st.sampled_from(["www.", "http://", "https:", "\u2060", "\r", "\u202e", "[[", "]]"]),
+        st.sampled_from(["deadbeef1", "ABC-12", "x@y.io", ":+1:", "a/b#1", "a/b@abcdef0"]),
+        st.characters(codec="utf-8", categories=["L", "N", "P", "S", "Zs"]),
+    ),
+    max_size=60,
+).map("".join)
