@@ -262,7 +262,7 @@ def test_a_token_that_may_only_read_is_refused_before_the_model_is_asked(
         "message": NO_WRITE,
     }
     assert scripted_provider.requests == []
-    assert fake_gitea_writes.reviews == {}
+    assert not any(fake_gitea_writes.reviews.values())
     assert GITEA_TOKEN not in result.output
 
 
@@ -309,6 +309,65 @@ def test_check_runs_off_sets_no_status(
     assert review_cli(monkeypatch, env, pull.url, "--post").exit_code == 0
     assert len(fake_gitea_writes.reviews[(pull.repo.id, 3)]) == 1
     assert fake_gitea_writes.statuses == {}
+
+
+def test_a_review_without_a_final_review_fails_the_gate_closed(
+    fake_gitea: FakeGitea,
+    fake_gitea_writes: GiteaWrites,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pull = publish(fake_gitea, base={**BASE, ".pr-review.toml": 'fail_on = "high"\n'})
+    fake_gitea.grant(PATH, REVIEWER, "write")
+    scripted_provider.script(stop_turn("not a review"))
+    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
+    result = review_cli(monkeypatch, env, pull.url, "--post", "--format", "json")
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["error"]["code"] == "invalid_model_response"
+    assert not any(fake_gitea_writes.reviews.values())
+    [pending, closed] = fake_gitea_writes.statuses[(pull.repo.id, pull.head_sha)]
+    assert (pending["status"], closed["status"]) == ("pending", "failure")
+    assert closed["description"].startswith("Failed closed: no validated review")
+
+
+def test_a_skip_by_the_title_with_fail_on_set_is_a_failing_status(
+    fake_gitea: FakeGitea,
+    fake_gitea_writes: GiteaWrites,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = 'fail_on = "high"\nskip_title = ["validate"]\n'
+    pull = publish(fake_gitea, base={**BASE, ".pr-review.toml": config})
+    fake_gitea.grant(PATH, REVIEWER, "write")
+    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
+    result = review_cli(monkeypatch, env, pull.url, "--post", "--automatic", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["termination_reason"] == "skipped"
+    assert scripted_provider.requests == []
+    assert not any(fake_gitea_writes.reviews.values())
+    [status] = fake_gitea_writes.statuses[(pull.repo.id, pull.head_sha)]
+    assert status["status"] == "failure"  # Gitea has no action_required: failing, saying why
+    assert status["description"].startswith("Action required (failing), skipped")
+
+
+@pytest.mark.anyio
+async def test_the_http_api_refuses_a_readers_token_before_the_model(
+    fake_gitea: FakeGitea,
+    fake_gitea_writes: GiteaWrites,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+) -> None:
+    pull = publish(fake_gitea)
+    async with service(settings_for(fake_gitea, scripted_provider, tmp_path / "c")) as client:
+        body = {"pull_request_url": pull.url, "post": True}
+        response = await client.post("/v1/reviews", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == {"code": "gitea_publish_failed", "message": NO_WRITE}
+    assert scripted_provider.requests == []
+    assert fake_gitea_writes.statuses == {}
+    assert GITEA_TOKEN not in response.text
 
 
 @pytest.mark.anyio
