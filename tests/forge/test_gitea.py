@@ -123,6 +123,28 @@ def test_posted_counts_are_read_back_from_our_own_review_only(
     assert with_forge(fake_gitea, lambda f: f.posted_body(info, 5)) is None
 
 
+def test_our_first_review_does_not_stand_for_the_counts_of_a_later_head(
+    fake_gitea: FakeGitea, fake_gitea_writes: GiteaWrites
+) -> None:
+    pull = pull_request(fake_gitea)
+    first = published(fake_gitea, pull, [CONTEXT])
+    later = push_head(fake_gitea, pull, {"b.py": "b\n"})
+    critical = finding("b.py", 1, "critical", "New")
+    published(fake_gitea, later, [CONTEXT, critical])
+    last = push_head(fake_gitea, later, {"c.py": "c\n"})
+    nothing_new = published(fake_gitea, last, [CONTEXT, critical])
+    assert nothing_new.review_id == first.review_id  # nothing posted for the last head
+    info = info_of(fake_gitea, pull)
+
+    async def counts_at(head: str, forge: GiteaForge) -> Any:
+        await forge.prior_review(info, pull.repo.bare, head, force=False)
+        return await forge.posted_counts(info, first.review_id)
+
+    assert with_forge(fake_gitea, lambda f: counts_at(pull.head_sha, f)) == {"low": 1}
+    # The first review says 1 low; the last head has a critical: unknown, never "1 low".
+    assert with_forge(fake_gitea, lambda f: counts_at(last.head_sha, f)) is None
+
+
 def test_a_writers_minus_one_dismisses_only_when_gitea_tells_who_writes(
     fake_gitea: FakeGitea, fake_gitea_writes: GiteaWrites
 ) -> None:

@@ -45,7 +45,7 @@ from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResul
 from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.publishing.failures import PublishFailure
-from pr_review_api.publishing.markers import shown_title
+from pr_review_api.publishing.markers import marked_heads, shown_title
 from pr_review_api.publishing.placement import fingerprint_of, line_texts
 from pr_review_api.publishing.re_review import re_review_of
 from pr_review_api.settings import Settings
@@ -65,6 +65,10 @@ class GiteaForge(ChangeForge):
     def __init__(self, settings: Settings, gitea: GiteaClient) -> None:
         self.settings = settings
         self.gitea = gitea
+        # The head this review asked about (the ledger, our markers): a posted review is read
+        # back only when it carries that head's marker. A later head with nothing new is
+        # published as our first review, whose counts are its own head's, not this one's.
+        self.head_sha: str | None = None
 
     def _ref(self, info: PullRequestInfo) -> PullRequestRef:
         return ref_of(info, self.settings)
@@ -87,6 +91,7 @@ class GiteaForge(ChangeForge):
     async def published_in_ledger(
         self, info: PullRequestInfo, head_sha: str, ledger: PublishLedger
     ) -> PostedHead | None:
+        self.head_sha = head_sha
         try:
             key = pull_request_key(self._ref(info), await self.gitea.login(), head_sha)
             recorded = await ledger.find(key)
@@ -98,6 +103,7 @@ class GiteaForge(ChangeForge):
     async def prior_review(
         self, info: PullRequestInfo, git_dir: Path, head_sha: str, *, force: bool
     ) -> PriorReview:
+        self.head_sha = head_sha
         try:
             state = (await read_history(self.gitea, self._ref(info), head_sha=head_sha)).state
         except HISTORY_FAILURES:
@@ -119,7 +125,10 @@ class GiteaForge(ChangeForge):
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         if review_id is None:
             return None
-        return await our_review_body(self.gitea, self._ref(info), review_id)
+        body = await our_review_body(self.gitea, self._ref(info), review_id)
+        if body is None or (self.head_sha is not None and self.head_sha not in marked_heads(body)):
+            return None  # not ours, or of another head: unknown (the gate fails closed)
+        return body
 
     async def dismissed_titles(
         self, info: PullRequestInfo, paths: list[str], dismissals: DismissedFindings
