@@ -14,9 +14,7 @@ from typing import Any
 
 import pytest
 
-from pr_review_api.errors import ConfigurationError, GiteaPublishNotPossible
 from pr_review_api.gitea.client import GiteaClient
-from pr_review_api.gitea.preflight import NO_WRITE, REFUSED, ensure_can_publish
 from pr_review_api.gitea.publish import publish
 from pr_review_api.gitea.urls import PullRequestRef, parse_pull_request_url
 from pr_review_api.model import Finding, Publication, ReviewResult, Suggestion
@@ -221,26 +219,6 @@ def test_a_token_that_may_only_read_fails_cleanly(setup: Setup) -> None:
     assert "(status 403)" in publication.error.message
     assert GITEA_TOKEN not in publication.model_dump_json()
     assert setup.reviews() == []
-
-
-def test_the_preflight_refuses_no_token_an_unknown_token_and_a_reader(setup: Setup) -> None:
-    async def preflight(settings: Settings) -> None:
-        async with GiteaClient(settings) as gitea:
-            await ensure_can_publish(gitea, setup.ref)
-
-    with pytest.raises(ConfigurationError):
-        asyncio.run(preflight(setup.settings.model_copy(update={"gitea_token": None})))
-    unknown = setup.fake.settings(Path("unused"), token="not-a-token")
-    with pytest.raises(GiteaPublishNotPossible) as refused:
-        asyncio.run(preflight(unknown))
-    assert refused.value.message == REFUSED
-    assert refused.value.code == "gitea_publish_failed"
-    setup.fake.grant(PATH, REVIEWER, "read")
-    with pytest.raises(GiteaPublishNotPossible) as reader:
-        asyncio.run(preflight(setup.settings))
-    assert reader.value.message == NO_WRITE
-    setup.fake.grant(PATH, REVIEWER, "write")
-    asyncio.run(preflight(setup.settings))  # a writer may
 
 
 def test_a_suggestion_is_a_diff_block_never_a_committable_one(setup: Setup) -> None:
