@@ -167,6 +167,21 @@ def test_a_later_head_with_nothing_new_posts_nothing(setup: Setup) -> None:
     assert len(setup.review_posts()) == 1
 
 
+def test_a_finding_an_open_comment_of_ours_stands_for_is_not_posted_again(setup: Setup) -> None:
+    setup.publish(setup.result(FINDINGS[:1]))  # "Added line" on a.py line 6
+    # The line's text changes, so its fingerprint does: the same title near it is the same.
+    setup.pull = push_head(setup.fake, setup.pull, {"a.py": HEAD_A.replace("inserted", "edited")})
+
+    publication = setup.publish(setup.result(FINDINGS[:1]))
+
+    assert (publication.inline_comments, publication.duplicates_skipped) == (0, 1)
+    assert len(setup.review_posts()) == 1  # nothing new: no review for this head
+    setup.writes.review_comments[setup.reviews()[0]["id"]][0]["resolver"] = {"login": "x"}
+    setup.pull = push_head(setup.fake, setup.pull, {"a.py": HEAD_A.replace("inserted", "again")})
+    reported = setup.publish(setup.result(FINDINGS[:1]))
+    assert reported.inline_comments == 1  # its comment was resolved: reported anew
+
+
 def test_markers_of_anyone_else_count_for_nothing(setup: Setup) -> None:
     setup.fake.add_token("other-token", "mallory")
     setup.fake.grant(PATH, "mallory", "write")
