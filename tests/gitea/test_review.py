@@ -158,6 +158,43 @@ async def test_a_pull_request_is_reviewed_through_the_http_api(
     assert GITEA_TOKEN not in response.text
 
 
+class Posting:
+    """A writer's token on the fake Gitea, the scripted provider and the CLI's environment."""
+
+    def __init__(
+        self,
+        fake: FakeGitea,
+        writes: GiteaWrites,
+        provider: ScriptedProvider,
+        cache: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        self.fake, self.writes, self.provider = fake, writes, provider
+        self.env = environment(fake, provider, cache)
+        self.monkeypatch = monkeypatch
+
+    def pull(self, base: dict[str, str] = BASE, access: str = "write") -> PullFixture:
+        pull = publish(self.fake, base)
+        self.fake.grant(PATH, REVIEWER, access)  # type: ignore[arg-type]
+        return pull
+
+    def cli(self, *args: str, **env: str) -> Result:
+        return review_cli(self.monkeypatch, {**self.env, **env}, *args)
+
+
+@pytest.fixture
+def posting(
+    fake_gitea: FakeGitea,
+    fake_gitea_writes: GiteaWrites,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Posting:
+    return Posting(
+        fake_gitea, fake_gitea_writes, scripted_provider, tmp_path / "cache", monkeypatch
+    )
+
+
 def statuses(writes: GiteaWrites, pull: PullFixture) -> list[tuple[str, str]]:
     """(state, context) of every commit status posted on the head, oldest first."""
     return [
@@ -165,21 +202,13 @@ def statuses(writes: GiteaWrites, pull: PullFixture) -> list[tuple[str, str]]:
     ]
 
 
-def test_a_pull_request_is_published_through_the_cli_once(
-    fake_gitea: FakeGitea,
-    fake_gitea_writes: GiteaWrites,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    pull = publish(fake_gitea, base={**BASE, ".pr-review.toml": 'fail_on = "high"\n'})
-    fake_gitea.grant(PATH, REVIEWER, "write")
-    scripted_provider.script(tool_call_turn([("d1", "inspect_git_diff", {})]), stop_turn(REVIEW))
-    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
-    result = review_cli(monkeypatch, env, pull.url, "--post", "--format", "json")
+def test_a_pull_request_is_published_through_the_cli_once(posting: Posting) -> None:
+    pull = posting.pull(base={**BASE, ".pr-review.toml": 'fail_on = "high"\n'})
+    posting.provider.script(tool_call_turn([("d1", "inspect_git_diff", {})]), stop_turn(REVIEW))
+    result = posting.cli(pull.url, "--post", "--format", "json")
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
-    [review] = fake_gitea_writes.reviews[(pull.repo.id, 3)]
+    [review] = posting.writes.reviews[(pull.repo.id, 3)]
     assert document["publication"] == {
         "status": "published",
         "review_id": review["id"],
@@ -191,78 +220,63 @@ def test_a_pull_request_is_published_through_the_cli_once(
         "resolved": 0,
         "error": None,
     }
-    [comment] = fake_gitea_writes.review_comments[review["id"]]
+    [comment] = posting.writes.review_comments[review["id"]]
     assert (comment["path"], comment["position"], comment["original_position"]) == (
         "src/service.py",
         3,
         0,
     )
     # The gate: pending when the review starts, failure for a high finding (fail_on high).
-    assert statuses(fake_gitea_writes, pull) == [("pending", "pr-review"), ("failure", "pr-review")]
+    assert statuses(posting.writes, pull) == [("pending", "pr-review"), ("failure", "pr-review")]
 
-    again = review_cli(monkeypatch, env, pull.url, "--post", "--format", "json")
+    again = posting.cli(pull.url, "--post", "--format", "json")
     assert again.exit_code == 0, again.output
     repeated = json.loads(again.stdout)
     assert repeated["termination_reason"] == "already_published"
     assert repeated["publication"]["status"] == "already_published"
-    assert len(fake_gitea_writes.reviews[(pull.repo.id, 3)]) == 1
-    assert len(scripted_provider.requests) == 2  # the first review's two turns, no more
+    assert len(posting.writes.reviews[(pull.repo.id, 3)]) == 1
+    assert len(posting.provider.requests) == 2  # the first review's two turns, no more
     # Completed again from the counts our review states: still failing.
-    assert statuses(fake_gitea_writes, pull)[2:] == [("failure", "pr-review")]
-    assert fake_gitea_writes.misplaced == []
-    assert fake_gitea_writes.stale_commits == []
+    assert statuses(posting.writes, pull)[2:] == [("failure", "pr-review")]
+    assert posting.writes.misplaced == []
+    assert posting.writes.stale_commits == []
     assert GITEA_TOKEN not in result.output + again.output
 
 
-def test_a_later_head_is_published_with_its_new_findings_only(
-    fake_gitea: FakeGitea,
-    fake_gitea_writes: GiteaWrites,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    pull = publish(fake_gitea)
-    fake_gitea.grant(PATH, REVIEWER, "write")
-    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
-    scripted_provider.script(stop_turn(REVIEW))
-    assert review_cli(monkeypatch, env, pull.url, "--post").exit_code == 0
-    later = push_head(fake_gitea, pull, {"src/extra.py": "def extra():\n    return 1\n"})
+def test_a_later_head_is_published_with_its_new_findings_only(posting: Posting) -> None:
+    pull = posting.pull()
+    posting.provider.script(stop_turn(REVIEW))
+    assert posting.cli(pull.url, "--post").exit_code == 0
+    later = push_head(posting.fake, pull, {"src/extra.py": "def extra():\n    return 1\n"})
     extra = {**FINDING, "path": "src/extra.py", "line": 2, "title": "Extra", "severity": "low"}
-    scripted_provider.script(stop_turn({**REVIEW, "findings": [FINDING, extra]}))
-    result = review_cli(monkeypatch, env, pull.url, "--post", "--format", "json")
+    posting.provider.script(stop_turn({**REVIEW, "findings": [FINDING, extra]}))
+    result = posting.cli(pull.url, "--post", "--format", "json")
     assert result.exit_code == 0, result.output
     publication = json.loads(result.stdout)["publication"]
     assert (publication["inline_comments"], publication["duplicates_skipped"]) == (1, 1)
-    first, short = fake_gitea_writes.reviews[(pull.repo.id, 3)]
+    first, short = posting.writes.reviews[(pull.repo.id, 3)]
     assert (first["commit_id"], short["commit_id"]) == (pull.head_sha, later.head_sha)
-    assert [c["path"] for c in fake_gitea_writes.review_comments[short["id"]]] == ["src/extra.py"]
+    assert [c["path"] for c in posting.writes.review_comments[short["id"]]] == ["src/extra.py"]
     # The re-review's first message named the files changed since our last reviewed head.
-    assert "src/extra.py" in json.dumps(scripted_provider.requests[-1].json["messages"][1])
-    assert statuses(fake_gitea_writes, later) == [
+    assert "src/extra.py" in json.dumps(posting.provider.requests[-1].json["messages"][1])
+    assert statuses(posting.writes, later) == [
         ("pending", "pr-review"),
         ("success", "pr-review"),
     ]
-    assert fake_gitea_writes.misplaced == []
-    assert fake_gitea_writes.stale_commits == []
+    assert posting.writes.misplaced == []
+    assert posting.writes.stale_commits == []
 
 
-def test_a_token_that_may_only_read_is_refused_before_the_model_is_asked(
-    fake_gitea: FakeGitea,
-    fake_gitea_writes: GiteaWrites,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    pull = publish(fake_gitea)
-    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
-    result = review_cli(monkeypatch, env, pull.url, "--post", "--format", "json")
+def test_a_token_that_may_only_read_is_refused_before_the_model_is_asked(posting: Posting) -> None:
+    pull = posting.pull(access="read")
+    result = posting.cli(pull.url, "--post", "--format", "json")
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout)["error"] == {
         "code": "gitea_publish_failed",
         "message": NO_WRITE,
     }
-    assert scripted_provider.requests == []
-    assert not any(fake_gitea_writes.reviews.values())
+    assert posting.provider.requests == []
+    assert not any(posting.writes.reviews.values())
     assert GITEA_TOKEN not in result.output
 
 
@@ -292,62 +306,35 @@ async def test_a_pull_request_is_published_through_the_http_api(
     assert GITEA_TOKEN not in response.text + again.text
 
 
-def test_check_runs_off_sets_no_status(
-    fake_gitea: FakeGitea,
-    fake_gitea_writes: GiteaWrites,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    pull = publish(fake_gitea)
-    fake_gitea.grant(PATH, REVIEWER, "write")
-    scripted_provider.script(stop_turn(REVIEW))
-    env = {
-        **environment(fake_gitea, scripted_provider, tmp_path / "cache"),
-        "PR_REVIEW_CHECK_RUNS": "false",
-    }
-    assert review_cli(monkeypatch, env, pull.url, "--post").exit_code == 0
-    assert len(fake_gitea_writes.reviews[(pull.repo.id, 3)]) == 1
-    assert fake_gitea_writes.statuses == {}
+def test_check_runs_off_sets_no_status(posting: Posting) -> None:
+    pull = posting.pull()
+    posting.provider.script(stop_turn(REVIEW))
+    assert posting.cli(pull.url, "--post", PR_REVIEW_CHECK_RUNS="false").exit_code == 0
+    assert len(posting.writes.reviews[(pull.repo.id, 3)]) == 1
+    assert posting.writes.statuses == {}
 
 
-def test_a_review_without_a_final_review_fails_the_gate_closed(
-    fake_gitea: FakeGitea,
-    fake_gitea_writes: GiteaWrites,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    pull = publish(fake_gitea, base={**BASE, ".pr-review.toml": 'fail_on = "high"\n'})
-    fake_gitea.grant(PATH, REVIEWER, "write")
-    scripted_provider.script(stop_turn("not a review"))
-    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
-    result = review_cli(monkeypatch, env, pull.url, "--post", "--format", "json")
+def test_a_review_without_a_final_review_fails_the_gate_closed(posting: Posting) -> None:
+    pull = posting.pull(base={**BASE, ".pr-review.toml": 'fail_on = "high"\n'})
+    posting.provider.script(stop_turn("not a review"))
+    result = posting.cli(pull.url, "--post", "--format", "json")
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout)["error"]["code"] == "invalid_model_response"
-    assert not any(fake_gitea_writes.reviews.values())
-    [pending, closed] = fake_gitea_writes.statuses[(pull.repo.id, pull.head_sha)]
+    assert not any(posting.writes.reviews.values())
+    [pending, closed] = posting.writes.statuses[(pull.repo.id, pull.head_sha)]
     assert (pending["status"], closed["status"]) == ("pending", "failure")
     assert closed["description"].startswith("Failed closed: no validated review")
 
 
-def test_a_skip_by_the_title_with_fail_on_set_is_a_failing_status(
-    fake_gitea: FakeGitea,
-    fake_gitea_writes: GiteaWrites,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_skip_by_the_title_with_fail_on_set_is_a_failing_status(posting: Posting) -> None:
     config = 'fail_on = "high"\nskip_title = ["validate"]\n'
-    pull = publish(fake_gitea, base={**BASE, ".pr-review.toml": config})
-    fake_gitea.grant(PATH, REVIEWER, "write")
-    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
-    result = review_cli(monkeypatch, env, pull.url, "--post", "--automatic", "--format", "json")
+    pull = posting.pull(base={**BASE, ".pr-review.toml": config})
+    result = posting.cli(pull.url, "--post", "--automatic", "--format", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["termination_reason"] == "skipped"
-    assert scripted_provider.requests == []
-    assert not any(fake_gitea_writes.reviews.values())
-    [status] = fake_gitea_writes.statuses[(pull.repo.id, pull.head_sha)]
+    assert posting.provider.requests == []
+    assert not any(posting.writes.reviews.values())
+    [status] = posting.writes.statuses[(pull.repo.id, pull.head_sha)]
     assert status["status"] == "failure"  # Gitea has no action_required: failing, saying why
     assert status["description"].startswith("Action required (failing), skipped")
 
