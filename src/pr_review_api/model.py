@@ -312,7 +312,7 @@ class PublicationError(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    code: Literal["github_publish_failed"] = "github_publish_failed"
+    code: Literal["github_publish_failed", "gitea_publish_failed"] = "github_publish_failed"
     message: str
 
 
