@@ -260,11 +260,14 @@ async def supersede(
     )
 
 
-async def mark_running(connection: AsyncConnection[Any], job_id: uuid.UUID) -> None:
+async def mark_running(
+    connection: AsyncConnection[Any], job_id: uuid.UUID, *, host: str | None = None
+) -> None:
+    """`host`: the worker host that runs it (jobs/affinity.py)."""
     await connection.execute(
         "UPDATE review_jobs SET status = 'running', attempts = attempts + 1, "
-        "started_at = coalesce(started_at, now()) WHERE id = %s",
-        (job_id,),
+        "started_at = coalesce(started_at, now()), worker_host = %s WHERE id = %s",
+        (host, job_id),
     )
 
 
