@@ -67,10 +67,6 @@ class HostLoad:
     slots: int
     waiting: int
 
-    @property
-    def busy(self) -> bool:
-        return self.waiting >= self.slots * BACKLOG_PER_SLOT
-
 
 def host_queue(host: str) -> str:
     """The procrastinate queue of one worker host."""
@@ -91,20 +87,34 @@ def ranked(repository: str, hosts: Iterable[str]) -> list[str]:
     return sorted(set(hosts), key=lambda host: _score(host, repository), reverse=True)
 
 
-def choose_queue(repository: str, hosts: Sequence[HostLoad]) -> str:
-    """The queue a job of `repository` waits in, given the live hosts and their loads."""
+def choose_queue(
+    repository: str,
+    hosts: Sequence[HostLoad],
+    *,
+    homes: int = HOMES,
+    backlog_per_slot: float = BACKLOG_PER_SLOT,
+) -> str:
+    """The queue a job of `repository` waits in, given the live hosts and their loads (the
+    keywords are the service's constants; `bench/affinity.py` tries others)."""
     if len(hosts) < 2:  # one host (or none yet): nothing to choose, as it always was
         return SHARED_QUEUE
     by_name = {load.host: load for load in hosts}
-    for host in ranked(repository, by_name)[:HOMES]:
-        if not by_name[host].busy:
+    for host in ranked(repository, by_name)[:homes]:
+        load = by_name[host]
+        if load.waiting < load.slots * backlog_per_slot:
             return host_queue(host)
     return SHARED_QUEUE
 
 
-def place(repository: str, hosts: list[HostLoad]) -> str:
+def place(
+    repository: str,
+    hosts: list[HostLoad],
+    *,
+    homes: int = HOMES,
+    backlog_per_slot: float = BACKLOG_PER_SLOT,
+) -> str:
     """`choose_queue`, counting the job in its host's waiting ones (for the next choice)."""
-    queue = choose_queue(repository, hosts)
+    queue = choose_queue(repository, hosts, homes=homes, backlog_per_slot=backlog_per_slot)
     for number, load in enumerate(hosts):
         if host_queue(load.host) == queue:
             hosts[number] = replace(load, waiting=load.waiting + 1)
