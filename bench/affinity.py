@@ -29,7 +29,9 @@ The model, deterministic for a seed:
   service, its heartbeat stays fresh for the stalled bound (15 s), so jobs deferred meanwhile
   still go to its queue; the next recovery sweep (5 s later) puts its running jobs back and
   moves every job waiting in its queue to the queue `place` names among the live hosts
-  (`jobs.affinity.rehome`); the running ones start again from the beginning.
+  (`jobs.affinity.rehome`); the running ones start again from the beginning;
+- a job that has waited `SPILL_AFTER_SECONDS` (60 s) since it was deferred may be taken by a
+  free slot of any host, as `pr_review_fetch_job` allows (schema migration 8).
 
 Figures per scenario: bytes fetched, whole fetches, index builds, queue wait (p50, p95,
 worst), the worst tenant's p95 wait and the other tenants' (fairness), jobs run again after
@@ -50,7 +52,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from pr_review_api.jobs import affinity
-from pr_review_api.jobs.affinity import BACKLOG_PER_SLOT, HOMES, HostLoad
+from pr_review_api.jobs.affinity import BACKLOG_PER_SLOT, HOMES, SPILL_AFTER_SECONDS, HostLoad
 
 MB = 1e6
 FETCH_BYTES_PER_SECOND = 40 * MB
@@ -118,6 +120,7 @@ class Scenario:
     kill: bool = False
     homes: int = HOMES
     backlog_per_slot: float = BACKLOG_PER_SLOT
+    spill_after: float = SPILL_AFTER_SECONDS  # None-like: math.inf, never taken elsewhere
 
 
 @dataclass
@@ -183,6 +186,9 @@ class Simulation:
         for job in jobs:
             job.host, job.waited, job.queue = None, False, affinity.SHARED_QUEUE
             self.push(job.arrival, "arrive", job.number)
+            if scenario.affinity and math.isfinite(scenario.spill_after):
+                # Any host may take it now, if it still waits in a host's queue.
+                self.push(job.arrival + scenario.spill_after, "spill", job.number)
         if scenario.kill:
             killed_at = jobs[len(jobs) // 2].arrival
             self.push(killed_at, "kill", len(self.hosts) - 1)
@@ -284,19 +290,21 @@ class Simulation:
             for host in self.hosts:
                 if not host.alive or len(host.running) >= host.slots:
                     continue
-                best = self.pick(host)
+                best = self.pick(host, now)
                 if best is not None:
                     seconds = self.start(best, host, now)
                     key = best.number * (1 << 20) + self.attempt.setdefault(best.number, 0)
                     self.push(now + seconds, "done", key)
                     progress = True
 
-    def pick(self, host: Host) -> Job | None:
-        """`pr_review_fetch_job` for a worker of `host`: its queue and the shared one."""
+    def pick(self, host: Host, now: float) -> Job | None:
+        """`pr_review_fetch_job` for a worker of `host`: its queue, the shared one, and
+        another host's once the job has waited `spill_after` seconds there."""
         queues = (affinity.SHARED_QUEUE, affinity.host_queue(host.name))
         best, best_rank = None, None
         for job in self.waiting.values():
-            if job.queue not in queues:
+            # A job's wait counts from when it was deferred (rehoming does not restart it).
+            if job.queue not in queues and now - job.arrival < self.scenario.spill_after:
                 continue
             tenant = job.repository.tenant
             running = self.running_by_tenant.get(tenant, 0)
@@ -359,7 +367,10 @@ def main() -> None:
             Scenario(f"affinity (jobs/affinity.py){killed}", affinity=True, kill=kill),
         ]
     # Other constants for the same function, to show what the service's cost and buy.
+    spill = SPILL_AFTER_SECONDS
     scenarios += [
+        Scenario("variant: never taken from another host", True, spill_after=math.inf),
+        Scenario(f"variant: taken elsewhere after {spill / 2:g} s", True, spill_after=spill / 2),
         Scenario("variant: owner only, then shared", affinity=True, homes=1),
         Scenario(f"variant: busy at {2 * backlog:g} a slot", True, backlog_per_slot=2 * backlog),
         Scenario(f"variant: busy at {backlog / 2:g} a slot", True, backlog_per_slot=backlog / 2),

@@ -19,6 +19,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +263,45 @@ def test_jobs_waiting_on_a_dead_hosts_queue_are_run_by_another(database_url: str
     )
     # With a single live host, its shared queue of before.
     assert set(queues_by_owner(database_url).values()) == {"reviews"}
+
+
+def test_a_job_held_by_a_busy_host_is_taken_by_another_after_the_spill_bound(
+    database_url: str,
+) -> None:
+    """A host whose heartbeat is fresh but takes nothing (busy, or stuck): once its jobs have
+    waited `spill_after`, the other host's fair fetch takes them where they are."""
+    recorder = Recorder()
+    stuck, free = HOSTS
+    theirs = owned_by(stuck, 3)
+    settings = settings_for(database_url)
+    live_long = QueueTuning(
+        poll_interval=0.1, heartbeat_interval=0.5, stalled_after=3600, stalled_check_interval=0.5
+    )
+
+    async def scenario() -> None:
+        await beat(settings, stuck, 8)
+        await beat(settings, free, 8)
+        queue = JobQueue(settings, tuning=live_long)
+        async with queue.opened():
+            for owner in theirs:
+                await queue.enqueue(pull(1, owner=owner, installation_id=None), source="api")
+        assert set(queues_by_owner(database_url).values()) == {host_queue(stuck)}
+        stealing = replace(live_long, spill_after=0.5)
+        queue = JobQueue(host_settings(database_url, free), runner=recorder, tuning=stealing)
+        async with queue.opened():
+            task = asyncio.create_task(queue.run_worker(2, install_signal_handlers=False))
+            try:
+                await succeeded(database_url, len(theirs))
+            finally:
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+
+    asyncio.run(scenario())
+    assert {host for host, _ in recorder.ran} == {free}
+    assert len(recorder.ran) == len(theirs)
+    # Taken from the stuck host's queue, not moved off it: that host still counts as live.
+    assert set(queues_by_owner(database_url).values()) == {host_queue(stuck)}
 
 
 def test_a_waiting_tenant_starts_within_one_job_of_each_host(database_url: str) -> None:

@@ -51,6 +51,9 @@ HOST_QUEUE_PREFIX = "reviews@"
 BACKLOG_PER_SLOT = 1
 # The homes a repository has: its owner, then the host its jobs spill to when the owner is busy.
 HOMES = 2
+# A job that waited this long in its host's queue may be taken by any host (the fair fetch of
+# jobs/fairness.py): a busy or stuck host delays a job by at most this, plus a fair turn.
+SPILL_AFTER_SECONDS = 60.0
 # Heartbeat rows of processes gone this long are deleted (a clean stop deletes its own at once).
 FORGET_AFTER_SECONDS = 24 * 3600
 

@@ -108,6 +108,8 @@ class QueueTuning:
     stalled_after: float = 15.0
     stalled_check_interval: float = 5.0
     retry_base_seconds: float = 2.0
+    # A job waiting in another worker host's queue this long may run here (jobs/affinity.py).
+    spill_after: float = affinity.SPILL_AFTER_SECONDS
 
 
 class JobQueue:
@@ -158,7 +160,9 @@ class JobQueue:
         self.app = procrastinate.App(connector=self.connector)
         # Workers fetch through it: the next job is a fair turn between tenants.
         self.app.job_manager = FairJobManager(
-            self.connector, tenant_cap=settings.pr_review_installation_max_running
+            self.connector,
+            tenant_cap=settings.pr_review_installation_max_running,
+            spill_after=self.tuning.spill_after,
         )
         # This worker process on its host (jobs/affinity.py): its heartbeat row's key.
         self.host, self.process = settings.pr_review_worker_host, uuid.uuid4()

@@ -245,7 +245,8 @@ async def set_queue_job(
     connection: AsyncConnection[Any], job_id: uuid.UUID, queue_job_id: int
 ) -> None:
     await connection.execute(
-        "UPDATE review_jobs SET queue_job_id = %s, status = 'queued' WHERE id = %s",
+        "UPDATE review_jobs SET queue_job_id = %s, status = 'queued', queued_at = now() "
+        "WHERE id = %s",
         (queue_job_id, job_id),
     )
 
