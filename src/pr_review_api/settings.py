@@ -252,8 +252,10 @@ class Settings(BaseSettings):
     # Not in the contract's table: this worker host's stable id (jobs/affinity.py). A worker
     # takes the jobs of its host's own queue beside the shared one, and a repository's jobs go
     # to the host whose cache holds it; every process of one host (one cache) shares the id.
+    # Blank (the default): the host name.
     pr_review_worker_host: str = Field(
-        default_factory=lambda: socket.gethostname() or "localhost",
+        default="",
+        validate_default=True,
         min_length=1,
         max_length=200,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
