@@ -18,9 +18,11 @@ transaction, in the queue `choose_queue` names for its repository:
   host, the repository's second home, when that one is not busy itself;
 - both busy: the shared queue, which every host takes from.
 
-Which job a free slot takes among its two queues is still the fairness rule of
-`jobs.fairness` (the tenant with the fewest jobs running, then the oldest turn, under the
-per-tenant cap), so affinity never lets a tenant starve: it only chooses where a job waits.
+Which job a free slot takes is still the fairness rule of `jobs.fairness` (the tenant with
+the fewest jobs running, then the oldest turn, under the per-tenant cap, all hosts together),
+among the jobs of its two queues and those that have waited `SPILL_AFTER_SECONDS` in another
+host's (schema migration 8), so affinity never lets a tenant starve: it chooses where a job
+waits first, and a busy or stuck host holds a job back for a bounded time.
 A job never stays on a dead host's queue: any live worker's recovery (`rehome`) moves the
 waiting jobs of hosts without a heartbeat to the queue `choose_queue` names among the live
 ones, and a dead host's running jobs, put back by the stalled-job recovery, follow the same
