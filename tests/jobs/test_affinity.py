@@ -49,10 +49,14 @@ from tests.jobs.test_jobs import (
 )
 
 HOSTS = ("host-a", "host-b")
-# A host process's heartbeat every 2 s (a `pr-review worker`'s default) is well inside this.
+# A host process's heartbeat every 2 s (a `pr-review worker`'s default) is well inside this,
+# even on a loaded machine.
 SLOW_HEARTBEATS = QueueTuning(
-    poll_interval=0.1, heartbeat_interval=0.5, stalled_after=6.0, stalled_check_interval=0.5
+    poll_interval=0.1, heartbeat_interval=0.5, stalled_after=10.0, stalled_check_interval=0.5
 )
+# What an enqueueing process sees as live: every host that ever beat in this test, however
+# slow the machine (a worker's own recovery still uses its short bound).
+LIVE_LONG = replace(SLOW_HEARTBEATS, stalled_after=3600.0)
 
 
 def loads(*hosts: tuple[str, int, int]) -> list[HostLoad]:
@@ -152,7 +156,7 @@ async def host_workers(
 
 
 async def enqueue_all(settings: Settings, owners: list[str]) -> None:
-    queue = JobQueue(settings, tuning=FAST)
+    queue = JobQueue(settings, tuning=LIVE_LONG)
     async with queue.opened():
         for owner in owners:
             await queue.enqueue(pull(1, owner=owner, installation_id=None), source="api")
@@ -221,7 +225,7 @@ def test_a_busy_owner_spills_and_every_job_still_runs(database_url: str) -> None
     async def scenario() -> None:
         for host in HOSTS:  # one slot each, no worker running yet: every job waits
             await beat(settings, host, 1)
-        queue = JobQueue(settings, tuning=FAST)
+        queue = JobQueue(settings, tuning=LIVE_LONG)
         async with queue.opened():
             for number in (1, 2, 3):
                 await queue.enqueue(pull(number, installation_id=None), source="api")
@@ -274,19 +278,16 @@ def test_a_job_held_by_a_busy_host_is_taken_by_another_after_the_spill_bound(
     stuck, free = HOSTS
     theirs = owned_by(stuck, 3)
     settings = settings_for(database_url)
-    live_long = QueueTuning(
-        poll_interval=0.1, heartbeat_interval=0.5, stalled_after=3600, stalled_check_interval=0.5
-    )
 
     async def scenario() -> None:
         await beat(settings, stuck, 8)
         await beat(settings, free, 8)
-        queue = JobQueue(settings, tuning=live_long)
+        queue = JobQueue(settings, tuning=LIVE_LONG)
         async with queue.opened():
             for owner in theirs:
                 await queue.enqueue(pull(1, owner=owner, installation_id=None), source="api")
         assert set(queues_by_owner(database_url).values()) == {host_queue(stuck)}
-        stealing = replace(live_long, spill_after=0.5)
+        stealing = replace(LIVE_LONG, spill_after=0.5)
         queue = JobQueue(host_settings(database_url, free), runner=recorder, tuning=stealing)
         async with queue.opened():
             task = asyncio.create_task(queue.run_worker(2, install_signal_handlers=False))
@@ -315,7 +316,7 @@ def test_a_waiting_tenant_starts_within_one_job_of_each_host(database_url: str) 
     async def scenario() -> None:
         for host in HOSTS:
             await beat(settings, host, 1)
-        queue = JobQueue(settings, tuning=FAST)
+        queue = JobQueue(settings, tuning=LIVE_LONG)
         async with queue.opened():
             for number in range(1, 13):
                 await queue.enqueue(pull(number, owner="flood", installation_id=10), source="api")
