@@ -274,6 +274,8 @@ CREATE TABLE pr_review_worker_hosts (
     seen_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX pr_review_worker_hosts_seen ON pr_review_worker_hosts (seen_at);
+-- The waiting jobs of one queue, counted at every defer (procrastinate keeps ended jobs).
+CREATE INDEX pr_review_waiting_by_queue ON procrastinate_jobs (queue_name) WHERE status = 'todo';
 ALTER TABLE review_jobs ADD COLUMN worker_host text, ADD COLUMN queued_at timestamptz;
 """
         + function
