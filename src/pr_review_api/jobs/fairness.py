@@ -29,6 +29,8 @@ from procrastinate import jobs as jobs_module
 from procrastinate import manager
 from procrastinate.connector import BaseConnector
 
+from pr_review_api.jobs.affinity import SPILL_AFTER_SECONDS
+
 # The columns procrastinate's own `fetch_job` query selects (its `Job.from_row` reads them).
 _FETCH_FAIRLY = (
     "SELECT id, status, task_name, priority, lock, queueing_lock, args, scheduled_at, "
@@ -42,7 +44,11 @@ class FairJobManager(manager.JobManager):
     """procrastinate's job manager, whose workers fetch through `pr_review_fetch_job`."""
 
     def __init__(
-        self, connector: BaseConnector, *, tenant_cap: int, spill_after: float = 60.0
+        self,
+        connector: BaseConnector,
+        *,
+        tenant_cap: int,
+        spill_after: float = SPILL_AFTER_SECONDS,
     ) -> None:
         """`spill_after`: seconds a job waits in another worker host's queue before this
         worker may take it (jobs/affinity.py)."""
