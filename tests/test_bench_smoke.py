@@ -81,7 +81,7 @@ def test_bench_table_script_runs_quick(script: str) -> None:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
-    assert len(rows) == 7, done.stdout  # the header and six scenarios
+    assert len(rows) == 10, done.stdout  # the header and nine scenarios
 
 
 def _git(cwd: Path, *args: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -311,3 +312,24 @@ def test_gitea_secrets_are_never_echoed(monkeypatch: pytest.MonkeyPatch) -> None
     assert "gitea-hook-secret" not in repr(settings)
     assert settings.gitea_token is not None
     assert settings.gitea_token.get_secret_value() == "gitea-token-value"
+
+
+# --- the worker host's id (jobs/affinity.py) --------------------------------------------------
+
+
+def test_the_worker_host_is_the_host_name_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PR_REVIEW_WORKER_HOST", raising=False)
+    assert Settings().pr_review_worker_host == (socket.gethostname() or "localhost")
+    monkeypatch.setenv("PR_REVIEW_WORKER_HOST", "  ")
+    assert Settings().pr_review_worker_host == (socket.gethostname() or "localhost")
+    monkeypatch.setenv("PR_REVIEW_WORKER_HOST", "worker-2.internal")
+    assert Settings().pr_review_worker_host == "worker-2.internal"
+
+
+@pytest.mark.parametrize("value", ["a b", "-lead", "x/y", "h" * 201, "w\u00e9"])
+def test_a_bad_worker_host_is_a_configuration_error_that_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("PR_REVIEW_WORKER_HOST", value)
+    with pytest.raises(ConfigurationError, match=r"^PR_REVIEW_WORKER_HOST is not valid"):
+        load_settings()

@@ -10,6 +10,7 @@ and the GitHub token at another host. `load_settings()` turns any invalid value 
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -248,6 +249,17 @@ class Settings(BaseSettings):
     # tried before it ends failed.
     pr_review_installation_max_running: int = Field(default=4, ge=1, le=1024)
     pr_review_job_max_attempts: int = Field(default=3, ge=1, le=20)
+    # Not in the contract's table: this worker host's stable id (jobs/affinity.py). A worker
+    # takes the jobs of its host's own queue beside the shared one, and a repository's jobs go
+    # to the host whose cache holds it; every process of one host (one cache) shares the id.
+    # Blank (the default): the host name.
+    pr_review_worker_host: str = Field(
+        default="",
+        validate_default=True,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+    )
     # Budgets of preparing one head (git/limits.py); the kernel tree (80k entries, a few
     # hundred short links, about 40 MB of index) fits well within them.
     pr_review_max_tree_entries: int = Field(default=1_000_000, ge=1)
@@ -353,6 +365,13 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_service_setting_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("pr_review_worker_host", mode="before")
+    @classmethod
+    def _blank_worker_host_is_the_host_name(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            return socket.gethostname() or "localhost"
+        return value
 
     @field_validator("pr_review_data_dir", "github_app_private_key_file")
     @classmethod

@@ -52,7 +52,7 @@ from pr_review_api.errors import (
     ServerBusy,
 )
 from pr_review_api.forge.clients import JobIdentities
-from pr_review_api.jobs import records, recovery
+from pr_review_api.jobs import affinity, records, recovery
 from pr_review_api.jobs.conversation import ConversationJobs
 from pr_review_api.jobs.dismissals import DatabaseDismissals
 from pr_review_api.jobs.fairness import FairJobManager
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TASK_NAME = "pr_review.review_pull_request"
-QUEUE_NAME = "reviews"
+QUEUE_NAME = affinity.SHARED_QUEUE  # each worker host also has its own (jobs/affinity.py)
 # A forge's outage (any forge's) passes: the job is tried again later.
 RETRYABLE_ERRORS = (
     OpenCodeRateLimited,
@@ -108,6 +108,8 @@ class QueueTuning:
     stalled_after: float = 15.0
     stalled_check_interval: float = 5.0
     retry_base_seconds: float = 2.0
+    # A job waiting in another worker host's queue this long may run here (jobs/affinity.py).
+    spill_after: float = affinity.SPILL_AFTER_SECONDS
 
 
 class JobQueue:
@@ -158,8 +160,12 @@ class JobQueue:
         self.app = procrastinate.App(connector=self.connector)
         # Workers fetch through it: the next job is a fair turn between tenants.
         self.app.job_manager = FairJobManager(
-            self.connector, tenant_cap=settings.pr_review_installation_max_running
+            self.connector,
+            tenant_cap=settings.pr_review_installation_max_running,
+            spill_after=self.tuning.spill_after,
         )
+        # This worker process on its host (jobs/affinity.py): its heartbeat row's key.
+        self.host, self.process = settings.pr_review_worker_host, uuid.uuid4()
         self.task = self.app.task(name=TASK_NAME, queue=QUEUE_NAME, pass_context=True)(
             self._run_job
         )
@@ -277,7 +283,9 @@ class JobQueue:
     ) -> int:
         """`queueing` False (a command job): not counted as the pull request's one waiting
         review; it still never runs beside another job of the pull request."""
-        options: dict[str, Any] = {"lock": key, "connection": connection}
+        # The queue of the host whose cache holds the repository (or the shared one).
+        queue = await affinity.queue_for(connection, key, self.tuning.stalled_after)
+        options: dict[str, Any] = {"lock": key, "connection": connection, "queue": queue}
         if queueing:
             options["queueing_lock"] = key
         if schedule_in is not None and schedule_in > 0:
@@ -311,7 +319,9 @@ class JobQueue:
         signals = (signal.SIGINT, signal.SIGTERM) if install_signal_handlers else ()
         for number in signals:
             loop.add_signal_handler(number, stopping.set)
-        recovery = asyncio.create_task(self._recover_stalled_forever())
+        # Recovery sweeps, and this process's heartbeat on its host (jobs/affinity.py).
+        sweeping = asyncio.create_task(recovery.recover_forever(self, self.tuning))
+        beating = asyncio.create_task(affinity.keep_alive(self, concurrency))
         run: asyncio.Task[None] | None = None
         try:
             while not stopping.is_set():
@@ -334,15 +344,16 @@ class JobQueue:
                 await asyncio.gather(run, return_exceptions=True)
             for number in signals:
                 loop.remove_signal_handler(number)
-            recovery.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await recovery
+            for task in (sweeping, beating):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if self._own_runner is not None:
                 self._own_runner.close()
 
     async def _run_worker_once(self, concurrency: int) -> None:
         await self.app.run_worker_async(
-            queues=[QUEUE_NAME],
+            queues=[QUEUE_NAME, affinity.host_queue(self.host)],
             concurrency=concurrency,
             wait=True,
             install_signal_handlers=False,
@@ -351,15 +362,6 @@ class JobQueue:
             stalled_worker_timeout=self.tuning.stalled_after,
             shutdown_graceful_timeout=self.settings.review_timeout_seconds + 10,
         )
-
-    async def _recover_stalled_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.tuning.stalled_check_interval)
-            try:
-                await self.recover_stalled()
-                await self.recover_orphans()
-            except Exception as exc:  # the database restarting, say: try again next time
-                logger.warning("stalled-job check failed: %s", type(exc).__name__)
 
     async def recover_stalled(self) -> int:
         """Put jobs of workers that stopped sending heartbeats back in the queue."""
@@ -418,7 +420,7 @@ class JobQueue:
             if record.queue_job_id != queue_job_id:
                 return None  # a stale queue job: the record moved on to another
             # The fetch already kept the tenant under its cap (jobs.fairness).
-            await records.mark_running(connection, record.id)
+            await records.mark_running(connection, record.id, host=self.host)
             return await records.fetch(connection, record.id)
 
     async def _finish(

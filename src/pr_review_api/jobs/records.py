@@ -245,7 +245,8 @@ async def set_queue_job(
     connection: AsyncConnection[Any], job_id: uuid.UUID, queue_job_id: int
 ) -> None:
     await connection.execute(
-        "UPDATE review_jobs SET queue_job_id = %s, status = 'queued' WHERE id = %s",
+        "UPDATE review_jobs SET queue_job_id = %s, status = 'queued', queued_at = now() "
+        "WHERE id = %s",
         (queue_job_id, job_id),
     )
 
@@ -260,11 +261,14 @@ async def supersede(
     )
 
 
-async def mark_running(connection: AsyncConnection[Any], job_id: uuid.UUID) -> None:
+async def mark_running(
+    connection: AsyncConnection[Any], job_id: uuid.UUID, *, host: str | None = None
+) -> None:
+    """`host`: the worker host that runs it (jobs/affinity.py)."""
     await connection.execute(
         "UPDATE review_jobs SET status = 'running', attempts = attempts + 1, "
-        "started_at = coalesce(started_at, now()) WHERE id = %s",
-        (job_id,),
+        "started_at = coalesce(started_at, now()), worker_host = %s WHERE id = %s",
+        (host, job_id),
     )
 
 
