@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -21,29 +21,18 @@ from pydantic import SecretStr
 from pr_review_api.cli import commands as cli
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
+from tests import builders
+from tests.builders import BRIEF, final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture, fake_github
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.fakes.provider_server import ScriptedProvider
 
 __all__ = ["fake_github"]
 
 BOT = "pr-review-bot"
 
 
-def finding(title: str, line: int) -> dict[str, Any]:
-    return {
-        "severity": "medium",
-        "title": title,
-        "explanation": "Explained.",
-        "path": "a.py",
-        "line": line,
-        "evidence": "e",
-        "recommendation": "r",
-    }
-
-
-def final(*findings: dict[str, Any]) -> dict[str, Any]:
-    return stop_turn(json.dumps({"summary": "S", "findings": list(findings), "notes": []}))
+finding = partial(builders.finding, severity="medium", path="a.py", **BRIEF)
 
 
 @pytest.fixture
@@ -124,7 +113,7 @@ def test_a_workflow_token_without_permissions_in_the_answer_still_reviews(
     pr = pull(env)
     env.workflow_tokens.add("workflow-token")
     monkeypatch.setenv("GITHUB_TOKEN", "workflow-token")
-    scripted_provider.script(final())
+    scripted_provider.script(final_turn())
     done = review(pr)
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["publication"]["status"] == "published"
@@ -134,7 +123,7 @@ def test_a_head_already_published_asks_no_model_and_answers_the_contracts_docume
     env: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     pr = pull(env)
-    scripted_provider.script(final(finding("Two is loud", 2)))
+    scripted_provider.script(final_turn(finding(title="Two is loud", line=2)))
     first = review(pr)
     assert first.exit_code == 0, first.output
     asked = len(scripted_provider.requests)
@@ -156,9 +145,11 @@ def test_a_forced_review_of_a_published_head_asks_again_and_repeats_no_finding(
     env: FakeGitHub, scripted_provider: ScriptedProvider, tmp_path: Path
 ) -> None:
     pr = pull(env)
-    scripted_provider.script(final(finding("Two is loud", 2)))
+    scripted_provider.script(final_turn(finding(title="Two is loud", line=2)))
     assert review(pr).exit_code == 0
-    scripted_provider.script(final(finding("Two is loud", 2), finding("Three is a digit", 3)))
+    scripted_provider.script(
+        final_turn(finding(title="Two is loud", line=2), finding(title="Three is a digit", line=3))
+    )
     settings = env.settings(
         tmp_path / "cache",
         token=GITHUB_TOKEN,

@@ -6,6 +6,7 @@ statuses, a personal token refused check runs) and the scripted provider.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from pr_review_api.cli import commands as cli
+from tests import builders
+from tests.builders import BRIEF, final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture, fake_github
 from tests.fakes.provider_server import (
@@ -31,20 +34,7 @@ HEAD_A = TEN.replace("line 5\n", "line five\n")
 MANY = "".join(f"row {n}\n" for n in range(1, 81))
 
 
-def finding(path: str, line: int | None, severity: str, title: str = "T") -> dict[str, Any]:
-    return {
-        "severity": severity,
-        "title": title,
-        "explanation": f"Explained {path}:{line}.",
-        "path": path,
-        "line": line,
-        "evidence": "e",
-        "recommendation": "r",
-    }
-
-
-def final(*findings: dict[str, Any]) -> dict[str, Any]:
-    return stop_turn(json.dumps({"summary": "S", "findings": list(findings), "notes": []}))
+finding = partial(builders.finding, title="T", **BRIEF)
 
 
 @pytest.fixture
@@ -90,7 +80,12 @@ def test_a_finding_at_fail_on_fails_the_check_with_its_annotations(
     env: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     pr = pull(env, 'fail_on = "high"\n')
-    scripted_provider.script(final(finding("a.py", 5, "high"), finding("a.py", 6, "low")))
+    scripted_provider.script(
+        final_turn(
+            finding(path="a.py", line=5, severity="high"),
+            finding(path="a.py", line=6, severity="low"),
+        )
+    )
     done = review(pr)
     assert done.exit_code == 0, done.output
     run = only_run(env, pr)
@@ -111,7 +106,12 @@ def test_findings_below_fail_on_pass_the_check(
     env: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     pr = pull(env, 'fail_on = "critical"\n')
-    scripted_provider.script(final(finding("a.py", 5, "high"), finding("a.py", 6, "medium")))
+    scripted_provider.script(
+        final_turn(
+            finding(path="a.py", line=5, severity="high"),
+            finding(path="a.py", line=6, severity="medium"),
+        )
+    )
     assert review(pr).exit_code == 0
     run = only_run(env, pr)
     assert run["conclusion"] == "success"
@@ -122,7 +122,7 @@ def test_without_a_configuration_the_check_never_fails(
     env: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     pr = pull(env)
-    scripted_provider.script(final(finding("a.py", 5, "critical")))
+    scripted_provider.script(final_turn(finding(path="a.py", line=5, severity="critical")))
     assert review(pr).exit_code == 0
     assert only_run(env, pr)["conclusion"] == "success"
 
@@ -131,10 +131,14 @@ def test_more_than_50_annotations_go_in_patches_of_at_most_50(
     env: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     pr = pull(env, 'fail_on = "medium"\n')
-    findings = [finding("many.py", n, "info", title=f"T{n}") for n in range(1, 61)]
-    findings += [finding("a.py", n, "low", title=f"A{n}") for n in range(1, 11)]
-    findings += [finding("many.py", n, "medium", title=f"M{n}") for n in range(1, 31)]
-    scripted_provider.script(final(*findings))  # 100 findings: the most a review holds
+    findings = [
+        finding(path="many.py", line=n, severity="info", title=f"T{n}") for n in range(1, 61)
+    ]
+    findings += [finding(path="a.py", line=n, severity="low", title=f"A{n}") for n in range(1, 11)]
+    findings += [
+        finding(path="many.py", line=n, severity="medium", title=f"M{n}") for n in range(1, 31)
+    ]
+    scripted_provider.script(final_turn(*findings))  # 100 findings: the most a review holds
     done = review(pr)
     assert done.exit_code == 0, done.output
     run = only_run(env, pr)
@@ -170,7 +174,7 @@ def obeying_model(request: RecordedRequest) -> dict[str, Any]:
     messages = request.json["messages"]
     told = any(INJECTED in str(m.get("content")) for m in messages if m.get("role") == "user")
     if not told:
-        return final(finding("a.py", 5, "high"))
+        return final_turn(finding(path="a.py", line=5, severity="high"))
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     calls = [(f"r{turn}-{n}", "read_repository_file", {"path": "a.py"}) for n in range(4)]
     return tool_call_turn(calls)
@@ -214,7 +218,7 @@ def test_a_review_past_its_deadline_times_the_check_out(
     # model's answer comes later still.
     monkeypatch.setenv("REVIEW_TIMEOUT_SECONDS", "10")
     pr = pull(env, 'fail_on = "high"\n')
-    scripted_provider.script(Fault.delay(30, final()))  # the model never answers in time
+    scripted_provider.script(Fault.delay(30, final_turn()))  # the model never answers in time
     done = review(pr)
     assert json.loads(done.stdout)["error"]["code"] == "review_timeout"
     run = only_run(env, pr)
@@ -241,7 +245,7 @@ def test_a_skip_rule_skips_an_automatic_review_neutral_unless_the_author_control
     rule: str | None,
 ) -> None:
     pr = pull(env, config, **extra)
-    scripted_provider.script(final())
+    scripted_provider.script(final_turn())
     done = review(pr, "--automatic")
     assert done.exit_code == 0, done.output
     document = json.loads(done.stdout)
@@ -296,10 +300,10 @@ def test_a_bot_is_reviewed_when_review_bots_is_set_and_skips_apply_only_when_aut
     env: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     pr = pull(env, "review_bots = true\n", author="dependabot[bot]")
-    scripted_provider.script(final())
+    scripted_provider.script(final_turn())
     assert json.loads(review(pr, "--automatic").stdout)["termination_reason"] == "final_review"
     other = pull(env, 'skip_title = ["wip"]\n', title="WIP")
-    scripted_provider.script(final())
+    scripted_provider.script(final_turn())
     assert json.loads(review(other).stdout)["termination_reason"] == "final_review"
 
 
@@ -308,7 +312,7 @@ def test_a_token_that_may_not_create_check_runs_sets_a_commit_status(
 ) -> None:
     env.no_checks_tokens.add(GITHUB_TOKEN)
     pr = pull(env, 'fail_on = "high"\n')
-    scripted_provider.script(final(finding("a.py", 5, "critical")))
+    scripted_provider.script(final_turn(finding(path="a.py", line=5, severity="critical")))
     assert review(pr).exit_code == 0
     assert env.check_runs == {}
     assert [s["state"] for s in env.statuses] == ["pending", "failure"]
@@ -322,7 +326,7 @@ def test_check_runs_off_sets_neither_a_check_nor_a_status(
 ) -> None:
     monkeypatch.setenv("PR_REVIEW_CHECK_RUNS", "false")
     pr = pull(env, 'fail_on = "info"\n')
-    scripted_provider.script(final(finding("a.py", 5, "critical")))
+    scripted_provider.script(final_turn(finding(path="a.py", line=5, severity="critical")))
     assert review(pr).exit_code == 0
     assert env.check_requests == []
     assert env.statuses == []
@@ -331,7 +335,7 @@ def test_check_runs_off_sets_neither_a_check_nor_a_status(
 
 def test_without_post_no_check_is_set(env: FakeGitHub, scripted_provider: ScriptedProvider) -> None:
     pr = pull(env, 'fail_on = "info"\n')
-    scripted_provider.script(final(finding("a.py", 5, "critical")))
+    scripted_provider.script(final_turn(finding(path="a.py", line=5, severity="critical")))
     done = CliRunner().invoke(cli.main, ["review", pr.url, "--format", "json"])
     assert done.exit_code == 0
     assert env.check_requests == []
@@ -342,12 +346,12 @@ def test_fail_on_override_only_makes_the_gate_stricter(
 ) -> None:
     monkeypatch.setenv("PR_REVIEW_FAIL_ON", "critical")  # laxer than the base's: ignored
     pr = pull(env, 'fail_on = "high"\n')
-    scripted_provider.script(final(finding("a.py", 5, "high")))
+    scripted_provider.script(final_turn(finding(path="a.py", line=5, severity="high")))
     assert review(pr).exit_code == 0
     assert only_run(env, pr)["conclusion"] == "failure"
     monkeypatch.setenv("PR_REVIEW_FAIL_ON", "low")  # stricter than none: applies
     other = pull(env, None)
-    scripted_provider.script(final(finding("a.py", 6, "low")))
+    scripted_provider.script(final_turn(finding(path="a.py", line=6, severity="low")))
     assert review(other).exit_code == 0
     assert only_run(env, other)["conclusion"] == "failure"
 
@@ -356,7 +360,7 @@ def test_a_head_already_published_completes_its_check_again_from_what_was_posted
     env: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     pr = pull(env, 'fail_on = "high"\n')
-    scripted_provider.script(final(finding("a.py", 5, "high")))
+    scripted_provider.script(final_turn(finding(path="a.py", line=5, severity="high")))
     assert review(pr).exit_code == 0
     asked = len(scripted_provider.requests)
     done = review(pr)
