@@ -18,18 +18,18 @@ BRIEF: dict[str, Any] = {"explanation": "Explained.", "evidence": "e", "recommen
 
 
 def finding(
-    severity: str = "high",
+    severity: object = "high",
     *,
-    title: str = "Validation occurs after the write",
-    explanation: str = "Invalid state can be saved.",
-    path: str = "src/widgets/service.py",
-    line: int | None = 42,
-    evidence: str = "save() runs before validate_name().",
-    recommendation: str = "Validate before saving.",
+    title: object = "Validation occurs after the write",
+    explanation: object = "Invalid state can be saved.",
+    path: object = "src/widgets/service.py",
+    line: object = 42,
+    evidence: object = "save() runs before validate_name().",
+    recommendation: object = "Validate before saving.",
     **extra: Any,
 ) -> dict[str, Any]:
     """One finding as the model writes it in a final review (JSON-ready); `extra` adds fields
-    such as `suggestion`."""
+    such as `suggestion`. Any value goes, so a test can build the ones a check must refuse."""
     return {
         "severity": severity,
         "title": title,
@@ -42,15 +42,15 @@ def finding(
     }
 
 
-def finding_model(severity: str = "high", **fields: Any) -> Finding:
+def finding_model(severity: object = "high", **fields: Any) -> Finding:
     """The same finding, validated into the model the publishers and formats take."""
     return Finding.model_validate(finding(severity, **fields))
 
 
 def final_review(
     *findings: dict[str, Any],
-    summary: str = "S",
-    notes: Sequence[str] = (),
+    summary: object = "S",
+    notes: Sequence[object] = (),
     **extra: Any,
 ) -> dict[str, Any]:
     """A final review document; `extra` adds fields such as `checks` or `walkthrough`."""
@@ -59,8 +59,8 @@ def final_review(
 
 def final_turn(
     *findings: dict[str, Any],
-    summary: str = "S",
-    notes: Sequence[str] = (),
+    summary: object = "S",
+    notes: Sequence[object] = (),
     **extra: Any,
 ) -> dict[str, Any]:
     """The scripted provider's last turn: a `stop` whose content is that final review."""
