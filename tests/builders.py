@@ -15,6 +15,8 @@ from tests.fakes.provider_server import stop_turn
 
 # Short texts for a finding's prose, where no assertion reads it: `finding(**BRIEF, ...)`.
 BRIEF: dict[str, Any] = {"explanation": "Explained.", "evidence": "e", "recommendation": "r"}
+# One letter for each, where no assertion reads the title either.
+TERSE: dict[str, Any] = {"title": "t", "explanation": "e", "evidence": "v", "recommendation": "r"}
 
 
 def finding(
@@ -45,6 +47,11 @@ def finding(
 def finding_model(severity: object = "high", **fields: Any) -> Finding:
     """The same finding, validated into the model the publishers and formats take."""
     return Finding.model_validate(finding(severity, **fields))
+
+
+def suggestion(start: int, end: int, replacement: str) -> dict[str, Any]:
+    """A finding's suggested change: lines `start`-`end` of the head become `replacement`."""
+    return {"start_line": start, "end_line": end, "replacement": replacement}
 
 
 def final_review(

@@ -4,8 +4,8 @@ provider receives, the checks, every format, and --post to the fake GitHub."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 from pr_review_api import cli
 from pr_review_api.loop.final_review import final_review_schema
 from pr_review_api.loop.suggestions import dropped_note
+from tests import builders
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub, fake_github
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
@@ -25,21 +26,24 @@ HEAD = "def save(user):\n    store(user)\n    validate(user)\n    return user\n"
 FIX = "    validate(user)\n    store(user)"
 
 
-def _finding(line: int, suggestion: dict[str, Any] | None, title: str = "t") -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": title,
-        "explanation": "Stored before it is validated.",
-        "path": "src/service.py",
-        "line": line,
-        "evidence": "store then validate",
-        "recommendation": "Validate first.",
-        "suggestion": suggestion,
-    }
+_finding = partial(
+    builders.finding,
+    title="t",
+    explanation="Stored before it is validated.",
+    path="src/service.py",
+    evidence="store then validate",
+    recommendation="Validate first.",
+)
 
 
-GOOD = _finding(3, {"start_line": 2, "end_line": 3, "replacement": FIX}, "good")
-BROKEN = _finding(3, {"start_line": 3, "end_line": 3, "replacement": "    validate(user"}, "bad")
+GOOD = _finding(
+    line=3, suggestion={"start_line": 2, "end_line": 3, "replacement": FIX}, title="good"
+)
+BROKEN = _finding(
+    line=3,
+    suggestion={"start_line": 3, "end_line": 3, "replacement": "    validate(user"},
+    title="bad",
+)
 REPLY = {"summary": "One problem.", "findings": [GOOD, BROKEN], "notes": []}
 
 

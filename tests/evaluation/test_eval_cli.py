@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from pr_review_api import cli
 from pr_review_api.evaluation.corpus import build_corpus
+from tests import builders
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import (
     RecordedRequest,
@@ -78,16 +80,7 @@ NOT_JSON = (
 )
 
 
-def _finding(path: str, line: int | None) -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": "t",
-        "explanation": "e",
-        "path": path,
-        "line": line,
-        "evidence": "v",
-        "recommendation": "r",
-    }
+_finding = partial(builders.finding, **builders.TERSE)
 
 
 @pytest.fixture
@@ -111,12 +104,17 @@ def _script_two_runs(provider: ScriptedProvider) -> None:
         stop_turn(
             {
                 "summary": "s",
-                "findings": [_finding("lib/last.py", 2), _finding("lib/last.py", None)],
+                "findings": [
+                    _finding(path="lib/last.py", line=2),
+                    _finding(path="lib/last.py", line=None),
+                ],
                 "notes": [],
             }
         ),
         # run 1, b-clean: a false positive
-        stop_turn({"summary": "s", "findings": [_finding("lib/first.py", 2)], "notes": []}),
+        stop_turn(
+            {"summary": "s", "findings": [_finding(path="lib/first.py", line=2)], "notes": []}
+        ),
         # run 2, a-defect: not JSON, so the review ends invalid_model_response
         stop_turn("this is not a review"),
         # run 2, b-clean: no findings
@@ -179,7 +177,7 @@ def test_eval_reads_a_built_corpus_and_prints_a_table(
 ) -> None:
     build_corpus(source, tmp_path / "built")
     scripted_provider.script(
-        stop_turn({"summary": "s", "findings": [_finding("lib/last.py", 1)], "notes": []})
+        stop_turn({"summary": "s", "findings": [_finding(path="lib/last.py", line=1)], "notes": []})
     )
     result = _eval(scripted_provider, str(tmp_path / "built"), "--case", "a-defect")
     assert result.exit_code == 0, result.output
@@ -250,7 +248,7 @@ def _by_case(request: RecordedRequest) -> dict[str, Any]:
     """A final review for whichever case the request is about (its first user message)."""
     first = json.dumps(request.json["messages"][:2])
     path = "lib/last.py" if "lib/last.py" in first else "lib/first.py"
-    return stop_turn({"summary": path, "findings": [_finding(path, 2)], "notes": []})
+    return stop_turn({"summary": path, "findings": [_finding(path=path, line=2)], "notes": []})
 
 
 def test_eval_jobs_reviews_cases_at_once_and_reports_in_corpus_order(

@@ -33,7 +33,7 @@ from pr_review_api.publishing.markers import finding_marker, head_marker
 from pr_review_api.publishing.placement import fingerprint_of, line_texts
 from pr_review_api.settings import Settings
 from tests import builders
-from tests.builders import BRIEF
+from tests.builders import BRIEF, suggestion
 from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
@@ -338,10 +338,6 @@ def test_hostile_model_text_produces_nothing_active(setup: Setup) -> None:
 # --- suggestions (CONTRACT 14) ---
 
 
-def suggestion(start: int, end: int, replacement: str) -> dict[str, Any]:
-    return {"suggestion": {"start_line": start, "end_line": end, "replacement": replacement}}
-
-
 def test_a_committable_suggestion_is_gitlabs_block_on_its_last_line(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
     findings = [
@@ -350,9 +346,11 @@ def test_a_committable_suggestion_is_gitlabs_block_on_its_last_line(setup: Setup
             line=5,
             severity="high",
             title="Two lines",
-            **suggestion(5, 6, "line 5\nbetter"),
+            suggestion=suggestion(5, 6, "line 5\nbetter"),
         ),
-        finding(path="a.py", line=8, severity="low", title="Delete", **suggestion(8, 8, "")),
+        finding(
+            path="a.py", line=8, severity="low", title="Delete", suggestion=suggestion(8, 8, "")
+        ),
     ]
     publication = run_publish(fake, settings, result_of(mr, ref, findings))
     assert publication.inline_comments == 2
@@ -371,14 +369,18 @@ def test_a_suggestion_that_holds_a_quick_action_is_shown_as_a_diff(setup: Setup)
     fake, notes, settings, mr, ref = setup
     findings = [
         finding(
-            path="a.py", line=6, severity="high", title="Sneaky", **suggestion(5, 6, "x\n  /merge")
+            path="a.py",
+            line=6,
+            severity="high",
+            title="Sneaky",
+            suggestion=suggestion(5, 6, "x\n  /merge"),
         ),
         finding(
             path="a.py",
             line=None,
             severity="low",
             title="No line",
-            **suggestion(7, 8, "/approve\r/close"),
+            suggestion=suggestion(7, 8, "/approve\r/close"),
         ),
     ]
     publication = run_publish(fake, settings, result_of(mr, ref, findings))
@@ -395,7 +397,7 @@ def test_a_suggestion_that_holds_a_quick_action_is_shown_as_a_diff(setup: Setup)
 def test_a_suggestion_whose_replacement_holds_a_fence_stays_in_its_block(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
     replacement = "```\nline 5\n````"
-    findings = [finding(path="a.py", line=6, **suggestion(6, 6, replacement))]
+    findings = [finding(path="a.py", line=6, suggestion=suggestion(6, 6, replacement))]
     run_publish(fake, settings, result_of(mr, ref, findings))
     (discussion,) = notes.discussions(PROJECT, IID)
     assert discussion.body.endswith(f"`````suggestion:-0+0\n{replacement}\n`````")
