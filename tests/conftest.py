@@ -17,11 +17,12 @@ from hypothesis import settings as hypothesis_settings
 from pr_review_api.settings import Settings
 from tests.gitrepo import GitRepo
 
-# The fakes' fixtures (`scripted_provider`, `fake_github`, `fake_gitlab`, `fake_gitlab_notes`,
-# `fake_gitlab_statuses`, `fake_gitlab_threads`), for every test: a test asks for one by name and
-# never imports it.
+# The `environment` fixture (tests/environment.py) and the fakes' fixtures (`scripted_provider`,
+# `fake_github`, `fake_gitlab`, `fake_gitlab_notes`, `fake_gitlab_statuses`, `fake_gitlab_threads`),
+# for every test: a test asks for one by name and never imports it.
 # tests/README.md says which fake to use when.
 pytest_plugins = [
+    "tests.environment",
     "tests.fakes.provider_server",
     "tests.fakes.github_server",
     "tests.fakes.gitlab_server",

@@ -24,38 +24,10 @@ from pr_review_api.loop.workspace import PullRequestTarget
 from tests import builders
 from tests.builders import BRIEF, final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.fakes.github_server import FakeGitHub, PullRequestFixture, fake_github
+from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.fakes.provider_server import ScriptedProvider
 
-__all__ = ["fake_github"]
-
-BOT = "pr-review-bot"
-
-
 finding = partial(builders.finding, severity="medium", path="a.py", **BRIEF)
-
-
-@pytest.fixture
-def env(
-    fake_github: FakeGitHub,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> FakeGitHub:
-    fake_github.users.setdefault(GITHUB_TOKEN, BOT)
-    for name, value in {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": scripted_provider.base_url,
-        "OPENCODE_MAX_RETRIES": "0",
-        "REVIEW_TIMEOUT_SECONDS": "30",
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "GITHUB_SERVER_URL": fake_github.server_url,
-        "GITHUB_API_URL": fake_github.api_url,
-        "PR_REVIEW_CACHE_DIR": str(tmp_path / "cache"),
-        "PR_REVIEW_CHECK_RUNS": "false",
-    }.items():
-        monkeypatch.setenv(name, value)
-    return fake_github
 
 
 def pull(fake: FakeGitHub) -> PullRequestFixture:

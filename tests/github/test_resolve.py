@@ -15,11 +15,9 @@ from functools import partial
 from tests import builders
 from tests.builders import BRIEF, final_turn
 from tests.conftest import GITHUB_TOKEN
-from tests.fakes.github_server import FakeGitHub, fake_github
+from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider
-from tests.github.test_preflight import env, review
-
-__all__ = ["env", "fake_github"]
+from tests.github.test_preflight import review
 
 BASE = "one\ntwo\nthree\nfour\nfive\n"
 HEAD = "one\nTWO\nTHREE\nFOUR\nfive\n"

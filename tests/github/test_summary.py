@@ -35,12 +35,10 @@ from pr_review_api.publishing.placement import Placed, Placement
 from tests import builders
 from tests.builders import BRIEF, final_turn, finding_model
 from tests.conftest import GITHUB_TOKEN, examples
-from tests.fakes.github_server import CannedResponse, FakeGitHub, PullRequestFixture, fake_github
+from tests.fakes.github_server import CannedResponse, FakeGitHub, PullRequestFixture
 from tests.fakes.provider_server import ScriptedProvider
-from tests.github.test_preflight import BOT, env
+from tests.github.support import BOT
 from tests.results import HEAD_SHA, review_result
-
-__all__ = ["env", "fake_github"]
 
 BASE = "def total(values):\n    return sum(values)\n"
 HEAD_1 = BASE + "\n\ndef average(values):\n    return total(values[:-1]) / len(values)\n"
