@@ -194,7 +194,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # The developer's environment as it was, for the opt-in real-provider test only.
 ORIGINAL_ENVIRONMENT = dict(os.environ)
 
-_OUR_VARIABLES = (
+# The prefixes of the variables the program reads (tests/environment.py builds them).
+OUR_VARIABLES = (
     "OPENCODE_",
     "GITHUB_",
     "GITLAB_",
@@ -218,7 +219,7 @@ def data_root() -> Iterator[Path]:
 def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data_root: Path) -> None:
     """No setting leaks in from the developer's shell or a .env file."""
     for name in list(os.environ):
-        if name.startswith(_OUR_VARIABLES):
+        if name.startswith(OUR_VARIABLES):
             monkeypatch.delenv(name)
     # Indexes and saved snapshots go to the cache, the embedded PostgreSQL to the data folder:
     # never the developer's own (`home_folders_untouched` checks it for the whole session).

@@ -1,19 +1,24 @@
 """The settings a test gives the program through its environment, as a user would.
 
-`review_variables()` names them (a dictionary, for a process a test starts); the `environment`
-fixture sets them on this process for one test (pytest's monkeypatch undoes it). The autouse
+`review_variables()` names them, `process_environment()` adds them to the rest of this
+process's environment for a process a test starts; the `environment` fixture sets them on this
+process for one test (pytest's monkeypatch undoes it). The autouse
 `clean_environment` of tests/conftest.py has already cleared every variable of ours, so what a
 test sets is all there is. Registered in tests/conftest.py's `pytest_plugins`.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Protocol
 
 import pytest
 
-from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN, PROVIDER_KEY
+from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN, OUR_VARIABLES, PROVIDER_KEY
+
+# Not ours, but read by the metrics of whichever process inherits it.
+_INHERITED_NEVER = (*OUR_VARIABLES, "PROMETHEUS_")
 
 
 class Provider(Protocol):
@@ -62,6 +67,30 @@ def review_variables(
         values["PR_REVIEW_CACHE_DIR"] = str(cache)
     values |= variables
     return {name: value for name, value in values.items() if value is not None}
+
+
+def process_environment(
+    provider: Provider | None = None,
+    *,
+    github: Forge | None = None,
+    gitlab: Forge | None = None,
+    cache: Path | None = None,
+    retries: int | None = None,
+    timeout: int | None = None,
+    **variables: str | None,
+) -> dict[str, str]:
+    """The environment of a process a test starts: this one's without any variable of ours (nor
+    the metrics' folder), then `review_variables()`."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_NEVER)}
+    return kept | review_variables(
+        provider,
+        github=github,
+        gitlab=gitlab,
+        cache=cache,
+        retries=retries,
+        timeout=timeout,
+        **variables,
+    )
 
 
 class Environment:

@@ -42,6 +42,7 @@ from pr_review_api.settings import Settings
 from tests import builders
 from tests.builders import BRIEF, final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY, examples
+from tests.environment import Environment
 from tests.fakes.github_server import (
     CannedResponse,
     FakeGitHub,
@@ -433,31 +434,17 @@ def test_every_api_request_goes_to_github_with_the_token(
 # --- the command line and the HTTP API ---
 
 
-def _cli_env(
-    monkeypatch: pytest.MonkeyPatch, fake: FakeGitHub, provider: ScriptedProvider, tmp_path: Path
-) -> None:
-    fake.users.setdefault(GITHUB_TOKEN, BOT)
-    for name, value in {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": provider.base_url,
-        "OPENCODE_MAX_RETRIES": "0",
-        "REVIEW_TIMEOUT_SECONDS": "30",
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "GITHUB_SERVER_URL": fake.server_url,
-        "GITHUB_API_URL": fake.api_url,
-        "PR_REVIEW_CACHE_DIR": str(tmp_path / "cache"),
-    }.items():
-        monkeypatch.setenv(name, value)
-
-
 def test_cli_post_publishes_and_exits_0(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> None:
     pull = pull_request(fake_github)
-    _cli_env(monkeypatch, fake_github, scripted_provider, tmp_path)
+    fake_github.users.setdefault(GITHUB_TOKEN, BOT)
+    environment(
+        scripted_provider, github=fake_github, cache=tmp_path / "cache", retries=0, timeout=30
+    )
     scripted_provider.script(final_turn(finding(path="a.py", line=5)))
     done = CliRunner().invoke(cli.main, ["review", pull.url, "--post", "--format", "json"])
     assert done.exit_code == 0, done.output
@@ -471,10 +458,13 @@ def test_cli_failed_publication_prints_the_review_and_exits_1(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> None:
     pull = pull_request(fake_github)
-    _cli_env(monkeypatch, fake_github, scripted_provider, tmp_path)
+    fake_github.users.setdefault(GITHUB_TOKEN, BOT)
+    environment(
+        scripted_provider, github=fake_github, cache=tmp_path / "cache", retries=0, timeout=30
+    )
     fake_github.review_faults.append(CannedResponse(500, b"{}"))
     scripted_provider.script(final_turn(finding(path="a.py", line=5)))
     done = CliRunner().invoke(cli.main, ["review", pull.url, "--post", "--format", "json"])
@@ -490,10 +480,13 @@ def test_cli_without_post_has_a_null_publication_and_writes_nothing(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> None:
     pull = pull_request(fake_github)
-    _cli_env(monkeypatch, fake_github, scripted_provider, tmp_path)
+    fake_github.users.setdefault(GITHUB_TOKEN, BOT)
+    environment(
+        scripted_provider, github=fake_github, cache=tmp_path / "cache", retries=0, timeout=30
+    )
     scripted_provider.script(final_turn(finding(path="a.py", line=5)))
     done = CliRunner().invoke(cli.main, ["review", pull.url, "--format", "json"])
     assert done.exit_code == 0

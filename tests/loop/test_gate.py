@@ -16,7 +16,8 @@ from click.testing import CliRunner, Result
 from pr_review_api.cli import commands as cli
 from tests import builders
 from tests.builders import BRIEF, final_turn
-from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.conftest import GITHUB_TOKEN
+from tests.environment import Environment
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture, fake_github
 from tests.fakes.provider_server import (
     Fault,
@@ -42,20 +43,12 @@ def env(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> FakeGitHub:
     fake_github.users.setdefault(GITHUB_TOKEN, BOT)
-    for name, value in {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": scripted_provider.base_url,
-        "OPENCODE_MAX_RETRIES": "0",
-        "REVIEW_TIMEOUT_SECONDS": "30",
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "GITHUB_SERVER_URL": fake_github.server_url,
-        "GITHUB_API_URL": fake_github.api_url,
-        "PR_REVIEW_CACHE_DIR": str(tmp_path / "cache"),
-    }.items():
-        monkeypatch.setenv(name, value)
+    environment(
+        scripted_provider, github=fake_github, cache=tmp_path / "cache", retries=0, timeout=30
+    )
     return fake_github
 
 
