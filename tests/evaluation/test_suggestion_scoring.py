@@ -16,7 +16,7 @@ from pr_review_api.evaluation.report import render_text
 from pr_review_api.evaluation.scoring import Kept, SuggestionCounts, fix_count
 from tests import builders
 from tests.conftest import PROVIDER_KEY
-from tests.evaluation.test_eval_cli import CLEAN, DEFECT
+from tests.cli.test_eval import CLEAN, DEFECT
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 
 HEAD = ["def last(items):", "    return items[len(items)]"]
