@@ -14,6 +14,7 @@ from pr_review_api import cli
 from pr_review_api.evaluation.corpus import build_corpus
 from tests import builders
 from tests.conftest import PROVIDER_KEY
+from tests.environment import review_variables
 from tests.fakes.provider_server import (
     RecordedRequest,
     ScriptedProvider,
@@ -93,7 +94,7 @@ def source(tmp_path: Path) -> Path:
 
 
 def _eval(provider: ScriptedProvider, *args: str) -> Result:
-    env = {"OPENCODE_API_KEY": PROVIDER_KEY, "OPENCODE_BASE_URL": provider.base_url}
+    env = review_variables(provider)
     return CliRunner().invoke(cli.main, ["eval", *args], env=env, prog_name="pr-review")
 
 

@@ -15,8 +15,8 @@ from pr_review_api.evaluation.corpus import GoldenIssue, load_source
 from pr_review_api.evaluation.report import render_text
 from pr_review_api.evaluation.scoring import Kept, SuggestionCounts, fix_count
 from tests import builders
-from tests.conftest import PROVIDER_KEY
 from tests.cli.test_eval import CLEAN, DEFECT
+from tests.environment import review_variables
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 
 HEAD = ["def last(items):", "    return items[len(items)]"]
@@ -112,11 +112,7 @@ def test_eval_reports_offered_kept_dropped_and_fixes(
             }
         ),
     )
-    env = {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": scripted_provider.base_url,
-        "REVIEW_SUGGESTIONS": "true",
-    }
+    env = review_variables(scripted_provider, REVIEW_SUGGESTIONS="true")
     result = CliRunner().invoke(cli.main, ["eval", str(folder), "--format", "json"], env=env)
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
