@@ -22,7 +22,6 @@ from tests.gitrepo import GitRepo
 # for every test: a test asks for one by name and never imports it.
 # tests/README.md says which fake to use when.
 pytest_plugins = [
-    "tests.environment",
     "tests.fakes.provider_server",
     "tests.fakes.github_server",
     "tests.fakes.gitlab_server",
@@ -32,6 +31,7 @@ pytest_plugins = [
     "tests.fakes.gitlab_issues",
     "tests.fakes.gitea_server",
     "tests.fakes.gitea_reviews",
+    "tests.environment",  # last: it imports the fakes it names, registered above
 ]
 
 # Distinctive secrets: tests assert they never appear in any output, log, trace or file.
@@ -39,6 +39,8 @@ PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"
 GITHUB_TOKEN = "ghp_test-GITHUB-SECRET-41be02"
 GITLAB_TOKEN = "glpat-test-GITLAB-SECRET-93c1d7"
 GITEA_TOKEN = "gitea-test-GITEA-SECRET-5d82e4"
+# The login GITHUB_TOKEN belongs to on the fake GitHub, where a test says so.
+BOT = "pr-review-bot"
 
 # The fast tier (`uv run pytest --fast`), the inner loop: the unit level on every core. It leaves
 # out two folders, the hostile-world suite and the PostgreSQL job suite, and every test marked

@@ -2,7 +2,8 @@
 
 `review_variables()` names them, `process_environment()` adds them to the rest of this
 process's environment for a process a test starts; the `environment` fixture sets them on this
-process for one test (pytest's monkeypatch undoes it). The autouse
+process for one test (pytest's monkeypatch undoes it), and `github_cli` sets those of a review
+of the fake GitHub's pull requests with the scripted provider. The autouse
 `clean_environment` of tests/conftest.py has already cleared every variable of ours, so what a
 test sets is all there is. Registered in tests/conftest.py's `pytest_plugins`.
 """
@@ -10,12 +11,15 @@ test sets is all there is. Registered in tests/conftest.py's `pytest_plugins`.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 import pytest
 
-from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN, OUR_VARIABLES, PROVIDER_KEY
+from tests.conftest import BOT, GITHUB_TOKEN, GITLAB_TOKEN, OUR_VARIABLES, PROVIDER_KEY
+from tests.fakes.github_server import FakeGitHub
+from tests.fakes.provider_server import ScriptedProvider
 
 # Not ours, but read by the metrics of whichever process inherits it.
 _INHERITED_NEVER = (*OUR_VARIABLES, "PROMETHEUS_")
@@ -69,28 +73,11 @@ def review_variables(
     return {name: value for name, value in values.items() if value is not None}
 
 
-def process_environment(
-    provider: Provider | None = None,
-    *,
-    github: Forge | None = None,
-    gitlab: Forge | None = None,
-    cache: Path | None = None,
-    retries: int | None = None,
-    timeout: int | None = None,
-    **variables: str | None,
-) -> dict[str, str]:
+def process_environment(variables: Mapping[str, str]) -> dict[str, str]:
     """The environment of a process a test starts: this one's without any variable of ours (nor
-    the metrics' folder), then `review_variables()`."""
+    the metrics' folder), then `variables` (`review_variables()`, say)."""
     kept = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_NEVER)}
-    return kept | review_variables(
-        provider,
-        github=github,
-        gitlab=gitlab,
-        cache=cache,
-        retries=retries,
-        timeout=timeout,
-        **variables,
-    )
+    return kept | dict(variables)
 
 
 class Environment:
@@ -125,3 +112,19 @@ class Environment:
 def environment(monkeypatch: pytest.MonkeyPatch) -> Environment:
     """`environment(scripted_provider, github=fake_github, REVIEW_SUGGESTIONS="true")`."""
     return Environment(monkeypatch)
+
+
+@pytest.fixture
+def github_cli(
+    fake_github: FakeGitHub,
+    scripted_provider: ScriptedProvider,
+    tmp_path: Path,
+    environment: Environment,
+) -> FakeGitHub:
+    """The fake GitHub, where our token is `BOT`'s, and the settings of a `pr-review` run in this
+    process pointed at it and at the scripted provider (one request per failure, 30 s a review)."""
+    fake_github.users.setdefault(GITHUB_TOKEN, BOT)
+    environment(
+        scripted_provider, github=fake_github, cache=tmp_path / "cache", retries=0, timeout=30
+    )
+    return fake_github

@@ -18,7 +18,7 @@ from click.testing import Result
 
 from tests.cli.support import run
 from tests.conftest import PROVIDER_KEY
-from tests.environment import Environment, process_environment
+from tests.environment import Environment, process_environment, review_variables
 
 WORKER = [sys.executable, "-m", "pr_review_api.cli", "worker"]
 # Never reached: the worker refuses its options before it connects.
@@ -27,9 +27,11 @@ UNREACHABLE_DATABASE = "postgresql://nobody:secret-DB-PASSWORD@127.0.0.1:1/none"
 
 def _run(*arguments: str, keys: str | None = None) -> subprocess.CompletedProcess[str]:
     environment = process_environment(
-        OPENCODE_API_KEY=PROVIDER_KEY,
-        PR_REVIEW_DATABASE_URL=UNREACHABLE_DATABASE,
-        PR_REVIEW_API_KEYS=keys,
+        review_variables(
+            OPENCODE_API_KEY=PROVIDER_KEY,
+            PR_REVIEW_DATABASE_URL=UNREACHABLE_DATABASE,
+            PR_REVIEW_API_KEYS=keys,
+        )
     )
     return subprocess.run(
         [*WORKER, *arguments],

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import GITHUB_TOKEN
 from tests.environment import Environment
 from tests.fakes.github_server import FakeGitHub
-from tests.fakes.provider_server import ScriptedProvider
-from tests.github.support import BOT, Launch
+from tests.github.support import Launch
 
 
 @pytest.fixture
@@ -34,21 +31,7 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> list[Launch]:
 
 
 @pytest.fixture
-def env(
-    fake_github: FakeGitHub,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    environment: Environment,
-) -> FakeGitHub:
-    """The fake GitHub, where `BOT` owns our token, and the CLI's environment pointed at it and at
-    the scripted provider (one request per failure; no check run unless a test sets one)."""
-    fake_github.users.setdefault(GITHUB_TOKEN, BOT)
-    environment(
-        scripted_provider,
-        github=fake_github,
-        cache=tmp_path / "cache",
-        retries=0,
-        timeout=30,
-        PR_REVIEW_CHECK_RUNS="false",
-    )
-    return fake_github
+def env(github_cli: FakeGitHub, environment: Environment) -> FakeGitHub:
+    """`github_cli`, where a review posts no check run unless a test sets one."""
+    environment(PR_REVIEW_CHECK_RUNS="false")
+    return github_cli

@@ -19,8 +19,6 @@ from pr_review_api.github.urls import PullRequestRef, parse_pull_request_url
 from pr_review_api.settings import Settings
 from tests.fakes.github_server import FakeGitHub
 
-# The login our token belongs to on the fake GitHub.
-BOT = "pr-review-bot"
 BASE = "a" * 40
 HEAD = "b" * 40
 

@@ -18,10 +18,9 @@ from pr_review_api.github.conversation import MAX_THREAD_PAGES, Repository, may_
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.publishing.markers import answer_marker
 from tests.builders import final_turn
-from tests.conftest import GITHUB_TOKEN
+from tests.conftest import BOT, GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider
-from tests.github.support import BOT
 from tests.github.test_preflight import finding, pull, review
 
 

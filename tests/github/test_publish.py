@@ -42,7 +42,6 @@ from pr_review_api.settings import Settings
 from tests import builders
 from tests.builders import BRIEF, final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY, examples
-from tests.environment import Environment
 from tests.fakes.github_server import (
     CannedResponse,
     FakeGitHub,
@@ -434,17 +433,13 @@ def test_every_api_request_goes_to_github_with_the_token(
 # --- the command line and the HTTP API ---
 
 
+@pytest.mark.usefixtures("github_cli")
 def test_cli_post_publishes_and_exits_0(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    environment: Environment,
 ) -> None:
     pull = pull_request(fake_github)
-    fake_github.users.setdefault(GITHUB_TOKEN, BOT)
-    environment(
-        scripted_provider, github=fake_github, cache=tmp_path / "cache", retries=0, timeout=30
-    )
     scripted_provider.script(final_turn(finding(path="a.py", line=5)))
     done = CliRunner().invoke(cli.main, ["review", pull.url, "--post", "--format", "json"])
     assert done.exit_code == 0, done.output
@@ -454,17 +449,13 @@ def test_cli_post_publishes_and_exits_0(
     assert len(posted(fake_github)) == 1
 
 
+@pytest.mark.usefixtures("github_cli")
 def test_cli_failed_publication_prints_the_review_and_exits_1(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    environment: Environment,
 ) -> None:
     pull = pull_request(fake_github)
-    fake_github.users.setdefault(GITHUB_TOKEN, BOT)
-    environment(
-        scripted_provider, github=fake_github, cache=tmp_path / "cache", retries=0, timeout=30
-    )
     fake_github.review_faults.append(CannedResponse(500, b"{}"))
     scripted_provider.script(final_turn(finding(path="a.py", line=5)))
     done = CliRunner().invoke(cli.main, ["review", pull.url, "--post", "--format", "json"])
@@ -476,17 +467,13 @@ def test_cli_failed_publication_prints_the_review_and_exits_1(
     assert "github_publish_failed" in done.stderr
 
 
+@pytest.mark.usefixtures("github_cli")
 def test_cli_without_post_has_a_null_publication_and_writes_nothing(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    environment: Environment,
 ) -> None:
     pull = pull_request(fake_github)
-    fake_github.users.setdefault(GITHUB_TOKEN, BOT)
-    environment(
-        scripted_provider, github=fake_github, cache=tmp_path / "cache", retries=0, timeout=30
-    )
     scripted_provider.script(final_turn(finding(path="a.py", line=5)))
     done = CliRunner().invoke(cli.main, ["review", pull.url, "--format", "json"])
     assert done.exit_code == 0

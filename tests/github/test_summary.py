@@ -34,10 +34,9 @@ from pr_review_api.publishing.markers import finding_marker, head_marker, ordere
 from pr_review_api.publishing.placement import Placed, Placement
 from tests import builders
 from tests.builders import BRIEF, final_turn, finding_model
-from tests.conftest import GITHUB_TOKEN, examples
+from tests.conftest import BOT, GITHUB_TOKEN, examples
 from tests.fakes.github_server import CannedResponse, FakeGitHub, PullRequestFixture
 from tests.fakes.provider_server import ScriptedProvider
-from tests.github.support import BOT
 from tests.results import HEAD_SHA, review_result
 
 BASE = "def total(values):\n    return sum(values)\n"

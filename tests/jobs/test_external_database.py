@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.environment import process_environment
+from tests.environment import process_environment, review_variables
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import RecordedRequest, ScriptedProvider, stop_turn
@@ -232,7 +232,7 @@ def _environment(
     database_url: str, fake: FakeGitHub, provider: ScriptedProvider, cache: Path
 ) -> dict[str, str]:
     return process_environment(
-        provider, github=fake, cache=cache, PR_REVIEW_DATABASE_URL=database_url
+        review_variables(provider, github=fake, cache=cache, PR_REVIEW_DATABASE_URL=database_url)
     )
 
 

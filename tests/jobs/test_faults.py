@@ -31,7 +31,7 @@ import pytest
 from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.jobs.schema import apply_migrations
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.environment import process_environment
+from tests.environment import process_environment, review_variables
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.fakes.provider_server import (
     Fault,
@@ -52,7 +52,7 @@ def _environment(
     provider: ScriptedProvider, fake: FakeGitHub, url: str, cache: Path
 ) -> dict[str, str]:
     return process_environment(
-        provider, github=fake, cache=cache, timeout=60, PR_REVIEW_DATABASE_URL=url
+        review_variables(provider, github=fake, cache=cache, timeout=60, PR_REVIEW_DATABASE_URL=url)
     )
 
 

@@ -26,7 +26,7 @@ from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.service import metrics_route
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.environment import process_environment
+from tests.environment import process_environment, review_variables
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
@@ -156,14 +156,16 @@ def _worker_environment(
     database_url: str, fake: FakeGitHub, provider: ScriptedProvider, cache: Path
 ) -> dict[str, str]:
     return process_environment(
-        provider,
-        github=fake,
-        cache=cache,
-        PR_REVIEW_DATA_DIR=os.environ[
-            "PR_REVIEW_DATA_DIR"
-        ],  # the test's, as clean_environment set it
-        PR_REVIEW_DATABASE_URL=database_url,
-        PR_REVIEW_API_KEYS=SERVICE_KEY,
+        review_variables(
+            provider,
+            github=fake,
+            cache=cache,
+            PR_REVIEW_DATA_DIR=os.environ[
+                "PR_REVIEW_DATA_DIR"
+            ],  # the test's, as clean_environment set it
+            PR_REVIEW_DATABASE_URL=database_url,
+            PR_REVIEW_API_KEYS=SERVICE_KEY,
+        )
     )
 
 
@@ -258,7 +260,9 @@ def test_a_worker_serves_its_own_metrics_on_loopback_behind_the_keys(
 def _serve_environment(
     data_dir: Path, fake: FakeGitHub, provider: ScriptedProvider, cache: Path
 ) -> dict[str, str]:
-    return process_environment(provider, github=fake, cache=cache, PR_REVIEW_DATA_DIR=str(data_dir))
+    return process_environment(
+        review_variables(provider, github=fake, cache=cache, PR_REVIEW_DATA_DIR=str(data_dir))
+    )
 
 
 def _wait_until_healthy(base: str, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -31,7 +31,7 @@ from pr_review_api.service.app import create_app
 from pr_review_api.service.dependencies import get_reviewer
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import PROVIDER_KEY
-from tests.environment import process_environment
+from tests.environment import process_environment, review_variables
 from tests.results import PR_URL, review_result
 
 SERVICE_KEY = "svc-key-SERVICE-SECRET-93c1"
@@ -176,7 +176,9 @@ def serve_data_dir() -> Iterator[Path]:
 def serve_environment(data: Path, cache: Path, **settings: str) -> dict[str, str]:
     """The environment of a `serve` process: this one's without provider, forge and service
     settings, then `settings` (OPENCODE_API_KEY=..., and so on)."""
-    return process_environment(cache=cache, PR_REVIEW_DATA_DIR=str(data)) | settings
+    return (
+        process_environment(review_variables(cache=cache, PR_REVIEW_DATA_DIR=str(data))) | settings
+    )
 
 
 @contextmanager
