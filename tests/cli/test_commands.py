@@ -29,7 +29,7 @@ from pr_review_api.settings import load_settings
 from pr_review_api.tools import TOOLS
 from tests.cli.support import CONSOLE_SCRIPT, FakeRunReview, assert_one_error_line, run
 from tests.conftest import PROVIDER_KEY
-from tests.environment import Environment
+from tests.environment import Environment, review_variables
 from tests.fakes.provider_server import Fault, ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitrepo import GitRepo
 from tests.results import PR_URL, review_result
@@ -422,12 +422,7 @@ def test_sigint_to_a_real_review_exits_130_with_the_document(
 ) -> None:
     repo, base, head = widget
     scripted_provider.script(Fault.delay(5.0, stop_turn(REVIEW)))
-    env = {
-        **os.environ,
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": scripted_provider.base_url,
-        "REVIEW_TIMEOUT_SECONDS": "30",
-    }
+    env = {**os.environ, **review_variables(scripted_provider, timeout=30)}
     args = ["review", "--repo", str(repo.path), "--base", base, "--head", head, "--format", "json"]
     # As from a terminal: a suite started in the background of a non-interactive shell runs
     # with SIGINT ignored, which every child inherits (and then rightly ignores Ctrl-C).

@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 from pr_review_api import cli
 from pr_review_api.evaluation.corpus import build_corpus
 from tests import builders
+from tests.builders import final_turn
 from tests.conftest import PROVIDER_KEY
 from tests.environment import review_variables
 from tests.fakes.provider_server import (
@@ -119,7 +120,7 @@ def _script_two_runs(provider: ScriptedProvider) -> None:
         # run 2, a-defect: not JSON, so the review ends invalid_model_response
         stop_turn("this is not a review"),
         # run 2, b-clean: no findings
-        stop_turn({"summary": "s", "findings": [], "notes": []}),
+        final_turn(summary="s"),
     )
 
 
@@ -177,9 +178,7 @@ def test_eval_reads_a_built_corpus_and_prints_a_table(
     scripted_provider: ScriptedProvider, source: Path, tmp_path: Path
 ) -> None:
     build_corpus(source, tmp_path / "built")
-    scripted_provider.script(
-        stop_turn({"summary": "s", "findings": [_finding(path="lib/last.py", line=1)], "notes": []})
-    )
+    scripted_provider.script(final_turn(_finding(path="lib/last.py", line=1), summary="s"))
     result = _eval(scripted_provider, str(tmp_path / "built"), "--case", "a-defect")
     assert result.exit_code == 0, result.output
     scripted_provider.assert_complete()
@@ -249,7 +248,7 @@ def _by_case(request: RecordedRequest) -> dict[str, Any]:
     """A final review for whichever case the request is about (its first user message)."""
     first = json.dumps(request.json["messages"][:2])
     path = "lib/last.py" if "lib/last.py" in first else "lib/first.py"
-    return stop_turn({"summary": path, "findings": [_finding(path=path, line=2)], "notes": []})
+    return final_turn(_finding(path=path, line=2), summary=path)
 
 
 def test_eval_jobs_reviews_cases_at_once_and_reports_in_corpus_order(

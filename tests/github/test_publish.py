@@ -40,7 +40,7 @@ from pr_review_api.publishing.markers import finding_marker, head_marker
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from tests import builders
-from tests.builders import BRIEF, final_turn
+from tests.builders import BRIEF, final_review, final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY, examples
 from tests.fakes.github_server import (
     CannedResponse,
@@ -491,9 +491,7 @@ def test_cli_post_with_a_local_repository_is_bad_input(tmp_path: Path) -> None:
 def test_api_post_true_publishes(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pull = pull_request(fake_github)
     settings = settings_for(fake_github, tmp_path)
-    model = ScriptedModel(
-        stop_turn({"summary": "S", "findings": [finding(path="a.py", line=5)], "notes": []})
-    )
+    model = ScriptedModel(stop_turn(final_review(finding(path="a.py", line=5), summary="S")))
     app = create_app(settings)
     app.state.model = model
     with TestClient(app) as client:
@@ -606,7 +604,7 @@ def test_no_first_attempt_is_ever_refused(
 
 
 def _first_message(url: str, settings: Settings, *, post: bool) -> str:
-    model = ScriptedModel(stop_turn({"summary": "S", "findings": [], "notes": []}))
+    model = ScriptedModel(stop_turn(final_review(summary="S")))
     asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=post))
     content = model.requests[0].messages[1]["content"]
     assert isinstance(content, str)
@@ -661,7 +659,7 @@ def test_the_service_keeps_one_github_client_for_every_review(
     with TestClient(app) as client:
         for _ in range(3):
             app.state.model = ScriptedModel(
-                stop_turn({"summary": "S", "findings": [finding(path="a.py", line=5)], "notes": []})
+                stop_turn(final_review(finding(path="a.py", line=5), summary="S"))
             )
             answer = client.post("/v1/reviews", json={"pull_request_url": pull.url, "post": True})
             assert answer.status_code == 200

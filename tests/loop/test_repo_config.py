@@ -37,8 +37,8 @@ from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview, ReviewResult
 from pr_review_api.settings import load_settings
 from tests import builders
-from tests.builders import final_review
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.builders import final_review, final_turn
+from tests.fakes.provider_server import ScriptedProvider
 from tests.gitrepo import GitRepo
 
 APP = "def save(item):\n    store.write(item)\n    validate(item)\n"
@@ -72,7 +72,7 @@ def _review(
     if head_config is not None:
         head_files[".pr-review.toml"] = head_config
     head = repo.commit_files(head_files, "head")
-    provider.script(stop_turn({"summary": "s", "findings": FINDINGS, "notes": ["model note"]}))
+    provider.script(final_turn(*FINDINGS, summary="s", notes=["model note"]))
     settings = load_settings(opencode_api_key="key", opencode_base_url=provider.base_url)
     result = asyncio.run(run_review(LocalTarget(repo.path, base, head), settings))
     provider.assert_complete()

@@ -28,6 +28,7 @@ from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import load_settings
 from tests import builders
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
@@ -154,7 +155,7 @@ def test_the_event_loop_keeps_ticking_while_a_review_works(
     head = repo.commit_files({"app.py": SOURCE_HEAD}, "head")
     scripted_provider.script(
         tool_call_turn([("call-1", "read_repository_file", {"path": "app.py"})]),
-        stop_turn({"summary": "s", "findings": [_finding(path="app.py")], "notes": []}),
+        final_turn(_finding(path="app.py"), summary="s"),
         stop_turn({"verdict": "confirmed", "evidence": "store.write(item)"}),
     )
     result = asyncio.run(review_beside_a_heartbeat(LocalTarget(repo.path, base, head)))
@@ -188,9 +189,7 @@ def test_the_event_loop_keeps_ticking_while_a_review_is_rendered_for_publishing(
     fixture = fake_github.pull_request(
         "acme", "widget", 7, base={"app.py": SOURCE}, head={"app.py": SOURCE_HEAD}
     )
-    scripted_provider.script(
-        stop_turn({"summary": "s", "findings": [_finding(path="app.py")], "notes": []})
-    )
+    scripted_provider.script(final_turn(_finding(path="app.py"), summary="s"))
 
     async def review_beside_a_heartbeat() -> ReviewResult:
         beating = asyncio.create_task(heartbeat.beat())
