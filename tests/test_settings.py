@@ -20,8 +20,9 @@ from click.testing import CliRunner
 from pr_review_api.cli import commands as cli
 from pr_review_api.errors import ConfigurationError
 from pr_review_api.settings import LOCAL_PROFILE, Settings, load_settings, trusted_env_file
+from tests.builders import final_turn
 from tests.conftest import PROVIDER_KEY
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.fakes.provider_server import ScriptedProvider
 from tests.gitrepo import GitRepo, git
 
 ATTACKER = "http://127.0.0.1:9/v1"
@@ -154,7 +155,7 @@ def test_a_committed_env_file_cannot_redirect_a_review(
         monkeypatch.chdir(repo.path)
         monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
         monkeypatch.setenv("OPENCODE_BASE_URL", scripted_provider.base_url)
-        scripted_provider.script(stop_turn({"summary": "ok", "findings": [], "notes": []}))
+        scripted_provider.script(final_turn(summary="ok"))
         result = CliRunner().invoke(
             cli.main,
             ["review", "--repo", ".", "--base", base, "--head", head, "--format", "json"],

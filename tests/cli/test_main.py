@@ -16,7 +16,7 @@ import pytest
 
 from pr_review_api.tools import TOOLS
 from tests.cli.support import CONSOLE_SCRIPT, run
-from tests.conftest import PROVIDER_KEY
+from tests.environment import review_variables
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitrepo import GitRepo
 from tests.results import SERVICE_REVIEW as REVIEW
@@ -76,11 +76,7 @@ def test_exit_statuses_of_a_real_process(
 ) -> None:
     repo, base, head = widget
     review = [str(CONSOLE_SCRIPT), "review", "--repo", str(repo.path), "--base", base]
-    env = {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": scripted_provider.base_url,
-        "REVIEW_TIMEOUT_SECONDS": "30",
-    }
+    env = review_variables(scripted_provider, timeout=30)
     scripted_provider.script(stop_turn(REVIEW), stop_turn(REVIEW, finish_reason="length"))
 
     ok = _process([*review, "--head", head, "--format", "json"], env)

@@ -17,12 +17,11 @@ from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.conversation import MAX_THREAD_PAGES, Repository, may_write, thread
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.publishing.markers import answer_marker
-from tests.conftest import GITHUB_TOKEN
-from tests.fakes.github_server import FakeGitHub, fake_github
+from tests.builders import final_turn
+from tests.conftest import BOT, GITHUB_TOKEN
+from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider
-from tests.github.test_preflight import BOT, env, final, finding, pull, review
-
-__all__ = ["env", "fake_github"]
+from tests.github.test_preflight import finding, pull, review
 
 
 @pytest.mark.parametrize("how", ["ignore", "minus_one"])
@@ -31,7 +30,7 @@ def test_a_writers_dismissal_on_the_pull_request_suppresses_the_finding_next_tim
 ) -> None:
     pr = pull(env)
     env.permissions[("acme", "widget", "alice")] = "write"
-    scripted_provider.script(final(finding("Two is loud", 2)))
+    scripted_provider.script(final_turn(finding(title="Two is loud", line=2)))
     assert review(pr).exit_code == 0
     (ours,) = env.review_comments[("acme", "widget", 7)]
     if how == "ignore":
@@ -43,7 +42,7 @@ def test_a_writers_dismissal_on_the_pull_request_suppresses_the_finding_next_tim
                 {"on": "pulls", "comment_id": ours["id"], "content": "-1", "user": user}
             )
     pushed = env.push_head(pr, {"b.py": "x = 1\n"})
-    scripted_provider.script(final(finding("Two is loud", 2)))
+    scripted_provider.script(final_turn(finding(title="Two is loud", line=2)))
     again = review(pushed)
     assert again.exit_code == 0, again.output
     publication = json.loads(again.stdout)["publication"]
@@ -54,12 +53,12 @@ def test_a_readers_ignore_changes_nothing(
     env: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     pr = pull(env)
-    scripted_provider.script(final(finding("Two is loud", 2)))
+    scripted_provider.script(final_turn(finding(title="Two is loud", line=2)))
     assert review(pr).exit_code == 0
     (ours,) = env.review_comments[("acme", "widget", 7)]
     env.add_review_comment("acme", "widget", 7, "mallory", "/pr-review ignore", ours["id"])
     pushed = env.push_head(pr, {"b.py": "x = 1\n"})
-    scripted_provider.script(final(finding("Two is loud", 2)))
+    scripted_provider.script(final_turn(finding(title="Two is loud", line=2)))
     publication = json.loads(review(pushed).stdout)["publication"]
     assert (publication["suppressed"], publication["duplicates_skipped"]) == (0, 1)
 

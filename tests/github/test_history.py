@@ -20,6 +20,7 @@ from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.publishing.markers import head_marker
 from pr_review_api.settings import Settings
+from tests.builders import final_review
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 
@@ -55,7 +56,7 @@ def flood(fake: FakeGitHub, count: int, body: str = "LGTM") -> None:
 
 
 def publish_once(url: str, settings: Settings) -> Publication:
-    model = ScriptedModel(stop_turn({"summary": "Summary.", "findings": [FINDING], "notes": []}))
+    model = ScriptedModel(stop_turn(final_review(FINDING, summary="Summary.")))
     result: ReviewResult = asyncio.run(
         run_review(PullRequestTarget(url), settings, model=model, post=True)
     )

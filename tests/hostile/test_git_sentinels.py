@@ -34,9 +34,10 @@ from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
 from pr_review_api.settings import load_settings
 from pr_review_api.tools import TOOLS_BY_NAME, execute_tool
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
-from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
+from tests.fakes.provider_server import ScriptedProvider, tool_call_turn
 from tests.gitrepo import GitRepo, git
 from tests.hostile.corpus import ObjectWriter
 from tests.hostile.support import FIGURES
@@ -396,7 +397,7 @@ def _scripted_review(provider: ScriptedProvider) -> None:
                 ("c4", "inspect_git_diff", {}),
             ]
         ),
-        stop_turn({"summary": "ok", "findings": [], "notes": []}),
+        final_turn(summary="ok"),
     )
 
 

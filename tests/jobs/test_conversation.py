@@ -28,6 +28,7 @@ from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.settings import Settings
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
@@ -99,7 +100,7 @@ def published_finding(
     fake: FakeGitHub, provider: ScriptedProvider, settings: Settings, pr: PullRequestFixture
 ) -> dict[str, Any]:
     """Review and publish the pull request with one finding; our inline comment."""
-    provider.script(stop_turn({"summary": "S", "findings": [FINDING], "notes": []}))
+    provider.script(final_turn(FINDING, summary="S"))
     result = asyncio.run(run_review(PullRequestTarget(pr.url), settings, post=True))
     assert result.publication is not None
     assert result.publication.status == "published"
@@ -226,7 +227,7 @@ def test_ignore_dismisses_with_a_reaction_and_the_next_pull_request_suppresses_i
     assert row[4] == WRITER
     # Another pull request of the repository: the finding is not posted again.
     other = pull(fake_github, 8)
-    scripted_provider.script(stop_turn({"summary": "S", "findings": [FINDING], "notes": []}))
+    scripted_provider.script(final_turn(FINDING, summary="S"))
 
     async def review_other() -> dict[str, Any]:
         queue = JobQueue(settings, tuning=FAST)
@@ -340,9 +341,7 @@ def test_review_and_help_in_the_pull_requests_conversation(
     published_finding(fake_github, scripted_provider, settings, pr)
     fake_github.permissions[("acme", "widget", WRITER)] = "write"
     second = {**FINDING, "title": "len(v) may be zero", "line": 2}
-    scripted_provider.script(
-        stop_turn({"summary": "S", "findings": [FINDING, second], "notes": []})
-    )
+    scripted_provider.script(final_turn(FINDING, second, summary="S"))
     asked = len(scripted_provider.requests)
 
     async def scenario() -> tuple[list[httpx.Response], list[dict[str, Any]]]:
@@ -384,7 +383,7 @@ def test_a_writers_minus_one_is_read_at_the_next_review_and_suppresses_the_findi
     pushed = fake_github.push_head(pr, {"b.py": "x = 1\n"})  # pull request 7's next review
     other = pull(fake_github, 8)
     for _ in range(2):
-        scripted_provider.script(stop_turn({"summary": "S", "findings": [FINDING], "notes": []}))
+        scripted_provider.script(final_turn(FINDING, summary="S"))
 
     async def review_other() -> dict[str, Any]:
         queue = JobQueue(settings, tuning=FAST)

@@ -30,6 +30,7 @@ from pydantic import SecretStr
 from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import RecordedRequest, Scripted, ScriptedProvider, stop_turn
@@ -59,7 +60,7 @@ def responder(request: RecordedRequest) -> Scripted:
     messages = (request.json or {}).get("messages") or [{}, {}]
     if "<untrusted_thread_data>" in str(messages[1].get("content")):
         return stop_turn(json.dumps(ANSWER))
-    return stop_turn({"summary": "S", "findings": [FINDING], "notes": []})
+    return final_turn(FINDING, summary="S")
 
 
 @pytest.mark.slow

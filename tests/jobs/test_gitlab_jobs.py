@@ -16,6 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN
 from tests.fakes.gitlab_members import Members
 from tests.fakes.gitlab_notes import FakeNotes
@@ -88,7 +89,7 @@ def test_a_merge_request_job_is_reviewed_with_the_gitlab_token(
     gitlab_service: GitLabService,
 ) -> None:
     fixture = merge_request(fake_gitlab)
-    scripted_provider.script(stop_turn({"summary": "One bug.", "findings": [FINDING], "notes": []}))
+    scripted_provider.script(final_turn(FINDING, summary="One bug."))
     settings = settings_for(gitlab_service, scripted_provider)
 
     async def scenario() -> dict[str, Any]:
@@ -132,7 +133,7 @@ def test_a_webhook_job_publishes_the_review_on_the_merge_request(
     gitlab_service: GitLabService,
 ) -> None:
     fixture = merge_request(fake_gitlab)
-    scripted_provider.script(stop_turn({"summary": "One bug.", "findings": [FINDING], "notes": []}))
+    scripted_provider.script(final_turn(FINDING, summary="One bug."))
     settings = settings_for(gitlab_service, scripted_provider)
     event = merge_request_hook("open", path=PROJECT, head=fixture.head_sha)
 

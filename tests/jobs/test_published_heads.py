@@ -26,6 +26,7 @@ from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.ledger import HeadKey
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.settings import Settings
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub
@@ -227,7 +228,7 @@ def test_a_job_whose_review_was_published_answers_without_the_model_even_after_r
     # a process.
     pull = fake_github.pull_request("acme", "widget", 9, head={"a.py": "x\n"})
     settings = settings_for(database_url, fake_github, scripted_provider)
-    scripted_provider.script(stop_turn({"summary": "Fine.", "findings": [], "notes": []}))
+    scripted_provider.script(final_turn(summary="Fine."))
     job = PullRequestJob(url=pull.url, owner="acme", repo="widget", number=9, post=True)
 
     async def one() -> dict[str, Any]:

@@ -5,6 +5,7 @@ for the scripted provider, and a review run through the socket provider or in pr
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 import pytest
@@ -15,12 +16,20 @@ from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings, load_settings
+from tests import builders
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import ScriptedProvider
 from tests.gitrepo import GitRepo
 
 SERVICE = "\n".join(f"line {n}: validate_name(widget.name)" for n in range(1, 213)) + "\n"
 
+
+# The loop tests' finding: the evidence and recommendation REVIEW's finding has.
+finding = partial(
+    builders.finding,
+    evidence="save executes before validate_name.",
+    recommendation="Validate before save.",
+)
 
 REVIEW = {
     "summary": "Validation occurs after persistence.",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,9 @@ from pr_review_api.loop.batches import (
 )
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
-from pr_review_api.model import FinalReview, Finding, ReviewResult
+from pr_review_api.model import FinalReview, ReviewResult
 from pr_review_api.settings import MAX_DIFF_PATHS, load_settings
+from tests import builders
 from tests.conftest import PROVIDER_KEY, examples
 from tests.gitrepo import GitRepo, git
 
@@ -303,24 +305,25 @@ def test_a_directory_and_its_subdirectories_come_together() -> None:
 # --- the merge -------------------------------------------------------------------------------
 
 
-def _finding(title: str, severity: str = "low", line: int = 1) -> Finding:
-    return Finding.model_validate(
-        {
-            "severity": severity,
-            "title": title,
-            "explanation": "e",
-            "path": "a.py",
-            "line": line,
-            "evidence": "x = 1",
-            "recommendation": "r",
-        }
-    )
+_finding = partial(
+    builders.finding_model,
+    severity="low",
+    path="a.py",
+    line=1,
+    explanation="e",
+    evidence="x = 1",
+    recommendation="r",
+)
 
 
 def test_the_merge_dedupes_orders_by_severity_and_names_failed_batches() -> None:
-    one = FinalReview(summary="One.", findings=[_finding("Low"), _finding("Same")], notes=["n"])
+    one = FinalReview(
+        summary="One.", findings=[_finding(title="Low"), _finding(title="Same")], notes=["n"]
+    )
     two = FinalReview(
-        summary="Two.", findings=[_finding("Same"), _finding("High", "high")], notes=["n"]
+        summary="Two.",
+        findings=[_finding(title="Same"), _finding(title="High", severity="high")],
+        notes=["n"],
     )
     failed: ReviewError = MaxRounds()
     merged = merge_reviews([("a.py",), ("b.py",), ("c.py", "d.py")], [one, two, failed])

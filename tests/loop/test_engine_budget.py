@@ -8,6 +8,7 @@ Driven in process by `ScriptedModel` over a real git repository; every scripted 
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,10 @@ from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.metrics import termination_label
 from pr_review_api.model import ReviewResult, Usage
 from pr_review_api.settings import load_settings
+from tests.builders import final_review
 from tests.conftest import PROVIDER_KEY
 from tests.gitrepo import GitRepo
+from tests.loop.support import finding
 
 PATH = "src/widgets/service.py"
 SERVICE = "\n".join(f"line {n}: validate_name(widget.name)" for n in range(1, 61)) + "\n"
@@ -35,20 +38,7 @@ def widget(tmp_path: Path) -> tuple[GitRepo, str, str]:
     return repo, base, head
 
 
-def finding(title: str) -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": title,
-        "explanation": "Invalid state can be saved.",
-        "path": PATH,
-        "line": 42,
-        "evidence": "save executes before validate_name.",
-        "recommendation": "Validate before save.",
-    }
-
-
-def review_of(*findings: dict[str, Any]) -> dict[str, Any]:
-    return {"summary": "Checked.", "findings": list(findings), "notes": []}
+review_of = partial(final_review, summary="Checked.")
 
 
 def run(model: ScriptedModel, widget: tuple[GitRepo, str, str], **overrides: Any) -> ReviewResult:
@@ -78,7 +68,7 @@ def test_reaching_the_budget_stops_new_requests_and_ends_token_budget(
 
 
 def test_a_review_under_its_budget_is_unchanged(widget: tuple[GitRepo, str, str]) -> None:
-    model = ScriptedModel(read("c1"), stop_turn(review_of(finding("Kept"))))
+    model = ScriptedModel(read("c1"), stop_turn(review_of(finding(title="Kept"))))
     result = run(model, widget, review_max_total_tokens=2 * USAGE.total_tokens + 1)
     model.assert_complete()
     assert result.termination_reason == "final_review"
@@ -101,7 +91,7 @@ def test_verification_stops_at_the_budget_and_keeps_the_rest_unverified(
     widget: tuple[GitRepo, str, str],
 ) -> None:
     model = ScriptedModel(
-        stop_turn(review_of(finding("One"), finding("Two"), finding("Three"))),
+        stop_turn(review_of(finding(title="One"), finding(title="Two"), finding(title="Three"))),
         stop_turn({"evidence": "Line 42 saves first.", "verdict": "confirmed"}),
     )
     result = run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.loop.final_review import FINAL_REVIEW_SCHEMA, parse_final_review
 from pr_review_api.model import FinalReview
+from tests.builders import final_review
 from tests.gitrepo import FILE, GITLINK, LINK, GitRepo
+from tests.loop import support
 
 
 @pytest.fixture(scope="module")
@@ -33,24 +36,12 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> PinnedRepository:
     return PinnedRepository.open(repo.git_dir, base, head)
 
 
-def finding(**overrides: Any) -> dict[str, Any]:
-    value: dict[str, Any] = {
-        "severity": "high",
-        "title": "Validation occurs after the write",
-        "explanation": "Invalid state can be saved.",
-        "path": "src/service.py",
-        "line": 2,
-        "evidence": "save executes before validate_name.",
-        "recommendation": "Validate before save.",
-    }
-    value.update(overrides)
-    return value
+finding = partial(support.finding, path="src/service.py", line=2)
 
 
 def document(**overrides: Any) -> str:
-    value: dict[str, Any] = {"summary": "One problem.", "findings": [finding()], "notes": []}
-    value.update(overrides)
-    return json.dumps(value)
+    """The final review as the model's text: one finding, any field replaced."""
+    return json.dumps(final_review(finding(), summary="One problem.") | overrides)
 
 
 def rejected(content: object, repository: PinnedRepository) -> None:

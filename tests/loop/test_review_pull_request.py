@@ -14,6 +14,7 @@ from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
@@ -63,7 +64,7 @@ def test_pull_request_review_end_to_end(
     }
     scripted_provider.script(
         tool_call_turn([("d1", "inspect_git_diff", {})]),
-        stop_turn({"summary": "One problem.", "findings": [finding], "notes": []}),
+        final_turn(finding, summary="One problem."),
     )
     settings = settings_for(fake_github, scripted_provider, tmp_path / "cache")
     result = run(pull.url + "/files?diff=split#top", settings, include_trace=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
+from tests.builders import final_review
 from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.gitlab_issues import FakeIssues
@@ -33,8 +35,7 @@ WALKTHROUGH = [
 VERDICT = {"ref": "#12", "addressed": "yes", "explanation": "run() now returns 2."}
 
 
-def final(**extra: Any) -> dict[str, Any]:
-    return {"summary": "Small change.", "findings": [], "notes": [], **extra}
+final = partial(final_review, summary="Small change.")
 
 
 def github_settings(fake: FakeGitHub, cache: Path, **overrides: Any) -> Settings:

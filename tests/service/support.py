@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import shutil
 import signal
@@ -32,6 +31,7 @@ from pr_review_api.service.app import create_app
 from pr_review_api.service.dependencies import get_reviewer
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import PROVIDER_KEY
+from tests.environment import process_environment, review_variables
 from tests.results import PR_URL, review_result
 
 SERVICE_KEY = "svc-key-SERVICE-SECRET-93c1"
@@ -176,13 +176,9 @@ def serve_data_dir() -> Iterator[Path]:
 def serve_environment(data: Path, cache: Path, **settings: str) -> dict[str, str]:
     """The environment of a `serve` process: this one's without provider, forge and service
     settings, then `settings` (OPENCODE_API_KEY=..., and so on)."""
-    prefixes = ("OPENCODE_", "GITHUB_", "GITLAB_", "PR_REVIEW_")
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith(prefixes)},
-        "PR_REVIEW_CACHE_DIR": str(cache),
-        "PR_REVIEW_DATA_DIR": str(data),
-        **settings,
-    }
+    return (
+        process_environment(review_variables(cache=cache, PR_REVIEW_DATA_DIR=str(data))) | settings
+    )
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.settings import Settings
+from tests.builders import final_review
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 
@@ -99,7 +100,7 @@ def publish_once(
 
 
 def one_turn() -> ScriptedModel:
-    return ScriptedModel(stop_turn({"summary": "S.", "findings": [FINDING], "notes": []}))
+    return ScriptedModel(stop_turn(final_review(FINDING, summary="S.")))
 
 
 def listings(fake: FakeGitHub) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,10 @@ from click.testing import CliRunner, Result
 
 from pr_review_api import cli
 from pr_review_api.evaluation.corpus import build_corpus
+from tests import builders
+from tests.builders import final_turn
 from tests.conftest import PROVIDER_KEY
+from tests.environment import review_variables
 from tests.fakes.provider_server import (
     RecordedRequest,
     ScriptedProvider,
@@ -78,16 +82,7 @@ NOT_JSON = (
 )
 
 
-def _finding(path: str, line: int | None) -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": "t",
-        "explanation": "e",
-        "path": path,
-        "line": line,
-        "evidence": "v",
-        "recommendation": "r",
-    }
+_finding = partial(builders.finding, **builders.TERSE)
 
 
 @pytest.fixture
@@ -100,7 +95,7 @@ def source(tmp_path: Path) -> Path:
 
 
 def _eval(provider: ScriptedProvider, *args: str) -> Result:
-    env = {"OPENCODE_API_KEY": PROVIDER_KEY, "OPENCODE_BASE_URL": provider.base_url}
+    env = review_variables(provider)
     return CliRunner().invoke(cli.main, ["eval", *args], env=env, prog_name="pr-review")
 
 
@@ -111,16 +106,21 @@ def _script_two_runs(provider: ScriptedProvider) -> None:
         stop_turn(
             {
                 "summary": "s",
-                "findings": [_finding("lib/last.py", 2), _finding("lib/last.py", None)],
+                "findings": [
+                    _finding(path="lib/last.py", line=2),
+                    _finding(path="lib/last.py", line=None),
+                ],
                 "notes": [],
             }
         ),
         # run 1, b-clean: a false positive
-        stop_turn({"summary": "s", "findings": [_finding("lib/first.py", 2)], "notes": []}),
+        stop_turn(
+            {"summary": "s", "findings": [_finding(path="lib/first.py", line=2)], "notes": []}
+        ),
         # run 2, a-defect: not JSON, so the review ends invalid_model_response
         stop_turn("this is not a review"),
         # run 2, b-clean: no findings
-        stop_turn({"summary": "s", "findings": [], "notes": []}),
+        final_turn(summary="s"),
     )
 
 
@@ -178,9 +178,7 @@ def test_eval_reads_a_built_corpus_and_prints_a_table(
     scripted_provider: ScriptedProvider, source: Path, tmp_path: Path
 ) -> None:
     build_corpus(source, tmp_path / "built")
-    scripted_provider.script(
-        stop_turn({"summary": "s", "findings": [_finding("lib/last.py", 1)], "notes": []})
-    )
+    scripted_provider.script(final_turn(_finding(path="lib/last.py", line=1), summary="s"))
     result = _eval(scripted_provider, str(tmp_path / "built"), "--case", "a-defect")
     assert result.exit_code == 0, result.output
     scripted_provider.assert_complete()
@@ -250,7 +248,7 @@ def _by_case(request: RecordedRequest) -> dict[str, Any]:
     """A final review for whichever case the request is about (its first user message)."""
     first = json.dumps(request.json["messages"][:2])
     path = "lib/last.py" if "lib/last.py" in first else "lib/first.py"
-    return stop_turn({"summary": path, "findings": [_finding(path, 2)], "notes": []})
+    return final_turn(_finding(path=path, line=2), summary=path)
 
 
 def test_eval_jobs_reviews_cases_at_once_and_reports_in_corpus_order(
