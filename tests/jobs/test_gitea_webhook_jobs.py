@@ -139,3 +139,30 @@ def test_a_writers_ignore_is_remembered_on_the_next_pull_request(
     for review in our_reviews(fake_gitea_writes, 4):
         assert fake_gitea_writes.review_comments[review["id"]] == []
     scripted_provider.assert_complete()
+
+
+def test_a_review_job_of_a_gitea_url_asked_to_post_is_published(
+    fake_gitea: FakeGitea,
+    fake_gitea_writes: GiteaWrites,
+    scripted_provider: ScriptedProvider,
+    gitea_service: GiteaService,
+) -> None:
+    settings = settings_for(gitea_service, scripted_provider)
+    fixture = pull(fake_gitea)
+    scripted_provider.script(stop_turn(REVIEW))
+
+    async def scenario() -> dict[str, Any]:
+        async with gitea_service.running(settings) as (client, _):
+            body = {"pull_request_url": fixture.url, "post": True}
+            created = await client.post("/v1/review-jobs", json=body)
+            assert created.status_code == 202, created.text
+            return await finished(client, created.json()["job_id"])
+
+    job = asyncio.run(scenario())
+    assert job["status"] == "succeeded", job["result"]
+    assert job["result"]["publication"]["status"] == "published"
+    assert len(our_reviews(fake_gitea_writes)) == 1
+    assert statuses(fake_gitea_writes, fixture) == [
+        ("pending", "pr-review"),
+        ("success", "pr-review"),
+    ]

@@ -12,6 +12,7 @@ import hmac
 import json
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import SecretStr
 
@@ -368,3 +369,18 @@ def test_deliveries_are_counted_by_event_and_outcome(database_url: str, settings
     assert value(text, name, event="other", outcome="ignored") == 1
     assert {"pull_request", "issue_comment", "other"} <= label_values(text, "event")
     assert SECRET not in text
+
+
+def test_a_body_over_the_cap_is_refused_unread(database_url: str, settings: Any) -> None:
+    """The signature is over the whole body, so a body is read before it is checked: one over
+    the cap is refused as it streams (413), never parsed, whatever its signature."""
+    body = b"{" + b" " * (5 * 1024 * 1024) + b"}"
+
+    async def scenario() -> httpx.Response:
+        async with service(settings) as client:
+            return await deliver(client, body)
+
+    answer = asyncio.run(scenario())
+    assert answer.status_code == 413
+    assert answer.json()["error"]["code"] == "invalid_request"
+    assert count(database_url) == 0
