@@ -30,7 +30,7 @@ comments, so the one endpoint serves both. Every request goes through the job's 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
@@ -45,6 +45,7 @@ MAX_COMMENT_PAGES = 10
 _SHA = Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")]
 
 Reaction = Literal["+1", "eyes"]
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class _User(BaseModel):
@@ -122,8 +123,8 @@ async def _list(client: GiteaClient, url: str, max_pages: int) -> list[Any]:
     return items
 
 
-def _parsed(model: type[BaseModel], items: list[Any]) -> list[Any]:
-    parsed = []
+def _parsed(model: type[_Model], items: list[Any]) -> list[_Model]:
+    parsed: list[_Model] = []
     for item in items:
         try:
             parsed.append(model.model_validate(item))
@@ -137,9 +138,7 @@ async def find_thread(
 ) -> LineThread | None:
     """The conversation the comment `comment_id` is in, when it is a code comment of one of
     our reviews on a line of the new side (see the module docstring); else None."""
-    reviews: list[_Review] = _parsed(
-        _Review, await _list(client, ref.api_url("/reviews"), MAX_REVIEW_PAGES)
-    )
+    reviews = _parsed(_Review, await _list(client, ref.api_url("/reviews"), MAX_REVIEW_PAGES))
     ours = [r for r in reviews if r.user is not None and r.user.login.lower() == login.lower()]
     comments: list[tuple[_Review, _ReviewComment]] = []
     for review in ours[-MAX_OUR_REVIEWS:]:
