@@ -384,3 +384,20 @@ def test_a_body_over_the_cap_is_refused_unread(database_url: str, settings: Any)
     assert answer.status_code == 413
     assert answer.json()["error"]["code"] == "invalid_request"
     assert count(database_url) == 0
+
+
+def test_a_gitea_that_cannot_say_who_may_ask_makes_the_answer_server_busy(
+    database_url: str, settings: Any, fake_gitea: FakeGitea, fake_gitea_writes: Any
+) -> None:
+    """Gitea redelivers a failed delivery: nothing is queued, and no command is ignored for a
+    failure that is Gitea's."""
+    fake_gitea.api_redirect = "http://127.0.0.1:9/elsewhere"
+
+    async def scenario() -> httpx.Response:
+        async with service(settings) as client:
+            return await deliver(client, comment("/pr-review review"), kind="pull_request_comment")
+
+    answer = asyncio.run(scenario())
+    assert answer.status_code == 503
+    assert answer.json()["error"]["code"] == "server_busy"
+    assert count(database_url) == 0
