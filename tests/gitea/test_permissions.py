@@ -1,6 +1,6 @@
-"""Who may ask on Gitea (gitea/permissions.py) against the fake Gitea: write, admin and owner
-may; read may not; a token that is not a repository admin gets 403, which is no, and a Gitea
-that fails is `gitea_unavailable`; the answers are kept per repository and user."""
+"""Who is a writer on Gitea (gitea/permissions.py) against the fake Gitea: write, admin and the
+owner are; read is not; a token that is not a repository admin gets 403, which is no, and a
+Gitea that fails is `gitea_unavailable`; the answers are kept per repository and user."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ import asyncio
 import pytest
 
 from pr_review_api.errors import GiteaUnavailable
-from pr_review_api.gitea.permissions import Collaborators
+from pr_review_api.gitea.permissions import may_write
+from pr_review_api.permissions import PermissionCache
 from tests.fakes.gitea_reviews import GiteaWrites
 from tests.fakes.gitea_server import FakeGitea
 from tests.gitea.support import PATH, REVIEWER, client_for, pull_ref
 
 
 def ask(
-    fake: FakeGitea, logins: list[str], collaborators: Collaborators, *, admin: bool = False
+    fake: FakeGitea, logins: list[str], cache: PermissionCache, *, admin: bool = False
 ) -> list[bool]:
     """Ask about each login with the reviewer's token (a writer of PATH, or an admin)."""
     client = client_for(fake)
@@ -25,7 +26,7 @@ def ask(
 
     async def run() -> list[bool]:
         async with client as gitea:
-            return [await collaborators.may_ask(gitea, pull_ref(fake), login) for login in logins]
+            return [await may_write(gitea, pull_ref(fake), login, cache) for login in logins]
 
     return asyncio.run(run())
 
@@ -42,7 +43,7 @@ def test_writers_admins_and_the_owner_may_ask_readers_and_strangers_may_not(
     fake_gitea.grant(PATH, "adam", "admin")
     fake_gitea.grant(PATH, "rita", "read")
     logins = ["wendy", "adam", "acme", "rita", "nobody", "a/../b?c"]
-    answers = ask(fake_gitea, logins, Collaborators(), admin=True)
+    answers = ask(fake_gitea, logins, PermissionCache(), admin=True)
     assert answers == [True, True, True, False, False, False]
     assert all(status == 200 for _, status in lookups(fake_gitea))
     # The odd login went as one escaped path piece, never as more of the path.
@@ -54,14 +55,14 @@ def test_a_token_that_is_not_an_admin_gets_403_and_nobody_may_ask(
 ) -> None:
     fake_gitea.repository(PATH)
     fake_gitea.grant(PATH, "wendy", "write")
-    collaborators = Collaborators()
-    assert ask(fake_gitea, ["wendy", "wendy", "WENDY"], collaborators) == [False] * 3
+    cache = PermissionCache()
+    assert ask(fake_gitea, ["wendy", "wendy", "WENDY"], cache) == [False] * 3
     assert [status for _, status in lookups(fake_gitea)] == [403]  # kept a while
 
 
 def test_a_gitea_that_fails_is_unavailable(fake_gitea: FakeGitea) -> None:
     fake_gitea.repository(PATH)  # no permission endpoint on this fake: a 404 is a no
-    assert ask(fake_gitea, ["wendy"], Collaborators()) == [False]
+    assert ask(fake_gitea, ["wendy"], PermissionCache()) == [False]
     fake_gitea.api_redirect = "http://127.0.0.1:9/elsewhere"
     with pytest.raises(GiteaUnavailable):
-        ask(fake_gitea, ["wendy"], Collaborators())
+        ask(fake_gitea, ["wendy"], PermissionCache())

@@ -33,12 +33,7 @@ from tests.jobs.test_gitea_conversation import (
 )
 from tests.jobs.test_jobs import rows
 
-pytestmark = [
-    pytest.mark.e2e,
-    # Publishing on Gitea (forge/gitea.py, gitea/publish.py, gitea/status.py) is built on
-    # another branch of issue 36; with it merged these pass, and this mark goes.
-    pytest.mark.xfail(strict=True, reason="Gitea publishing is not on this branch yet"),
-]
+pytestmark = pytest.mark.e2e
 __all__ = ["gitea_service"]
 
 

@@ -57,7 +57,7 @@ from pr_review_api.gitea.hooks import (
     PullRequestPush,
     read_delivery,
 )
-from pr_review_api.gitea.permissions import Collaborators
+from pr_review_api.gitea.permissions import may_write
 from pr_review_api.gitea.urls import PullRequestRef
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
 from pr_review_api.jobs.commands import (
@@ -69,6 +69,7 @@ from pr_review_api.jobs.commands import (
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import JobKind, PullRequestJob
 from pr_review_api.metrics import Metrics
+from pr_review_api.permissions import PermissionCache
 from pr_review_api.service.body import read_capped
 from pr_review_api.service.deliveries import (
     COMMAND_CHECK_TIMEOUT_SECONDS,
@@ -193,7 +194,7 @@ async def _comment_answer(
         return ignored(), "ignored"
     try:
         async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
-            command = await _permitted_command(comment, gitea, Collaborators(queue.permissions))
+            command = await _permitted_command(comment, gitea, queue.permissions)
     except (TimeoutError, GiteaUnavailable, PullRequestNotFound):
         raise ServerBusy("Gitea did not say who may ask in time; redeliver shortly.") from None
     if command is None:
@@ -202,7 +203,7 @@ async def _comment_answer(
 
 
 async def _permitted_command(
-    comment: PullRequestComment, gitea: GiteaClient, collaborators: Collaborators
+    comment: PullRequestComment, gitea: GiteaClient, permissions: PermissionCache
 ) -> CommandJob | None:
     """The command, when it is addressed to us and its author may ask it; else None."""
     login = await gitea.login()
@@ -217,7 +218,7 @@ async def _permitted_command(
     author_asks = (
         kind == "answer" and opener is not None and opener.lower() == comment.author.lower()
     )
-    if not author_asks and not await collaborators.may_ask(gitea, comment.ref, comment.author):
+    if not author_asks and not await may_write(gitea, comment.ref, comment.author, permissions):
         return None
     return CommandJob(_job(comment.ref, None), kind, command_of(comment, kind, text))
 
