@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import GiteaUnavailable
 from pr_review_api.gitea.client import GiteaClient, status_error
+from pr_review_api.gitea.history import CommentWire, ReviewWire
 from pr_review_api.gitea.urls import PullRequestRef
 from pr_review_api.publishing.markers import answered_in, finding_in
 
@@ -50,24 +51,7 @@ _Model = TypeVar("_Model", bound=BaseModel)
 
 class _User(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    login: str = ""
-
-
-class _Review(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    id: int
-    user: _User | None = None
-    commit_id: str = ""
-
-
-class _ReviewComment(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    id: int
-    body: str = ""
-    user: _User | None = None
-    path: str = ""
-    position: int = 0  # the line on the new side (0: none)
-    original_position: int = 0  # the line on the old side (0: none)
+    login: str | None = None
 
 
 class _IssueComment(BaseModel):
@@ -138,9 +122,9 @@ async def find_thread(
 ) -> LineThread | None:
     """The conversation the comment `comment_id` is in, when it is a code comment of one of
     our reviews on a line of the new side (see the module docstring); else None."""
-    reviews = _parsed(_Review, await _list(client, ref.api_url("/reviews"), MAX_REVIEW_PAGES))
-    ours = [r for r in reviews if r.user is not None and r.user.login.lower() == login.lower()]
-    comments: list[tuple[_Review, _ReviewComment]] = []
+    reviews = _parsed(ReviewWire, await _list(client, ref.api_url("/reviews"), MAX_REVIEW_PAGES))
+    ours = [r for r in reviews if _login(r.user).lower() == login.lower()]
+    comments: list[tuple[ReviewWire, CommentWire]] = []
     for review in ours[-MAX_OUR_REVIEWS:]:
         url = ref.api_url(f"/reviews/{review.id}/comments")
         response = await client.request("GET", url)
@@ -151,20 +135,20 @@ async def find_thread(
         listing = response.json()
         if not isinstance(listing, list):
             raise GiteaUnavailable("Gitea returned a listing that is not a list.")
-        comments += [(review, c) for c in _parsed(_ReviewComment, listing)]
+        comments += [(review, c) for c in _parsed(CommentWire, listing)]
     asked = next((c for _, c in comments if c.id == comment_id), None)
-    if asked is None or asked.position <= 0 or not asked.path:
-        return None
+    if asked is None or not asked.position or asked.position < 0 or not asked.path:
+        return None  # not in a review of ours, or on the old side (no finding is there)
     same = sorted(
         ((r, c) for r, c in comments if c.path == asked.path and c.position == asked.position),
         key=lambda pair: pair[1].id,
     )
     first_review = same[0][0]
-    head = first_review.commit_id if _is_sha(first_review.commit_id) else None
+    head = first_review.commit_id if _is_sha(first_review.commit_id or "") else None
     return LineThread(
         path=asked.path,
         line=asked.position,
-        comments=[ThreadComment(c.id, _login(c.user), c.body) for _, c in same],
+        comments=[ThreadComment(c.id, _login(c.user), c.body or "") for _, c in same],
         head=head,
     )
 
@@ -230,8 +214,9 @@ def _id_of(document: object) -> int | None:
     return found if isinstance(found, int) and not isinstance(found, bool) else None
 
 
-def _login(user: _User | None) -> str:
-    return "" if user is None else user.login
+def _login(user: BaseModel | None) -> str:
+    login = getattr(user, "login", None)
+    return login if isinstance(login, str) else ""
 
 
 def _is_sha(value: str) -> bool:
