@@ -1,6 +1,6 @@
 """The service and a real worker on the test's PostgreSQL database, beside the fake Gitea: what
-every end-to-end Gitea job test runs against (the `gitea_service` fixture below, imported by
-those tests), and signed deliveries to its `POST /v1/webhooks/gitea`."""
+every end-to-end Gitea job test runs against (the `gitea_service` fixture of
+tests/jobs/conftest.py), and signed deliveries to its `POST /v1/webhooks/gitea`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from pydantic import SecretStr
 
 from pr_review_api.jobs.queue import JobQueue
@@ -77,12 +76,6 @@ class GiteaService:
                 task.cancel()
                 with suppress(asyncio.CancelledError, TimeoutError):
                     await asyncio.wait_for(asyncio.shield(task), 10)
-
-
-@pytest.fixture
-def gitea_service(database_url: str, fake_gitea: FakeGitea, tmp_path: Path) -> GiteaService:
-    """The service and a worker on this test's database, beside the fake Gitea."""
-    return GiteaService(database_url, fake_gitea, tmp_path / "cache")
 
 
 def pull(fake: FakeGitea, index: int = 3, **fields: Any) -> PullFixture:

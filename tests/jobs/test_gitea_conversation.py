@@ -35,13 +35,11 @@ from tests.jobs.gitea_service import (
     GiteaService,
     deliver,
     finished,
-    gitea_service,
     pull,
 )
 from tests.jobs.test_jobs import rows
 
 pytestmark = pytest.mark.e2e
-__all__ = ["gitea_service"]
 
 WRITER, READER, AUTHOR = "wendy", "rita", "alice"  # alice opened the pull request
 FINGERPRINT = Finding.model_validate(FINDING).fingerprint("    validate(w)")

@@ -17,13 +17,11 @@ from tests.jobs.gitea_service import (
     REVIEW,
     GiteaService,
     finished,
-    gitea_service,
     pull,
 )
 from tests.jobs.test_jobs import rows
 
 pytestmark = pytest.mark.e2e
-__all__ = ["gitea_service"]
 
 
 def test_a_gitea_pull_request_job_is_reviewed_with_the_gitea_token(

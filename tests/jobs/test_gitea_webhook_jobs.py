@@ -21,7 +21,6 @@ from tests.jobs.gitea_service import (
     GiteaService,
     deliver,
     finished,
-    gitea_service,
     pull,
 )
 from tests.jobs.test_gitea_conversation import (
@@ -34,7 +33,6 @@ from tests.jobs.test_gitea_conversation import (
 from tests.jobs.test_jobs import rows
 
 pytestmark = pytest.mark.e2e
-__all__ = ["gitea_service"]
 
 
 def opened(fixture: PullFixture) -> dict[str, Any]:

@@ -19,11 +19,9 @@ from pydantic import SecretStr
 from tests.fakes.gitea_server import FakeGitea
 from tests.fakes.provider_server import ScriptedProvider
 from tests.gitea.payloads import HEAD, SECRET, comment_event, pull_request_event
-from tests.jobs.gitea_service import BOT, PATH, GiteaService, deliver, gitea_service
+from tests.jobs.gitea_service import BOT, PATH, GiteaService, deliver
 from tests.jobs.test_jobs import rows, service
 from tests.scrape import label_values, value
-
-__all__ = ["gitea_service"]
 
 BODY_EDIT = {"body": {"from": "x"}}  # the description changed: nothing the review reads
 WRITER, READER, AUTHOR = "wendy", "rita", "alice"  # alice opened the payloads' pull request
