@@ -248,6 +248,16 @@ class GiteaWrites:
             "pull_request_url": url,
         }
 
+    def reply(self, review_id: int, to_comment: int, user: User, body: str) -> dict[str, Any]:
+        """A reply in the conversation of the review's comment `to_comment`, as the web UI's
+        Reply button makes it (services/pull/review.go, `CreateCodeComment` with
+        `replyReviewID`): a code comment of that same review on the same path and line."""
+        replied = next(c for c in self.review_comments[review_id] if c["id"] == to_comment)
+        comment = {**replied, "id": next(self._ids), "body": body, "user": user_json(user)}
+        comment["html_url"] = replied["html_url"].rsplit("-", 1)[0] + f"-{comment['id']}"
+        self.review_comments[review_id].append(comment)
+        return comment
+
     # --- statuses, comments, reactions, permission ---
 
     def _post_status(

@@ -42,7 +42,7 @@ FINDING = {
 }
 
 
-def _nothing_listening() -> str:
+def nothing_listening() -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{probe.getsockname()[1]}"
@@ -50,7 +50,7 @@ def _nothing_listening() -> str:
 
 def settings_for(gitlab: GitLabService, provider: ScriptedProvider, **extra: Any) -> Settings:
     """Reviews by the scripted provider; no GitHub identity (nothing listens where it points)."""
-    nowhere = _nothing_listening()
+    nowhere = nothing_listening()
     values: dict[str, Any] = {
         "opencode_base_url": provider.base_url,
         "opencode_max_retries": 0,

@@ -20,17 +20,18 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass
 from typing import Any
 
-from pr_review_api.errors import InvalidRequest
 from pr_review_api.forge.base import ChangeForge
 from pr_review_api.forge.clients import ForgeClients, JobIdentities
 from pr_review_api.forge.conversation import ChangeConversation, CommandRecord
 from pr_review_api.forge.gitea import GiteaForge
+from pr_review_api.forge.gitea_conversation import GiteaConversation
 from pr_review_api.forge.github import GitHubForge
 from pr_review_api.forge.github_conversation import GitHubConversation
 from pr_review_api.forge.gitlab import GitLabForge
 from pr_review_api.forge.gitlab_conversation import GitLabConversation
 from pr_review_api.forge.urls import forge_of, route
 from pr_review_api.gitea.client import GiteaClient
+from pr_review_api.gitea.urls import parse_pull_request_url as parse_gitea_url
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import parse_merge_request_url
@@ -72,8 +73,8 @@ def _gitlab_conversation(
 def _gitea_conversation(
     gitea: GiteaClient, record: CommandRecord, settings: Settings, command: dict[str, Any]
 ) -> ChangeConversation:
-    # No Gitea delivery queues a command job yet (its webhook lands with publishing).
-    raise InvalidRequest("Comment commands on Gitea are not supported yet.")
+    ref = parse_gitea_url(record.pull_request_url, settings)
+    return GiteaConversation(gitea, ref, command)
 
 
 FORGES: tuple[RegisteredForge, ...] = (

@@ -9,11 +9,8 @@ review's inline comments included) when the pull request is next reviewed, for o
 `MAX_REACTION_READS` most recent finding comments, at most `REACTION_READ_CONCURRENCY` at a
 time. A comment whose reactions Gitea does not give is read again at the next review.
 
-Who may dismiss: `GET /repos/{owner}/{repo}/collaborators/{user}/permission`
-(`repoGetRepoPermissions`): `write`, `admin` or `owner`. Gitea answers it only to a repository
-admin (or a user about itself): with a token that gets 403, nobody else is a writer here, and
-nothing is dismissed (docs/gitea.md says what the bot's account needs). The answers are kept in
-the holder's `PermissionCache` (permissions.py).
+Who may dismiss: a writer, as gitea/permissions.py's lookup says (`write`, `admin` or `owner`;
+with a token Gitea refuses it to, 403, nobody else is a writer here and nothing is dismissed).
 """
 
 from __future__ import annotations
@@ -26,15 +23,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.history import FindingComment
+from pr_review_api.gitea.permissions import may_write
 from pr_review_api.gitea.urls import PullRequestRef
 from pr_review_api.permissions import PermissionCache
 
 MAX_REACTION_READS = 100
 REACTION_READ_CONCURRENCY = 4
 MAX_REACTIONS_BYTES = 256 * 1024
-MAX_PERMISSION_BYTES = 64 * 1024
 DISMISSING_REACTION = "-1"
-WRITERS = frozenset({"write", "admin", "owner"})
 
 
 class _UserWire(BaseModel):
@@ -46,28 +42,6 @@ class _ReactionWire(BaseModel):
     model_config = ConfigDict(extra="ignore")
     content: str
     user: _UserWire
-
-
-async def may_write(
-    gitea: GiteaClient, ref: PullRequestRef, login: str, cache: PermissionCache
-) -> bool:
-    """Whether `login` may write to the pull request's repository; a permission Gitea does not
-    tell us (401, 403, 404) is a no. A Gitea that fails is `GiteaUnavailable`."""
-    return await cache.answer(
-        ref.dismissals_key, login.lower(), lambda: _may_write(gitea, ref, login)
-    )
-
-
-async def _may_write(gitea: GiteaClient, ref: PullRequestRef, login: str) -> bool:
-    url = ref.repo_api_url(f"/collaborators/{login}/permission")
-    response = await gitea.request("GET", url, limit=MAX_PERMISSION_BYTES)
-    if response.status in (401, 403, 404):
-        return False
-    if not 200 <= response.status < 300:
-        raise GiteaUnavailable("Gitea did not say who may write.")
-    document = response.json()
-    permission = document.get("permission") if isinstance(document, dict) else None
-    return permission in WRITERS
 
 
 async def downvoted(

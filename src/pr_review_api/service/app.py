@@ -83,14 +83,15 @@ def create_app(settings: Settings | None = None, *, metrics: Metrics | None = No
 
 
 def install_job_routes(app: FastAPI, settings: Settings) -> None:
-    """The job routes, the webhook receivers (GitHub's, GitLab's), the `/ui` pages (which read
-    the same records) and the queue's lifespan, when the settings name a database (`pr-review
-    serve` always does: an embedded one without `PR_REVIEW_DATABASE_URL`). The queue's
+    """The job routes, the webhook receivers (GitHub's, GitLab's, Gitea's), the `/ui` pages
+    (which read the same records) and the queue's lifespan, when the settings name a database
+    (`pr-review serve` always does: an embedded one without `PR_REVIEW_DATABASE_URL`). The queue's
     connection pool opens in the application's lifespan and migrations are applied then."""
     if settings.pr_review_database_url is None:
         return
     # Imported here: the queue's libraries (and the pages' templates) load only with a database.
     from pr_review_api.jobs.queue import JobQueue  # noqa: PLC0415
+    from pr_review_api.service.gitea_webhooks import gitea_webhook_router  # noqa: PLC0415
     from pr_review_api.service.gitlab_webhooks import gitlab_webhook_router  # noqa: PLC0415
     from pr_review_api.service.jobs_routes import jobs_router  # noqa: PLC0415
     from pr_review_api.service.ui import ui_router  # noqa: PLC0415
@@ -118,3 +119,6 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
         app.include_router(webhook_router())
     if settings.pr_review_gitlab_webhook_secret is not None:  # CONTRACT 17
         app.include_router(gitlab_webhook_router())
+    # CONTRACT 19: a secret alone routes nothing while no Gitea server is configured.
+    if settings.pr_review_gitea_webhook_secret is not None and settings.gitea_server_url:
+        app.include_router(gitea_webhook_router())
