@@ -44,11 +44,11 @@ from bench.common import (
     parser,
     repository_for,
     run_quietly,
+    run_review,
     runs_for,
     writable_repository,
 )
 from bench.harness import Script, bench_settings, scripted_provider, shared_store
-from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget, ReviewTarget
 
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")

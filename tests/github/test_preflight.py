@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 from pydantic import SecretStr
 
 from pr_review_api.cli import commands as cli
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from tests import builders
 from tests.builders import BRIEF, final_turn
@@ -129,7 +129,9 @@ def test_a_forced_review_of_a_published_head_asks_again_and_repeats_no_finding(
         opencode_base_url=scripted_provider.base_url,
         pr_review_check_runs=False,
     )
-    result = asyncio.run(run_review(PullRequestTarget(pr.url), settings, post=True, force=True))
+    result = asyncio.run(
+        run_review(PullRequestTarget(pr.url), settings, ReviewOptions(post=True, force=True))
+    )
     assert result.termination_reason == "final_review"
     assert result.publication is not None
     assert result.publication.status == "published"

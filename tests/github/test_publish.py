@@ -32,7 +32,7 @@ from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.publish import publish
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.output.inert_markdown import WORD_JOINER
@@ -87,7 +87,9 @@ def review(
 ) -> ReviewResult:
     document = {"summary": summary, "findings": findings, "notes": notes or []}
     model = ScriptedModel(stop_turn(document))
-    return asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=post))
+    return asyncio.run(
+        run_review(PullRequestTarget(url), settings, ReviewOptions(model=model, post=post))
+    )
 
 
 def posted(fake: FakeGitHub) -> list[dict[str, Any]]:
@@ -605,7 +607,7 @@ def test_no_first_attempt_is_ever_refused(
 
 def _first_message(url: str, settings: Settings, *, post: bool) -> str:
     model = ScriptedModel(stop_turn(final_review(summary="S")))
-    asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=post))
+    asyncio.run(run_review(PullRequestTarget(url), settings, ReviewOptions(model=model, post=post)))
     content = model.requests[0].messages[1]["content"]
     assert isinstance(content, str)
     return content

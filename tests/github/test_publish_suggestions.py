@@ -20,7 +20,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.suggestions import HeadText
 from pr_review_api.loop.syntax import syntax_errors
 from pr_review_api.loop.workspace import PullRequestTarget
@@ -61,7 +61,9 @@ finding = partial(builders.finding, severity="medium", path="svc.py", **builders
 def review(url: str, settings: Settings, findings: list[dict[str, Any]]) -> ReviewResult:
     document = {"summary": "S.", "findings": findings, "notes": []}
     model = ScriptedModel(stop_turn(document))
-    return asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=True))
+    return asyncio.run(
+        run_review(PullRequestTarget(url), settings, ReviewOptions(model=model, post=True))
+    )
 
 
 def pull_request(fake: FakeGitHub, number: int = 7) -> PullRequestFixture:

@@ -32,7 +32,7 @@ from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import engine as engine_module
 from pr_review_api.loop import workspace
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview, ReviewResult
 from pr_review_api.tools import TOOLS, ToolArguments, ToolOutcome, execute_tool
@@ -608,7 +608,9 @@ def run_conversation(
         mock.patch.object(workspace, "prepare_local", _prepared_local),
     ):
         try:
-            result = runner.run(run_review(target, review_settings(), model=provider))
+            result = runner.run(
+                run_review(target, review_settings(), ReviewOptions(model=provider))
+            )
         except ReviewError as exc:  # anything else fails the property
             error = exc
     return Outcome(result, error, executed), provider

@@ -9,7 +9,7 @@ from typing import Any
 
 from pr_review_api.errors import InvalidModelResponse, ReviewError
 from pr_review_api.jobs.records import JobRecord
-from pr_review_api.jobs.runner import ReviewOptions
+from pr_review_api.jobs.runner import job_options
 from pr_review_api.jobs.summary import JobSummary
 from pr_review_api.model import RunRecord, Usage
 from pr_review_api.settings import Settings
@@ -34,7 +34,7 @@ class Recorder:
 
     async def __call__(self, record: JobRecord, settings: Settings) -> dict[str, Any]:
         url = record.pull_request_url
-        automatic = ReviewOptions.of(record).automatic
+        automatic = job_options(record).automatic
         self.calls[url] = automatic
         if self.error is not None:
             raise self.error

@@ -12,7 +12,7 @@ import pytest
 
 from pr_review_api.errors import ReviewError, ReviewTerminated
 from pr_review_api.llm.testing import ScriptedModel
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings, load_settings
@@ -69,7 +69,9 @@ def review(
     repo, base, head = widget
     target = LocalTarget(repo.path, base, head)
     return asyncio.run(
-        run_review(target, settings_for(provider, **overrides), include_trace=include_trace)
+        run_review(
+            target, settings_for(provider, **overrides), ReviewOptions(include_trace=include_trace)
+        )
     )
 
 
@@ -101,4 +103,6 @@ def scripted_review(
     values: dict[str, Any] = {"opencode_api_key": PROVIDER_KEY, "review_timeout_seconds": 30}
     settings = load_settings(**(values | overrides))
     target = LocalTarget(repo.path, base, head)
-    return asyncio.run(run_review(target, settings, include_trace=include_trace, model=model))
+    return asyncio.run(
+        run_review(target, settings, ReviewOptions(include_trace=include_trace, model=model))
+    )

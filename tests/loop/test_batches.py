@@ -32,7 +32,7 @@ from pr_review_api.loop.batches import (
     merge_reviews,
     plan_batches,
 )
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview, ReviewResult
 from pr_review_api.settings import MAX_DIFF_PATHS, load_settings
@@ -136,7 +136,9 @@ def _run(model: NamingModel, repo: tuple[GitRepo, str, str], **overrides: Any) -
         "review_batch_max_files": ADVISED_BATCH_FILES,
     }
     settings = load_settings(**(values | overrides))
-    return asyncio.run(run_review(LocalTarget(path.path, base, head), settings, model=model))
+    return asyncio.run(
+        run_review(LocalTarget(path.path, base, head), settings, ReviewOptions(model=model))
+    )
 
 
 # --- the 60-file demonstration -------------------------------------------------------------
@@ -352,6 +354,8 @@ def test_batching_is_off_unless_asked_for(
     model = NamingModel()
     path, base, head = sixty
     settings = load_settings(opencode_api_key=PROVIDER_KEY, review_timeout_seconds=60)
-    asyncio.run(run_review(LocalTarget(path.path, base, head), settings, model=model))
+    asyncio.run(
+        run_review(LocalTarget(path.path, base, head), settings, ReviewOptions(model=model))
+    )
     assert len(model.first_messages) == 1
     assert "untrusted_batch_files" not in model.first_messages[0]

@@ -16,7 +16,7 @@ import pytest
 
 from pr_review_api.errors import TokenBudget
 from pr_review_api.llm.testing import USAGE, ScriptedModel, stop_turn, tool_turn
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.metrics import termination_label
 from pr_review_api.model import ReviewResult, Usage
@@ -45,7 +45,9 @@ def run(model: ScriptedModel, widget: tuple[GitRepo, str, str], **overrides: Any
     repo, base, head = widget
     values: dict[str, Any] = {"opencode_api_key": PROVIDER_KEY, "review_timeout_seconds": 30}
     settings = load_settings(**(values | overrides))
-    return asyncio.run(run_review(LocalTarget(repo.path, base, head), settings, model=model))
+    return asyncio.run(
+        run_review(LocalTarget(repo.path, base, head), settings, ReviewOptions(model=model))
+    )
 
 
 def read(call_id: str) -> Any:

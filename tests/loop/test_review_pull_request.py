@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pr_review_api.errors import InvalidPullRequestUrl, PullRequestNotFound
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
@@ -36,7 +36,9 @@ def settings_for(
 
 
 def run(url: str, settings: Settings, *, include_trace: bool = False) -> ReviewResult:
-    return asyncio.run(run_review(PullRequestTarget(url), settings, include_trace=include_trace))
+    return asyncio.run(
+        run_review(PullRequestTarget(url), settings, ReviewOptions(include_trace=include_trace))
+    )
 
 
 def test_pull_request_review_end_to_end(

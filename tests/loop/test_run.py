@@ -23,7 +23,7 @@ from pr_review_api.errors import (
     UpstreamResponseTooLarge,
 )
 from pr_review_api.llm.testing import ScriptedModel
-from pr_review_api.loop.run import NO_CHANGES_SUMMARY, Progress, run_review
+from pr_review_api.loop.run import NO_CHANGES_SUMMARY, Progress, ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import MAX_TRACE_PREVIEW_BYTES, load_settings
 from pr_review_api.tools import TOOLS
@@ -276,7 +276,7 @@ def test_progress_reports_rounds_and_tool_calls(
         run_review(
             LocalTarget(repo.path, base, head),
             settings_for(scripted_provider),
-            progress=events.append,
+            ReviewOptions(progress=events.append),
         )
     )
     stages = [(event.stage, event.round) for event in events]
@@ -309,7 +309,9 @@ def test_no_changes_makes_no_request(scripted_provider: ScriptedProvider, tmp_pa
     base = repo.commit_files({"a.py": "x\n"})
     head = repo.commit_files({}, message="empty commit, same tree")
     target = LocalTarget(repo.path, base, head)
-    result = asyncio.run(run_review(target, settings_for(scripted_provider), include_trace=True))
+    result = asyncio.run(
+        run_review(target, settings_for(scripted_provider), ReviewOptions(include_trace=True))
+    )
     assert scripted_provider.requests == []
     document = result.model_dump(mode="json")
     assert document["termination_reason"] == "no_changes"

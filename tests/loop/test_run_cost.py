@@ -15,7 +15,7 @@ import pytest
 
 from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.llm.testing import USAGE, ScriptedModel, stop_turn, tool_turn
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.metrics import Metrics
 from pr_review_api.model import ReviewResult, Usage, estimated_cost
@@ -48,7 +48,7 @@ def _run(
     values: dict[str, Any] = {"opencode_api_key": PROVIDER_KEY, "review_timeout_seconds": 30}
     settings = load_settings(**(values | overrides))
     target = LocalTarget(path.path, base, head)
-    result = asyncio.run(run_review(target, settings, model=model, metrics=metrics))
+    result = asyncio.run(run_review(target, settings, ReviewOptions(model=model, metrics=metrics)))
     model.assert_complete()
     assert len(model.requests) == 2
     return result
@@ -111,7 +111,11 @@ def test_a_review_that_ends_with_an_error_counts_what_it_spent(
     metrics = Metrics()
     with pytest.raises(InvalidModelResponse) as raised:
         asyncio.run(
-            run_review(LocalTarget(path.path, base, head), settings, model=model, metrics=metrics)
+            run_review(
+                LocalTarget(path.path, base, head),
+                settings,
+                ReviewOptions(model=model, metrics=metrics),
+            )
         )
     spent = USAGE + USAGE
     assert raised.value.run is not None

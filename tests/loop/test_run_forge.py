@@ -17,7 +17,7 @@ from pr_review_api.forge.github import GitHubForge
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import Publication, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
@@ -94,7 +94,7 @@ def _review(
         async with GitHubClient(settings) as github:
             forge = RecordingForge(settings, github)
             result = await run_review(
-                PullRequestTarget(url), settings, model=model, post=post, forge=forge
+                PullRequestTarget(url), settings, ReviewOptions(model=model, post=post, forge=forge)
             )
             return result, forge.calls
 

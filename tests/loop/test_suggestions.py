@@ -27,7 +27,7 @@ from pr_review_api.loop.final_review import (
     review_schema_json,
 )
 from pr_review_api.loop.prompts import system_prompt
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.suggestions import RULES, HeadText, dropped_note
 from pr_review_api.loop.syntax_process import Counts, SyntaxProcess
 from pr_review_api.loop.workspace import LocalTarget
@@ -286,7 +286,7 @@ def test_the_syntax_proof_runs_on_a_worker_thread(
         opencode_api_key="key", review_suggestions=True, pr_review_cache_dir=tmp_path / "c"
     )
     target = LocalTarget(repo.path, base, head)
-    result = asyncio.run(run_review(target, settings, model=model))
+    result = asyncio.run(run_review(target, settings, ReviewOptions(model=model)))
     assert result.review.findings[0].offered() is not None
     assert threads
     assert threading.main_thread().name not in threads

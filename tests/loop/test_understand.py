@@ -15,7 +15,7 @@ import pytest
 from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.final_review import review_schema_json
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
@@ -44,7 +44,9 @@ def github_settings(fake: FakeGitHub, cache: Path, **overrides: Any) -> Settings
 
 
 def review(url: str, settings: Settings, model: ScriptedModel, *, post: bool) -> ReviewResult:
-    return asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=post))
+    return asyncio.run(
+        run_review(PullRequestTarget(url), settings, ReviewOptions(model=model, post=post))
+    )
 
 
 def first_message(model: ScriptedModel) -> str:

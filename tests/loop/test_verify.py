@@ -19,7 +19,7 @@ from pr_review_api.errors import OpenCodeUnavailable, ReviewTimeout
 from pr_review_api.llm.testing import USAGE, ScriptedModel, stop_turn, tool_turn
 from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import engine as engine_module
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.verify import (
     MAX_VERDICT_EVIDENCE_BYTES,
     VERIFY_MAX_ROUNDS,
@@ -75,7 +75,9 @@ def run(
     }
     settings = load_settings(**(values | overrides))
     target = LocalTarget(repo.path, base, head)
-    return asyncio.run(run_review(target, settings, include_trace=include_trace, model=model))
+    return asyncio.run(
+        run_review(target, settings, ReviewOptions(include_trace=include_trace, model=model))
+    )
 
 
 def note(confirmed: int, refuted: int, unverified: int) -> str:

@@ -25,6 +25,7 @@ import uvicorn
 
 from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.llm.client import ModelClient
+from pr_review_api.loop.run import ReviewOptions
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.service.app import create_app
@@ -74,15 +75,9 @@ class FakeReviewer:
             await self._changed.wait_for(lambda: self.in_flight >= count)
 
     async def __call__(
-        self,
-        target: PullRequestTarget,
-        settings: Settings,
-        *,
-        include_trace: bool,
-        model: ModelClient | None,
-        post: bool = False,
+        self, target: PullRequestTarget, settings: Settings, options: ReviewOptions
     ) -> ReviewResult:
-        self.calls.append((target, include_trace, model))
+        self.calls.append((target, options.include_trace, options.model))
         async with self._changed:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)

@@ -8,7 +8,7 @@ import hypothesis
 import pytest
 
 from pr_review_api import errors
-from pr_review_api.llm.client import ModelClient
+from pr_review_api.loop.run import ReviewOptions
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
@@ -65,17 +65,11 @@ class _UrlCheckingReviewer(FakeReviewer):
     """Accepts only PR_URL, as the real service accepts only its host's pull requests."""
 
     async def __call__(
-        self,
-        target: PullRequestTarget,
-        settings: Settings,
-        *,
-        include_trace: bool,
-        model: ModelClient | None,
-        post: bool = False,
+        self, target: PullRequestTarget, settings: Settings, options: ReviewOptions
     ) -> ReviewResult:
         if target.url != PR_URL:
             raise errors.InvalidPullRequestUrl()
-        return review_result(trace=include_trace)
+        return review_result(trace=options.include_trace)
 
 
 def _operations(app: Any) -> list[Any]:

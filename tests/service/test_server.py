@@ -141,7 +141,7 @@ SHUTDOWN_SERVER = textwrap.dedent(
     from pr_review_api.settings import load_settings
     from tests.results import review_result
 
-    async def slow(target, settings, *, include_trace, model):
+    async def slow(target, settings, options):
         pathlib.Path("in-flight").touch()  # the test signals only once a review runs
         await asyncio.sleep(1.5)
         return review_result()

@@ -29,7 +29,7 @@ from pr_review_api.cli.progress import live_progress
 from pr_review_api.cli.worker import worker as worker_command
 from pr_review_api.errors import ConfigurationError, Interrupted, InvalidRequest, ReviewError
 from pr_review_api.loop.final_review import review_schema_json
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget, ReviewTarget
 from pr_review_api.output.common import OUTPUT_FORMATS, LocalSubject, OutputFormat
 from pr_review_api.output.formats import render
@@ -141,11 +141,13 @@ def review(  # noqa: PLR0913  (one keyword per option)
                 run_review(
                     target,
                     settings,
-                    include_trace=trace,
-                    progress=progress,
-                    post=post,
-                    automatic=automatic,
-                    on_check=None if check_file is None else _check_writer(check_file),
+                    ReviewOptions(
+                        post=post,
+                        automatic=automatic,
+                        include_trace=trace,
+                        progress=progress,
+                        on_check=None if check_file is None else _check_writer(check_file),
+                    ),
                 )
             )
     except ReviewError as exc:

@@ -36,7 +36,7 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.loop.evidence import ungrounded_count
 from pr_review_api.loop.final_review import FinalReviewRejected
-from pr_review_api.loop.run import Progress, run_review
+from pr_review_api.loop.run import Progress, ReviewOptions, run_review
 from pr_review_api.loop.suggestions import dropped_rules
 from pr_review_api.loop.workspace import LocalTarget, repository_store
 from pr_review_api.model import ReviewResult
@@ -125,7 +125,7 @@ async def review_case(
     started = time.perf_counter()
     error: RunError | None
     try:
-        result = await run_review(target, settings, progress=progress, store=store)
+        result = await run_review(target, settings, ReviewOptions(progress=progress, store=store))
     except ReviewError as exc:
         reason = exc.termination_reason or exc.code
         error = RunError.of(exc)

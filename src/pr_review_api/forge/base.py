@@ -17,14 +17,13 @@ from collections.abc import Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, TypedDict
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pr_review_api.errors import ReviewError
 from pr_review_api.fetch.cache import PreparedPullRequest
 from pr_review_api.forge.checkout import unavailable_error
-from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.forge.gate import GateReporter
-from pr_review_api.ledger import DismissedFindings, Learnings, PublishLedger
+from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 from pr_review_api.permissions import PermissionCache
 
@@ -50,19 +49,6 @@ class ChangeMetadata(Protocol):
     def author(self) -> str: ...
     @property
     def labels(self) -> tuple[str, ...]: ...
-
-
-class Lent(TypedDict, total=False):
-    """What a review's holder (the CLI, the service, a job) lends `run_review` for the forges:
-    the clients of its identity (at most one per forge; where the change's forge has none, the
-    review makes its own with the settings' token), the service's ledger of published heads and
-    dismissed findings, and the holder's cache of who may dismiss."""
-
-    clients: ForgeClients | None
-    ledger: PublishLedger | None
-    dismissals: DismissedFindings | None
-    permissions: PermissionCache | None
-    learnings: Learnings | None  # the service's (CONTRACT 20): given to every review
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ ConversationRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
 ReviewRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
 """Runs one job's review from its record -> the review document (CONTRACT 5): its change's
 URL, whether it publishes, who it is (the installation id), and whether it is automatic (a
-webhook's job honours the base's skip rules, CONTRACT 16; jobs/runner.py's `ReviewOptions`).
+webhook's job honours the base's skip rules, CONTRACT 16; jobs/runner.py's `job_options`).
 Raises `ReviewError` for a review that ended without one. The runner decides who it is on the
 forge from the installation id (forge/clients.py, with the queue's `identities`); the settings
 are the queue's own."""

@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from pr_review_api.llm.client import ModelClient
+from pr_review_api.loop.run import ReviewOptions
 from pr_review_api.loop.workspace import PullRequestTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.service.auth import require_service_key
@@ -78,14 +79,9 @@ def v1_router(*, secured: bool) -> APIRouter:
     ) -> Response:
         with slots.hold():
             target = PullRequestTarget(body.pull_request_url)
-            if body.post:  # CONTRACT 10: no write request is ever made without it
-                result = await reviewer(
-                    target, settings, include_trace=body.include_trace, model=model, post=True
-                )
-            else:
-                result = await reviewer(
-                    target, settings, include_trace=body.include_trace, model=model
-                )
+            # CONTRACT 10: no write request is ever made without `post`.
+            options = ReviewOptions(post=body.post, include_trace=body.include_trace, model=model)
+            result = await reviewer(target, settings, options)
         return ContractJSONResponse(result.model_dump(mode="json"))
 
     return router
