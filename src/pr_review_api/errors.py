@@ -27,6 +27,7 @@ in exactly one place (`api.py`, `cli.py`).
     │   └── ReviewTimeout              review_timeout                  504
     ├── InvalidRepository              invalid_repository              422; CLI exit 2
     ├── PublishNotPossible             github_publish_failed           422; CLI exit 1
+    │   ├── GitLabPublishNotPossible   gitlab_publish_failed           422; CLI exit 1
     │   └── GiteaPublishNotPossible    gitea_publish_failed            422; CLI exit 1
     ├── ConfigurationError             configuration_error             CLI exit 2
     ├── ServerBusy                     server_busy                     503 (+ Retry-After)
@@ -276,6 +277,12 @@ class PublishNotPossible(ReviewError):
     code = "github_publish_failed"
     status = 422
     default_message = "The review cannot be published with this token; nothing was reviewed."
+
+
+class GitLabPublishNotPossible(PublishNotPossible):
+    """`PublishNotPossible` on a GitLab merge request: GitLab's own code."""
+
+    code = "gitlab_publish_failed"
 
 
 class GiteaPublishNotPossible(PublishNotPossible):

@@ -307,12 +307,16 @@ class Coverage(BaseModel):
     not_inspected: Annotated[list[str], Field(max_length=MAX_NOT_INSPECTED)] = []
 
 
+# The code of a failed publication names its forge (CONTRACT 10).
+PublishFailedCode = Literal["github_publish_failed", "gitlab_publish_failed", "gitea_publish_failed"]
+
+
 class PublicationError(BaseModel):
     """Why a publication failed: a fixed sentence, never GitHub's body."""
 
     model_config = ConfigDict(extra="forbid")
 
-    code: Literal["github_publish_failed", "gitea_publish_failed"] = "github_publish_failed"
+    code: PublishFailedCode
     message: str
 
 

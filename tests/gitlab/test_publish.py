@@ -414,7 +414,7 @@ def test_a_merge_request_gitlab_no_longer_shows_fails_with_a_fixed_sentence(
     publication = run_publish(fake, settings, result_of(mr, ref, [finding(path="a.py", line=6)]))
     assert publication.status == "failed"
     assert publication.error is not None
-    assert publication.error.code == "github_publish_failed"
+    assert publication.error.code == "gitlab_publish_failed"
     assert publication.error.message == (
         "The merge request or project does not exist or is not visible."
     )
@@ -470,7 +470,7 @@ def test_preflight_needs_a_token_and_one_gitlab_accepts(
     with pytest.raises(PublishNotPossible) as refused:
         asyncio.run(check(fake_gitlab.settings(tmp_path, token="glpat-unknown")))
     assert refused.value.message == REFUSED
-    assert refused.value.code == "github_publish_failed"
+    assert refused.value.code == "gitlab_publish_failed"
     asyncio.run(check(settings_for(fake_gitlab, tmp_path)))
     asked = [r.path for r in fake_gitlab.api_requests()]
     assert asked == [f"{'/gitlab/api/v4'}/user"] * 2  # no token: nothing asked

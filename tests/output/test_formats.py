@@ -144,7 +144,10 @@ def test_text_with_trace_lists_rounds_and_tool_calls() -> None:
             "Already published: https://x.test/r/1",
         ),
         (
-            Publication(status="failed", error=PublicationError(message="GitHub said no.")),
+            Publication(
+                status="failed",
+                error=PublicationError(code="github_publish_failed", message="GitHub said no."),
+            ),
             "Publishing failed: GitHub said no.",
         ),
     ],

@@ -54,7 +54,6 @@ from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import (
     Finding,
     Publication,
-    PublicationError,
     PullRequestInfo,
     ReviewResult,
 )
@@ -97,14 +96,9 @@ async def publish(  # noqa: PLR0913  (what one publication needs, as github/publ
     """Publish `result` on the pull request; never raises for a Gitea failure. `dismissed`,
     `ledger` and `force` mean what they mean for GitHub (github/publish.py)."""
     steps = _GiteaSteps(ref, gitea, max_inline)
-    publication = await publish_with(
+    return await publish_with(
         steps, result, git_dir, deadline=deadline, ledger=ledger, force=force, dismissed=dismissed
     )
-    if publication.error is not None:  # the driver's sentence, under Gitea's own code
-        publication.error = PublicationError(
-            code="gitea_publish_failed", message=publication.error.message
-        )
-    return publication
 
 
 class _GiteaSteps(ForgeSteps):
@@ -112,6 +106,7 @@ class _GiteaSteps(ForgeSteps):
     later head's short, none for a later head with nothing new)."""
 
     errors = (GiteaUnavailable, PullRequestNotFound)
+    failed_code = "gitea_publish_failed"
     too_many_posts = (
         f"The pull request has more reviews than the {MAX_LIST_PAGES} pages read; nothing "
         "was published, so that no head is reviewed twice."

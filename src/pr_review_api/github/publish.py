@@ -87,6 +87,7 @@ class _GitHubSteps(ForgeSteps):
     comments (the first in full, a later head's short), and our first review rewritten."""
 
     errors = (GitHubUnavailable,)
+    failed_code = "github_publish_failed"
     too_many_posts = (
         f"The pull request has more reviews than the {MAX_LIST_PAGES} pages read; nothing "
         "was published, so that no head is reviewed twice."

@@ -8,7 +8,7 @@ needs, may always read it) cannot publish: a publication failure, before any rev
 
 from __future__ import annotations
 
-from pr_review_api.errors import ConfigurationError, PublishNotPossible
+from pr_review_api.errors import ConfigurationError, GitLabPublishNotPossible
 from pr_review_api.gitlab.client import GitLabClient
 
 NEEDS_CREDENTIALS = (
@@ -24,12 +24,12 @@ MAX_USER_BYTES = 256 * 1024
 
 
 async def ensure_can_publish(gitlab: GitLabClient) -> None:
-    """Raise `ConfigurationError` (no token) or `PublishNotPossible` (refused) before any
+    """Raise `ConfigurationError` (no token) or `GitLabPublishNotPossible` (refused) before any
     provider request; return when publishing may work (GitLab decides at the end)."""
     if gitlab.anonymous:
         raise ConfigurationError(NEEDS_CREDENTIALS)
     user = await gitlab.request("GET", gitlab.api_url("/user"), limit=MAX_USER_BYTES)
     if user.status == 401:
-        raise PublishNotPossible(REFUSED)
+        raise GitLabPublishNotPossible(REFUSED)
     if user.status == 403:
-        raise PublishNotPossible(NO_SCOPE)
+        raise GitLabPublishNotPossible(NO_SCOPE)

@@ -36,6 +36,7 @@ from pr_review_api.model import (
     Forge,
     Publication,
     PublicationError,
+    PublishFailedCode,
     PullRequestInfo,
     ReviewResult,
 )
@@ -67,6 +68,8 @@ class ForgeSteps(ABC):
 
     # The forge's errors that end a publication `failed` with their own sentence.
     errors: tuple[type[ReviewError], ...]
+    # The code of a failed publication's `error` on this forge.
+    failed_code: PublishFailedCode
     # Why nothing was published when the listing outran its budget.
     too_many_posts: str
 
@@ -106,11 +109,14 @@ async def publish_with(
         async with asyncio.timeout_at(deadline - DEADLINE_MARGIN_SECONDS):
             return await _publish(steps, result, git_dir, deadline, ledger, force, dismissed)
     except PublishFailure as failure:
-        return _failed(failure.message)
+        message = failure.message
     except steps.errors as exc:
-        return _failed(exc.message)
+        message = exc.message
     except TimeoutError:
-        return _failed("Publishing did not finish before the review's deadline.")
+        message = "Publishing did not finish before the review's deadline."
+    logger.info("publishing the review failed: %s", message)
+    error = PublicationError(code=steps.failed_code, message=message)
+    return Publication(status="failed", error=error)
 
 
 async def publish_finished(
@@ -129,11 +135,6 @@ async def publish_finished(
     if metrics is not None:
         metrics.publication(publication.status)
     return publication
-
-
-def _failed(message: str) -> Publication:
-    logger.info("publishing the review failed: %s", message)
-    return Publication(status="failed", error=PublicationError(message=message))
 
 
 async def _publish(
