@@ -35,6 +35,7 @@ ERROR_CASES: list[tuple[ReviewError, int, str | None]] = [
     (errors.InvalidRepository(), 422, None),
     # A post whose token may not publish, said before the model is asked (CONTRACT 15).
     (errors.PublishNotPossible(), 422, None),
+    (errors.GitLabPublishNotPossible(), 422, None),
     (errors.GiteaPublishNotPossible(), 422, None),
     (errors.ServerBusy(), 503, None),
     (errors.InvalidSignature(), 401, None),
