@@ -308,7 +308,9 @@ class Coverage(BaseModel):
 
 
 # The code of a failed publication names its forge (CONTRACT 10).
-PublishFailedCode = Literal["github_publish_failed", "gitlab_publish_failed", "gitea_publish_failed"]
+PublishFailedCode = Literal[
+    "github_publish_failed", "gitlab_publish_failed", "gitea_publish_failed"
+]
 
 
 class PublicationError(BaseModel):
