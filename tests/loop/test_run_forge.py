@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from pr_review_api.fetch.cache import PreparedPullRequest
+from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.forge.github import GitHubForge
@@ -37,7 +37,7 @@ class RecordingForge(GitHubForge):
         self.calls: list[str] = []
 
     @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
+    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
         self.calls.append("open_change")
         async with super().open_change(url) as prepared:
             yield prepared

@@ -71,8 +71,9 @@ _KEY = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
-class PreparedPullRequest:
-    """A pull request whose base and head commits are in a local bare repository."""
+class PreparedChange:
+    """A change (a pull or merge request) whose base and head commits are in a local bare
+    repository."""
 
     info: PullRequestInfo
     metadata: PullRequestMetadata
@@ -376,12 +377,12 @@ async def prepare_in_thread(prepare: Callable[[], Lease]) -> Lease:
 @asynccontextmanager
 async def pinned_change(
     prepare: Callable[[], Lease], info: PullRequestInfo, metadata: PullRequestMetadata
-) -> AsyncIterator[PreparedPullRequest]:
+) -> AsyncIterator[PreparedChange]:
     """A change whose commits `prepare` fetches and pins, held until exit: every forge's last
     step of opening one."""
     lease = await prepare_in_thread(prepare)
     try:
-        yield PreparedPullRequest(info=info, metadata=metadata, git_dir=lease.git_dir)
+        yield PreparedChange(info=info, metadata=metadata, git_dir=lease.git_dir)
     finally:
         lease.release()
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from pr_review_api.errors import ReviewError
-from pr_review_api.fetch.cache import PreparedPullRequest
+from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.checkout import unavailable_error
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.ledger import DismissedFindings, PublishLedger
@@ -93,7 +93,7 @@ class ChangeForge(ABC):
         return unavailable_error(self.name)
 
     @abstractmethod
-    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedPullRequest]:
+    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
         """Parse the URL, read the metadata, fetch and pin both commits until exit."""
 
     @abstractmethod

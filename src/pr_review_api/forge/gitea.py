@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ReviewError, ServerBusy
-from pr_review_api.fetch.cache import PreparedPullRequest
+from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitea.checkout import open_pull_request
@@ -74,7 +74,7 @@ class GiteaForge(ChangeForge):
         return ref_of(info, self.settings)
 
     @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
+    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
         async with open_pull_request(url, self.settings, self.gitea) as prepared:
             yield prepared
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from pr_review_api.errors import GitHubUnavailable, ServerBusy
-from pr_review_api.fetch.cache import PreparedPullRequest
+from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import open_pull_request
@@ -63,7 +63,7 @@ class GitHubForge(ChangeForge):
         self.github = github
 
     @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
+    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
         async with open_pull_request(url, self.settings, self.github) as prepared:
             yield prepared
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError, ServerBusy
-from pr_review_api.fetch.cache import PreparedPullRequest
+from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitlab.checkout import open_merge_request
@@ -75,7 +75,7 @@ class GitLabForge(ChangeForge):
         self.gitlab = gitlab
 
     @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
+    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
         async with open_merge_request(url, self.settings, self.gitlab) as prepared:
             yield prepared
 

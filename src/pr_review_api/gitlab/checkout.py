@@ -19,7 +19,7 @@ from typing import Final
 from pydantic import SecretStr
 
 from pr_review_api.errors import GitLabUnavailable
-from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache, pinned_change
+from pr_review_api.fetch.cache import PreparedChange, RepositoryCache, pinned_change
 from pr_review_api.fetch.remote import ForgeWords, Remote
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.git_http import fetch_config
@@ -49,7 +49,7 @@ def merge_request_remote(
 @asynccontextmanager
 async def open_merge_request(
     url: str, settings: Settings, gitlab: GitLabClient | None = None
-) -> AsyncIterator[PreparedPullRequest]:
+) -> AsyncIterator[PreparedChange]:
     """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit.
 
     `gitlab` is the API client of the review's identity (None: a short-lived one with
