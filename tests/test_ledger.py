@@ -17,7 +17,7 @@ from pr_review_api.github.history import MAX_LIST_PAGES
 from pr_review_api.ledger import HeadKey, PublishedHead
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.settings import Settings
 from tests.builders import final_review
@@ -94,7 +94,7 @@ def publish_once(
 ) -> Publication:
     result = asyncio.run(
         run_review(
-            PullRequestTarget(url), settings, ReviewOptions(model=model, post=True, ledger=ledger)
+            ChangeTarget(url), settings, ReviewOptions(model=model, post=True, ledger=ledger)
         )
     )
     assert result.publication is not None
@@ -140,9 +140,7 @@ def test_the_service_publishes_a_new_head_past_the_listing_budget(
         fake_github.add_review("acme", "widget", 7, "flooder", "LGTM")
     # The CLI, without a ledger, cannot tell whether our review is in the pages not read.
     cli = asyncio.run(
-        run_review(
-            PullRequestTarget(pull.url), settings, ReviewOptions(model=one_turn(), post=True)
-        )
+        run_review(ChangeTarget(pull.url), settings, ReviewOptions(model=one_turn(), post=True))
     )
     assert cli.publication is not None
     assert cli.publication.status == "failed"

@@ -20,7 +20,7 @@ import pytest
 from pr_review_api import __version__, errors
 from pr_review_api.cli import commands as cli
 from pr_review_api.loop.final_review import review_schema_json
-from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget, LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.output.json import render_json
 from pr_review_api.service.app import create_app
@@ -304,7 +304,7 @@ def test_the_pull_request_url_and_trace_flag_reach_run_review(
     fake = FakeRunReview(review_result())
     monkeypatch.setattr(cli, "run_review", fake)
     assert run("review", PR_URL, "--trace").exit_code == 0
-    assert fake.calls[0]["target"] == PullRequestTarget(PR_URL)
+    assert fake.calls[0]["target"] == ChangeTarget(PR_URL)
     assert fake.calls[0]["include_trace"] is True
     assert fake.calls[0]["progress"] is None  # stderr is not a terminal
 

@@ -27,7 +27,7 @@ from pr_review_api.gitlab.preflight import NEEDS_CREDENTIALS
 from pr_review_api.gitlab.urls import parse_merge_request_url
 from pr_review_api.ledger import HeadKey, PublishedHead
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import PullRequestTarget, ReviewOptions, run_review
+from pr_review_api.loop.run import ChangeTarget, ReviewOptions, run_review
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.publishing.markers import head_marker
 from pr_review_api.service.app import create_app
@@ -255,7 +255,7 @@ def test_the_services_ledger_answers_a_published_head_before_the_model(
     ledger = DictLedger()
 
     def run(model: ScriptedModel) -> ReviewResult:
-        target = PullRequestTarget(mr.url)
+        target = ChangeTarget(mr.url)
         return asyncio.run(
             run_review(target, settings, ReviewOptions(model=model, post=True, ledger=ledger))
         )

@@ -16,7 +16,7 @@ from pr_review_api.github.history import MAX_LIST_PAGES, prior_state
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.publishing.markers import head_marker
 from pr_review_api.settings import Settings
@@ -58,7 +58,7 @@ def flood(fake: FakeGitHub, count: int, body: str = "LGTM") -> None:
 def publish_once(url: str, settings: Settings) -> Publication:
     model = ScriptedModel(stop_turn(final_review(FINDING, summary="Summary.")))
     result: ReviewResult = asyncio.run(
-        run_review(PullRequestTarget(url), settings, ReviewOptions(model=model, post=True))
+        run_review(ChangeTarget(url), settings, ReviewOptions(model=model, post=True))
     )
     assert result.publication is not None
     return result.publication

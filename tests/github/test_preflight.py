@@ -20,7 +20,7 @@ from pydantic import SecretStr
 
 from pr_review_api.cli import commands as cli
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from tests import builders
 from tests.builders import BRIEF, final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
@@ -130,7 +130,7 @@ def test_a_forced_review_of_a_published_head_asks_again_and_repeats_no_finding(
         pr_review_check_runs=False,
     )
     result = asyncio.run(
-        run_review(PullRequestTarget(pr.url), settings, ReviewOptions(post=True, force=True))
+        run_review(ChangeTarget(pr.url), settings, ReviewOptions(post=True, force=True))
     )
     assert result.termination_reason == "final_review"
     assert result.publication is not None

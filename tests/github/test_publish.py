@@ -33,7 +33,7 @@ from pr_review_api.github.publish import publish
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.output.inert_markdown import WORD_JOINER
 from pr_review_api.publishing.markers import finding_marker, head_marker
@@ -88,7 +88,7 @@ def review(
     document = {"summary": summary, "findings": findings, "notes": notes or []}
     model = ScriptedModel(stop_turn(document))
     return asyncio.run(
-        run_review(PullRequestTarget(url), settings, ReviewOptions(model=model, post=post))
+        run_review(ChangeTarget(url), settings, ReviewOptions(model=model, post=post))
     )
 
 
@@ -607,7 +607,7 @@ def test_no_first_attempt_is_ever_refused(
 
 def _first_message(url: str, settings: Settings, *, post: bool) -> str:
     model = ScriptedModel(stop_turn(final_review(summary="S")))
-    asyncio.run(run_review(PullRequestTarget(url), settings, ReviewOptions(model=model, post=post)))
+    asyncio.run(run_review(ChangeTarget(url), settings, ReviewOptions(model=model, post=post)))
     content = model.requests[0].messages[1]["content"]
     assert isinstance(content, str)
     return content

@@ -23,7 +23,7 @@ from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.suggestions import HeadText
 from pr_review_api.loop.syntax import syntax_errors
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import Finding, ReviewResult, Suggestion
 from pr_review_api.output.inert_markdown import WORD_JOINER
 from pr_review_api.publishing.placement import fingerprint_of
@@ -62,7 +62,7 @@ def review(url: str, settings: Settings, findings: list[dict[str, Any]]) -> Revi
     document = {"summary": "S.", "findings": findings, "notes": []}
     model = ScriptedModel(stop_turn(document))
     return asyncio.run(
-        run_review(PullRequestTarget(url), settings, ReviewOptions(model=model, post=True))
+        run_review(ChangeTarget(url), settings, ReviewOptions(model=model, post=True))
     )
 
 

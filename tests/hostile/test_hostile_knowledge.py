@@ -21,7 +21,7 @@ import pytest
 from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.github.layout import render_review_body
 from pr_review_api.llm.testing import ScriptedModel, stop_turn, tool_turn
-from pr_review_api.loop.run import PullRequestTarget, ReviewOptions, run_review
+from pr_review_api.loop.run import ChangeTarget, ReviewOptions, run_review
 from pr_review_api.output.gate_outcome import CheckOutcome
 from pr_review_api.publishing.placement import Placement
 from pr_review_api.tools import TOOLS
@@ -80,7 +80,7 @@ def _review(
     learnings = Remembered()
     result = asyncio.run(
         run_review(
-            PullRequestTarget(pr.url),
+            ChangeTarget(pr.url),
             settings,
             ReviewOptions(model=model, on_check=outcomes.append, learnings=learnings),
         )

@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from pr_review_api.cli import commands as cli
 from pr_review_api.errors import ConfigurationError, ReviewError
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget, LocalTarget
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
@@ -190,9 +190,7 @@ def test_pull_request_reviews_keep_the_token_out_of_everything(
             with audit() as log:
                 for _ in range(2):  # a fetch, then a cache hit
                     result = asyncio.run(
-                        run_review(
-                            PullRequestTarget(url), settings, ReviewOptions(include_trace=True)
-                        )
+                        run_review(ChangeTarget(url), settings, ReviewOptions(include_trace=True))
                     )
                     assert_clean("pull-request review", result.model_dump_json())
         # The token did reach GitHub, on both the API and the git side.
@@ -207,13 +205,13 @@ def test_pull_request_reviews_keep_the_token_out_of_everything(
         for status in (401, 403, 404, 500):
             server.respond("acme", "widget", 7, status, f"bad credentials {GITHUB_TOKEN}")
             with pytest.raises(ReviewError) as raised:
-                asyncio.run(run_review(PullRequestTarget(url), settings))
+                asyncio.run(run_review(ChangeTarget(url), settings))
             assert_clean(f"GitHub {status}", exception_text(raised.value))
         # Git refusing the token: the fetch fails, and says nothing of the token.
         server.set_pull("acme", "widget", 8, base_sha="1" * 40, head_sha="2" * 40)
         server.require_token = "another-token"
         with pytest.raises(ReviewError) as raised:
-            asyncio.run(run_review(PullRequestTarget(url.replace("/7", "/8")), settings))
+            asyncio.run(run_review(ChangeTarget(url.replace("/7", "/8")), settings))
         assert_clean("git fetch refused", exception_text(raised.value))
     finally:
         server.close()

@@ -26,7 +26,7 @@ from pydantic import SecretStr
 from pr_review_api.jobs.queue import JobQueue, QueueTuning
 from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.settings import Settings
 from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
@@ -101,7 +101,7 @@ def published_finding(
 ) -> dict[str, Any]:
     """Review and publish the pull request with one finding; our inline comment."""
     provider.script(final_turn(FINDING, summary="S"))
-    result = asyncio.run(run_review(PullRequestTarget(pr.url), settings, ReviewOptions(post=True)))
+    result = asyncio.run(run_review(ChangeTarget(pr.url), settings, ReviewOptions(post=True)))
     assert result.publication is not None
     assert result.publication.status == "published"
     (ours,) = [c for c in fake.review_comments[("acme", "widget", pr.number)] if "path" in c]

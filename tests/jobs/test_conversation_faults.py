@@ -29,7 +29,7 @@ from pydantic import SecretStr
 
 from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
@@ -90,7 +90,7 @@ def test_every_permitted_question_is_answered_exactly_once_through_a_killed_work
     findings: dict[int, dict[str, Any]] = {}
     for number in range(1, PULLS + 1):
         fixture = pull(fake_github, number)
-        asyncio.run(run_review(PullRequestTarget(fixture.url), settings, ReviewOptions(post=True)))
+        asyncio.run(run_review(ChangeTarget(fixture.url), settings, ReviewOptions(post=True)))
         (ours,) = [
             c for c in fake_github.review_comments[("acme", "widget", number)] if "path" in c
         ]

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.settings import Settings
 from tests.fakes.gitlab_members import Members
 from tests.fakes.gitlab_notes import FakeNotes, StoredNote
@@ -64,9 +64,7 @@ def published(
     """The merge request reviewed and published with one finding; our discussion's note."""
     fixture = merge_request(fake, iid)
     provider.script(stop_turn(REVIEW))
-    result = asyncio.run(
-        run_review(PullRequestTarget(fixture.url), settings, ReviewOptions(post=True))
-    )
+    result = asyncio.run(run_review(ChangeTarget(fixture.url), settings, ReviewOptions(post=True)))
     assert result.publication is not None
     assert result.publication.status == "published", result.publication
     (ours,) = notes.discussions(PROJECT, iid)

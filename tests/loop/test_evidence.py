@@ -20,7 +20,7 @@ from pr_review_api.loop.evidence import (
 )
 from pr_review_api.loop.prompts import EVIDENCE_RULES, system_prompt
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import FinalReview, Finding
 from pr_review_api.settings import MAX_NOTES
 from tests import builders
@@ -251,9 +251,7 @@ def test_the_pull_requests_title_and_description_are_not_evidence(
         review_timeout_seconds=60,
         review_require_evidence=True,
     )
-    result = asyncio.run(
-        run_review(PullRequestTarget(pull.url), settings, ReviewOptions(model=model))
-    )
+    result = asyncio.run(run_review(ChangeTarget(pull.url), settings, ReviewOptions(model=model)))
     assert "db.drop_all_tables(w)" in model.requests[0].messages[1]["content"]
     assert [f.title for f in result.review.findings] == ["Diff"]
     assert result.review.notes == [NOTE_UNGROUNDED.format(count=2)]

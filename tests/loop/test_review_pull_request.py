@@ -11,7 +11,7 @@ import pytest
 
 from pr_review_api.errors import InvalidPullRequestUrl, PullRequestNotFound
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 from tests.builders import final_turn
@@ -37,7 +37,7 @@ def settings_for(
 
 def run(url: str, settings: Settings, *, include_trace: bool = False) -> ReviewResult:
     return asyncio.run(
-        run_review(PullRequestTarget(url), settings, ReviewOptions(include_trace=include_trace))
+        run_review(ChangeTarget(url), settings, ReviewOptions(include_trace=include_trace))
     )
 
 

@@ -18,7 +18,7 @@ from pr_review_api.github.client import GitHubClient
 from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import Publication, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.settings import Settings
@@ -94,7 +94,7 @@ def _review(
         async with GitHubClient(settings) as github:
             forge = RecordingForge(settings, github)
             result = await run_review(
-                PullRequestTarget(url), settings, ReviewOptions(model=model, post=post, forge=forge)
+                ChangeTarget(url), settings, ReviewOptions(model=model, post=post, forge=forge)
             )
             return result, forge.calls
 

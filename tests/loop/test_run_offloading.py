@@ -24,7 +24,7 @@ from pr_review_api.loop import verify
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.repo_config import NOTE_DROPPED
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget, LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import load_settings
 from tests import builders
@@ -194,9 +194,7 @@ def test_the_event_loop_keeps_ticking_while_a_review_is_rendered_for_publishing(
     async def review_beside_a_heartbeat() -> ReviewResult:
         beating = asyncio.create_task(heartbeat.beat())
         try:
-            return await run_review(
-                PullRequestTarget(fixture.url), settings, ReviewOptions(post=True)
-            )
+            return await run_review(ChangeTarget(fixture.url), settings, ReviewOptions(post=True))
         finally:
             beating.cancel()
 

@@ -16,7 +16,7 @@ from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.final_review import review_schema_json
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 from tests.builders import final_review
@@ -45,7 +45,7 @@ def github_settings(fake: FakeGitHub, cache: Path, **overrides: Any) -> Settings
 
 def review(url: str, settings: Settings, model: ScriptedModel, *, post: bool) -> ReviewResult:
     return asyncio.run(
-        run_review(PullRequestTarget(url), settings, ReviewOptions(model=model, post=post))
+        run_review(ChangeTarget(url), settings, ReviewOptions(model=model, post=post))
     )
 
 

@@ -26,7 +26,7 @@ import uvicorn
 from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.run import ReviewOptions
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.service.app import create_app
 from pr_review_api.service.dependencies import get_reviewer
@@ -62,7 +62,7 @@ class FakeReviewer:
         self.error = error
         self.delay = delay
         self.gate = gate
-        self.calls: list[tuple[PullRequestTarget, bool, ModelClient | None]] = []
+        self.calls: list[tuple[ChangeTarget, bool, ModelClient | None]] = []
         self.in_flight = 0
         self.peak_in_flight = 0
         # Each review waits until this many run at once (or 30 s pass): concurrency by count.
@@ -75,7 +75,7 @@ class FakeReviewer:
             await self._changed.wait_for(lambda: self.in_flight >= count)
 
     async def __call__(
-        self, target: PullRequestTarget, settings: Settings, options: ReviewOptions
+        self, target: ChangeTarget, settings: Settings, options: ReviewOptions
     ) -> ReviewResult:
         self.calls.append((target, options.include_trace, options.model))
         async with self._changed:

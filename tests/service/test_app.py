@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget, LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.service.app import create_app
 from pr_review_api.service.dependencies import get_reviewer
@@ -148,7 +148,7 @@ async def test_end_to_end_ten_local_reviews_share_the_server_concurrently(tmp_pa
 
     def local_reviewer() -> Any:
         async def reviewer(
-            target: PullRequestTarget, settings: Settings, options: ReviewOptions
+            target: ChangeTarget, settings: Settings, options: ReviewOptions
         ) -> ReviewResult:
             return await run_review(LocalTarget(repo.path, base, head), settings, options)
 

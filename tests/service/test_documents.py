@@ -9,7 +9,7 @@ import pytest
 
 from pr_review_api import errors
 from pr_review_api.loop.run import ReviewOptions
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 from tests.conftest import examples
@@ -65,7 +65,7 @@ class _UrlCheckingReviewer(FakeReviewer):
     """Accepts only PR_URL, as the real service accepts only its host's pull requests."""
 
     async def __call__(
-        self, target: PullRequestTarget, settings: Settings, options: ReviewOptions
+        self, target: ChangeTarget, settings: Settings, options: ReviewOptions
     ) -> ReviewResult:
         if target.url != PR_URL:
             raise errors.InvalidPullRequestUrl()

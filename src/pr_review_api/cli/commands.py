@@ -30,7 +30,7 @@ from pr_review_api.cli.worker import worker as worker_command
 from pr_review_api.errors import ConfigurationError, Interrupted, InvalidRequest, ReviewError
 from pr_review_api.loop.final_review import review_schema_json
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget, ReviewTarget
+from pr_review_api.loop.workspace import ChangeTarget, LocalTarget, ReviewTarget
 from pr_review_api.output.common import OUTPUT_FORMATS, LocalSubject, OutputFormat
 from pr_review_api.output.formats import render
 from pr_review_api.output.gate_outcome import CheckOutcome
@@ -203,7 +203,7 @@ def _target(
         _usage("--base and --head go with --repo.", output_format)
     if pr_url is None:
         _usage("give a pull request URL, or --repo with --base and --head.", output_format)
-    return PullRequestTarget(pr_url)
+    return ChangeTarget(pr_url)
 
 
 def _usage(message: str, output_format: OutputFormat) -> NoReturn:

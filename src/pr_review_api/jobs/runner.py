@@ -19,7 +19,7 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.jobs.records import JobRecord
 from pr_review_api.ledger import DismissedFindings, Learnings, PublishLedger
 from pr_review_api.loop.run import PLAIN, ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget, repository_store
+from pr_review_api.loop.workspace import ChangeTarget, repository_store
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.settings import Settings
 
@@ -75,7 +75,7 @@ class JobReviewer:
         clients = job_clients(self._identities, settings, record.installation_id, url)
         async with clients as lent:
             options = replace(options, clients=lent, store=store)
-            result = await run_review(PullRequestTarget(url), settings, options)
+            result = await run_review(ChangeTarget(url), settings, options)
         return result.model_dump(mode="json")
 
     def close(self) -> None:

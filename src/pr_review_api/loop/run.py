@@ -37,9 +37,9 @@ from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.review import final_review, same_tree
 from pr_review_api.loop.understand import with_understanding
 from pr_review_api.loop.workspace import (
+    ChangeTarget,
     LocalTarget,
     Prepared,
-    PullRequestTarget,
     ReviewTarget,
     prepare,
     with_repo_config,
@@ -60,10 +60,10 @@ if TYPE_CHECKING:
 # The targets live in loop/workspace.py and the options in loop/options.py; callers import
 # them from here, beside run_review.
 __all__ = [
+    "ChangeTarget",
     "LocalTarget",
     "Progress",
     "ProgressCallback",
-    "PullRequestTarget",
     "ReviewOptions",
     "ReviewTarget",
     "run_review",
@@ -332,7 +332,7 @@ def _forge_of(
     target: ReviewTarget, settings: Settings, options: ReviewOptions
 ) -> AbstractAsyncContextManager[ChangeForge | None]:
     """The caller's forge, else the one the change's URL names; None for a local repository."""
-    if options.forge is not None or not isinstance(target, PullRequestTarget):
+    if options.forge is not None or not isinstance(target, ChangeTarget):
         return contextlib.nullcontext(options.forge)
     return open_forge(target.url, settings, clients=options.clients)
 

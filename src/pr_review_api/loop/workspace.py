@@ -36,8 +36,8 @@ MAX_SHOWN_REVISION_CHARS = 80
 
 
 @dataclass(frozen=True)
-class PullRequestTarget:
-    """Review a GitHub pull request, or a GitLab merge request, given by URL."""
+class ChangeTarget:
+    """Review a change (a pull request, a merge request) given by its URL on its forge."""
 
     url: str
 
@@ -53,7 +53,7 @@ class LocalTarget:
     linked: LinkedIssues = NO_LINKED_ISSUES
 
 
-ReviewTarget = PullRequestTarget | LocalTarget
+ReviewTarget = ChangeTarget | LocalTarget
 
 
 @dataclass(frozen=True)

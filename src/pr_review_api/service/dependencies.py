@@ -19,7 +19,7 @@ from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.run import ReviewOptions, run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.metrics import Metrics
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
@@ -35,7 +35,7 @@ class Reviewer(Protocol):
     """What the service calls to review a pull request: `run_review`, or a test's stand-in."""
 
     def __call__(
-        self, target: PullRequestTarget, settings: Settings, options: ReviewOptions
+        self, target: ChangeTarget, settings: Settings, options: ReviewOptions
     ) -> Awaitable[ReviewResult]: ...
 
 
@@ -69,7 +69,7 @@ def get_reviewer(request: Request) -> Reviewer:
     metrics: Metrics | None = getattr(request.app.state, "metrics", None)
 
     def review(
-        target: PullRequestTarget, settings: Settings, options: ReviewOptions
+        target: ChangeTarget, settings: Settings, options: ReviewOptions
     ) -> Awaitable[ReviewResult]:
         lent = replace(options, store=store, clients=forges, metrics=metrics)
         return run_review(target, settings, lent)

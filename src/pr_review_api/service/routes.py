@@ -22,7 +22,7 @@ from fastapi.staticfiles import StaticFiles
 
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.loop.run import ReviewOptions
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.service.auth import require_service_key
 from pr_review_api.service.body import review_request
@@ -78,7 +78,7 @@ def v1_router(*, secured: bool) -> APIRouter:
         reviewer: Annotated[Reviewer, Depends(get_reviewer)],
     ) -> Response:
         with slots.hold():
-            target = PullRequestTarget(body.pull_request_url)
+            target = ChangeTarget(body.pull_request_url)
             # CONTRACT 10: no write request is ever made without `post`.
             options = ReviewOptions(post=body.post, include_trace=body.include_trace, model=model)
             result = await reviewer(target, settings, options)
