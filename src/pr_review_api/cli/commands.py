@@ -279,7 +279,7 @@ def _serve(host: str, port: int) -> None:
     # uvicorn says where it listens only when it binds the socket itself.
     bound_port = listener.getsockname()[1]
     logging.getLogger("pr_review_api.service").info("serving on http://%s:%d", host, bound_port)
-    from pr_review_api.jobs.service import service_database  # noqa: PLC0415
+    from pr_review_api.jobs.serve_database import service_database  # noqa: PLC0415
     from pr_review_api.metrics import serve_metrics  # noqa: PLC0415
 
     try:

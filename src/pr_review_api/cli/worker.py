@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 )
 def worker(concurrency: int, metrics_port: int | None, metrics_host: str) -> None:
     """Run review jobs from PR_REVIEW_DATABASE_URL until stopped (SIGTERM lets jobs finish)."""
-    from pr_review_api.jobs.service import ending_with_parent  # noqa: PLC0415
+    from pr_review_api.jobs.serve_database import ending_with_parent  # noqa: PLC0415
 
     # A worker of `serve` ends with it, and then stops its embedded database (issue 22 item 1).
     with ending_with_parent():

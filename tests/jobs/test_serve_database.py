@@ -1,6 +1,6 @@
-"""`serve`'s hold on its data folder (jobs/service.py): one `serve` per folder at a time, and a
-restarted `serve` waits for the previous one's orphaned worker instead of adopting a database
-that worker is about to stop. A real lock held by a real second process."""
+"""`serve`'s hold on its data folder (jobs/serve_database.py): one `serve` per folder at a
+time, and a restarted `serve` waits for the previous one's orphaned worker instead of adopting
+a database that worker is about to stop. A real lock held by a real second process."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from pr_review_api.jobs import service
-from pr_review_api.jobs.service import LOCK_FILE_NAME, service_database
+from pr_review_api.jobs import serve_database
+from pr_review_api.jobs.serve_database import LOCK_FILE_NAME, service_database
 from pr_review_api.settings import Settings
 from tests.conftest import PROVIDER_KEY
 
@@ -29,7 +29,7 @@ with open(sys.argv[1], "ab") as lock:
 def test_a_data_folder_held_by_another_serve_is_refused_after_waiting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(service, "WORKER_STOP_SLACK_SECONDS", 0)
+    monkeypatch.setattr(serve_database, "WORKER_STOP_SLACK_SECONDS", 0)
     settings = Settings(
         opencode_api_key=SecretStr(PROVIDER_KEY),
         pr_review_data_dir=tmp_path,

@@ -11,7 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from pr_review_api.jobs.embedded import EmbeddedPostgres
-from pr_review_api.jobs.service import service_database
+from pr_review_api.jobs.serve_database import service_database
 from pr_review_api.settings import Settings
 from tests.conftest import PROVIDER_KEY
 
