@@ -207,7 +207,7 @@ class Settings(BaseSettings):
     # make the base's `fail_on` stricter (loop/gate.py).
     pr_review_check_runs: bool = True
     pr_review_fail_on: Literal["critical", "high", "medium", "low", "info", "none"] | None = None
-    # The review conversation (CONTRACT 15): answers in our threads, per pull request per hour.
+    # The comment commands (CONTRACT 15): answers in our threads, per pull request per hour.
     pr_review_max_answers_per_hour: int = Field(default=20, ge=0, le=10_000)
     # Real models (CONTRACT section 12); the defaults keep the seed's protocol exactly.
     # One name for the four settings below that a local model needs (LOCAL_PROFILE).

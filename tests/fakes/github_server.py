@@ -39,7 +39,7 @@ from pydantic import SecretStr
 from pr_review_api.settings import Settings
 from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
 from tests.fakes.github_app import FakeApp, app_endpoint
-from tests.fakes.github_conversation import conversation, graphql
+from tests.fakes.github_comments import comment_endpoints, graphql
 from tests.fakes.github_documents import pull_json
 from tests.fakes.github_issues import issues
 from tests.fakes.github_reviews import comment_view, create_review, reviews
@@ -163,7 +163,7 @@ class FakeGitHub:
         self.check_runs: dict[int, dict[str, Any]] = {}  # id -> the run as GitHub keeps it
         self.check_requests: list[tuple[str, dict[str, Any]]] = []  # (method, payload) each
         self.statuses: list[dict[str, Any]] = []  # every commit status, with its `sha`
-        # --- the review conversation (CONTRACT 15) ---
+        # --- the comment commands (CONTRACT 15) ---
         # (owner, repo, user) -> "admin" | "maintain" | "write" | "triage" | "read" | "none"
         self.permissions: dict[tuple[str, str, str], str] = {}
         self.permission_requests = 0
@@ -569,7 +569,7 @@ class _Handler(GitHandler):
         if (
             len(pieces) >= 5
             and pieces[1] == "repos"
-            and conversation(fake, self, record, pieces, body)
+            and comment_endpoints(fake, self, record, pieces, body)
         ):
             return
         if len(pieces) >= 5 and pieces[1] == "repos" and pieces[4] in ("check-runs", "statuses"):

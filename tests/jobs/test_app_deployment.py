@@ -27,7 +27,7 @@ from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_app import FakeApp, app_key
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture, RecordedRequest
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
-from tests.jobs.test_conversation import WRITER, issue_comment_event, running
+from tests.jobs.test_comments import WRITER, issue_comment_event, running
 from tests.jobs.test_jobs import SECRET, deliver, pull, pull_request_event, rows, settings_for
 
 pytestmark = pytest.mark.e2e

@@ -20,7 +20,7 @@ from pr_review_api.settings import Settings
 from tests.builders import final_turn
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, tool_call_turn
-from tests.jobs.test_conversation import fake_github, finished, running, settings_for
+from tests.jobs.test_comments import fake_github, finished, running, settings_for
 from tests.jobs.test_jobs import deliver, pull_request_event
 
 __all__ = ["fake_github"]  # the fixture, registered for this module

@@ -23,7 +23,7 @@ from tests.jobs.gitea_service import (
     finished,
     pull,
 )
-from tests.jobs.test_gitea_conversation import (
+from tests.jobs.test_gitea_comments import (
     FINGERPRINT,
     WRITER,
     our_reviews,

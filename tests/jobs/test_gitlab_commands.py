@@ -14,7 +14,7 @@ import json
 import uuid
 from typing import Any
 
-from pr_review_api.forge.gitlab_conversation import GITLAB_HELP_TEXT
+from pr_review_api.forge.gitlab_comments import GITLAB_HELP_TEXT
 from pr_review_api.jobs.queue import JobQueue
 from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_members import Members

@@ -30,7 +30,7 @@ from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.loop.repo_config import parse_repo_config
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
-from tests.jobs.test_conversation import (
+from tests.jobs.test_comments import (
     AUTHOR,
     BOT,
     FAST,

@@ -64,7 +64,7 @@ class Gate:
     reporter: GateReporter | None
     fail_on: FailOn
     git_dir: Path | None = None
-    # Fingerprints dismissed in this repository (the review conversation): never fail the check.
+    # Fingerprints dismissed in this repository (the comment commands): never fail the check.
     dismissed: Collection[str] = frozenset()
     started_already: bool = False
     # Told every outcome the check is completed with (the CLI's --check-file; the Action).

@@ -3,7 +3,7 @@
 Every step is what loop/run.py did on GitHub before the seam: the preflight
 (github/preflight.py), the ledger's `HeadKey` under our login, our reviews' markers
 (github/history.py), the check run (github/checks.py), dismissals by `-1` reaction and
-`ignore` reply (github/conversation.py), publishing (github/publish.py) and resolving our fixed
+`ignore` reply (github/comments.py), publishing (github/publish.py) and resolving our fixed
 threads (github/resolve.py).
 """
 
@@ -25,7 +25,7 @@ from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import (
+from pr_review_api.github.comments import (
     Repository,
     dismissed_on_pull_request,
     downvoted,

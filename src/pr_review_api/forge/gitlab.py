@@ -36,7 +36,7 @@ from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, Posted
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import AccessLevels
+from pr_review_api.gitlab.comments import AccessLevels
 from pr_review_api.gitlab.discussions import finding_discussions
 from pr_review_api.gitlab.dismissals import dismissed_on_merge_request, thumbs_down
 from pr_review_api.gitlab.history import our_note_body, prior_state

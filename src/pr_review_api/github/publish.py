@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import Repository
+from pr_review_api.github.comments import Repository
 from pr_review_api.github.history import GITHUB_PUBLISH, MAX_LIST_PAGES, PostWire, prior_state
 from pr_review_api.github.layout import render_review_body, render_short_body
 from pr_review_api.github.review_requests import post_review, send_review

@@ -19,7 +19,7 @@ from pathlib import Path
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.git.line_changes import line_changed
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import Repository, ReviewComment, review_comments
+from pr_review_api.github.comments import Repository, ReviewComment, review_comments
 from pr_review_api.github.threads import graphql, review_threads
 from pr_review_api.model import Finding
 from pr_review_api.output.inert_markdown import escape_inline

@@ -19,7 +19,7 @@ from typing import Any
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import Repository
+from pr_review_api.github.comments import Repository
 from pr_review_api.model import Finding
 from pr_review_api.output.inert_markdown import escape_inline
 from pr_review_api.publishing.markers import Post

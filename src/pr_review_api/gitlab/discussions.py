@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import DiscussionNote
+from pr_review_api.gitlab.comments import DiscussionNote
 from pr_review_api.gitlab.hooks import DISCUSSION_ID
 from pr_review_api.gitlab.urls import MergeRequestRef
 

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound
 from pr_review_api.git.line_changes import line_changed
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import DiscussionNote
+from pr_review_api.gitlab.comments import DiscussionNote
 from pr_review_api.gitlab.discussions import (
     DiscussionWire,
     FindingDiscussion,

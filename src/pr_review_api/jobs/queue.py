@@ -53,7 +53,7 @@ from pr_review_api.errors import (
 )
 from pr_review_api.forge.clients import JobIdentities
 from pr_review_api.jobs import affinity, records, recovery
-from pr_review_api.jobs.conversation import ConversationJobs
+from pr_review_api.jobs.comments import CommentJobs
 from pr_review_api.jobs.dismissals import DatabaseDismissals
 from pr_review_api.jobs.fairness import FairJobManager
 from pr_review_api.jobs.learnings import DatabaseLearnings
@@ -82,8 +82,8 @@ RETRYABLE_ERRORS = (
 WORKER_RESTART_SECONDS = 1.0
 DATABASE_DOWN = "The job database is not available; try again shortly."
 
-ConversationRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
-"""Runs one command job of a comment (jobs/conversation.py) -> its result document."""
+CommentRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
+"""Runs one command job of a comment (jobs/comments.py) -> its result document."""
 ReviewRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
 """Runs one job's review from its record -> the review document (CONTRACT 5): its change's
 URL, whether it publishes, who it is (the installation id), and whether it is automatic (a
@@ -152,7 +152,7 @@ class JobQueue:
         reviewer = self._own_runner or JobReviewer(
             self.identities, None, metrics, permissions=self.permissions
         )
-        self.conversation: ConversationRunner = ConversationJobs(
+        self.comments: CommentRunner = CommentJobs(
             lambda: self.connector.pool.connection(),  # noqa: PLW0108
             self.identities,
             reviewer,
@@ -392,7 +392,7 @@ class JobQueue:
         try:
             settings = self.settings
             if record.command is not None:  # a command in a comment (CONTRACT 15)
-                document = await self.conversation(record, settings)
+                document = await self.comments(record, settings)
             else:
                 document = await self.runner(record, settings)
         except ReviewError as exc:

@@ -47,7 +47,7 @@ class JobRecord:
     started_at: datetime | None
     finished_at: datetime | None
     result: dict[str, Any] | None
-    # The review conversation (CONTRACT 15): `review` (also a pull request's own review),
+    # The comment commands (CONTRACT 15): `review` (also a pull request's own review),
     # `answer`, `dismiss`, `help`; `command` is what the comment asked (jobs/commands.py).
     kind: JobKind = "review"
     command: dict[str, Any] | None = None

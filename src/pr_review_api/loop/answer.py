@@ -8,7 +8,7 @@ metadata. The same four read-only tools read the head the finding was posted on,
 the forge its URL names (forge/select.py; a pull request or a GitLab merge request alike:
 nothing here knows which). The stop turn must be one JSON object `{"text": str, "severity":
 null | severity, "finding_stands": bool}` (strict, bounded); the text is escaped as a review's
-when it is posted (jobs/conversation.py, through forge/conversation.py's seam).
+when it is posted (jobs/comments.py, through forge/comments.py's seam).
 Nothing in the answer changes a finding's state: `severity` and `finding_stands` are shown,
 never acted on.
 """

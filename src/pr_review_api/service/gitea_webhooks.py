@@ -23,7 +23,7 @@ kind `X-Gitea-Event-Type` names (else `X-Gitea-Event`'s family):
 Gitea's comment delivery does not say whether a comment is a reply in a review's conversation
 (its `comment` has no path, line or review), so `ignore` and questions are queued for anyone who
 may ask them, and the job finds out whether the comment is in one of our findings' threads
-(forge/gitea_conversation.py). Who may ask is Gitea's collaborator-permission API
+(forge/gitea_comments.py). Who may ask is Gitea's collaborator-permission API
 (gitea/permissions.py, cached briefly), never the comment's own claims; our own comments and
 `[bot]` authors are ignored before it is asked.
 
@@ -237,7 +237,7 @@ def kind_of(text: str) -> JobKind | None:
 
 
 def command_of(comment: PullRequestComment, kind: JobKind, text: str) -> dict[str, Any]:
-    """The job's `command` column: this comment and what it asks (forge/gitea_conversation.py
+    """The job's `command` column: this comment and what it asks (forge/gitea_comments.py
     reads it)."""
     return {
         "forge": "gitea",

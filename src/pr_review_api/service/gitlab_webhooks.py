@@ -16,10 +16,10 @@ guards it: `X-Gitlab-Token` must equal the secret (compared in constant time), e
     a malformed payload                                  422 invalid_request
 
 What a payload asks for is read by gitlab/hooks.py (the merge request is always one on OUR
-`GITLAB_SERVER_URL`); who may ask is GitLab's member API (gitlab/conversation.py, cached
+`GITLAB_SERVER_URL`); who may ask is GitLab's member API (gitlab/comments.py, cached
 briefly), never the note's own claims; our own notes and bots (`user.bot`, or a bot's
 username) are ignored before it is asked. Whether a discussion is one of our findings' is the
-job's to find out (jobs/conversation.py, forge/gitlab_conversation.py): a delivery is
+job's to find out (jobs/comments.py, forge/gitlab_comments.py): a delivery is
 answered within a second.
 
 A repeated `X-Gitlab-Event-UUID` answers the job the first one queued (stored as
@@ -51,7 +51,7 @@ from pr_review_api.errors import (
 )
 from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import AccessLevels
+from pr_review_api.gitlab.comments import AccessLevels
 from pr_review_api.gitlab.hooks import (
     MERGE_REQUEST_HOOK,
     NOTE_HOOK,

@@ -19,7 +19,7 @@ is parsed. Then:
 
 A comment is read from the delivery only (jobs/commands.py); our own comments and `[bot]`
 authors are ignored before any request; who may ask is the collaborator-permission API's
-answer (github/conversation.py, cached briefly), never the comment's own claims.
+answer (github/comments.py, cached briefly), never the comment's own claims.
 
 Every job carries its delivery's `installation.id`: with the GitHub App configured, that is who
 the job is on GitHub (forge/clients.py refuses a GitHub job without one, and a comment without
@@ -49,7 +49,7 @@ from pr_review_api.errors import (
     ReviewError,
     ServerBusy,
 )
-from pr_review_api.github.conversation import Repository, may_write
+from pr_review_api.github.comments import Repository, may_write
 from pr_review_api.github.gate_events import rerequested_run, skip_inputs_changed
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command

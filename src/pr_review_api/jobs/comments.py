@@ -1,4 +1,4 @@
-"""The worker's side of the review conversation (CONTRACT 15; 17 on GitLab): one command job, run.
+"""The worker's side of the comment commands (CONTRACT 15; 17 on GitLab): one command job, run.
 
 - `review`: the review of the current head, published even when that head was (`force`).
 - `help`: one reply listing the commands (in the command's thread, or on the change).
@@ -11,7 +11,7 @@
   commit the finding was posted on, its text made inert for the forge. At most
   PR_REVIEW_MAX_ANSWERS_PER_HOUR answers a change per hour; over it, one `eyes` reaction.
 
-What is said on the change goes through the forge's `ChangeConversation` (forge/conversation.py:
+What is said on the change goes through the forge's `ChangeComments` (forge/comments.py:
 GitHub's review comments, GitLab's discussion notes), picked by the change's URL
 (forge/select.py); here are the job's mechanics. Every job works from the comment its delivery
 carried (`review_jobs.command`). Our answers carry the question's id in a marker, and the thread
@@ -26,8 +26,8 @@ import logging
 from typing import Any
 
 from pr_review_api.forge.clients import JobIdentities
-from pr_review_api.forge.conversation import ChangeConversation, Command
-from pr_review_api.forge.select import open_conversation
+from pr_review_api.forge.comments import ChangeComments, Command
+from pr_review_api.forge.select import open_comments
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.jobs.dismissals import DatabaseDismissals
 from pr_review_api.jobs.learning_jobs import learning_command
@@ -42,7 +42,7 @@ from pr_review_api.settings import Settings
 logger = logging.getLogger(__name__)
 
 
-class ConversationJobs:
+class CommentJobs:
     """Runs the command jobs of `JobQueue` (see the module docstring)."""
 
     def __init__(
@@ -65,52 +65,52 @@ class ConversationJobs:
         kind = record.kind
         if kind == "review":
             return await self._reviewer(record, settings)
-        async with open_conversation(record, settings, self._identities) as conversation:
-            command = await conversation.command()
+        async with open_comments(record, settings, self._identities) as comments:
+            command = await comments.command()
             if command is None:
                 return _outcome(kind, "ignored")
             if kind == "help":
-                await conversation.help()
+                await comments.help()
                 return _outcome("help", "replied")
             if kind == "dismiss":
-                return await self._dismiss(conversation, command)
+                return await self._dismiss(comments, command)
             if kind == "answer":
-                return await self._answer(record, settings, conversation, command)
+                return await self._answer(record, settings, comments, command)
             if kind in ("remember", "forget"):  # CONTRACT 20: jobs/learning_jobs.py
-                return await learning_command(self.learnings, record, conversation, command, kind)
+                return await learning_command(self.learnings, record, comments, command, kind)
         return _outcome(kind, "ignored")
 
-    async def _dismiss(self, conversation: ChangeConversation, command: Command) -> dict[str, Any]:
-        finding = await conversation.our_finding()
+    async def _dismiss(self, comments: ChangeComments, command: Command) -> dict[str, Any]:
+        finding = await comments.our_finding()
         if finding is None:
             return _outcome("dismiss", "not_our_finding")
         await self.dismissals.dismiss(
-            conversation.dismissals_key,
+            comments.dismissals_key,
             finding.fingerprint,
             finding.title,
             finding.path,
             command.author,
         )
-        await conversation.acknowledge_dismissal()
+        await comments.acknowledge_dismissal()
         return {**_outcome("dismiss", "dismissed"), "fingerprint": finding.fingerprint}
 
     async def _answer(
         self,
         record: JobRecord,
         settings: Settings,
-        conversation: ChangeConversation,
+        comments: ChangeComments,
         command: Command,
     ) -> dict[str, Any]:
-        finding = await conversation.our_finding()
+        finding = await comments.our_finding()
         if finding is None:
             return _outcome("answer", "not_our_finding")
-        thread = await conversation.thread()
+        thread = await comments.thread()
         if thread.answered:
             return _outcome("answer", "answered")  # a run before this one posted it
         async with self._connections() as connection:
             answered = await answers_in_the_last_hour(connection, record.pr_key)
         if answered >= settings.pr_review_max_answers_per_hour:
-            await conversation.hold_off()
+            await comments.hold_off()
             return _outcome("answer", "rate_limited")
         question = Question(
             finding=finding.body,
@@ -126,11 +126,11 @@ class ConversationJobs:
             finding.head,
             question,
             settings,
-            conversation.clients(),
+            comments.clients(),
             store,
             self.model,
         )
-        reply_id = await conversation.post_answer(answer.text)
+        reply_id = await comments.post_answer(answer.text)
         return {
             **_outcome("answer", "answered"),
             "reply_id": reply_id,

@@ -1,11 +1,11 @@
 """What a command job needs from the forge of its change, as one interface (CONTRACT 15, 17).
 
-jobs/conversation.py keeps the job's mechanics (the answers' hourly count, the dismissals
+jobs/comments.py keeps the job's mechanics (the answers' hourly count, the dismissals
 table, the answer loop, the result document) and speaks to the forge only through a
-`ChangeConversation`: read the command its delivery carried, tell whether it replied to one of
-our findings, reply, react, post an answer. forge/github_conversation.py (review comments,
-reactions) and forge/gitlab_conversation.py (discussion notes, award emoji) implement it;
-forge/select.py's `open_conversation` picks one by the change's URL, with the client of the
+`ChangeComments`: read the command its delivery carried, tell whether it replied to one of
+our findings, reply, react, post an answer. forge/github_comments.py (review comments,
+reactions) and forge/gitlab_comments.py (discussion notes, award emoji) implement it;
+forge/select.py's `open_comments` picks one by the change's URL, with the client of the
 job's identity.
 """
 
@@ -19,7 +19,7 @@ from pr_review_api.forge.clients import ForgeClients
 
 
 class CommandRecord(Protocol):
-    """The job a command is (jobs/records.py's `JobRecord`), as a conversation reads it."""
+    """The job a command is (jobs/records.py's `JobRecord`), as the comments seam reads it."""
 
     @property
     def pull_request_url(self) -> str: ...
@@ -64,7 +64,7 @@ class FindingThread:
     earlier: list[tuple[str, str]]  # (author, text) of the replies before the command
 
 
-class ChangeConversation(ABC):
+class ChangeComments(ABC):
     """One command on a change, through the forge's client of the job's identity."""
 
     @property

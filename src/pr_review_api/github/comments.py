@@ -1,4 +1,4 @@
-"""The GitHub requests of the review conversation (CONTRACT 15).
+"""The GitHub requests of the comment commands (CONTRACT 15).
 
 Who may ask (`GET /repos/{o}/{r}/collaborators/{user}/permission`, kept briefly by the
 `permissions.PermissionCache` its holder owns: never the comment's own claims), a review
@@ -41,7 +41,7 @@ class _User(BaseModel):
 
 
 class ReviewComment(BaseModel):
-    """A review comment as GitHub lists it (the fields the conversation reads)."""
+    """A review comment as GitHub lists it (the fields the comments seam reads)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -298,7 +298,7 @@ async def react(
 async def _created(github: GitHubClient, url: Any, payload: dict[str, Any]) -> int | None:
     response = await github.request("POST", url, json_body=payload)
     if response.status not in (200, 201):
-        logger.info("GitHub refused a conversation request (%d)", response.status)
+        logger.info("GitHub refused a comments request (%d)", response.status)
         raise GitHubUnavailable(f"GitHub refused the request ({response.status}).")
     try:
         return ReviewComment.model_validate_json(response.body).id

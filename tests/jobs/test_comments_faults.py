@@ -1,11 +1,11 @@
-"""The conversation's fault test (issue 25, slow): 100 comment deliveries over 10 pull requests
+"""The comment commands' fault test (issue 25, slow): 100 comment deliveries over 10 pull requests
 (questions from a writer, from a reader and from a bot, `help`, `ignore` from a reader,
 comments addressed to no one, redeliveries of one delivery id) to the real service, two
 `pr-review worker` processes, one SIGKILLed while answers run and restarted. Afterwards every
 permitted question has exactly one answer in its thread, nothing else was answered, and no
 command of a user without permission had any effect (no reply, reaction or dismissal).
 
-    uv run pytest -m slow tests/jobs/test_conversation_faults.py -s     (prints its figures)
+    uv run pytest -m slow tests/jobs/test_comments_faults.py -s     (prints its figures)
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import RecordedRequest, Scripted, ScriptedProvider, stop_turn
 from tests.jobs.conftest import database_url, embedded_postgres
-from tests.jobs.test_conversation import (
+from tests.jobs.test_comments import (
     BOT,
     FINDING,
     READER,

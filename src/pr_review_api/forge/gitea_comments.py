@@ -1,5 +1,5 @@
-"""A Gitea (or Forgejo) pull request's command behind the conversation seam (CONTRACT 15 on
-Gitea, section 19): gitea/conversation.py's requests.
+"""A Gitea (or Forgejo) pull request's command behind the comments seam (CONTRACT 15 on
+Gitea, section 19): gitea/comments.py's requests.
 
 - `help`: one comment on the pull request listing the commands.
 - `ignore`: one `+1` reaction on the command's comment, no text; the repository's key in the
@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from pr_review_api.forge.clients import ForgeClients
-from pr_review_api.forge.conversation import (
-    ChangeConversation,
+from pr_review_api.forge.comments import (
+    ChangeComments,
     Command,
     CommandFinding,
     FindingThread,
 )
 from pr_review_api.gitea.client import GiteaClient
-from pr_review_api.gitea.conversation import (
+from pr_review_api.gitea.comments import (
     LineThread,
     answered_on_the_pull_request,
     current_head,
@@ -78,7 +78,7 @@ def _comment(command: dict[str, Any]) -> _Comment | None:
     return _Comment(comment_id, author, text)
 
 
-class GiteaConversation(ChangeConversation):
+class GiteaComments(ChangeComments):
     """A pull request's command, through `gitea` (GITEA_TOKEN's client: Gitea has no App
     installations)."""
 

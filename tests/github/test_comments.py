@@ -1,4 +1,4 @@
-"""Dismissals outside service mode (CONTRACT 15, github/conversation.py): `pr-review review
+"""Dismissals outside service mode (CONTRACT 15, github/comments.py): `pr-review review
 --post` through the CLI, with no database, reads the pull request itself: an `ignore` reply or a
 `-1` reaction by a user with write permission on our finding's comment keeps that finding off
 the next review (`publication.suppressed`); a reader's changes nothing. GitHub's answers of who
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import MAX_THREAD_PAGES, Repository, may_write, thread
+from pr_review_api.github.comments import MAX_THREAD_PAGES, Repository, may_write, thread
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.publishing.markers import answer_marker
 from tests.builders import final_turn

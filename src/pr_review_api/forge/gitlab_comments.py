@@ -1,5 +1,5 @@
-"""A merge request's command behind the conversation seam (CONTRACT 15 on GitLab, section 17):
-gitlab/conversation.py's requests.
+"""A merge request's command behind the comments seam (CONTRACT 15 on GitLab, section 17):
+gitlab/comments.py's requests.
 
 - `help`: one note listing the commands, in the discussion the command was written in (a
   standalone note is answered with a note on the merge request).
@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from pr_review_api.forge.clients import ForgeClients
-from pr_review_api.forge.conversation import (
-    ChangeConversation,
+from pr_review_api.forge.comments import (
+    ChangeComments,
     Command,
     CommandFinding,
     FindingThread,
 )
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import (
+from pr_review_api.gitlab.comments import (
     DiscussionNote,
     award,
     discussion_notes,
@@ -81,7 +81,7 @@ def _note(command: dict[str, Any]) -> _Note | None:
     return _Note(note_id, author, discussion, text)
 
 
-class GitLabConversation(ChangeConversation):
+class GitLabComments(ChangeComments):
     """A merge request's command, through `gitlab` (GITLAB_TOKEN's client: GitLab has no App
     installations)."""
 

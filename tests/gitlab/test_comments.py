@@ -1,4 +1,4 @@
-"""Who may ask and our replies on GitLab (gitlab/conversation.py) against the fake GitLab:
+"""Who may ask and our replies on GitLab (gitlab/comments.py) against the fake GitLab:
 Developer (30) or higher may, inherited or not; a Reporter, a non-member (404), a blocked user
 and an answer GitLab refuses to our token may not; a GitLab that fails is `gitlab_unavailable`;
 answers are cached per project and user; a reply goes in the discussion or on the merge request.
@@ -14,7 +14,7 @@ import pytest
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import (
+from pr_review_api.gitlab.comments import (
     AccessLevels,
     DiscussionNote,
     award,

@@ -1,5 +1,5 @@
-"""A pull request's command behind the conversation seam (CONTRACT 15): github/conversation.py's
-requests, as jobs/conversation.py made them before the seam.
+"""A pull request's command behind the comments seam (CONTRACT 15): github/comments.py's
+requests, as jobs/comments.py made them before the seam.
 
 - `help`: one reply listing the commands, in the review comment's thread (GitHub takes replies
   only to a top-level review comment), or a comment on the pull request.
@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from pr_review_api.forge.clients import ForgeClients
-from pr_review_api.forge.conversation import (
-    ChangeConversation,
+from pr_review_api.forge.comments import (
+    ChangeComments,
     Command,
     CommandFinding,
     FindingThread,
 )
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import (
+from pr_review_api.github.comments import (
     Reaction,
     Repository,
     ReviewComment,
@@ -78,7 +78,7 @@ def _comment(command: dict[str, Any]) -> _Comment | None:
         return None
 
 
-class GitHubConversation(ChangeConversation):
+class GitHubComments(ChangeComments):
     """A pull request's command, through `github` (the client of the job's identity)."""
 
     def __init__(

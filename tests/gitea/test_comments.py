@@ -1,4 +1,4 @@
-"""The conversation's Gitea requests (gitea/conversation.py) against the fake Gitea: the thread
+"""The conversation's Gitea requests (gitea/comments.py) against the fake Gitea: the thread
 of a reply is found among our reviews' comments on its path and line (our answers, posted as
 reviews of their own, included; other people's reviews never read as ours), an answer on a
 line is a one-comment review at the head, and a reaction given twice is one."""
@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from pr_review_api.gitea.client import GiteaClient
-from pr_review_api.gitea.conversation import (
+from pr_review_api.gitea.comments import (
     LineThread,
     find_thread,
     post_line_reply,
