@@ -2,7 +2,7 @@
 
 These drive the two halves of the checks directly with envelopes as a provider would send
 them: the OpenAI adapter's envelope checks 1 to 3 (`llm/envelope.py`) and the loop's checks 4 to
-9 (`loop/checks.py`), joined by `parse_turn` below. The same rules are exercised end to end in
+9 (`loop/turn_checks.py`), joined by `parse_turn` below. The same rules are exercised end to end in
 test_review_loop.py.
 """
 
@@ -25,7 +25,7 @@ from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.llm.envelope import turn_from_envelope
 from pr_review_api.llm.testing import ScriptedModel
 from pr_review_api.llm.testing import stop_turn as scripted_stop
-from pr_review_api.loop.checks import CallLimits, CheckedTurn, check_turn
+from pr_review_api.loop.turn_checks import CallLimits, CheckedTurn, check_turn
 from pr_review_api.tools import ReadFileArguments
 
 LIMITS = CallLimits(per_round=8, total=24, used=0)

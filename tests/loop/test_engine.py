@@ -27,9 +27,9 @@ from pr_review_api.errors import (
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.testing import USAGE, ScriptedModel, stop_turn, tool_turn
 from pr_review_api.llm.turn import Turn
-from pr_review_api.loop.checks import CheckedTurn
 from pr_review_api.loop.engine import Engine, Repair, Stages, Tally
 from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.turn_checks import CheckedTurn
 from pr_review_api.loop.workspace import LocalTarget, Prepared, prepare_local, repository_store
 from pr_review_api.model import Usage
 from pr_review_api.settings import Settings, load_settings

@@ -37,9 +37,9 @@ from pr_review_api.git_runner import GIT_FAILURES
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
-from pr_review_api.loop.checks import CheckedTurn
 from pr_review_api.loop.engine import Engine, Repair, Stages
 from pr_review_api.loop.final_review import FinalReviewRejected, naming_the_setting, unwrap_fence
+from pr_review_api.loop.turn_checks import CheckedTurn
 from pr_review_api.loop.workspace import Prepared, context_for
 from pr_review_api.settings import Settings
 from pr_review_api.tools import map_git_errors
