@@ -8,9 +8,9 @@ import asyncio
 from typing import Any
 
 from pr_review_api.errors import InvalidModelResponse, ReviewError
+from pr_review_api.jobs.figures import JobFigures
 from pr_review_api.jobs.records import JobRecord
 from pr_review_api.jobs.runner import job_options
-from pr_review_api.jobs.summary import JobSummary
 from pr_review_api.model import RunRecord, Usage
 from pr_review_api.settings import Settings
 from tests.jobs.test_jobs import (
@@ -81,7 +81,7 @@ def test_a_failed_job_keeps_what_its_review_spent(database_url: str) -> None:
     record = asyncio.run(scenario())
     assert record.result == InvalidModelResponse("The final review was not valid JSON.").to_body()
     assert record.total_tokens == 30
-    assert JobSummary.of(record).total_tokens == 30
+    assert JobFigures.of(record).total_tokens == 30
     (columns,) = rows(
         database_url,
         "SELECT prompt_tokens, completion_tokens, rounds, tool_calls, error_code "

@@ -16,7 +16,7 @@ from pr_review_api.model import SEVERITIES
 
 
 @dataclass(frozen=True)
-class JobSummary:
+class JobFigures:
     """What one job came to; None where the job has not (or could not have) told yet."""
 
     severities: dict[str, int]  # every severity, in order, zero included
@@ -29,7 +29,7 @@ class JobSummary:
     termination_reason: str | None
 
     @classmethod
-    def of(cls, record: JobRecord) -> JobSummary:
+    def of(cls, record: JobRecord) -> JobFigures:
         document = record.result if isinstance(record.result, dict) else {}
         findings = _findings(document)
         counts: dict[str, int] = dict.fromkeys(SEVERITIES, 0)
