@@ -16,7 +16,7 @@ from tests.conftest import in_fast_tier
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PROTOCOL = "tests/loop/test_checks.py::"
+PROTOCOL = "tests/loop/test_turn_checks.py::"
 RULES = "tests/loop/test_run_rules.py::"
 RUN = "tests/loop/test_run.py::"
 FINAL = "tests/loop/test_final_review.py::"
