@@ -195,3 +195,25 @@ def test_first_listed_answers_only_while_the_index_is_being_made(world: HostileW
     }
     assert pinned.first_listed("", 8) is None  # the index is made: it answers
     store.close()
+
+
+@pytest.mark.parametrize("path", ["", "many", "quotes", "links", "links/to_src", "weird"])
+def test_the_early_page_is_the_tool_s_page_its_cursor_and_truncation_too(
+    world: HostileWorld, path: str
+) -> None:
+    # "quotes" holds 4096-byte paths that JSON doubles: the page is cut by bytes, not limit.
+    full = PinnedRepository.open(world.repo.git_dir, world.base, world.head)
+    for limit in (1, 7, 100, 200):
+        held = HeldStore()  # a view of its own each: its index not made until released
+        early = PinnedRepository.open(world.repo.git_dir, world.base, world.head, store=held,
+                                      early=True)  # fmt: skip
+        arguments = ListFilesArguments(path=path, limit=limit)
+        assert early.first_listed(path, limit + 1) is not None
+        page = list_repository_files(early, arguments)
+        assert early._snapshot is None  # the page came from the tree objects
+        assert page == list_repository_files(full, arguments), limit
+        held.release.set()
+        if page["truncated"]:  # the next page, from the early page's cursor, as the index's
+            after = ListFilesArguments(path=path, limit=limit, cursor=page["next_cursor"])
+            assert list_repository_files(early, after) == list_repository_files(full, after)
+        held.close()
