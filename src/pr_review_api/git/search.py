@@ -135,9 +135,16 @@ def grep_partial(
     needle = query.encode("utf-8", "surrogateescape")
     expression = trigram_query(needle)
     candidates = partial.index.candidates(expression) if expression is not None else None
-    position, window = start, 1
-    while position < end:  # windows that double: a common literal fills its cap in the first
-        part = _window(snapshot, files, position, min(end, position + window))
+    if candidates is not None and len(candidates) <= MAX_LOOKED_UP_CANDIDATES:
+        # Only the candidates and the blobs not stored are read: found by blob id, not by a
+        # walk over the tree's every file (most of them stored and not candidates).
+        found = snapshot.entries.paths_of(candidates | partial.missing)
+        paths = sorted(path for path in found if start <= _listed_at(files, path) < end)
+    else:  # too short for a trigram, or common: walked in order until the cap is full
+        paths = files[start:end]
+    position, window = 0, 1
+    while position < len(paths):  # windows that double: a common literal fills the cap early
+        part = _window(snapshot, paths, position, min(len(paths), position + window))
         position, window = position + len(part), min(2 * window, PARTIAL_WINDOW_FILES)
         oids = [oid for _, oid in part if oid is not None]
         wanted = [oid for oid in oids if candidates is None or oid in candidates]

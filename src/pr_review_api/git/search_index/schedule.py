@@ -53,6 +53,7 @@ class Partial:
 
     index: SearchIndex
     stored: frozenset[str]
+    missing: frozenset[str]  # the head's other search blobs
     read: Callable[[list[str]], dict[str, bytes]]
 
 
@@ -149,7 +150,8 @@ class SearchIndexes:
         stored = frozenset(oid for oid in blobs if oid in ids)
         if sum(blobs[oid] for oid in stored) < PARTIAL_MIN_SHARE * total:
             return None
-        return Partial(index, stored, self._readers.reader(git_dir).read)
+        missing = frozenset(blobs.keys() - stored)
+        return Partial(index, stored, missing, self._readers.reader(git_dir).read)
 
     @staticmethod
     def _found_complete(index: SearchIndex, snapshot: Snapshot, head_sha: str) -> bool:
