@@ -26,6 +26,7 @@ SCRIPTS = {
     "workers": ["--workers", "1,2"],
     "wide": [],
     "index": [],
+    "partial": ["--shares", "0.25,0.75"],
 }
 # Scripts that need no repository and print their own table (a simulation).
 TABLES: dict[str, list[str]] = {"affinity": []}

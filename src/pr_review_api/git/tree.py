@@ -20,7 +20,7 @@ from pr_review_api.git.hunks import DIFF_CONFIG
 from pr_review_api.git.limits import Work
 from pr_review_api.git.ls_tree import ls_tree
 from pr_review_api.git.paths import reachable
-from pr_review_api.git.symlinks import resolve_in
+from pr_review_api.git.symlinks import TreeView, resolve_in
 from pr_review_api.git_runner import run_git
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES
 
@@ -348,7 +348,7 @@ def _listable(snapshot: Snapshot, entries: dict[str, TreeEntry], work: Work) -> 
 
 
 def is_listable(
-    snapshot: Snapshot,
+    snapshot: TreeView,
     path: str,
     entry: TreeEntry,
     deps: dict[str, frozenset[str]],
