@@ -2,7 +2,7 @@
 published.
 
 A review reads the pull request through gitea/checkout.py (metadata, then the commits in the
-shared cache). Publishing on Gitea is the next step of issue 36: until it lands, a review asked
+shared cache). Publishing on Gitea (specification §19) is not built yet: until it is, a review asked
 to publish (`--post`, `"post": true`) is refused by the preflight, before the model is asked, so
 no review is paid for that cannot be published. With nothing published, there is no earlier
 review to read, no gate mark, no dismissal and no thread to resolve: those methods answer

@@ -351,7 +351,7 @@ def _set_at_exit(event: threading.Event) -> Iterator[None]:
 
 
 def _spent_cost(tally: Tally, settings: Settings) -> Cost | None:
-    """The estimated cost of what a review spent before it failed (issue 40)."""
+    """The estimated cost of what a review spent before it failed."""
     input_price = settings.review_price_input_per_mtok
     return estimated_cost(tally.usage, input_price, settings.review_price_output_per_mtok)
 
