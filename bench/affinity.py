@@ -1,7 +1,7 @@
 """Jobs that go where the cache is: the worker-host policy of jobs/affinity.py, simulated.
 
 Several worker hosts share one job database; each keeps its own repository cache (bounded,
-least recently used out first). Without affinity (every deployment before issue 39, and a
+least recently used out first). Without affinity (every deployment before host queues, and a
 single host still) every job waits in the one shared queue and a free slot takes the next
 fair job whatever its repository, so every host ends up fetching, and indexing, every
 repository it is handed. With affinity each host also has its own queue, and a job is put,

@@ -244,8 +244,8 @@ def listing(folder: Path) -> set[str] | None:
 
 @pytest.fixture(scope="session", autouse=True)
 def home_folders_untouched() -> Iterator[None]:
-    """No test writes to the user's own cache or data folder (issue 23 item 8: a test once
-    made a PostgreSQL cluster under ~/.local/share/pr-review). The folders may exist before
+    """No test writes to the user's own cache or data folder (a test once made a PostgreSQL
+    cluster under ~/.local/share/pr-review). The folders may exist before
     the session, with the user's own data: they must hold the same entries after it."""
     before = {folder: listing(folder) for folder in default_folders()}
     yield

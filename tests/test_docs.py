@@ -1,5 +1,5 @@
-"""The README and docs/ stay true where a figure can drift or a pointer can break (issue 23
-item 8): every relative link names a file of the repository, nothing points to a contract
+"""The README and docs/ stay true where a figure can drift or a pointer can break: every
+relative link names a file of the repository, nothing points to a contract
 document the repository does not ship, the corpus size is the number of case files, and the
 README's "about N tests" is the number a whole run of that tier collects."""
 

@@ -1,6 +1,6 @@
 """The fast tier (`uv run pytest --fast`, tests/conftest.py) still tests every rule of the
-protocol seed (issue 23 item 7): each rule below names the unit-level tests that hold it, and
-`--fast` must collect every one of them. Marking one of them `e2e`, moving it under
+protocol seed (docs/specification.md, Part II): each rule below names the unit-level tests that
+hold it, and `--fast` must collect every one of them. Marking one of them `e2e`, moving it under
 tests/hostile or tests/jobs, or renaming it fails here until the table names another.
 """
 

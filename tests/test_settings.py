@@ -170,7 +170,7 @@ def test_a_committed_env_file_cannot_redirect_a_review(
 
 @pytest.mark.e2e  # two real `pr-review` processes
 def test_the_tracked_env_line_says_what_to_do_and_doing_it_works(repo: GitRepo) -> None:
-    """Issue 40 item 7: one line on stderr that tells the operator how to have their `.env`
+    """CONTRACT 2: one line on stderr that tells the operator how to have their `.env`
     read; following it (ignore it, untrack it, commit), the next run reads it."""
     repo.commit_files({".env": "REVIEW_SUGGESTIONS=true\n"})
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("REVIEW_", "PR_"))}

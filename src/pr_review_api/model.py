@@ -388,6 +388,6 @@ class ReviewResult(BaseModel):
     trace: list[TraceTurn] | None
     # Null unless the review was asked to be published (CONTRACT 10).
     publication: Publication | None = None
-    # Only when a price is set (issue 29 item 3): without one the document has no such key,
+    # Only when a price is set (CONTRACT 2): without one the document has no such key,
     # byte for byte as before the setting existed.
     cost: Cost | None = Field(default=None, exclude_if=_absent)

@@ -216,23 +216,23 @@ class Settings(BaseSettings):
     review_repair_attempts: int = Field(default=0, ge=0, le=10)
     review_tolerant_final_json: bool = False
     review_inline_diff_bytes: int = Field(default=0, ge=0, le=1024 * 1024)
-    # Issue 13 item 7: each finding confirmed or refuted in its own short tool loop.
+    # CONTRACT 2: each finding confirmed or refuted in its own short tool loop (loop/verify.py).
     review_verify_findings: bool = False
-    # Issue 29 item 1: findings must quote code the model received (loop/evidence.py).
+    # CONTRACT 2: findings must quote code the model received (loop/evidence.py).
     review_require_evidence: bool = False
     # CONTRACT 14: findings may carry a committable replacement (loop/suggestions.py).
     review_suggestions: bool = False
     # CONTRACT 21: the final review carries a walkthrough (.pr-review.toml's `walkthrough`
     # wins when set; loop/walkthrough.py).
     review_walkthrough: bool = False
-    # Issue 29 item 3: the tokens one review may spend over all its conversations (the
+    # CONTRACT 2, 5: the tokens one review may spend over all its conversations (the
     # engine's Tally); none by default. Reaching it stops new provider requests.
     review_max_total_tokens: int | None = Field(default=None, ge=1)
     # US dollars per million prompt (input) and completion (output) tokens: with either set,
     # the document, the reports, the job record and the metrics carry an estimated cost.
     review_price_input_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
     review_price_output_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
-    # Issue 29 item 2 (loop/batches.py): a change of more files or diff bytes than these is
+    # CONTRACT 2 (loop/batches.py): a change of more files or diff bytes than these is
     # reviewed in batches of related files; 0 files (the default, which keeps the seed's one
     # loop exactly, CONTRACT 12) turns batching off; 20 is the advised value. A batch's files
     # fit one inspect_git_diff call (MAX_DIFF_PATHS paths; the default diff size in a result).

@@ -209,7 +209,7 @@ def test_a_local_review_prints_text_and_exits_0(
     provider_env.assert_complete()
     assert result.stderr == ""  # no progress: stderr is not a terminal
     repo, base, head = widget
-    # The header names the path and the two revisions as given (issue 14 item 9).
+    # The header names the path and the two revisions as given (docs/output-formats.md).
     assert result.stdout.startswith(f"Review of {repo.path} ({base}..{head})\n")
     assert "src/service.py:2  Validation occurs after the write" in result.stdout
     assert "\x1b[" not in result.stdout  # no colour: stdout is not a terminal

@@ -43,7 +43,7 @@ def test_console_script_and_module_run(tmp_path: Path) -> None:
         helped = _process([*command, "--help"])
         assert helped.returncode == 0
         assert helped.stdout == run("--help").stdout
-        # What it reviews, in its first sentence (issue 40 item 7).
+        # What it reviews, in its first sentence (docs/cli.md).
         first = " ".join(helped.stdout.split("\n\n")[1].split())
         assert "GitHub pull requests, GitLab merge requests and local git revisions" in first
         tools = _process([*command, "schema", "tools"])

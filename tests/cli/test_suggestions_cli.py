@@ -83,7 +83,7 @@ def test_on_the_provider_gets_the_field_and_the_document_carries_it(
 @pytest.mark.parametrize(
     ("output_format", "shown"),
     [
-        # Shown whole (issue 38): the head's lines it replaces, then the replacement.
+        # Shown whole (CONTRACT 14): the head's lines it replaces, then the replacement.
         (
             "text",
             "        @@ -2,2 +2,2 @@\n        -    store(user)\n        -    validate(user)\n"

@@ -101,7 +101,8 @@ def _built(tmp_path: Path) -> Any:
 def test_a_review_that_times_out_reports_the_tokens_it_spent(
     scripted_provider: ScriptedProvider, tmp_path: Path
 ) -> None:
-    # Issue 40: one answered turn (15 tokens), then a reply that never comes in time.
+    # A failed review still counts its tokens: one answered turn (15 tokens), then a reply
+    # that never comes in time.
     built = _built(tmp_path)
     scripted_provider.script(
         tool_call_turn([("call_1", "inspect_git_diff", {})]),

@@ -4,7 +4,7 @@ A link bomb (thousands of links, each resolving through ~40 hops of 4 KB `d/../d
 and a wide tree (200k entries in a few megabytes of git data) are untrusted input like any
 other: indexing them ends with `invalid_repository` (a budget, `RepositoryTooLarge`) or
 `review_timeout` (the deadline) in bounded time and memory, and a warm review keeps its
-threads while such work runs (issue 9 item 2).
+threads while such work runs.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Our own earlier posts read newest first, within a budget others cannot stretch (issue 22.5).
+"""Our own earlier posts read newest first, within a budget others cannot stretch (CONTRACT 10).
 
 The fake GitHub paginates as GitHub does (at most 100 a page, `Link` with next/last/prev/first)
 and holds a real flood: thousands of reviews by another user. Reviews run through

@@ -1,4 +1,4 @@
-"""A pull request that does not fill up with reviews (issue 25, github/summary.py): `pr-review
+"""A pull request that does not fill up with reviews (CONTRACT 10, github/summary.py): `pr-review
 review --post` through the CLI against the fake GitHub (reviews, their edits, review threads,
 check runs) and the scripted provider, head after head of one pull request, with real git.
 

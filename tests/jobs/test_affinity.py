@@ -1,4 +1,4 @@
-"""Jobs go where the cache is (jobs/affinity.py, issue 39 item 5).
+"""Jobs go where the cache is (jobs/affinity.py).
 
 The choice of a queue is a pure function, tested first. Then real procrastinate workers with
 different host ids on the embedded PostgreSQL: each host runs its own repositories' jobs, a
@@ -306,7 +306,7 @@ def test_a_job_held_by_a_busy_host_is_taken_by_another_after_the_spill_bound(
 
 
 def test_a_waiting_tenant_starts_within_one_job_of_each_host(database_url: str) -> None:
-    """issue 22's flood across two hosts: the flood and the other tenant's job all wait before
+    """A tenant's flood across two hosts: the flood and the other tenant's job all wait before
     any worker starts; the other job is among the first starts of the two hosts (each host's
     first fetch may be the flood's oldest job, never its second)."""
     gate = Turnstile()

@@ -1,4 +1,4 @@
-"""The comment commands' fault test (issue 25, slow): 100 comment deliveries over 10 pull requests
+"""The comment commands' fault test (CONTRACT 15, slow): 100 comment deliveries over 10 pull requests
 (questions from a writer, from a reader and from a bot, `help`, `ignore` from a reader,
 comments addressed to no one, redeliveries of one delivery id) to the real service, two
 `pr-review worker` processes, one SIGKILLed while answers run and restarted. Afterwards every

@@ -1,5 +1,5 @@
 """`serve` and workers as separate machines would run them, against one external PostgreSQL
-over TCP with TLS and a password (issue 28 item 4; docs/service.md, "More than one machine").
+over TCP with TLS and a password (docs/service.md, "More than one machine").
 
 The server is Debian's `postgresql` package (`/usr/lib/postgresql/<version>/bin`), run as an
 unprivileged user on 127.0.0.1 with a certificate of its own, accepting only `hostssl`

@@ -1,4 +1,4 @@
-"""A fair turn between tenants for every free worker slot (jobs/fairness.py, issue 22 item 4).
+"""A fair turn between tenants for every free worker slot (jobs/fairness.py, docs/service.md).
 
 One tenant floods the queue with webhook deliveries; another's single job must start in the
 first slot that frees, whatever the worker concurrency and the number of workers. The review is
@@ -33,7 +33,7 @@ from tests.jobs.test_jobs import (
     worker,
 )
 
-FLOOD = 12  # the deliveries of the attack in issue 22
+FLOOD = 12  # one installation's burst of deliveries
 
 
 class Turnstile:

@@ -1,4 +1,4 @@
-"""The fault test of issue 12 (slow): 200 deliveries over 20 pull requests (duplicates, bursts
+"""The jobs' fault test (slow): 200 deliveries over 20 pull requests (duplicates, bursts
 of pushes, drafts), two `pr-review worker` processes, one SIGKILLed mid-review and restarted,
 the database restarted once, 5% provider faults. Afterwards every pull request's final head
 has exactly one published review, no head has two, no job is lost or stuck, and no token is in

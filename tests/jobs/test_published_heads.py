@@ -1,4 +1,4 @@
-"""The service's ledger of published heads (`published_heads`, issue 22.5) on a real embedded
+"""The service's ledger of published heads (`published_heads`, CONTRACT 10) on a real embedded
 PostgreSQL, a real procrastinate worker, the fake GitHub and the scripted provider.
 
 Three jobs of one head under a flood of others' reviews publish one review and ask the model

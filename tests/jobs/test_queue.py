@@ -62,7 +62,7 @@ def test_a_webhook_job_is_automatic_and_an_api_job_is_not(database_url: str) -> 
 
 
 def test_a_failed_job_keeps_what_its_review_spent(database_url: str) -> None:
-    # Issue 40: the error document is section 5's (no usage), but the record counts the tokens.
+    # The error document is CONTRACT 5's (no usage), but the record counts the tokens.
     spent = RunRecord(
         rounds=3, tool_calls=2, usage=Usage(prompt_tokens=20, completion_tokens=10, total_tokens=30)
     )

@@ -1,4 +1,4 @@
-"""Large pull requests in batches of related files (loop/batches.py, issue 29 item 2).
+"""Large pull requests in batches of related files (loop/batches.py, docs/large-pull-requests.md).
 
 The plan is checked as a property (every changed file in exactly one batch, related files
 together, deterministic); the runs use a real git repository of a 60-file change and an

@@ -205,7 +205,7 @@ def test_schema_matches_the_model_on_required_fields() -> None:
     assert item["additionalProperties"] is False
 
 
-# --- CONTRACT 8: one file, one spelling (issue 9 item 8) -----------------------------------
+# --- CONTRACT 8: one file, one spelling ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -229,7 +229,7 @@ def test_a_path_with_a_trailing_slash_names_no_file(repository: PinnedRepository
     rejected(document(findings=[finding(path="src/service.py/", line=None)]), repository)
 
 
-# --- issue 9 item 4: messages are fixed sentences ------------------------------------------
+# --- CONTRACT 5: messages are fixed sentences - ------------------------------------------
 
 HOSTILE_KEY = "\x1b]52;c;ZXZpbA==\x07\x1b[2J" + "k" * 5000
 

@@ -332,7 +332,7 @@ def test_no_changes_when_head_is_the_merge_base(tmp_path: Path) -> None:
     assert result.termination_reason == "no_changes"
 
 
-# --- issue 14 item 1: which option named no commit ----------------------------------------
+# --- which option named no commit --------------- ----------------------------------------
 
 
 @pytest.mark.parametrize("option", ["--base", "--head"])
@@ -354,7 +354,7 @@ def test_a_revision_that_names_no_commit_says_which_option_and_what_was_given(
     assert len(message) < 200
 
 
-# --- issue 9 item 7: 1e999 from the model --------------------------------------------------
+# --- 1e999 from the model --------------- --------------------------------------------------
 
 
 def test_an_infinite_number_in_the_assistant_message_is_an_invalid_model_response(

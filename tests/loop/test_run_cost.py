@@ -1,4 +1,4 @@
-"""REVIEW_PRICE_INPUT_PER_MTOK and REVIEW_PRICE_OUTPUT_PER_MTOK (issue 29 item 3): an estimated
+"""REVIEW_PRICE_INPUT_PER_MTOK and REVIEW_PRICE_OUTPUT_PER_MTOK (CONTRACT 2): an estimated
 cost in the document, the reports and the metrics only when a price is set.
 
 Run in process with `ScriptedModel` over a real git repository; each scripted turn reports
@@ -98,7 +98,8 @@ def test_one_price_counts_the_other_kind_of_token_as_free() -> None:
 def test_a_review_that_ends_with_an_error_counts_what_it_spent(
     small: tuple[GitRepo, str, str],
 ) -> None:
-    # Issue 40: two turns spent, then a final review the checks refuse (not JSON).
+    # A failed review still has a cost: two turns spent, then a final review the checks
+    # refuse (not JSON).
     path, base, head = small
     model = ScriptedModel(
         tool_turn([("c1", "read_repository_file", {"path": PATH})]), stop_turn("not json")

@@ -315,7 +315,8 @@ print(json.dumps([own, children, kept, review.notes]))
 @pytest.mark.e2e
 def test_the_memory_of_the_syntax_proof_is_bounded(repo: GitRepo, tmp_path: Path) -> None:
     # 256 KiB of one-letter lines parses to a tree of about 80 MB: four such files held at
-    # once took over 300 MB in the review's own process (issue 34, scaled down from 14 MiB).
+    # once took over 300 MB in the review's own process (docs/performance.md; scaled down
+    # from 14 MiB).
     dense = "a\n" * (128 * 1024)
     names = [f"src/dense{n}.py" for n in range(4)]
     base = repo.commit_files({"README": "x\n"})

@@ -341,7 +341,7 @@ def test_provider_labels_are_bounded_and_must_be_strings() -> None:
     assert turn.model is None
 
 
-# --- issue 9 item 7: numbers JSON has no value for -----------------------------------------
+# --- numbers JSON has no value for ------------- -----------------------------------------
 
 
 @pytest.mark.parametrize("number", ["1e999", "-1e999", "1E400"])

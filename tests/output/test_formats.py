@@ -181,7 +181,7 @@ def _inline_text(token: Token) -> str:
 
 def _expected_paragraphs(text: str) -> list[str]:
     """The paragraphs md_escape must show for `text`: cleaned, lines trimmed, GitHub's
-    mention, reference and autolink filters defused (issue 9 item 8)."""
+    mention, reference and autolink filters defused (CONTRACT 10)."""
     lines = [break_references(line.strip()) for line in clean(text).split("\n")]
     joined = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
     return [paragraph for paragraph in joined.split("\n\n") if paragraph]
@@ -349,7 +349,7 @@ def test_sarif_has_one_run_with_the_pr_review_driver_and_rules() -> None:
     driver = run["tool"]["driver"]
     assert driver["name"] == "pr-review"
     assert driver["semanticVersion"] == __version__
-    # Optional in SARIF 2.1.0, and no page would be true to name (issue 23 item 8).
+    # Optional in SARIF 2.1.0, and no page would be true to name.
     assert "informationUri" not in driver
     rule_ids = [rule["id"] for rule in driver["rules"]]
     assert rule_ids == [f"pr-review/{severity}" for severity in SEVERITIES]

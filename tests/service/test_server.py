@@ -30,7 +30,7 @@ pytestmark = pytest.mark.anyio
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-# --- slow clients (issue 9 item 3; the load test is tests/hostile/test_load.py) ----------------
+# --- slow clients (the load test is tests/hostile/test_load.py) -----------------------------
 
 
 @contextmanager

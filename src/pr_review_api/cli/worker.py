@@ -53,7 +53,7 @@ def worker(concurrency: int, metrics_port: int | None, metrics_host: str) -> Non
     """Run review jobs from PR_REVIEW_DATABASE_URL until stopped (SIGTERM lets jobs finish)."""
     from pr_review_api.jobs.serve_database import ending_with_parent  # noqa: PLC0415
 
-    # A worker of `serve` ends with it, and then stops its embedded database (issue 22 item 1).
+    # A worker of `serve` ends with it, and then stops its embedded database (SECURITY.md).
     with ending_with_parent():
         _run_worker(concurrency, metrics_port, metrics_host)
 

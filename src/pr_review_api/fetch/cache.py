@@ -142,7 +142,7 @@ class RepositoryCache:
             raise CacheFailure(CACHE_BUSY)
         try:
             # Space first: a full disk fails the fetch, and a cache that heals itself does not
-            # stay wedged by what a killed fetch left behind (issue 9 items 6 and 8).
+            # stay wedged by what a killed fetch left behind.
             self._evict_quietly(keep=key, reserve=True)
             git_dir = self._ensure_repository(key)
             heal(git_dir)

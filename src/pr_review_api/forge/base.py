@@ -1,4 +1,5 @@
-"""What a review needs from the forge of its change, as one interface (issue 27's seam).
+"""What a review needs from the forge of its change, as one interface: the forge seam
+(docs/architecture.md).
 
 loop/ speaks to a forge only through `ChangeForge`: open the change (its commits pinned in the
 cache, its metadata), the preflight of publishing, what was published before (the service's

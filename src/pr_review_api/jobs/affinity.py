@@ -1,4 +1,4 @@
-"""Jobs that go where the cache is (issue 39 item 5): one queue per worker host.
+"""Jobs that go where the cache is: one queue per worker host.
 
 Each worker host keeps its own repository cache (fetched packs, search indexes), so a job run
 on a host that has never seen its repository pays the whole fetch and the index build again.

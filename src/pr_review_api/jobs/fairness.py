@@ -1,4 +1,4 @@
-"""Which waiting job a free worker slot takes: a fair turn between tenants (issue 22 item 4).
+"""Which waiting job a free worker slot takes: a fair turn between tenants (docs/service.md).
 
 procrastinate hands out jobs in arrival order, so one installation that sends twelve
 deliveries holds every slot until its twelfth job has started, whatever the number of slots.

@@ -281,7 +281,7 @@ async def finish(
     spent: RunRecord | None = None,
 ) -> None:
     """Store the outcome: the document and the figures an operator sums up. An error's
-    document has no usage (CONTRACT 5): `spent` gives what its review spent (issue 40)."""
+    document has no usage (CONTRACT 5): `spent` gives what its review spent."""
     review = document.get("review")
     usage = document.get("usage") if isinstance(document.get("usage"), dict) else {}
     rounds, tool_calls = document.get("rounds"), document.get("tool_calls")

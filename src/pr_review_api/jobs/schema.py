@@ -101,7 +101,7 @@ CREATE TABLE published_heads (
 );
 """
 
-# Issue 22 item 4. Every job belongs to a tenant: its App installation, or, for a job without
+# Fairness (docs/service.md): every job has a tenant: its App installation, or, for a job without
 # one (a plain webhook, the API), the pull request's owner: the account an installation would
 # be. `pr_review_fetch_job` is procrastinate's `procrastinate_fetch_job_v2` with the same
 # eligibility (status, queue, schedule, the pull request's lock) and a fair order: the tenant

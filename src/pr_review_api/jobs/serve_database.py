@@ -5,7 +5,7 @@
 under `PR_REVIEW_DATA_DIR` is started, migrated, and a worker runs in a process of its own
 against it; on exit the worker is asked to stop (SIGTERM: jobs in flight finish) and then the
 database is stopped, whatever ended `serve`: a return, an exception, or `StopRequested` from
-`serve`'s signal handlers (issue 22 item 1).
+`serve`'s signal handlers.
 
 Should `serve` die without running that (SIGKILL, say), the worker cleans up: it is started
 with `STOP_WITH_PARENT_VARIABLE` naming its parent, and `ending_with_parent()` asks the kernel

@@ -1,4 +1,5 @@
-"""Whole coverage of large pull requests: the changed files reviewed in batches (issue 29 item 2).
+"""Whole coverage of large pull requests: the changed files reviewed in batches
+(docs/large-pull-requests.md).
 
 When the changed files will not fit one loop, more than REVIEW_BATCH_MAX_FILES files or a
 diff of more than REVIEW_BATCH_MAX_DIFF_BYTES, they are split into batches of related files

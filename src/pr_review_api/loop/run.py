@@ -316,7 +316,7 @@ def _set_at_exit(event: threading.Event) -> Iterator[None]:
 
 
 def _cost(usage: Usage, settings: Settings) -> Cost | None:
-    """The estimated cost of `usage` at the settings' prices (a failed review's too, issue 40)."""
+    """The estimated cost of `usage` at the settings' prices (a failed review's too)."""
     input_price = settings.review_price_input_per_mtok
     return estimated_cost(usage, input_price, settings.review_price_output_per_mtok)
 

@@ -15,7 +15,7 @@ from pr_review_api.output.common import suggestion_heading
 
 TOOL_NAME = "pr-review"
 # No `informationUri`: it is optional in SARIF 2.1.0, and the project has no public home page
-# to name yet (the package index project it named does not exist; issue 23).
+# to name yet (the package index project it named does not exist).
 SARIF_SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 )
