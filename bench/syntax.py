@@ -1,5 +1,5 @@
-"""The cost of the suggestion check's syntax proof (CONTRACT 14): parsing a file with tree-sitter
-and counting its ERROR and MISSING nodes (`loop/syntax.py`).
+"""The cost of the suggestion check's syntax proof (specification §14): parsing a file with
+tree-sitter and counting its ERROR and MISSING nodes (`loop/syntax.py`).
 
 A file's first suggestion costs a full parse of the head; each suggestion then costs an
 incremental parse of the patched file from that tree (here: the middle line of the file

@@ -204,7 +204,8 @@ def test_the_action_takes_the_old_key_name_and_skips_by_the_base_rules(
         FAIL_STEP_ON_CHECK="true",
     )
     done, runner_temp = _run_step(fake_github, tmp_path, inputs)
-    # A skip by a label is the author's to lift: with fail_on set it must not pass (CONTRACT 16).
+    # A skip by a label is the author's to lift: with fail_on set it must not pass
+    # (specification §16).
     assert done.returncode == (1 if gated else 0), done.stderr[-2000:]
     assert scripted_provider.requests == []  # skipped: --automatic is passed
     assert fake_github.posted("acme", "widget", 8) == []

@@ -1,4 +1,4 @@
-"""compose.yaml (CONTRACT 18): PostgreSQL, `serve` and scalable workers, secrets from .env.
+"""compose.yaml (specification §18): PostgreSQL, `serve` and scalable workers, secrets from .env.
 
 No container runtime can start containers where the suite runs, so this reads the file as
 compose would: the services, their commands parsed by pr-review's own CLI, the variables

@@ -1,4 +1,4 @@
-"""Configuration (CONTRACT section 2): where settings come from, and the `.env` that is never read.
+"""Configuration (specification §2): where settings come from, and the `.env` that is never read.
 
 The working directory may be a checkout of the pull request under review (a CI job, or a user
 running `pr-review review --repo .`): a `.env` committed there is the author's, not the
@@ -170,7 +170,7 @@ def test_a_committed_env_file_cannot_redirect_a_review(
 
 @pytest.mark.e2e  # two real `pr-review` processes
 def test_the_tracked_env_line_says_what_to_do_and_doing_it_works(repo: GitRepo) -> None:
-    """CONTRACT 2: one line on stderr that tells the operator how to have their `.env`
+    """specification §2: one line on stderr that tells the operator how to have their `.env`
     read; following it (ignore it, untrack it, commit), the next run reads it."""
     repo.commit_files({".env": "REVIEW_SUGGESTIONS=true\n"})
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("REVIEW_", "PR_"))}
@@ -243,7 +243,7 @@ def test_an_unknown_profile_is_a_configuration_error_that_names_the_variable(
         load_settings()
 
 
-# --- Gitea and Forgejo (CONTRACT 19) ------------------------------------------------------------
+# --- Gitea and Forgejo (specification §19) --------------------------------------------------------
 
 
 def test_gitea_is_off_until_its_server_is_set() -> None:

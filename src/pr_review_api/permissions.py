@@ -1,4 +1,5 @@
-"""Who may write on which repository, as its forge said lately (CONTRACT 15): `PermissionCache`.
+"""Who may write on which repository, as its forge said lately (specification §15):
+`PermissionCache`.
 
 The cache is forge-neutral: it keeps yes-or-no answers per repository and user, and the
 forge's own function asks when it has none (github/comments.py's `may_write`, over the

@@ -1,4 +1,4 @@
-"""`pr-review review` with REVIEW_SUGGESTIONS (CONTRACT 14), as a user runs it: the schema the
+"""`pr-review review` with REVIEW_SUGGESTIONS (specification §14), as a user runs it: the schema the
 provider receives, the checks, every format, and --post to the fake GitHub."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_on_the_provider_gets_the_field_and_the_document_carries_it(
 @pytest.mark.parametrize(
     ("output_format", "shown"),
     [
-        # Shown whole (CONTRACT 14): the head's lines it replaces, then the replacement.
+        # Shown whole (specification §14): the head's lines it replaces, then the replacement.
         (
             "text",
             "        @@ -2,2 +2,2 @@\n        -    store(user)\n        -    validate(user)\n"

@@ -1,4 +1,4 @@
-"""Custom checks in the evaluation (evaluation/check_scoring.py, CONTRACT 20): a case of kind
+"""Custom checks in the evaluation (evaluation/check_scoring.py, specification §20): a case of kind
 `check` names what its checks should come out as; a review of it is scored per expected kind,
 with bootstrap intervals, in the report's JSON and text; a corpus without checks reports
 nothing new. The eval/checks corpus builds and is sound."""

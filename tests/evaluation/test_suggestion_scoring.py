@@ -1,4 +1,4 @@
-"""Suggestions in the evaluation (CONTRACT 14): offered, kept, dropped by rule, and fixes of
+"""Suggestions in the evaluation (specification §14): offered, kept, dropped by rule, and fixes of
 golden issues that give the fixed text of their lines."""
 
 from __future__ import annotations

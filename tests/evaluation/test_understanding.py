@@ -1,6 +1,6 @@
 """evaluation/understanding.py: a case's linked issue given to the review, the walkthrough's
 coverage and the verdict's accuracy scored, and both shown in the JSON, text and HTML reports
-(CONTRACT 21; docs/walkthrough.md)."""
+(specification §21; docs/walkthrough.md)."""
 
 from __future__ import annotations
 

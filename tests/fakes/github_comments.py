@@ -1,4 +1,4 @@
-"""The fake GitHub's comment-command endpoints (CONTRACT 15), as GitHub answers them:
+"""The fake GitHub's comment-command endpoints (specification §15), as GitHub answers them:
 collaborator permission, review comment replies (only to a top-level comment), issue comments,
 reactions, and GraphQL review threads with the resolve mutation (it needs the thread's node
 id). `tests/fakes/github_server.py` routes to them."""
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def comment_endpoints(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint)
     fake: FakeGitHub, handler: _Handler, record: RecordedRequest, pieces: list[str], body: bytes
 ) -> bool:
-    """The comment commands' endpoints (CONTRACT 15), as GitHub answers them; False when
+    """The comment commands' endpoints (specification §15), as GitHub answers them; False when
     the path is none of them."""
     owner, repo, tail = pieces[2], pieces[3], pieces[4:]
     method = handler.command

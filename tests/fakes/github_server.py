@@ -163,7 +163,7 @@ class FakeGitHub:
         self.check_runs: dict[int, dict[str, Any]] = {}  # id -> the run as GitHub keeps it
         self.check_requests: list[tuple[str, dict[str, Any]]] = []  # (method, payload) each
         self.statuses: list[dict[str, Any]] = []  # every commit status, with its `sha`
-        # --- the comment commands (CONTRACT 15) ---
+        # --- the comment commands (specification §15) ---
         # (owner, repo, user) -> "admin" | "maintain" | "write" | "triage" | "read" | "none"
         self.permissions: dict[tuple[str, str, str], str] = {}
         self.permission_requests = 0
@@ -173,7 +173,7 @@ class FakeGitHub:
         self.resolved_threads: set[str] = set()  # node ids of resolved review threads
         # --- a GitHub App (install_app): its JWT, installations and their tokens ---
         self.app: FakeApp | None = None
-        # --- issues (CONTRACT 21; tests/fakes/github_issues.py) ---
+        # --- issues (specification §21; tests/fakes/github_issues.py) ---
         # (owner, repo, number), lower case -> (title, body)
         self.issues: dict[tuple[str, str, int], tuple[str, str | None]] = {}
         self.hidden_repos: set[tuple[str, str]] = set()  # 404 to every issue read

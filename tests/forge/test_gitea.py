@@ -1,5 +1,5 @@
-"""forge/gitea.py: what a review reads back from Gitea around publishing (CONTRACT 10, 15, 19,
-21), through the fake Gitea and real git: our earlier reviews (this head posted, or the files
+"""forge/gitea.py: what a review reads back from Gitea around publishing (specification §§10, 15,
+19, 21), through the fake Gitea and real git: our earlier reviews (this head posted, or the files
 changed since our last head), the counts our review states, the `-1` reactions of writers,
 fixed comments resolved, and linked issues. Whole reviews: tests/gitea/test_review.py.
 """

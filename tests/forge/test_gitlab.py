@@ -1,5 +1,5 @@
-"""`--post` on a GitLab merge request (forge/gitlab.py), end to end (CONTRACT 10, 16, 17): the
-CLI and the HTTP API through run_review, the fake GitLab (notes, discussions and commit
+"""`--post` on a GitLab merge request (forge/gitlab.py), end to end (specification §§10, 16, 17):
+the CLI and the HTTP API through run_review, the fake GitLab (notes, discussions and commit
 statuses with GitLab's rules), real git and the scripted provider. The preflight fails before
 any provider request; a head already published answers without one. The merge gate is the
 commit status `pr-review`: running, then failed or success by `fail_on`; neutral (a skipped

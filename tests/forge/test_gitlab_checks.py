@@ -1,4 +1,4 @@
-"""Custom checks on a GitLab merge request (CONTRACT 20, 17) through the CLI's `--post`: the
+"""Custom checks on a GitLab merge request (specification §§20, 17) through the CLI's `--post`: the
 note shows the checks' table, and an `error` check that fails or is inconclusive makes the
 commit status `pr-review` `failed` whatever `fail_on` says; passing, `success`."""
 

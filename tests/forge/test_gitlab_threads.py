@@ -1,5 +1,5 @@
-"""Dismissals and fixed threads on a GitLab merge request, end to end (CONTRACT 15, 17): the CLI's
-`review --post` on a first head, then on a new head, against the fake GitLab (notes,
+"""Dismissals and fixed threads on a GitLab merge request, end to end (specification §§15, 17): the
+CLI's `review --post` on a first head, then on a new head, against the fake GitLab (notes,
 discussions, awards, members, resolution with GitLab's rules), real git and the scripted
 provider. A Developer's `thumbsdown` or `ignore` reply suppresses the finding on the re-review,
 a Guest's does not; the discussion whose line changed and whose finding is gone is resolved,

@@ -1,4 +1,4 @@
-"""gitea/history.py: what our earlier reviews on a pull request say (CONTRACT 10, 19), read
+"""gitea/history.py: what our earlier reviews on a pull request say (specification §§10, 19), read
 from the fake Gitea: only our identity's reviews and inline comments count, and a listing
 that outruns its budget says so unless it found this head's review."""
 

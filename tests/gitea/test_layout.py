@@ -1,6 +1,6 @@
 """gitea/layout.py: every text we post on Gitea (our first review's body, a later head's short
-review, an inline comment) holds model text only as inert text (CONTRACT 10, 19): checked with
-Gitea's own post-processor patterns (tests/gitea/support.py) for any model text, and no model
+review, an inline comment) holds model text only as inert text (specification §§10, 19): checked
+with Gitea's own post-processor patterns (tests/gitea/support.py) for any model text, and no model
 text can forge one of our markers.
 """
 

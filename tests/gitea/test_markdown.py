@@ -1,4 +1,4 @@
-"""Model text on Gitea (gitea/markdown.py, CONTRACT 10 and 19): no mention, reference, emoji,
+"""Model text on Gitea (gitea/markdown.py, specification §§10 and 19): no mention, reference, emoji,
 link, math or raw HTML, whatever the model writes.
 
 Each form is rendered with markdown-it-py (CommonMark, as Gitea's goldmark renders it) and the

@@ -1,5 +1,5 @@
-"""gitea/preflight.py: whether `--post` can publish, asked before the model (CONTRACT 10, 19),
-against the fake Gitea: no token, a token Gitea refuses, a token whose user may only read."""
+"""gitea/preflight.py: whether `--post` can publish, asked before the model (specification §§10,
+19), against the fake Gitea: no token, a token Gitea refuses, a token whose user may only read."""
 
 from __future__ import annotations
 

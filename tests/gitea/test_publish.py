@@ -1,4 +1,4 @@
-"""Publishing a review on a Gitea pull request (CONTRACT 10, 14, 19), through the fake Gitea.
+"""Publishing a review on a Gitea pull request (specification §§10, 14, 19), through the fake Gitea.
 
 The fake stores a comment whose `new_position` is off the diff, or a review whose `commit_id` is
 not the head, as Gitea does (it shows them out of place), and records both: every test here

@@ -1,4 +1,4 @@
-"""A Gitea pull request reviewed end to end (CONTRACT 19) without publishing: a server under a
+"""A Gitea pull request reviewed end to end (specification §19) without publishing: a server under a
 path prefix and a non-default port, real git, the fake Gitea and the scripted provider, through
 the command line and the HTTP API, and published (one review, the `pr-review` commit status).
 """

@@ -1,5 +1,5 @@
-"""gitea/status.py: the merge gate's commit status on a pull request's head (CONTRACT 16, 19),
-against the fake Gitea's statuses endpoint (write access to the code, Gitea's five states).
+"""gitea/status.py: the merge gate's commit status on a pull request's head (specification §§16,
+19), against the fake Gitea's statuses endpoint (write access to the code, Gitea's five states).
 Whole reviews: tests/gitea/test_review.py.
 """
 

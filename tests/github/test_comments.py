@@ -1,4 +1,4 @@
-"""Dismissals outside service mode (CONTRACT 15, github/comments.py): `pr-review review
+"""Dismissals outside service mode (specification §15, github/comments.py): `pr-review review
 --post` through the CLI, with no database, reads the pull request itself: an `ignore` reply or a
 `-1` reaction by a user with write permission on our finding's comment keeps that finding off
 the next review (`publication.suppressed`); a reader's changes nothing. GitHub's answers of who

@@ -1,4 +1,5 @@
-"""Our own earlier posts read newest first, within a budget others cannot stretch (CONTRACT 10).
+"""Our own earlier posts read newest first, within a budget others cannot stretch
+(specification §10).
 
 The fake GitHub paginates as GitHub does (at most 100 a page, `Link` with next/last/prev/first)
 and holds a real flood: thousands of reviews by another user. Reviews run through
@@ -96,7 +97,7 @@ def test_a_flood_before_ours_three_runs_on_one_head_publish_one_review(
     # The first run reads every page once per look (two looks: the re-review's, the
     # publication's); each later run finds our marker on the last page: page 1, the last
     # page and the comments' one page, once: that look tells the head is published, and the
-    # run ends there, asking no model (CONTRACT 15).
+    # run ends there, asking no model (specification §15).
     assert after_first <= 2 * (MAX_LIST_PAGES + 1)
     assert after_second - after_first == 3
     assert listings(fake_github) - after_second == 3

@@ -1,4 +1,4 @@
-"""No second payment (CONTRACT 10, 15): `pr-review review --post` through the CLI against the
+"""No second payment (specification §§10, 15): `pr-review review --post` through the CLI against the
 fake GitHub and the scripted provider, counting the provider requests.
 
 A `--post` without a token, with a token GitHub refuses, or with one that may not write fails

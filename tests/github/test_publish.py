@@ -1,4 +1,4 @@
-"""Publishing a review on the pull request (CONTRACT section 10), through the fake GitHub.
+"""Publishing a review on the pull request (specification §10), through the fake GitHub.
 
 The fake computes hunks with git and answers 422 for the whole request when any comment is off
 the diff, paginates with `Link`, records authors and can inject failures. Reviews run through

@@ -1,4 +1,4 @@
-"""Publishing suggestions (CONTRACT 14) on the fake GitHub, which refuses what GitHub refuses:
+"""Publishing suggestions (specification §14) on the fake GitHub, which refuses what GitHub refuses:
 a committable suggestion is a (multi-line) comment over its range ending with a `suggestion`
 block; any other is a diff that is clearly not committable; model text stays inert outside
 the block and exact inside it; the first attempt is never refused."""

@@ -1,4 +1,4 @@
-"""Model text on GitHub (CONTRACT 10): no mention, reference, link, autolink, image or HTML.
+"""Model text on GitHub (specification §10): no mention, reference, link, autolink, image or HTML.
 
 Each forbidden form is rendered twice: with markdown-it-py (CommonMark, and with GFM's
 linkify-like rules written out below, since GitHub adds its own filters after CommonMark) and

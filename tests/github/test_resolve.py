@@ -1,5 +1,5 @@
-"""Fixed findings' threads resolved (CONTRACT 15, github/resolve.py): `pr-review review --post`
-twice through the CLI against the fake GitHub (its GraphQL review threads and
+"""Fixed findings' threads resolved (specification §15, github/resolve.py): `pr-review review
+--post` twice through the CLI against the fake GitHub (its GraphQL review threads and
 `resolveReviewThread`) and the scripted provider.
 
 At the second head, the thread of a finding whose line changed and that the review no longer

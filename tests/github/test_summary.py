@@ -1,6 +1,6 @@
-"""A pull request that does not fill up with reviews (CONTRACT 10, github/summary.py): `pr-review
-review --post` through the CLI against the fake GitHub (reviews, their edits, review threads,
-check runs) and the scripted provider, head after head of one pull request, with real git.
+"""A pull request that does not fill up with reviews (specification §10, github/summary.py):
+`pr-review review --post` through the CLI against the fake GitHub (reviews, their edits, review
+threads, check runs) and the scripted provider, head after head of one pull request, with real git.
 
 Our first review is the full one. A later head with new findings posts a short review; one
 with nothing new posts none; either way our first review's body is rewritten to carry the

@@ -1,4 +1,4 @@
-"""Publishing a review on a merge request (CONTRACT 10, 14, 17), through the fake GitLab.
+"""Publishing a review on a merge request (specification §§10, 14, 17), through the fake GitLab.
 
 The fake checks every discussion's position against the real diff and the merge request's
 `diff_refs`, and records what each posted body would have run as a quick action. The git
@@ -335,7 +335,7 @@ def test_hostile_model_text_produces_nothing_active(setup: Setup) -> None:
         assert active_parts(body) == [], body
 
 
-# --- suggestions (CONTRACT 14) ---
+# --- suggestions (specification §14) ---
 
 
 def test_a_committable_suggestion_is_gitlabs_block_on_its_last_line(setup: Setup) -> None:

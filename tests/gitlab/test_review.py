@@ -1,4 +1,4 @@
-"""A GitLab merge request reviewed end to end (CONTRACT 17) without publishing: a nested group
+"""A GitLab merge request reviewed end to end (specification §17) without publishing: a nested group
 on a self-managed server under a path prefix and a non-default port, real git, the fake GitLab
 and the scripted provider, through the command line and the HTTP API. Publishing (--post):
 tests/forge/test_gitlab.py.

@@ -1,4 +1,4 @@
-"""Hostile team knowledge (CONTRACT 20): learnings and custom checks that try to switch the
+"""Hostile team knowledge (specification §20): learnings and custom checks that try to switch the
 loop's rules off, change what fails the gate, reach the tools or leak the prompt.
 
 Whatever a learning or a check says, it reaches the model only as JSON inside the first user

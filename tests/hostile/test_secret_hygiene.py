@@ -262,7 +262,7 @@ def test_the_http_service_never_echoes_a_secret(tmp_path: Path, private_temp: Pa
                 for path in ("/healthz", "/openapi.json", "/v1/nowhere"):
                     response = client.get(f"{base}{path}", headers=auth)
                     assert_clean(f"GET {path}", response.text)
-        # A query or fragment is dropped from a pull-request URL (CONTRACT section 3).
+        # A query or fragment is dropped from a pull-request URL (specification §3).
         assert statuses == [200, 502, 401, 401, 422, 422, 422, 200, 422]
     finally:
         server.close()

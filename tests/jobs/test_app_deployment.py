@@ -1,5 +1,5 @@
-"""The documented GitHub App deployment end to end, through the signed routes only (CONTRACT
-10, 11, 15; docs/service.md "Running it with a GitHub App").
+"""The documented GitHub App deployment end to end, through the signed routes only (specification
+§§10, 11, 15; docs/service.md "Running it with a GitHub App").
 
 App credentials (an RSA key made here; the fake GitHub checks every RS256 JWT), the operator's
 `GITHUB_TOKEN` set beside them (it must never be used), a signed `pull_request` delivery of

@@ -1,4 +1,4 @@
-"""The comment commands end to end (CONTRACT 15): signed comment deliveries to the real
+"""The comment commands end to end (specification §15): signed comment deliveries to the real
 service, a real worker on an embedded PostgreSQL, the fake GitHub and the scripted provider.
 
 A review publishes a finding; then, in its thread: a question from a writer (answered once, in

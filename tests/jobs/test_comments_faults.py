@@ -1,5 +1,5 @@
-"""The comment commands' fault test (CONTRACT 15, slow): 100 comment deliveries over 10 pull requests
-(questions from a writer, from a reader and from a bot, `help`, `ignore` from a reader,
+"""The comment commands' fault test (specification §15, slow): 100 comment deliveries over 10 pull
+requests (questions from a writer, from a reader and from a bot, `help`, `ignore` from a reader,
 comments addressed to no one, redeliveries of one delivery id) to the real service, two
 `pr-review worker` processes, one SIGKILLed while answers run and restarted. Afterwards every
 permitted question has exactly one answer in its thread, nothing else was answered, and no

@@ -1,5 +1,5 @@
-"""Custom checks gate a merge (CONTRACT 20) end to end: signed `pull_request` deliveries to the
-real service, a real worker on an embedded PostgreSQL, the fake GitHub's check runs and the
+"""Custom checks gate a merge (specification §20) end to end: signed `pull_request` deliveries to
+the real service, a real worker on an embedded PostgreSQL, the fake GitHub's check runs and the
 scripted provider.
 
 The same change three times under a base whose `.pr-review.toml` holds an `error` check (and

@@ -1,4 +1,4 @@
-"""The merge gate run again through signed webhooks and a real worker (CONTRACT 16, the gate
+"""The merge gate run again through signed webhooks and a real worker (specification §16, the gate
 that fails closed): a check that failed closed re-run by its button (`check_run` `rerequested`), a
 skip by the title answered `action_required` and evaluated again when the title changes, on
 GitHub (the fake's check runs) and on GitLab (the fake's commit statuses).
@@ -146,7 +146,7 @@ def test_every_gate_delivery_queues_its_job_with_the_installation_as_an_opened_o
     database_url: str,
 ) -> None:
     """The re-run and the skip rules' deliveries are jobs like the others: their pull request,
-    the head and the delivery's App installation (CONTRACT 11), whatever that is."""
+    the head and the delivery's App installation (specification §11), whatever that is."""
     opened = pull_request_event(1, "a" * 40, action="opened", installation=42)
     rerun = rerequested(2, "c" * 40)
     labeled = pull_request_event(3, "d" * 40, action="labeled", installation=42)

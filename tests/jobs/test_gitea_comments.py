@@ -1,4 +1,4 @@
-"""The review conversation on a Gitea pull request (CONTRACT 15, 19, 20) end to end: comment
+"""The review conversation on a Gitea pull request (specification §§15, 19, 20) end to end: comment
 deliveries to the real service, a real worker on PostgreSQL, the fake Gitea (reviews and their
 conversations, comments, reactions, the permission lookup) and the scripted provider.
 

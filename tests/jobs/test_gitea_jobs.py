@@ -1,4 +1,4 @@
-"""Jobs of Gitea pull requests run by a real worker (CONTRACT 11, 19): `POST /v1/review-jobs`
+"""Jobs of Gitea pull requests run by a real worker (specification §§11, 19): `POST /v1/review-jobs`
 with a Gitea URL is reviewed with `GITEA_TOKEN` (no GitHub identity: the GitHub settings point
 at a port where nothing listens), and the job's document and key name the forge."""
 

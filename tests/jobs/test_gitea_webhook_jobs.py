@@ -1,4 +1,4 @@
-"""Signed Gitea deliveries run by a real worker, published (CONTRACT 11, 16, 19, 15): an
+"""Signed Gitea deliveries run by a real worker, published (specification §§11, 16, 19, 15): an
 `opened` delivery yields one review and the `pr-review` commit status (pending, then the
 outcome); the same head delivered again publishes nothing more; a writer's `ignore` in our
 finding's conversation is remembered when the next pull request of the repository is reviewed.

@@ -1,4 +1,4 @@
-"""`POST /v1/webhooks/gitea` (CONTRACT 19) on the real application, a real PostgreSQL and the
+"""`POST /v1/webhooks/gitea` (specification §19) on the real application, a real PostgreSQL and the
 fake Gitea: the signature (Gitea's and Forgejo's headers), every delivery kind, drafts, edits,
 repeated deliveries, comment commands with Gitea's collaborator-permission lookup (which
 answers 403 to a token that is not a repository admin), and hostile payloads refused or

@@ -1,4 +1,4 @@
-"""The comment commands on a GitLab merge request (CONTRACT 15, 17) end to end: Note Hook
+"""The comment commands on a GitLab merge request (specification §§15, 17) end to end: Note Hook
 deliveries to the real service, a real worker on PostgreSQL, the fake GitLab (notes,
 discussions, replies, award emoji, members) and the scripted provider.
 

@@ -1,4 +1,4 @@
-"""Jobs of GitLab merge requests run by a real worker (CONTRACT 11, 17): the worker reviews a
+"""Jobs of GitLab merge requests run by a real worker (specification §§11, 17): the worker reviews a
 merge request of the fake GitLab with `GITLAB_TOKEN` (no GitHub identity: the GitHub settings
 point at a port where nothing listens), the job's document names the forge, and a webhook's
 job publishes the review on the merge request.
@@ -209,7 +209,7 @@ def test_a_webhook_job_honours_the_bases_skip_rules(
     scripted_provider: ScriptedProvider,
     gitlab_service: GitLabService,
 ) -> None:
-    """A webhook's job is automatic (CONTRACT 16): the base's `.pr-review.toml` may skip it,
+    """A webhook's job is automatic (specification §16): the base's `.pr-review.toml` may skip it,
     with no provider request and nothing posted."""
     fixture = fake_gitlab.merge_request(
         PROJECT,

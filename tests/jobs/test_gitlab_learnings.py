@@ -1,4 +1,4 @@
-"""Learnings on GitLab (CONTRACT 20, 17): a Developer's `remember` note on one merge request,
+"""Learnings on GitLab (specification §§20, 17): a Developer's `remember` note on one merge request,
 through the Note Hook route and a real worker, shapes the first message of the next merge
 request's review of the project; a Reporter's stores nothing; `forget` removes it (one
 `thumbsup` each, no text)."""

@@ -1,4 +1,4 @@
-"""Metrics that need the jobs database (CONTRACT 18), on the real embedded PostgreSQL:
+"""Metrics that need the jobs database (specification §18), on the real embedded PostgreSQL:
 the job gauge read at scrape time (service/metrics_route.py), webhook deliveries counted by the
 route (service/webhooks.py), a `pr-review worker --metrics-port` process serving its own
 counts on loopback (cli/worker.py), and `serve`'s scrape covering its embedded worker."""

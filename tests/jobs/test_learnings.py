@@ -1,4 +1,4 @@
-"""Learnings end to end (CONTRACT 20): signed comment deliveries to the real service, a real
+"""Learnings end to end (specification §20): signed comment deliveries to the real service, a real
 worker on an embedded PostgreSQL, the fake GitHub and the scripted provider.
 
 A writer's `remember` on one pull request is stored (one `+1`, no text) and shapes the model's

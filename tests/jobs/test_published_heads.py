@@ -1,4 +1,4 @@
-"""The service's ledger of published heads (`published_heads`, CONTRACT 10) on a real embedded
+"""The service's ledger of published heads (`published_heads`, specification §10) on a real embedded
 PostgreSQL, a real procrastinate worker, the fake GitHub and the scripted provider.
 
 Three jobs of one head under a flood of others' reviews publish one review and ask the model
@@ -131,7 +131,7 @@ def test_three_jobs_of_one_flooded_head_publish_once_and_ask_the_model_once(
     for again in (second, third):
         assert again["publication"]["status"] == "already_published"
         assert again["publication"]["review_id"] == first["publication"]["review_id"]
-        # CONTRACT 15: no findings, no rounds, no usage; the publication says where it is.
+        # specification §15: no findings, no rounds, no usage; the publication says where it is.
         assert again["termination_reason"] == "already_published"
         assert again["review"]["findings"] == []
         assert (again["rounds"], again["usage"]["total_tokens"]) == (0, 0)

@@ -1,4 +1,4 @@
-"""jobs/queue.py: a webhook's job is an automatic review (CONTRACT 16: the base's skip rules
+"""jobs/queue.py: a webhook's job is an automatic review (specification §16: the base's skip rules
 apply), a job asked for through the API is not. Real embedded PostgreSQL, real worker.
 """
 
@@ -62,7 +62,7 @@ def test_a_webhook_job_is_automatic_and_an_api_job_is_not(database_url: str) -> 
 
 
 def test_a_failed_job_keeps_what_its_review_spent(database_url: str) -> None:
-    # The error document is CONTRACT 5's (no usage), but the record counts the tokens.
+    # The error document is specification §5's (no usage), but the record counts the tokens.
     spent = RunRecord(
         rounds=3, tool_calls=2, usage=Usage(prompt_tokens=20, completion_tokens=10, total_tokens=30)
     )

@@ -124,7 +124,8 @@ class NamingModel:
         return stop_turn(EMPTY_REVIEW)
 
 
-# Off by default (the seed's one loop, CONTRACT 12); the value docs/large-pull-requests.md advises.
+# Off by default (the seed's one loop, specification §12); the value docs/large-pull-requests.md
+# advises.
 ADVISED_BATCH_FILES = 20
 
 

@@ -1,4 +1,4 @@
-"""Review coverage (CONTRACT 5): which changed files the model actually looked at.
+"""Review coverage (specification §5): which changed files the model actually looked at.
 
 The rules are tested with real tool results over real git repositories: each test runs the
 tools as the loop does and hands their results to the tracker. The renderings use the shared

@@ -1,4 +1,4 @@
-"""Custom checks (CONTRACT 20): the configuration, which apply, the schema and prompts, the
+"""Custom checks (specification §20): the configuration, which apply, the schema and prompts, the
 validation of a stop turn's `checks`, the evidence rule for a `fail`, and batches merged."""
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def test_with_no_applicable_check_the_prompts_match_a_file_without_checks(
     tmp_path: Path,
 ) -> None:
     """A check whose globs match nothing changes no byte of what the model is sent, and a
-    `checks` field is then an unknown field (CONTRACT 8)."""
+    `checks` field is then an unknown field (specification §8)."""
     sent = []
     for name, text in [
         ("with", MIGRATIONS.split('[[checks]]\nname = "No', maxsplit=1)[0]),

@@ -1,4 +1,4 @@
-"""REVIEW_MAX_TOTAL_TOKENS (CONTRACT 2, 5): the engine checks the review's tokens before
+"""REVIEW_MAX_TOTAL_TOKENS (specification §§2, 5): the engine checks the review's tokens before
 each provider request, over all the review's conversations (review, repairs, verification).
 
 Driven in process by `ScriptedModel` over a real git repository; every scripted turn spends

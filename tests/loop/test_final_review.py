@@ -193,19 +193,19 @@ def test_uncommitted_file_is_not_an_existing_file(tmp_path: Path) -> None:
 
 
 def test_schema_matches_the_model_on_required_fields() -> None:
-    # `checks` is CONTRACT 20's, `walkthrough` and `linked_issues` CONTRACT 21's.
+    # `checks` is specification §20's, `walkthrough` and `linked_issues` specification §21's.
     added = {"checks", "walkthrough", "linked_issues"}
     assert set(FINAL_REVIEW_SCHEMA["required"]) == set(FinalReview.model_fields) - added
     item = FINAL_REVIEW_SCHEMA["properties"]["findings"]["items"]
     from pr_review_api.model import Finding
 
-    # `suggestion` is CONTRACT 14's, not section 8's (tests/loop/test_suggestions.py).
+    # `suggestion` is specification §14's, not section 8's (tests/loop/test_suggestions.py).
     assert set(item["required"]) == set(Finding.model_fields) - {"suggestion"}
     assert FINAL_REVIEW_SCHEMA["additionalProperties"] is False
     assert item["additionalProperties"] is False
 
 
-# --- CONTRACT 8: one file, one spelling ---------------------------------------------------------
+# --- specification §8: one file, one spelling -----------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -229,7 +229,7 @@ def test_a_path_with_a_trailing_slash_names_no_file(repository: PinnedRepository
     rejected(document(findings=[finding(path="src/service.py/", line=None)]), repository)
 
 
-# --- CONTRACT 5: messages are fixed sentences - ------------------------------------------
+# --- specification §5: messages are fixed sentences - ------------------------------------------
 
 HOSTILE_KEY = "\x1b]52;c;ZXZpbA==\x07\x1b[2J" + "k" * 5000
 

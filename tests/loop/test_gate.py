@@ -1,5 +1,5 @@
-"""The merge gate end to end (CONTRACT 16): `pr-review review --post [--automatic]` through the
-CLI against the fake GitHub (check runs, PATCHed annotation batches of at most 50, commit
+"""The merge gate end to end (specification §16): `pr-review review --post [--automatic]` through
+the CLI against the fake GitHub (check runs, PATCHed annotation batches of at most 50, commit
 statuses, a personal token refused check runs) and the scripted provider.
 """
 

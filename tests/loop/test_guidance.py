@@ -1,5 +1,6 @@
 """loop/guidance.py: path instructions and instruction files reach the model from the BASE
-commit only (CONTRACT 16), through a real review of a local repository and the scripted provider.
+commit only (specification §16), through a real review of a local repository and the scripted
+provider.
 """
 
 from __future__ import annotations

@@ -301,7 +301,7 @@ def test_nothing_secret_or_local_in_logs(
         assert str(repo.path) not in text
 
 
-# --- no changes, no tokens (CONTRACT 5) ---------------------------------------------------
+# --- no changes, no tokens (specification §5) ---------------------------------------------------
 
 
 def test_no_changes_makes_no_request(scripted_provider: ScriptedProvider, tmp_path: Path) -> None:
@@ -371,7 +371,7 @@ def test_an_infinite_number_in_the_assistant_message_is_an_invalid_model_respons
     assert len(scripted_provider.requests) == 1
 
 
-# --- OPENCODE_MAX_RETRIES through a whole review (CONTRACT 12) -----------------------------
+# --- OPENCODE_MAX_RETRIES through a whole review (specification §12) -----------------------------
 
 
 def test_a_500_then_success_completes_the_review(

@@ -1,4 +1,4 @@
-"""REVIEW_PRICE_INPUT_PER_MTOK and REVIEW_PRICE_OUTPUT_PER_MTOK (CONTRACT 2): an estimated
+"""REVIEW_PRICE_INPUT_PER_MTOK and REVIEW_PRICE_OUTPUT_PER_MTOK (specification §2): an estimated
 cost in the document, the reports and the metrics only when a price is set.
 
 Run in process with `ScriptedModel` over a real git repository; each scripted turn reports

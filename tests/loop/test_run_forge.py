@@ -1,6 +1,6 @@
 """run_review over the forge seam (forge/base.py): a review speaks to its forge only through the
-`ChangeForge` it is given (or the one its URL names), in the order CONTRACT 10, 15 and 16 set:
-open, check, preflight, what was published before, then dismissals and publishing."""
+`ChangeForge` it is given (or the one its URL names), in the order specification §§10, 15 and 16
+set: open, check, preflight, what was published before, then dismissals and publishing."""
 
 from __future__ import annotations
 

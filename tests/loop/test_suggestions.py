@@ -1,4 +1,4 @@
-"""CONTRACT 14's checks of a suggestion: each rule drops the suggestion with one fixed note,
+"""specification §14's checks of a suggestion: each rule drops the suggestion with one fixed note,
 never the finding or the review; off, a suggestion is an unknown field as in section 8."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""CONTRACT 21 end to end through `run_review`: the walkthrough checked against the change's own
-files, and the issues a description closes read from the same forge (fake GitHub, fake GitLab,
+"""specification §21 end to end through `run_review`: the walkthrough checked against the change's
+own files, and the issues a description closes read from the same forge (fake GitHub, fake GitLab,
 real git, the in-process scripted model)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""REVIEW_VERIFY_FINDINGS (CONTRACT 2): each finding confirmed or refuted in its own loop.
+"""REVIEW_VERIFY_FINDINGS (specification §2): each finding confirmed or refuted in its own loop.
 
 Driven in process by `ScriptedModel` over a real git repository in a temporary folder: the
 main review's stop turn comes first, then one short conversation per finding.

@@ -1,6 +1,6 @@
 """loop/walkthrough.py: the files a walkthrough must name come from git (a rename by its new
 path, a deletion by its old one), each exactly once; a batched review checks each batch against
-its own files and merges their entries (CONTRACT 21)."""
+its own files and merges their entries (specification §21)."""
 
 from __future__ import annotations
 

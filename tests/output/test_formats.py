@@ -181,7 +181,7 @@ def _inline_text(token: Token) -> str:
 
 def _expected_paragraphs(text: str) -> list[str]:
     """The paragraphs md_escape must show for `text`: cleaned, lines trimmed, GitHub's
-    mention, reference and autolink filters defused (CONTRACT 10)."""
+    mention, reference and autolink filters defused (specification §10)."""
     lines = [break_references(line.strip()) for line in clean(text).split("\n")]
     joined = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
     return [paragraph for paragraph in joined.split("\n\n") if paragraph]

@@ -1,4 +1,4 @@
-"""Every output with suggestions (CONTRACT 14), and without: off, byte for byte as before.
+"""Every output with suggestions (specification §14), and without: off, byte for byte as before.
 
 The files under tests/data/suggestions-off/ were rendered by the code before suggestions
 existed (commit e58bab1), from the same `review_result(every_severity(), trace=True)`.

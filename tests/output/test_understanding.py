@@ -1,5 +1,6 @@
-"""output/understanding.py: the walkthrough and linked issues in every output (CONTRACT 21), and
-kept suggestions shown whole in the text and Markdown reports (CONTRACT 14); off, nothing shows."""
+"""output/understanding.py: the walkthrough and linked issues in every output (specification §21),
+and kept suggestions shown whole in the text and Markdown reports (specification §14); off, nothing
+shows."""
 
 from __future__ import annotations
 

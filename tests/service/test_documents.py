@@ -41,7 +41,7 @@ async def test_openapi_documents_the_success_and_every_error_body() -> None:
     assert "Retry-After" in responses["503"]["headers"]
     error = schema["components"]["schemas"]["ErrorDocument"]
     assert set(error["required"]) == ERROR_KEYS
-    # `publication` (CONTRACT 10) arrives with the publishing work, `cost` only with a price
+    # `publication` (specification §10) arrives with the publishing work, `cost` only with a price
     # (REVIEW_PRICE_*_PER_MTOK); everything else is fixed.
     properties = set(schema["components"]["schemas"]["ReviewResult"]["properties"])
     assert properties - {"publication", "cost"} == {

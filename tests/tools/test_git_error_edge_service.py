@@ -1,4 +1,4 @@
-"""The one git error edge, end to end: `run_review` and the HTTP service (CONTRACT 5).
+"""The one git error edge, end to end: `run_review` and the HTTP service (specification §5).
 
 A git failure while a review prepares or reads its repository, or a corrupt object in the
 pull-request cache, ends the review with a contract code: `invalid_repository` for a local

@@ -1,4 +1,4 @@
-"""The `pr-review` command line (CONTRACT section 4): a thin shell over `run_review()`.
+"""The `pr-review` command line (specification §4): a thin shell over `run_review()`.
 
 Errors are mapped in one place, `_fail()`: `--format json` prints the HTTP API's error body on
 stdout; every other format prints one line, `error: <message> (<code>)`, on stderr. Nothing
@@ -164,7 +164,7 @@ def review(  # noqa: PLR0913  (one keyword per option)
     click.echo(text.rstrip("\n"), color=color)
     publication = result.publication
     if publication is not None and publication.error is not None:
-        # CONTRACT 4: the review is printed, then the reason its publication failed.
+        # specification §4: the review is printed, then the reason its publication failed.
         click.echo(f"error: {publication.error.message} ({publication.error.code})", err=True)
         sys.exit(EXIT_NO_REVIEW)
 
@@ -284,7 +284,8 @@ def _serve(host: str, port: int) -> None:
 
     try:
         # Entered before the database starts: a stop signal from here on unwinds through its
-        # cleanup. CONTRACT 11: the jobs database (an embedded one and its worker without a URL).
+        # cleanup. specification §11: the jobs database (an embedded one and its worker without a
+        # URL).
         with StopSignals(), service_database(settings) as settings_with_jobs:
             app = create_app(settings_with_jobs, metrics=serve_metrics(settings))
             try:

@@ -1,10 +1,10 @@
 """`pr-review worker [--concurrency N] [--metrics-port N]`: run review jobs from the database
-(CONTRACT 11).
+(specification §11).
 
 Any number of workers, on any machine, may run against one `PR_REVIEW_DATABASE_URL`.
 SIGINT or SIGTERM stops fetching new jobs and lets the ones in flight finish.
 
-With `--metrics-port`, the worker serves its own `GET /metrics` (CONTRACT 18) on loopback
+With `--metrics-port`, the worker serves its own `GET /metrics` (specification §18) on loopback
 (`--metrics-host` to change that; another address needs `PR_REVIEW_API_KEYS`, whose keys the
 endpoint then requires, as `serve`'s does).
 """

@@ -1,4 +1,4 @@
-"""What every forge's reader of a linked issue shares (CONTRACT 21): an answer's body when the
+"""What every forge's reader of a linked issue shares (specification §21): an answer's body when the
 forge answered 200, else nothing (github/issues.py, gitlab/issues.py)."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ class Answer(Protocol):
 
 async def answered_body(answer: Awaitable[Answer]) -> bytes | None:
     """A 200 answer's body, or None: refused, missing, or the host failed (never an error:
-    an issue that cannot be read is a note, CONTRACT 21). Every forge's issue reader shares it."""
+    an issue that cannot be read is a note, specification §21). Every forge's issue reader shares
+    it."""
     try:
         response = await answer
     except ReviewError:

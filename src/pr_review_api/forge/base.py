@@ -78,7 +78,7 @@ class IssueText:
     body: str
 
 
-# What reading a linked issue gave (CONTRACT 21): its text, a number that names a pull
+# What reading a linked issue gave (specification §21): its text, a number that names a pull
 # request, or nothing readable (missing, not visible to the review's identity, a failure).
 IssueAnswer = IssueText | Literal["pull_request", "unreadable"]
 
@@ -99,7 +99,7 @@ class ChangeForge(ABC):
 
     @abstractmethod
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
-        """The merge gate's mark on the head (CONTRACT 16), or None: the forge has none."""
+        """The merge gate's mark on the head (specification §16), or None: the forge has none."""
 
     @abstractmethod
     async def ensure_can_publish(self, info: PullRequestInfo) -> None:
@@ -124,7 +124,7 @@ class ChangeForge(ABC):
         """The counts by severity our posted review's body states, or None (unknown)."""
 
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
-        """Our posted review's body (its custom checks are read back from it, CONTRACT 20), or
+        """Our posted review's body (its custom checks are read back from it, specification §20), or
         None: unknown (a forge that cannot read it back says None, and the gate fails closed
         on its `error` checks)."""
         return None
@@ -170,6 +170,7 @@ class ChangeForge(ABC):
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         """The issue `number` of `project` (`owner/repo`, or GitLab's full path) on this forge,
-        read with the review's identity (CONTRACT 21); a forge that reads none: "unreadable"."""
+        read with the review's identity (specification §21); a forge that reads none:
+        "unreadable"."""
         del project, number
         return "unreadable"

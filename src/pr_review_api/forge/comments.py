@@ -1,4 +1,4 @@
-"""What a command job needs from the forge of its change, as one interface (CONTRACT 15, 17).
+"""What a command job needs from the forge of its change, as one interface (specification §§15, 17).
 
 jobs/comments.py keeps the job's mechanics (the answers' hourly count, the dismissals
 table, the answer loop, the result document) and speaks to the forge only through a
@@ -99,7 +99,7 @@ class ChangeComments(ABC):
         """The dismissal is stored: say so on the command, with no text."""
 
     async def acknowledge(self) -> None:
-        """A command is done (a learning stored or removed, CONTRACT 20): one reaction, as a
+        """A command is done (a learning stored or removed, specification §20): one reaction, as a
         dismissal's, and no text."""
         await self.acknowledge_dismissal()
 

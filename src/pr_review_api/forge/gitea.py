@@ -1,4 +1,4 @@
-"""A Gitea (or Forgejo) pull request behind the forge seam (CONTRACT 10, 15, 16, 19).
+"""A Gitea (or Forgejo) pull request behind the forge seam (specification §§10, 15, 16, 19).
 
 Before the model is asked: the preflight (gitea/preflight.py: no GITEA_TOKEN, a token Gitea
 refuses, or one without write access fails here and costs no review), then the service's
@@ -6,13 +6,13 @@ ledger and our reviews' markers: a head already published answers `already_publi
 a provider request; a re-review names the files changed since our last reviewed head. After the
 review: gitea/publish.py posts one review (a later head's short; none when nothing is new).
 
-Dismissals (CONTRACT 15; gitea/dismissals.py): the `-1` reactions of writers on our findings'
+Dismissals (specification §15; gitea/dismissals.py): the `-1` reactions of writers on our findings'
 inline comments are read at each review; in the service they are stored for the repository
 (key `gitea:owner/repo`), and outside it (the CLI, a workflow: no database) a re-review with
 findings suppresses those of this pull request. After a re-review is published, the comments
 of ours its new head fixed are resolved where the server can (gitea/resolve.py).
 
-The merge gate (CONTRACT 16) is a commit status `pr-review` on the head (gitea/status.py); a
+The merge gate (specification §16) is a commit status `pr-review` on the head (gitea/status.py); a
 head published before completes it with the counts by severity our review states.
 """
 
@@ -148,7 +148,7 @@ class GiteaForge(ChangeForge):
         has_findings: bool,
     ) -> Collection[str]:
         """The repository's dismissed fingerprints, after reading the `-1` reactions of writers
-        on our findings' comments of this pull request (CONTRACT 15). `permissions` (the
+        on our findings' comments of this pull request (specification §15). `permissions` (the
         holder's) keeps Gitea's answers of who may write, else the review keeps its own."""
         if dismissals is None and (not reviewed_before or not has_findings):
             return set()  # no earlier review of ours to dismiss, or nothing to suppress

@@ -1,4 +1,4 @@
-"""A Gitea (or Forgejo) pull request's command behind the comments seam (CONTRACT 15 on
+"""A Gitea (or Forgejo) pull request's command behind the comments seam (specification §15 on
 Gitea, section 19): gitea/comments.py's requests.
 
 - `help`: one comment on the pull request listing the commands.

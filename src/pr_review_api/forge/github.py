@@ -147,7 +147,7 @@ class GitHubForge(ChangeForge):
         has_findings: bool,
     ) -> Collection[str]:
         """The repository's dismissed fingerprints, after storing the `-1` reactions of writers
-        on our findings' comments of this pull request (CONTRACT 15). `permissions` (the
+        on our findings' comments of this pull request (specification §15). `permissions` (the
         holder's) keeps GitHub's answers of who may dismiss, else the review keeps its own."""
         permissions = permissions or PermissionCache()
         repository = Repository(info.owner, info.repo)

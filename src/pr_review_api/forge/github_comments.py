@@ -1,4 +1,4 @@
-"""A pull request's command behind the comments seam (CONTRACT 15): github/comments.py's
+"""A pull request's command behind the comments seam (specification §15): github/comments.py's
 requests, as jobs/comments.py made them before the seam.
 
 - `help`: one reply listing the commands, in the review comment's thread (GitHub takes replies

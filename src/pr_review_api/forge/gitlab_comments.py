@@ -1,4 +1,4 @@
-"""A merge request's command behind the comments seam (CONTRACT 15 on GitLab, section 17):
+"""A merge request's command behind the comments seam (specification §15 on GitLab, section 17):
 gitlab/comments.py's requests.
 
 - `help`: one note listing the commands, in the discussion the command was written in (a

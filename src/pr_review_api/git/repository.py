@@ -186,8 +186,8 @@ class PinnedRepository:
     def line_counts(self, files: Iterable[ResolvedPath]) -> dict[str, int]:
         """Lines of regular files, as an editor numbers them, by blob id.
 
-        A file is read as a stream and no further than the tools may read (1 MiB, CONTRACT
-        8): a larger file counts the lines that begin within its first 1 MiB + 1 bytes."""
+        A file is read as a stream and no further than the tools may read (1 MiB, specification
+        §8): a larger file counts the lines that begin within its first 1 MiB + 1 bytes."""
         oids = (file.entry.oid for file in files if file.entry)
         reader = self._store.readers.reader(self.git_dir)
         return reader.count_lines(oids, MAX_SOURCE_FILE_BYTES)

@@ -1,4 +1,4 @@
-"""A Gitea pull request's commits, fetched into the shared repository cache (CONTRACT 19).
+"""A Gitea pull request's commits, fetched into the shared repository cache (specification §19).
 
 `open_pull_request` is the Gitea twin of gitlab/checkout.py's `open_merge_request`: parse the
 URL, read the metadata (gitea/metadata.py), then fetch `refs/pull/<index>/head` and the base

@@ -1,4 +1,4 @@
-"""The Gitea requests of the comment commands (CONTRACT 15 on a Gitea or Forgejo pull
+"""The Gitea requests of the comment commands (specification §15 on a Gitea or Forgejo pull
 request, section 19).
 
 How a reply in a review's conversation reaches us, read from Gitea's source (docs/gitea.md

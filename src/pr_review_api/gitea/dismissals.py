@@ -1,4 +1,4 @@
-"""Findings dismissed on a Gitea pull request (CONTRACT 15 on Gitea, section 19), and who may
+"""Findings dismissed on a Gitea pull request (specification §15 on Gitea, section 19), and who may
 dismiss one.
 
 A dismissal is a `-1` reaction on one of our findings' inline comments by a user with write

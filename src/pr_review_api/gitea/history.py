@@ -1,4 +1,4 @@
-"""What our own earlier reviews on a Gitea pull request say (CONTRACT 10, 19), and the fixed
+"""What our own earlier reviews on a Gitea pull request say (specification §§10, 19), and the fixed
 sentences a Gitea publication fails with.
 
 Gitea lists a pull request's reviews (`GET .../pulls/{index}/reviews`, `repoListPullReviews`,

@@ -1,5 +1,5 @@
-"""An issue a Gitea pull request's description closes (CONTRACT 21), read from Gitea's REST API:
-`GET /repos/{owner}/{repo}/issues/{index}` (`issueGetIssue`). Every pull request is an issue
+"""An issue a Gitea pull request's description closes (specification §21), read from Gitea's REST
+API: `GET /repos/{owner}/{repo}/issues/{index}` (`issueGetIssue`). Every pull request is an issue
 there too: such an answer carries a non-null `pull_request`, and is not an issue. A refusal or
 any failure of the host is an issue that could not be read, never the review's error.
 """

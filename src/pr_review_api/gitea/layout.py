@@ -1,5 +1,5 @@
 """Gitea's `Layout` of the review texts (publishing/layout.py): our first review's body, a later
-head's short review, and each inline comment (CONTRACT 10, 19).
+head's short review, and each inline comment (specification §§10, 19).
 
 Model text goes through gitea/markdown.py's escape (Gitea's post-processors read the rendered
 text, so a backslash escape would hide nothing). Suggestions are never committable on Gitea:

@@ -1,4 +1,4 @@
-"""Model text as Gitea Markdown that renders as itself and does nothing (CONTRACT 10, 19).
+"""Model text as Gitea Markdown that renders as itself and does nothing (specification §§10, 19).
 
 Gitea renders Markdown with goldmark, then post-processes the rendered HTML
 (modules/markup/html.go, `PostProcessDefault`): on every text node outside `<code>` and `<pre>`

@@ -1,4 +1,4 @@
-"""Who may write on a Gitea (or Forgejo) repository (CONTRACT 15, 19): the one lookup behind
+"""Who may write on a Gitea (or Forgejo) repository (specification §§15, 19): the one lookup behind
 both the comment commands (service/gitea_webhooks.py) and the dismissals (gitea/dismissals.py).
 
 `GET /repos/{owner}/{repo}/collaborators/{user}/permission` (routers/api/v1/repo/collaborators.go,

@@ -1,5 +1,5 @@
 """Whether a review may be published on a Gitea pull request, asked before the model is
-(CONTRACT 10, 19), as github/preflight.py asks it of GitHub.
+(specification §§10, 19), as github/preflight.py asks it of GitHub.
 
 No token at all is a configuration error. A token Gitea refuses (`GET /user` answers 401), or
 one whose user may not write to the repository (`GET /repos/{owner}/{repo}`, `repoGet`: its

@@ -1,5 +1,5 @@
-"""Publishing a validated review on its Gitea pull request (CONTRACT 10, 14, 19): Gitea's steps
-of the one publication driver (`publishing/driver.py`).
+"""Publishing a validated review on its Gitea pull request (specification §§10, 14, 19): Gitea's
+steps of the one publication driver (`publishing/driver.py`).
 
 1. In the service, its ledger (`ledger.py`, keyed `gitea:owner/repo#index`) of this head
    answers first. Then our earlier reviews are read (`gitea/history.py`): a review of ours that

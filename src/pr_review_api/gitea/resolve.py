@@ -1,4 +1,5 @@
-"""Fixed findings' comments resolved on a Gitea pull request (CONTRACT 15 on Gitea, section 19).
+"""Fixed findings' comments resolved on a Gitea pull request (specification §15 on Gitea, section
+19).
 
 When a new head is reviewed and published, each unresolved inline comment of ours that carries
 a finding (gitea/history.py) is resolved (`POST /repos/{owner}/{repo}/pulls/comments/{id}/

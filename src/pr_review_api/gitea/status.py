@@ -1,5 +1,5 @@
-"""The merge gate on a Gitea pull request: a commit status `pr-review` on the head (CONTRACT 16,
-19).
+"""The merge gate on a Gitea pull request: a commit status `pr-review` on the head
+(specification §§16, 19).
 
 `StatusReporter` is forge/gate.py's `GateReporter` on Gitea: `POST /repos/{owner}/{repo}/
 statuses/{sha}` (`repoCreateStatus`, `CreateStatusOption`) with `context` `pr-review`, a

@@ -1,4 +1,4 @@
-"""Gitea and Forgejo pull-request URLs (CONTRACT 19) and the API URLs built from them.
+"""Gitea and Forgejo pull-request URLs (specification §19) and the API URLs built from them.
 
 `parse_pull_request_url` accepts only `{GITEA_SERVER_URL}/<owner>/<repo>/pulls/<index>` (the
 server may have a path prefix and any port), with an optional trailing slash, `/files`,

@@ -1,4 +1,4 @@
-"""The GitHub requests of the comment commands (CONTRACT 15).
+"""The GitHub requests of the comment commands (specification §15).
 
 Who may ask (`GET /repos/{o}/{r}/collaborators/{user}/permission`, kept briefly by the
 `permissions.PermissionCache` its holder owns: never the comment's own claims), a review
@@ -163,7 +163,7 @@ async def downvoted(
     github: GitHubClient, repository: Repository, number: int, permissions: PermissionCache
 ) -> list[tuple[ReviewComment, str]]:
     """Our findings' comments with a `-1` reaction by a user with write permission, and that
-    user (CONTRACT 15: GitHub sends no webhook for reactions; read at the next review)."""
+    user (specification §15: GitHub sends no webhook for reactions; read at the next review)."""
     login = await github.login()
     listed = await review_comments(github, repository, number)
     return await _downvoted_in(github, repository, listed, login, permissions)
@@ -206,7 +206,7 @@ async def dismissed_on_pull_request(
 ) -> set[str]:
     """Outside service mode (the CLI, the Action: no database), the fingerprints dismissed on
     this pull request itself: an `ignore` reply, or a `-1` reaction, by a user with write
-    permission on one of our findings' comments (CONTRACT 15)."""
+    permission on one of our findings' comments (specification §15)."""
     login = await github.login()
     listed = await review_comments(github, repository, number)
     ours = {c.id: c for c in listed if _our_finding(c, login)}

@@ -1,4 +1,4 @@
-"""An issue a pull request's description closes (CONTRACT 21), read from GitHub's REST API.
+"""An issue a pull request's description closes (specification §21), read from GitHub's REST API.
 
 `GET /repos/{owner}/{repo}/issues/{number}` answers pull requests too (every pull request is an
 issue there): such an answer carries a `pull_request` key, and is not an issue. The body is

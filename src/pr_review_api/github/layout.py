@@ -16,7 +16,7 @@ def _github_block(placed: Placed) -> str | None:
     suggestion = placed.suggestion
     if suggestion is None or not placed.committable:
         return None
-    # Exact: GitHub commits this text as is (CONTRACT 14); the fence keeps it in the block.
+    # Exact: GitHub commits this text as is (specification §14); the fence keeps it in the block.
     return code_block("suggestion", suggestion.replacement)
 
 

@@ -1,4 +1,4 @@
-"""Publishing a validated review on its pull request (CONTRACT section 10): GitHub's steps of
+"""Publishing a validated review on its pull request (specification §10): GitHub's steps of
 the one publication driver (`publishing/driver.py`).
 
 1. In the service, its ledger (`ledger.py`) of this head answers first. Then read our
@@ -70,7 +70,7 @@ async def publish(  # noqa: PLR0913  (what one publication needs: the review, wh
 ) -> Publication:
     """Publish `result` on the pull request; never raises for a GitHub failure.
 
-    A finding whose fingerprint the repository dismissed (`dismissed`, CONTRACT 15) is not
+    A finding whose fingerprint the repository dismissed (`dismissed`, specification §15) is not
     posted; `suppressed` counts them.
 
     With a `ledger` (the service), its record of this head answers first, and a publication

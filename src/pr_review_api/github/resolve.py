@@ -1,4 +1,4 @@
-"""Fixed findings' threads resolved (CONTRACT 15).
+"""Fixed findings' threads resolved (specification §15).
 
 When a new head is reviewed and published, each unresolved review thread of ours (its first
 comment ours, with a finding's marker) is resolved with GraphQL `resolveReviewThread` when

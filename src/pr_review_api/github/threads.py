@@ -1,4 +1,4 @@
-"""Our review threads on a pull request, and the findings they stand for (CONTRACT 10, 15).
+"""Our review threads on a pull request, and the findings they stand for (specification §§10, 15).
 
 GitHub's GraphQL `reviewThreads` says which threads are resolved and which comments each holds
 (the REST API says neither). A finding stands for the same thing as one of our threads when its

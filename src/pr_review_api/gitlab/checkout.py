@@ -1,4 +1,4 @@
-"""A merge request's two commits, fetched into the shared repository cache (CONTRACT 17).
+"""A merge request's two commits, fetched into the shared repository cache (specification §17).
 
 `open_merge_request` is the GitLab twin of github/checkout.py's `open_pull_request`: parse the
 URL, read the metadata (gitlab/metadata.py), then fetch `refs/merge-requests/<iid>/head` and the

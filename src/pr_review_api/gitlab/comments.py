@@ -1,4 +1,4 @@
-"""The GitLab requests of the comment commands (CONTRACT 15 on a merge request, section 17).
+"""The GitLab requests of the comment commands (specification §15 on a merge request, section 17).
 
 Who may ask: the user's access level on the project, inherited from its groups included
 (`GET /projects/:id/members/all/:user_id`), Developer (30) or higher; a user who is not a

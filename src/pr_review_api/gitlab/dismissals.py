@@ -1,4 +1,4 @@
-"""Findings dismissed on a merge request itself (CONTRACT 15 on GitLab, section 17).
+"""Findings dismissed on a merge request itself (specification §15 on GitLab, section 17).
 
 GitLab's counterpart of GitHub's `-1` reaction is a `thumbsdown` award emoji on the first note
 of one of our findings' discussions (gitlab/discussions.py). GitLab sends no webhook for an
@@ -113,7 +113,7 @@ async def dismissed_on_merge_request(
 ) -> set[str]:
     """Outside service mode, the fingerprints dismissed on this merge request itself: an
     `ignore` reply, or a `thumbsdown` on the first note, by a Developer (or higher) in one of
-    our findings' discussions (CONTRACT 15)."""
+    our findings' discussions (specification §15)."""
     username = await gitlab.username()
     discussions = await finding_discussions(gitlab, ref)
     found: set[str] = set()

@@ -1,5 +1,5 @@
-"""Whether a review may be published on a merge request, asked before the model is (CONTRACT
-10, 17), as github/preflight.py asks it of GitHub.
+"""Whether a review may be published on a merge request, asked before the model is (specification
+§§10, 17), as github/preflight.py asks it of GitHub.
 
 No token at all is a configuration error. A token GitLab refuses (`GET /user` answers 401), or
 one without the scope to read the user (403: a token with the `api` scope, which posting notes

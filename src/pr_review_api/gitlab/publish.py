@@ -1,5 +1,5 @@
-"""Publishing a validated review on its merge request (CONTRACT 10, 14, 17): GitLab's steps of
-the one publication driver (`publishing/driver.py`).
+"""Publishing a validated review on its merge request (specification §§10, 14, 17): GitLab's steps
+of the one publication driver (`publishing/driver.py`).
 
 GitLab has no review object that carries a body and inline comments in one request, so a
 publication is one discussion per inline finding, then one note:

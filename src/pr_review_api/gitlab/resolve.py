@@ -1,4 +1,5 @@
-"""Fixed findings' discussions resolved on a merge request (CONTRACT 15 on GitLab, section 17).
+"""Fixed findings' discussions resolved on a merge request (specification §15 on GitLab, section
+17).
 
 When a new head is reviewed and published, each unresolved, resolvable discussion of one of our
 findings (gitlab/discussions.py) is resolved

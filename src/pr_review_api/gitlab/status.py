@@ -1,5 +1,5 @@
 """The merge gate on a GitLab merge request: a commit status `pr-review` on the head
-(CONTRACT 16, 17).
+(specification §§16, 17).
 
 `StatusReporter` is forge/gate.py's `GateReporter` on GitLab: `POST /projects/:id/statuses/:sha`
 with `name` `pr-review`, a `state`, a `description` and, when our note's page is known, a
@@ -9,7 +9,7 @@ base stopped it) is `success` with a description that starts "Neutral" and says 
 `skipped` state would block a merge request whose project requires "Pipelines must succeed"
 (unless it also allows skipped pipelines), and a review that did not run says nothing against
 the change. With `fail_on` set, a review without a validated final review, or a skip by the
-title or labels, is `failed` (the gate fails closed: CONTRACT 16), its description saying why.
+title or labels, is `failed` (the gate fails closed: specification §16), its description saying why.
 
 The description is one line of ours (output/gate_outcome.py's `brief`: counts by severity,
 coverage as numbers, or why the gate is neutral), never model text, cut to GitLab's 255
@@ -38,7 +38,7 @@ MAX_DESCRIPTION_CHARS = 255  # what GitLab keeps of a status's description
 MAX_TARGET_URL_CHARS = 255  # GitLab refuses a longer target_url
 RUNNING_DESCRIPTION = "pr-review is reviewing this head."
 # A neutral outcome is `success`: `skipped` would block "Pipelines must succeed" (module doc).
-# The gate failing closed (`timed_out`, `action_required`: CONTRACT 16) is `failed`, the
+# The gate failing closed (`timed_out`, `action_required`: specification §16) is `failed`, the
 # description (the outcome's brief) saying which.
 STATE: dict[Conclusion, str] = {
     "success": "success",

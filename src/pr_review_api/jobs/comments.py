@@ -1,4 +1,5 @@
-"""The worker's side of the comment commands (CONTRACT 15; 17 on GitLab): one command job, run.
+"""The worker's side of the comment commands (specification §15; 17 on GitLab): one command job,
+run.
 
 - `review`: the review of the current head, published even when that head was (`force`).
 - `help`: one reply listing the commands (in the command's thread, or on the change).
@@ -76,7 +77,7 @@ class CommentJobs:
                 return await self._dismiss(comments, command)
             if kind == "answer":
                 return await self._answer(record, settings, comments, command)
-            if kind in ("remember", "forget"):  # CONTRACT 20: jobs/learning_jobs.py
+            if kind in ("remember", "forget"):  # specification §20: jobs/learning_jobs.py
                 return await learning_command(self.learnings, record, comments, command, kind)
         return _outcome(kind, "ignored")
 

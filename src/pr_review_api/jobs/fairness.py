@@ -7,7 +7,7 @@ Here every job belongs to a tenant (`review_jobs.tenant`, schema migration 4):
     installation:<id>   a job with an App installation (a webhook delivery of the App)
     owner:<login>       a job without one (a plain webhook, the API), by the pull request's
                         owner, lower-cased: the account an installation would be
-    gitlab:<group>      a merge request's job (CONTRACT 17), by its top-level group,
+    gitlab:<group>      a merge request's job (specification §17), by its top-level group,
                         lower-cased, whatever subgroup holds the project (migration 6)
 
 and a free slot takes, among the jobs procrastinate itself would run now (status, schedule,

@@ -2,7 +2,7 @@
 the published review's link and, for a failure, its code.
 
 `pr-review jobs` (its table) and the `/ui` pages show the same figures, read here from the
-record and its stored document (CONTRACT 5). The document is read defensively: a field of
+record and its stored document (specification §5). The document is read defensively: a field of
 the wrong type counts as absent, never as an error.
 """
 

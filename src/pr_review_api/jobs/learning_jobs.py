@@ -1,4 +1,4 @@
-"""The worker's side of `remember` and `forget` (CONTRACT 20), on every forge with comment
+"""The worker's side of `remember` and `forget` (specification §20), on every forge with comment
 commands: the forge's `ChangeComments` (forge/comments.py) reads the command and
 acknowledges it; here is what a job does with the learnings table (jobs/learnings.py).
 

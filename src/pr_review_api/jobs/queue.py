@@ -1,4 +1,4 @@
-"""Durable review jobs on procrastinate over PostgreSQL (CONTRACT section 11).
+"""Durable review jobs on procrastinate over PostgreSQL (specification §11).
 
 One procrastinate task, `review_pull_request(job_id)`, runs one record of `review_jobs`. Every
 job of a pull request is deferred with that pull request's key as both locks:
@@ -23,7 +23,7 @@ records always agree on which job waits:
 A review is never published twice for one head: the default runner records every publication
 in `published_heads` (jobs/published_heads.py) as GitHub accepts it, and a later job of that
 head answers `already_published` from it before asking the model; the markers on GitHub
-(CONTRACT section 10) stand behind it.
+(specification §10) stand behind it.
 """
 
 from __future__ import annotations
@@ -85,9 +85,9 @@ DATABASE_DOWN = "The job database is not available; try again shortly."
 CommentRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
 """Runs one command job of a comment (jobs/comments.py) -> its result document."""
 ReviewRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
-"""Runs one job's review from its record -> the review document (CONTRACT 5): its change's
+"""Runs one job's review from its record -> the review document (specification §5): its change's
 URL, whether it publishes, who it is (the installation id), and whether it is automatic (a
-webhook's job honours the base's skip rules, CONTRACT 16; jobs/runner.py's `job_options`).
+webhook's job honours the base's skip rules, specification §16; jobs/runner.py's `job_options`).
 Raises `ReviewError` for a review that ended without one. The runner decides who it is on the
 forge from the installation id (forge/clients.py, with the queue's `identities`); the settings
 are the queue's own."""
@@ -147,7 +147,7 @@ class JobQueue:
                 self.identities, ledger, metrics, dismissals, self.permissions, learnings
             )
         self.runner: ReviewRunner = runner
-        # Command jobs of comments (CONTRACT 15); reviews forced by `review` go through the
+        # Command jobs of comments (specification §15); reviews forced by `review` go through the
         # default reviewer (a queue given its own runner still runs them with it).
         reviewer = self._own_runner or JobReviewer(
             self.identities, None, metrics, permissions=self.permissions
@@ -391,7 +391,7 @@ class JobQueue:
             return
         try:
             settings = self.settings
-            if record.command is not None:  # a command in a comment (CONTRACT 15)
+            if record.command is not None:  # a command in a comment (specification §15)
                 document = await self.comments(record, settings)
             else:
                 document = await self.runner(record, settings)

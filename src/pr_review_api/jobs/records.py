@@ -47,7 +47,7 @@ class JobRecord:
     started_at: datetime | None
     finished_at: datetime | None
     result: dict[str, Any] | None
-    # The comment commands (CONTRACT 15): `review` (also a pull request's own review),
+    # The comment commands (specification §15): `review` (also a pull request's own review),
     # `answer`, `dismiss`, `help`; `command` is what the comment asked (jobs/commands.py).
     kind: JobKind = "review"
     command: dict[str, Any] | None = None
@@ -59,7 +59,7 @@ class JobRecord:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
     def document(self) -> dict[str, Any]:
-        """`GET /v1/review-jobs/{id}` (CONTRACT 11)."""
+        """`GET /v1/review-jobs/{id}` (specification §11)."""
         return {
             "job_id": str(self.id),
             "status": self.status,
@@ -281,7 +281,7 @@ async def finish(
     spent: RunRecord | None = None,
 ) -> None:
     """Store the outcome: the document and the figures an operator sums up. An error's
-    document has no usage (CONTRACT 5): `spent` gives what its review spent."""
+    document has no usage (specification §5): `spent` gives what its review spent."""
     review = document.get("review")
     usage = document.get("usage") if isinstance(document.get("usage"), dict) else {}
     rounds, tool_calls = document.get("rounds"), document.get("tool_calls")

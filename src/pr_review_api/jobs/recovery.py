@@ -1,4 +1,4 @@
-"""Recovering jobs that lost their worker or their queue job (CONTRACT 11: no job is lost).
+"""Recovering jobs that lost their worker or their queue job (specification §11: no job is lost).
 
 Any live worker runs these every few seconds (`JobQueue.run_worker`). Each recovery happens in
 one transaction that first takes the pull request's advisory lock, as enqueueing does, so the

@@ -1,4 +1,4 @@
-"""The review a worker runs for one job: `run_review`, published when asked (CONTRACT 10/11).
+"""The review a worker runs for one job: `run_review`, published when asked (specification §§10/11).
 
 A worker process keeps one `RepositoryStore` (indexes, `cat-file` readers, search text, git
 threads) for every job it runs, so the second job of a repository starts warm. Each job's
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 def job_options(record: JobRecord, shared: ReviewOptions = PLAIN) -> ReviewOptions:
     """How a job's review runs (`shared`: what the worker lends every review), read from its
     record in this one place: `post` publishes it;
-    `automatic` (a webhook's job) honours the base's skip rules (CONTRACT 16); `force` (the
-    `review` command in a comment, CONTRACT 15) publishes past a head already published,
+    `automatic` (a webhook's job) honours the base's skip rules (specification §16); `force` (the
+    `review` command in a comment, specification §15) publishes past a head already published,
     and is never automatic."""
     if record.command is not None:  # the `review` command in a comment
         return replace(shared, post=True, automatic=False, force=True)
@@ -51,7 +51,7 @@ class JobReviewer:
         learnings: Learnings | None = None,
     ) -> None:
         """`permissions`: the holder's answers of who may write (its own when not given);
-        `learnings`: the repositories' learnings, given to every review (CONTRACT 20)."""
+        `learnings`: the repositories' learnings, given to every review (specification §20)."""
         self._identities = identities
         self._shared = ReviewOptions(
             metrics=metrics,

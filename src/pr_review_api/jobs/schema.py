@@ -9,7 +9,7 @@ schema change appends a migration; none is ever edited.
 
 `review_jobs` holds what an operator needs ("what did we review today, and what did it cost")
 and what `GET /v1/review-jobs/{id}` answers. It never holds a token, a key or a provider body:
-`result` is the review or error document of CONTRACT section 5, which carries none.
+`result` is the review or error document of specification §5, which carries none.
 `published_heads` (migration 3) is the service's ledger of published reviews, one per head; it
 holds the same review documents, and fingerprints, ids and URLs: no secret either.
 """
@@ -190,7 +190,7 @@ END;
 $$;
 """
 
-# The review conversation (CONTRACT 15): a job's kind and the comment that asked for it (the
+# The review conversation (specification §15): a job's kind and the comment that asked for it (the
 # delivery's own words, never re-fetched), and the findings a repository dismissed.
 _CONVERSATION = """
 ALTER TABLE review_jobs
@@ -209,7 +209,7 @@ CREATE TABLE dismissals (
 );
 """
 
-# GitLab merge requests (CONTRACT 17): a merge request's job belongs to its top-level group,
+# GitLab merge requests (specification §17): a merge request's job belongs to its top-level group,
 # the account an installation would be on GitHub (`owner` is the full namespace path there, and
 # every subgroup of one group is one customer). Its `pr_key` starts with `gitlab:`
 # (records.PullRequestJob.key), so a GitLab group and a GitHub owner of the same name are two
@@ -223,7 +223,7 @@ ALTER TABLE review_jobs ADD COLUMN tenant text GENERATED ALWAYS AS (
 ) STORED;
 """
 
-# Team knowledge (CONTRACT 20): `remember` and `forget` are command jobs, and a repository's
+# Team knowledge (specification §20): `remember` and `forget` are command jobs, and a repository's
 # learnings are rows (jobs/learnings.py). `origin` names the comment that stored a learning, so
 # a job run again after its worker died stores it once. Repository keys are the dismissals'.
 _LEARNINGS = """

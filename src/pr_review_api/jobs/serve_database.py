@@ -1,4 +1,4 @@
-"""What `pr-review serve` and `pr-review worker` need of the database (CONTRACT 11).
+"""What `pr-review serve` and `pr-review worker` need of the database (specification §11).
 
 `service_database(settings)`: with `PR_REVIEW_DATABASE_URL`, the settings as they are
 (migrations run when the application opens its queue). Without it, an embedded PostgreSQL

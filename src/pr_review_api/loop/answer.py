@@ -1,4 +1,4 @@
-"""An answer to a question in one of our findings' threads (CONTRACT 15): a third policy over
+"""An answer to a question in one of our findings' threads (specification §15): a third policy over
 the conversation engine (`loop/engine.py`), beside the review and the verification.
 
 The first messages: a system prompt with the answer's own final schema, then the finding (as

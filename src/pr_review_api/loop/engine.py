@@ -134,7 +134,7 @@ class Engine:
         # Calls checked and running but not yet in the tally: conversations that run at once
         # (loop/batches.py) check their rounds against the same total, so each reserves first.
         self._running_calls = 0
-        # REVIEW_REQUIRE_EVIDENCE, or a custom check's `fail` (CONTRACT 20): what the model
+        # REVIEW_REQUIRE_EVIDENCE, or a custom check's `fail` (specification §20): what the model
         # received, for loop/evidence.py's rule.
         grounding = settings.review_require_evidence or bool(prepared.context.checks)
         self.coverage = CoverageTracker(

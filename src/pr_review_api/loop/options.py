@@ -42,11 +42,11 @@ ProgressCallback = Callable[[Progress], None]
 class ReviewOptions:
     """How one review runs; every field has the default of a plain local review.
 
-    What the review does: `post` publishes it on the change (CONTRACT 10) and sets the
+    What the review does: `post` publishes it on the change (specification §10) and sets the
     result's `publication`; a `post` that cannot publish (no token, a token the forge refuses)
     fails before the model is asked. `automatic` (a webhook's job, `review --automatic`)
-    honours the base's skip rules (CONTRACT 16). `force` (the `review` command in a comment,
-    CONTRACT 15) reviews and publishes a head already published; the findings already posted
+    honours the base's skip rules (specification §16). `force` (the `review` command in a comment,
+    specification §15) reviews and publishes a head already published; the findings already posted
     are still not repeated. `include_trace` keeps the conversation in the result.
 
     Who is told: `progress` of each stage; `on_check` of the `pr-review` check's outcome
@@ -55,13 +55,13 @@ class ReviewOptions:
     What the holder lends (each made for the review and closed after it when not given):
     `model`, the model client (the service's pooled one, a test's `ScriptedModel`); `store`,
     the repository store (git/store.py); `metrics`, which counts how the review ended
-    (CONTRACT 18); `forge`, the change's `ChangeForge`, else the one its URL names over
+    (specification §18); `forge`, the change's `ChangeForge`, else the one its URL names over
     `clients`, the forge clients of the holder's identity (at most one per forge; where the
     change's forge has none, one is made with the settings' token). With a `ledger` of
     published heads, a head already published answers its earlier review document before
     the model is asked; with `dismissals`, a finding the repository dismissed is not
     published; `permissions` keeps the forge's answers of who may dismiss; `learnings` are
-    the repositories' (CONTRACT 20), given to every review.
+    the repositories' (specification §20), given to every review.
     """
 
     post: bool = False

@@ -51,7 +51,7 @@ class ReviewPolicy:
         self.repairs = engine.settings.review_repair_attempts
         # The custom checks this conversation must decide (a batch's: loop/batches.py).
         self.checks = engine.prepared.context.checks if checks is None else checks
-        # CONTRACT 21: what this conversation's review adds (a batch's: its own files).
+        # specification §21: what this conversation's review adds (a batch's: its own files).
         self.understanding = understanding or engine.prepared.context.understanding
 
     async def stop(self, turn: CheckedTurn, *, last_round: bool) -> FinalReview | Repair:

@@ -149,7 +149,7 @@ class _Review:
             prepared, done = await self._before_model(prepared, publisher, gate)
             if done is not None:
                 return done
-        # CONTRACT 21: the walkthrough's files, the linked issues read (no model asked).
+        # specification §21: the walkthrough's files, the linked issues read (no model asked).
         prepared = await with_understanding(prepared, self.forge, settings, self.store)
         reviewed = functools.partial(_review, self._engine(prepared), options.include_trace)
         result = await gated(gate, self.deadline, reviewed)
@@ -203,8 +203,8 @@ class _Review:
     async def _publish(
         self, result: ReviewResult, prepared: Prepared, forge: ChangeForge, gate: Gate
     ) -> None:
-        """Publish the review (CONTRACT 10, 17): `result.publication` says what happened.
-        Findings the repository dismissed (CONTRACT 15) are not published and never fail the
+        """Publish the review (specification §§10, 17): `result.publication` says what happened.
+        Findings the repository dismissed (specification §15) are not published and never fail the
         check."""
         info = prepared.pull_request
         assert info is not None
@@ -249,7 +249,7 @@ async def _with_dismissed_titles(
 
 
 async def _with_learnings(prepared: Prepared, learnings: Learnings | None) -> Prepared:
-    """The repository's learnings in the first message (CONTRACT 20), newest first and
+    """The repository's learnings in the first message (specification §20), newest first and
     bounded; a database that does not answer leaves them out (the review goes on)."""
     info = prepared.pull_request
     if learnings is None or info is None:
@@ -264,7 +264,7 @@ async def _with_learnings(prepared: Prepared, learnings: Learnings | None) -> Pr
 
 
 class _Ending:
-    """How a review ended, counted once (CONTRACT 18): the result it returns (`of`), else what
+    """How a review ended, counted once (specification §18): the result it returns (`of`), else what
     it raised, with its seconds and, for an error, what it had spent."""
 
     def __init__(self) -> None:

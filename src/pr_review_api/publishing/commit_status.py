@@ -1,5 +1,5 @@
 """A commit status on a change's head: the merge gate's mark where a forge shows it as one
-(CONTRACT 16; gitlab/status.py, gitea/status.py), in no forge's words: each passes its own.
+(specification §16; gitlab/status.py, gitea/status.py), in no forge's words: each passes its own.
 
 `CommitStatus` posts each state to one URL and never raises for the forge's answers: a refusal
 of the token (401, 403, 404) gives the gate up for the review, logged once in the forge's words

@@ -1,4 +1,4 @@
-"""The one publication driver of every forge (CONTRACT 10): what a publication does in the
+"""The one publication driver of every forge (specification §10): what a publication does in the
 same order whatever the forge, with the forge's own steps (`ForgeSteps`) in between.
 
 1. Within the review's deadline (less a margin), the service's ledger (`ledger.py`) of
@@ -187,7 +187,7 @@ async def _ledger_fingerprints(ledger: PublishLedger | None, key: HeadKey) -> se
 async def read_findings(
     result: ReviewResult, git_dir: Path, dismissed: Collection[str]
 ) -> Findings:
-    """The findings the repository did not dismiss (CONTRACT 15), with what placing them
+    """The findings the repository did not dismiss (specification §15), with what placing them
     needs, read from git off the event loop."""
     head, findings = result.revisions.head_sha, result.review.findings
     wanted = {f.path for f in findings}

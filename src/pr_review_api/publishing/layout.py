@@ -1,4 +1,4 @@
-"""The review body and inline comment texts as posted (CONTRACT 10); model text is escaped.
+"""The review body and inline comment texts as posted (specification §10); model text is escaped.
 
 The layout is one for every forge: GitLab's note and discussions (gitlab/note_text.py) are
 these texts with GitLab's `Layout`, which names its escapers, its size limit, its few words
@@ -156,7 +156,7 @@ def summary_lines(result: ReviewResult, layout: Layout) -> list[str]:
         f"**Findings:** {tally(result)}",
     ]
     parts += ["", coverage_line(result.coverage, layout.escape_inline)]
-    # CONTRACT 21: the walkthrough and linked issues, within a quarter of the body's size.
+    # specification §21: the walkthrough and linked issues, within a quarter of the body's size.
     understood = markdown_sections(
         result.review,
         heading="####",
@@ -168,7 +168,7 @@ def summary_lines(result: ReviewResult, layout: Layout) -> list[str]:
 
 
 def checks_lines(result: ReviewResult, layout: Layout) -> list[str]:
-    """The custom checks' section (CONTRACT 20); nothing when no check applied."""
+    """The custom checks' section (specification §20); nothing when no check applied."""
     checks = result.review.check_results()
     if not checks:
         return []

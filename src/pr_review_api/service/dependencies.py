@@ -65,7 +65,7 @@ def get_reviewer(request: Request) -> Reviewer:
     store: RepositoryStore | None = getattr(request.app.state, "store", None)
     # One API client per forge (a connection pool, the credentials each) per service, too.
     forges: ForgeClients | None = getattr(request.app.state, "forges", None)
-    # The application's metrics count every review it runs (CONTRACT 18).
+    # The application's metrics count every review it runs (specification §18).
     metrics: Metrics | None = getattr(request.app.state, "metrics", None)
 
     def review(

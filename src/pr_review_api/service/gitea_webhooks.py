@@ -1,5 +1,5 @@
-"""`POST /v1/webhooks/gitea`: Gitea and Forgejo deliveries become review jobs (CONTRACT 19, 11,
-15 and 20).
+"""`POST /v1/webhooks/gitea`: Gitea and Forgejo deliveries become review jobs (specification §§19,
+11, 15 and 20).
 
 Present only when `PR_REVIEW_GITEA_WEBHOOK_SECRET` (and `GITEA_SERVER_URL`) are set. The
 signature, not a service key, guards it: the body's HMAC-SHA256 must equal `X-Gitea-Signature`
@@ -8,8 +8,8 @@ signature, not a service key, guards it: the body's HMAC-SHA256 must equal `X-Gi
 kind `X-Gitea-Event-Type` names (else `X-Gitea-Event`'s family):
 
     pull_request, pull_request_sync  `opened`, `reopened`, `synchronized`, and `edited` of the
-    (and pull_request_label)         title or base (the skip rules evaluated again, CONTRACT
-                                     16); not a draft, still open
+    (and pull_request_label)         title or base (the skip rules evaluated again, specification
+                                     §16); not a draft, still open
                                                          202 {"job_id": ..., "status": ...}
     pull_request_comment,            a comment created on a pull request whose first word is
     issue_comment                    `@<our login>` or `/pr-review`, then `review`, `help`,
@@ -186,7 +186,7 @@ async def _comment_answer(
     gitea: GiteaClient,
     delivery_id: str | None,
 ) -> tuple[Response, str]:
-    """A comment delivery: the command job it asks for (CONTRACT 15), or ignored."""
+    """A comment delivery: the command job it asks for (specification §15), or ignored."""
     if is_bot(comment.author) or comment.body.strip()[:1] not in ("@", "/"):
         return ignored(), "ignored"  # addressed to no one: no request to Gitea
     if settings.gitea_token is None:
@@ -214,7 +214,7 @@ async def _permitted_command(
     if text is None or kind is None:
         return None
     opener = comment.pull_request_author
-    # The pull request's author may ask questions, nothing else (CONTRACT 15).
+    # The pull request's author may ask questions, nothing else (specification §15).
     author_asks = (
         kind == "answer" and opener is not None and opener.lower() == comment.author.lower()
     )

@@ -1,4 +1,4 @@
-"""`POST /v1/webhooks/gitlab`: GitLab deliveries become review jobs (CONTRACT 17, 11 and 15).
+"""`POST /v1/webhooks/gitlab`: GitLab deliveries become review jobs (specification §§17, 11 and 15).
 
 Present only when `PR_REVIEW_GITLAB_WEBHOOK_SECRET` is set. The secret token, not a service key,
 guards it: `X-Gitlab-Token` must equal the secret (compared in constant time), else 401
@@ -6,7 +6,7 @@ guards it: `X-Gitlab-Token` must equal the secret (compared in constant time), e
 
     Merge Request Hook  open, reopen, or update that moved the head, marked it ready or changed
                         the title, labels or target branch (the skip rules evaluated again,
-                        CONTRACT 16); not a draft; open  202 {"job_id": ..., "status": ...}
+                        specification §16); not a draft; open  202 {"job_id": ..., "status": ...}
     Note Hook           a note on a merge request whose first word is `@<our username>` or
                         `/pr-review`, then `review` or `help`, or (in a discussion) `ignore` or
                         a question, by a user with Developer (30) or higher access (a question
@@ -196,7 +196,7 @@ async def _note_answer(
     delivery: str | None,
     checks: _Checks,
 ) -> tuple[Response, str]:
-    """A Note Hook: the command job it asks for (CONTRACT 15), or ignored."""
+    """A Note Hook: the command job it asks for (specification §15), or ignored."""
     note = merge_request_note(event, settings)
     if (
         note is None
@@ -227,7 +227,7 @@ async def _permitted_command(note: MergeRequestNote, checks: _Checks) -> Command
     kind = None if text is None else kind_of(text, note)
     if text is None or kind is None:
         return None
-    # The merge request's author may ask questions, nothing else (CONTRACT 15).
+    # The merge request's author may ask questions, nothing else (specification §15).
     author_asks = kind == "answer" and note.author_id == note.merge_request_author_id
     if not author_asks and not await checks.access.may_ask(checks.gitlab, note.ref, note.author_id):
         return None

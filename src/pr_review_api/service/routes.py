@@ -79,7 +79,7 @@ def v1_router(*, secured: bool) -> APIRouter:
     ) -> Response:
         with slots.hold():
             target = ChangeTarget(body.pull_request_url)
-            # CONTRACT 10: no write request is ever made without `post`.
+            # specification §10: no write request is ever made without `post`.
             options = ReviewOptions(post=body.post, include_trace=body.include_trace, model=model)
             result = await reviewer(target, settings, options)
         return ContractJSONResponse(result.model_dump(mode="json"))

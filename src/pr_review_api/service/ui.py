@@ -1,4 +1,4 @@
-"""`/ui`: pages for people (CONTRACT section 18), server-rendered, no JavaScript.
+"""`/ui`: pages for people (specification §18), server-rendered, no JavaScript.
 
     /ui                                              recent jobs (the listing's filters and
                                                      pages, as GET /v1/review-jobs reads them)
@@ -91,7 +91,7 @@ def safe_link(url: Any) -> str | None:
 
 
 async def dismissed_findings(queue: JobQueue, owner: str, repo: str) -> list[dict[str, Any]]:
-    """The repository's dismissed findings (CONTRACT 15: `ignore` in one of our threads),
+    """The repository's dismissed findings (specification §15: `ignore` in one of our threads),
     newest first, from the `dismissals` table."""
     dismissals = DatabaseDismissals(queue.connector.pool.connection)
     found = await dismissals.listed(repository_key(owner, repo))
@@ -279,7 +279,7 @@ def _job_view(request: Request, record: JobRecord) -> dict[str, Any]:
         "summary": review.get("summary"),
         "findings_list": [f for f in _list(review.get("findings")) if isinstance(f, dict)],
         "notes": [note for note in _list(review.get("notes")) if isinstance(note, str)],
-        # CONTRACT 21, when the review has them.
+        # specification §21, when the review has them.
         "walkthrough": [e for e in _list(review.get("walkthrough")) if isinstance(e, dict)],
         "linked_issues": [i for i in _list(review.get("linked_issues")) if isinstance(i, dict)],
         "coverage": coverage or None,
