@@ -243,7 +243,7 @@ CREATE INDEX learnings_repository ON learnings (repository, id DESC);
 """
 
 
-# Issue 39 item 5 (jobs/affinity.py): every worker process's heartbeat with its host's id, so
+# Jobs go where the cache is (jobs/affinity.py): every worker process's heartbeat and host id, so
 # that a job is deferred to the queue of the host whose cache holds its repository; the host
 # that ran a job (for the operator and the tests); when a job was last deferred. The fair fetch
 # of migration 4 gains one rule: a job waiting in another host's queue for `spill_after`
