@@ -19,7 +19,7 @@ message or a log.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Final
+from typing import Annotated, Any, ClassVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr, StringConstraints
@@ -29,7 +29,14 @@ from pr_review_api.errors import (
     GiteaUnavailable,
     ReviewError,
 )
-from pr_review_api.http.origin_client import ApiResponse, OriginClient, RefusalWords, refusal
+from pr_review_api.http.origin_client import (
+    UNSET,
+    ApiResponse,
+    OriginClient,
+    RefusalWords,
+    Unset,
+    refusal,
+)
 from pr_review_api.settings import Settings
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # decoded; a page of 50 comments with long bodies fits
@@ -41,17 +48,11 @@ MAX_USERNAME_CHARS = 255
 
 NOT_FOUND_MESSAGE = "The pull request or repository does not exist or is not visible."
 TOKEN_REFUSED_MESSAGE = "Gitea refused the token; check GITEA_TOKEN."  # noqa: S105  (a sentence)
+FORBIDDEN_MESSAGE = "Gitea refused the request (status 403): the token lacks a scope."
 TOKEN_NEEDED_MESSAGE = "Gitea asked for a token; set GITEA_TOKEN to review this repository."  # noqa: S105
 NOT_CONFIGURED_MESSAGE = "No Gitea server is configured; set GITEA_SERVER_URL."
 # `rel="next"` among a Link header's entries (RFC 8288); the URL itself is never read.
 _NEXT_RELATION = re.compile(r';\s*rel="?next"?\s*(?:,|;|$)', re.IGNORECASE)
-
-
-class _Unset:
-    """The default of `GiteaClient(token=...)`: the token of the settings."""
-
-
-_UNSET: Final = _Unset()
 
 
 class GiteaResponse(ApiResponse):
@@ -59,20 +60,15 @@ class GiteaResponse(ApiResponse):
 
     forge: ClassVar[str] = "Gitea"
     unavailable: ClassVar[type[GiteaUnavailable]] = GiteaUnavailable
-
-
-_REFUSAL_WORDS: Final = RefusalWords(
-    not_found=NOT_FOUND_MESSAGE,
-    token_needed=TOKEN_NEEDED_MESSAGE,
-    token_refused=TOKEN_REFUSED_MESSAGE,
-    forbidden="Gitea refused the request (status 403): the token lacks a scope.",
-)
+    words: ClassVar[RefusalWords] = RefusalWords(
+        NOT_FOUND_MESSAGE, TOKEN_NEEDED_MESSAGE, TOKEN_REFUSED_MESSAGE, FORBIDDEN_MESSAGE
+    )
 
 
 def status_error(response: GiteaResponse, *, anonymous: bool) -> ReviewError:
     """The contract error of a non-2xx answer. Gitea answers 404 for a repository the token
     may not see; its 403 means the token lacks a scope or a permission."""
-    return refusal(response, _REFUSAL_WORDS, anonymous=anonymous)
+    return refusal(response, anonymous=anonymous)
 
 
 class _UserWire(BaseModel):
@@ -88,11 +84,7 @@ class GiteaClient(OriginClient[GiteaResponse]):
     Making one without `GITEA_SERVER_URL` is a configuration error.
     """
 
-    forge: ClassVar[str] = "Gitea"
-    unavailable: ClassVar[type[GiteaUnavailable]] = GiteaUnavailable
-    error_body_bytes: ClassVar[int] = 64 * 1024  # a refusal's body, read for the caller
     response_type: ClassVar[type[GiteaResponse]] = GiteaResponse
-    refusal_words: ClassVar[RefusalWords] = _REFUSAL_WORDS
     forbidden_hides: ClassVar[bool] = False
     max_response_bytes: ClassVar[int] = MAX_RESPONSE_BYTES
 
@@ -100,7 +92,7 @@ class GiteaClient(OriginClient[GiteaResponse]):
         self,
         settings: Settings,
         *,
-        token: SecretStr | _Unset | None = _UNSET,
+        token: SecretStr | Unset | None = UNSET,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int | None = None,
     ) -> None:
@@ -108,7 +100,7 @@ class GiteaClient(OriginClient[GiteaResponse]):
         if server is None or api_base is None:
             raise ConfigurationError(NOT_CONFIGURED_MESSAGE)
         super().__init__(settings, transport=transport, max_connections=max_connections)
-        self._token = settings.gitea_token if isinstance(token, _Unset) else token
+        self._token = settings.gitea_token if isinstance(token, Unset) else token
         self._api_base = api_base
         self._origins = (httpx.URL(api_base), httpx.URL(server))
         self._login: str | None = None

@@ -15,14 +15,21 @@ never reaches a message or a log.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Final
+from typing import Annotated, Any, ClassVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr, StringConstraints
 
 from pr_review_api.errors import GitLabUnavailable, ReviewError
 from pr_review_api.http.body import bounded_decimal
-from pr_review_api.http.origin_client import ApiResponse, OriginClient, RefusalWords, refusal
+from pr_review_api.http.origin_client import (
+    UNSET,
+    ApiResponse,
+    OriginClient,
+    RefusalWords,
+    Unset,
+    refusal,
+)
 from pr_review_api.settings import Settings
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # decoded; a page of 100 notes with long bodies fits
@@ -33,14 +40,8 @@ MAX_USERNAME_CHARS = 255
 
 NOT_FOUND_MESSAGE = "The merge request or project does not exist or is not visible."
 TOKEN_REFUSED_MESSAGE = "GitLab refused the token; check GITLAB_TOKEN."  # noqa: S105  (a sentence)
+FORBIDDEN_MESSAGE = "GitLab refused the request (status 403)."
 TOKEN_NEEDED_MESSAGE = "GitLab asked for a token; set GITLAB_TOKEN to review this project."  # noqa: S105
-
-
-class _Unset:
-    """The default of `GitLabClient(token=...)`: the token of the settings."""
-
-
-_UNSET: Final = _Unset()
 
 
 class GitLabResponse(ApiResponse):
@@ -48,20 +49,15 @@ class GitLabResponse(ApiResponse):
 
     forge: ClassVar[str] = "GitLab"
     unavailable: ClassVar[type[GitLabUnavailable]] = GitLabUnavailable
-
-
-_REFUSAL_WORDS: Final = RefusalWords(
-    not_found=NOT_FOUND_MESSAGE,
-    token_needed=TOKEN_NEEDED_MESSAGE,
-    token_refused=TOKEN_REFUSED_MESSAGE,
-    forbidden="GitLab refused the request (status 403).",
-)
+    words: ClassVar[RefusalWords] = RefusalWords(
+        NOT_FOUND_MESSAGE, TOKEN_NEEDED_MESSAGE, TOKEN_REFUSED_MESSAGE, FORBIDDEN_MESSAGE
+    )
 
 
 def status_error(response: GitLabResponse, *, anonymous: bool, read: bool = True) -> ReviewError:
     """The contract error of a non-2xx answer. `read`: the request read a project or a merge
     request, where GitLab's 403 means what its 404 does (not visible to this token)."""
-    return refusal(response, _REFUSAL_WORDS, anonymous=anonymous, hidden=read)
+    return refusal(response, anonymous=anonymous, hidden=read)
 
 
 class _UserWire(BaseModel):
@@ -76,11 +72,7 @@ class GitLabClient(OriginClient[GitLabResponse]):
     `token` defaults to `GITLAB_TOKEN`; `None` asks anonymously. `transport` is a test's.
     """
 
-    forge: ClassVar[str] = "GitLab"
-    unavailable: ClassVar[type[GitLabUnavailable]] = GitLabUnavailable
-    error_body_bytes: ClassVar[int] = 64 * 1024  # a refusal's `message`, read for the caller
     response_type: ClassVar[type[GitLabResponse]] = GitLabResponse
-    refusal_words: ClassVar[RefusalWords] = _REFUSAL_WORDS
     forbidden_hides: ClassVar[bool] = True  # a read's 403: not visible to this token
     max_response_bytes: ClassVar[int] = MAX_RESPONSE_BYTES
 
@@ -88,12 +80,12 @@ class GitLabClient(OriginClient[GitLabResponse]):
         self,
         settings: Settings,
         *,
-        token: SecretStr | _Unset | None = _UNSET,
+        token: SecretStr | Unset | None = UNSET,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int | None = None,
     ) -> None:
         super().__init__(settings, transport=transport, max_connections=max_connections)
-        self._token = settings.gitlab_token if isinstance(token, _Unset) else token
+        self._token = settings.gitlab_token if isinstance(token, Unset) else token
         self._origins = (httpx.URL(settings.gitlab_api_base), httpx.URL(settings.gitlab_server_url))
         self._username: str | None = None
 

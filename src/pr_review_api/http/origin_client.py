@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar, cast
+from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 
 import httpx
 from pydantic import BaseModel, SecretStr, ValidationError
@@ -32,13 +32,31 @@ R = TypeVar("R", bound="ApiResponse")
 U = TypeVar("U", bound=BaseModel)
 
 
+class Unset:
+    """The default of a client's `token=`: the token of the settings."""
+
+
+UNSET: Final = Unset()
+
+
+@dataclass(frozen=True)
+class RefusalWords:
+    """The sentences of a refusal that are a forge's own (its variables, its objects)."""
+
+    not_found: str
+    token_needed: str
+    token_refused: str
+    forbidden: str
+
+
 @dataclass(frozen=True)
 class ApiResponse:
     """One answer: status, headers and the capped decoded body (a 3xx's is empty). A forge's
-    subclass names the forge and its error."""
+    subclass names the forge, its error and its refusal words."""
 
     forge: ClassVar[str]
     unavailable: ClassVar[type[ReviewError]]
+    words: ClassVar[RefusalWords]
 
     status: int
     headers: httpx.Headers
@@ -52,22 +70,17 @@ class ApiResponse:
             raise self.unavailable(f"{self.forge} returned data that is not valid JSON.") from None
 
 
-@dataclass(frozen=True)
-class RefusalWords:
-    """The sentences of a refusal that are a forge's own (its variables, its objects)."""
-
-    not_found: str
-    token_needed: str
-    token_refused: str
-    forbidden: str
-
-
 def refusal(  # noqa: PLR0911  (one return per kind of answer)
-    response: ApiResponse, words: RefusalWords, *, anonymous: bool, hidden: bool = False
+    response: ApiResponse, *, anonymous: bool, hidden: bool = False
 ) -> ReviewError:
     """The contract error of a non-2xx answer. `hidden`: this 403 means what a 404 does (the
     object is not visible to this token)."""
-    status, forge, error = response.status, response.forge, response.unavailable
+    status, forge, error, words = (
+        response.status,
+        response.forge,
+        response.unavailable,
+        response.words,
+    )
     if status in (404, 410) or (status == 403 and hidden):
         return PullRequestNotFound(words.not_found)
     if status == 401:
@@ -90,16 +103,22 @@ class OriginClient(ApiClient, Generic[R]):
     """A forge's token client confined to its origins (see the module docstring).
 
     The subclass sets `self._token` and `self._origins`, and says how the token is sent
-    (`_token_header`), which answers it makes (`response_type`), how long one request may
-    take, its refusal words and whether its 403 to a read hides the object (`forbidden_hides`).
+    (`_token_header`), which answers it makes (`response_type`, whose forge and error become
+    the client's), how long one request may take and whether its 403 to a read hides the
+    object (`forbidden_hides`).
     """
 
     response_type: ClassVar[type[ApiResponse]]
-    refusal_words: ClassVar[RefusalWords]
+    error_body_bytes: ClassVar[int] = 64 * 1024  # a refusal's `message`, read for the caller
     forbidden_hides: ClassVar[bool]
     max_response_bytes: ClassVar[int]
     _token: SecretStr | None
     _origins: tuple[httpx.URL, ...]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "response_type" in vars(cls):
+            cls.forge, cls.unavailable = cls.response_type.forge, cls.response_type.unavailable
 
     @property
     def anonymous(self) -> bool:
@@ -132,8 +151,7 @@ class OriginClient(ApiClient, Generic[R]):
 
     def _refusal(self, response: R) -> ReviewError:
         """The contract error of a non-2xx answer to a read (see `refusal`)."""
-        hidden = self.forbidden_hides
-        return refusal(response, self.refusal_words, anonymous=self.anonymous, hidden=hidden)
+        return refusal(response, anonymous=self.anonymous, hidden=self.forbidden_hides)
 
     async def request(
         self,
