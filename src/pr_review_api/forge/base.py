@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.fetch.cache import PreparedChange
@@ -30,6 +30,7 @@ from pr_review_api.ledger import DismissedFindings, HeadKey, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.markers import PriorState
 from pr_review_api.publishing.placement import fingerprint_of, line_texts
 from pr_review_api.publishing.re_review import re_review_of
@@ -164,6 +165,9 @@ class ChangeForge(ABC):
         """The fingerprints dismissed in the repository, after reading the change's new ones."""
 
     @abstractmethod
+    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
+        """The forge's publishing and the client it publishes with."""
+
     async def publish(
         self,
         result: ReviewResult,
@@ -176,6 +180,17 @@ class ChangeForge(ABC):
         dismissed: Collection[str],
     ) -> Publication | None:
         """Publish the review on the change; what happened."""
+        publisher, client = self.publisher()
+        return await publisher.finished(
+            result,
+            client,
+            git_dir,
+            deadline=deadline,
+            ledger=ledger,
+            metrics=metrics,
+            force=force,
+            dismissed=dismissed,
+        )
 
     @abstractmethod
     async def resolve_fixed(

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ReviewError
 from pr_review_api.fetch.cache import PreparedChange
@@ -43,19 +43,20 @@ from pr_review_api.gitea.dismissals import downvoted
 from pr_review_api.gitea.history import our_review_body, read_history
 from pr_review_api.gitea.issues import read_issue as read_gitea_issue
 from pr_review_api.gitea.preflight import ensure_can_publish
-from pr_review_api.gitea.publish import publish_pull_request, pull_request_key
+from pr_review_api.gitea.publish import PUBLISHER, pull_request_key
 from pr_review_api.gitea.resolve import resolve_fixed
 from pr_review_api.gitea.status import StatusReporter
 from pr_review_api.gitea.urls import PullRequestRef, ref_of
 from pr_review_api.ledger import DismissedFindings, PublishLedger
-from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult
+from pr_review_api.model import Forge, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.markers import marked_heads, shown_title
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
-    from pr_review_api.metrics import Metrics
+    pass
 HISTORY_FAILURES = (PublishFailure, GiteaUnavailable, PullRequestNotFound)
 
 
@@ -148,27 +149,8 @@ class GiteaForge(ChangeForge):
         )
         return await store_dismissals(dismissals, ref.dismissals_key, rows)
 
-    async def publish(
-        self,
-        result: ReviewResult,
-        git_dir: Path,
-        *,
-        deadline: float,
-        ledger: PublishLedger | None,
-        metrics: Metrics | None,
-        force: bool,
-        dismissed: Collection[str],
-    ) -> Publication | None:
-        return await publish_pull_request(
-            result,
-            self.gitea,
-            git_dir,
-            deadline=deadline,
-            ledger=ledger,
-            metrics=metrics,
-            force=force,
-            dismissed=dismissed,
-        )
+    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
+        return PUBLISHER, self.gitea
 
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path

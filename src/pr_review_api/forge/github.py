@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -41,17 +41,18 @@ from pr_review_api.github.comments import (
 from pr_review_api.github.history import PostWire, prior_state
 from pr_review_api.github.issues import read_issue as read_github_issue
 from pr_review_api.github.preflight import ensure_can_publish
-from pr_review_api.github.publish import publish_result
+from pr_review_api.github.publish import PUBLISHER
 from pr_review_api.github.resolve import resolve_fixed
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import DismissedFindings, HeadKey, PublishLedger
-from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult
+from pr_review_api.model import Forge, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
-    from pr_review_api.metrics import Metrics
+    pass
 
 
 def _ref(info: PullRequestInfo) -> PullRequestRef:
@@ -155,27 +156,8 @@ class GitHubForge(ChangeForge):
         )
         return await store_dismissals(dismissals, self.dismissals_key(info), rows)
 
-    async def publish(
-        self,
-        result: ReviewResult,
-        git_dir: Path,
-        *,
-        deadline: float,
-        ledger: PublishLedger | None,
-        metrics: Metrics | None,
-        force: bool,
-        dismissed: Collection[str],
-    ) -> Publication | None:
-        return await publish_result(
-            result,
-            self.github,
-            git_dir,
-            deadline=deadline,
-            ledger=ledger,
-            metrics=metrics,
-            force=force,
-            dismissed=dismissed,
-        )
+    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
+        return PUBLISHER, self.github
 
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path

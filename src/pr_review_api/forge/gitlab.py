@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError
 from pr_review_api.fetch.cache import PreparedChange
@@ -49,18 +49,19 @@ from pr_review_api.gitlab.dismissals import dismissed_on_merge_request, thumbs_d
 from pr_review_api.gitlab.history import our_note_body, prior_state
 from pr_review_api.gitlab.issues import read_issue as read_gitlab_issue
 from pr_review_api.gitlab.preflight import ensure_can_publish
-from pr_review_api.gitlab.publish import merge_request_key, publish_merge_request
+from pr_review_api.gitlab.publish import PUBLISHER, merge_request_key
 from pr_review_api.gitlab.resolve import resolve_fixed
 from pr_review_api.gitlab.status import StatusReporter
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.ledger import DismissedFindings, PublishLedger
-from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult
+from pr_review_api.model import Forge, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
-    from pr_review_api.metrics import Metrics
+    pass
 
 
 def _ref(info: PullRequestInfo) -> MergeRequestRef:
@@ -151,27 +152,8 @@ class GitLabForge(ChangeForge):
         )
         return await store_dismissals(dismissals, ref.dismissals_key, rows)
 
-    async def publish(
-        self,
-        result: ReviewResult,
-        git_dir: Path,
-        *,
-        deadline: float,
-        ledger: PublishLedger | None,
-        metrics: Metrics | None,
-        force: bool,
-        dismissed: Collection[str],
-    ) -> Publication | None:
-        return await publish_merge_request(
-            result,
-            self.gitlab,
-            git_dir,
-            deadline=deadline,
-            ledger=ledger,
-            metrics=metrics,
-            force=force,
-            dismissed=dismissed,
-        )
+    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
+        return PUBLISHER, self.gitlab
 
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
