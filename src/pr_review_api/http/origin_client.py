@@ -193,6 +193,13 @@ class OriginClient(ApiClient, Generic[R]):
             raise self._refusal(response)
         return response.json()
 
+    async def get_body(self, url: str, *, limit: int | None = None) -> bytes:
+        """The body of a GET answered 200; any other status is its refusal."""
+        response = await self.request("GET", url, limit=limit)
+        if response.status != 200:
+            raise self._refusal(response)
+        return response.body
+
     async def _listing_page(self, url: str, params: Mapping[str, str]) -> tuple[list[Any], R]:
         """One page of a listing, and its response (for the paging headers)."""
         response = await self.request("GET", url, params=params)
