@@ -92,6 +92,11 @@ class IssueText:
 IssueAnswer = IssueText | Literal["pull_request", "unreadable"]
 
 
+def issue_answer(read: tuple[str, str] | Literal["pull_request", "unreadable"]) -> IssueAnswer:
+    """A forge's reading of an issue (its title and body, or why none) as the seam's answer."""
+    return read if isinstance(read, str) else IssueText(*read)
+
+
 class ChangeForge(ABC):
     """One forge, speaking as the review's identity (its client)."""
 

@@ -18,19 +18,19 @@ head published before completes it with the counts by severity our review states
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
-from contextlib import asynccontextmanager
+from collections.abc import Collection
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ReviewError
 from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import (
     ChangeForge,
     IssueAnswer,
-    IssueText,
     PostedHead,
     PriorReview,
+    issue_answer,
     prior_of,
     recorded_head,
     reported_fingerprints,
@@ -55,8 +55,6 @@ from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.markers import marked_heads, shown_title
 from pr_review_api.settings import Settings
 
-if TYPE_CHECKING:
-    pass
 HISTORY_FAILURES = (PublishFailure, GiteaUnavailable, PullRequestNotFound)
 
 
@@ -76,14 +74,12 @@ class GiteaForge(ChangeForge):
     def _ref(self, info: PullRequestInfo) -> PullRequestRef:
         return ref_of(info, self.settings)
 
-    @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
-        async with open_pull_request(url, self.settings, self.gitea) as prepared:
-            yield prepared
+    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
+        return open_pull_request(url, self.settings, self.gitea)
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         answer = await read_gitea_issue(self.gitea, project, number)
-        return answer if isinstance(answer, str) else IssueText(*answer)
+        return issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return StatusReporter(self.gitea, self._ref(info), head_sha)

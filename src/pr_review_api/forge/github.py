@@ -9,10 +9,10 @@ threads (github/resolve.py).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
-from contextlib import asynccontextmanager
+from collections.abc import Collection
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -21,9 +21,9 @@ from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import (
     ChangeForge,
     IssueAnswer,
-    IssueText,
     PostedHead,
     PriorReview,
+    issue_answer,
     prior_of,
     reported_fingerprints,
     store_dismissals,
@@ -51,9 +51,6 @@ from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.settings import Settings
 
-if TYPE_CHECKING:
-    pass
-
 
 def _ref(info: PullRequestInfo) -> PullRequestRef:
     return PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
@@ -68,15 +65,13 @@ class GitHubForge(ChangeForge):
         self.settings = settings
         self.github = github
 
-    @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
-        async with open_pull_request(url, self.settings, self.github) as prepared:
-            yield prepared
+    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
+        return open_pull_request(url, self.settings, self.github)
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         owner, _, repo = project.partition("/")
         answer = await read_github_issue(self.github, owner, repo, number)
-        return answer if isinstance(answer, str) else IssueText(*answer)
+        return issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return CheckReporter(self.github, info.owner, info.repo, head_sha, info.number)

@@ -22,19 +22,19 @@ head published before completes it with the counts by severity our note states.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
-from contextlib import asynccontextmanager
+from collections.abc import Collection
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError
 from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import (
     ChangeForge,
     IssueAnswer,
-    IssueText,
     PostedHead,
     PriorReview,
+    issue_answer,
     prior_of,
     recorded_head,
     reported_fingerprints,
@@ -60,9 +60,6 @@ from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.settings import Settings
 
-if TYPE_CHECKING:
-    pass
-
 
 def _ref(info: PullRequestInfo) -> MergeRequestRef:
     return MergeRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
@@ -77,14 +74,12 @@ class GitLabForge(ChangeForge):
         self.settings = settings
         self.gitlab = gitlab
 
-    @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
-        async with open_merge_request(url, self.settings, self.gitlab) as prepared:
-            yield prepared
+    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
+        return open_merge_request(url, self.settings, self.gitlab)
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         answer = await read_gitlab_issue(self.gitlab, project, number)
-        return answer if isinstance(answer, str) else IssueText(*answer)
+        return issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return StatusReporter(self.gitlab, _ref(info), head_sha)
