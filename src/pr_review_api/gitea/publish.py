@@ -79,7 +79,7 @@ def pull_request_key(ref: PullRequestRef, identity: str, head_sha: str) -> HeadK
     return HeadKey(f"gitea:{ref.repo_path}#{ref.number}".lower(), identity.lower(), head_sha)
 
 
-class _GiteaSteps(ForgeSteps):
+class _GiteaSteps(ForgeSteps[PullRequestRef, GiteaClient]):
     """A pull request's publication: our reviews listed, then one review (the first in full, a
     later head's short, none for a later head with nothing new)."""
 
@@ -88,16 +88,14 @@ class _GiteaSteps(ForgeSteps):
     listing = ("pull request", "reviews", MAX_LIST_PAGES)
 
     def __init__(self, ref: PullRequestRef, gitea: GiteaClient, max_inline: int) -> None:
-        self.ref = ref
-        self.gitea = gitea
-        self.max_inline = max_inline
+        super().__init__(ref, gitea, max_inline)
         self.comments: list[FindingComment] = []
 
     async def key(self, head_sha: str) -> HeadKey:
-        return pull_request_key(self.ref, await self.gitea.login(), head_sha)
+        return pull_request_key(self.ref, await self.client.login(), head_sha)
 
     async def prior_state(self, head_sha: str, wait_until: float) -> PriorState:
-        history = await read_history(self.gitea, self.ref, head_sha=head_sha)
+        history = await read_history(self.client, self.ref, head_sha=head_sha)
         self.comments = history.comments
         return history.state
 
@@ -122,7 +120,7 @@ class _GiteaSteps(ForgeSteps):
             )
             return publication, matched
         render = render_review_body if first is None else render_later_body
-        created, placement = await _post_review(result, self.ref, self.gitea, placement, render)
+        created, placement = await _post_review(result, self.ref, self.client, placement, render)
         _, shown = await asyncio.to_thread(render, result, placement)
         publication = Publication(
             status="published",

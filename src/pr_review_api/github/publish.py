@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class _GitHubSteps(ForgeSteps):
+class _GitHubSteps(ForgeSteps[PullRequestRef, GitHubClient]):
     """A pull request's publication: our reviews listed, then one review with the inline
     comments (the first in full, a later head's short), and our first review rewritten."""
 
@@ -64,16 +64,11 @@ class _GitHubSteps(ForgeSteps):
     failed_code = "github_publish_failed"
     listing = ("pull request", "reviews", MAX_LIST_PAGES)
 
-    def __init__(self, ref: PullRequestRef, github: GitHubClient, max_inline: int) -> None:
-        self.ref = ref
-        self.github = github
-        self.max_inline = max_inline
-
     async def key(self, head_sha: str) -> HeadKey:
-        return HeadKey.of(self.ref, await self.github.login(), head_sha)
+        return HeadKey.of(self.ref, await self.client.login(), head_sha)
 
     async def prior_state(self, head_sha: str, wait_until: float) -> PriorState:
-        return await prior_state(self.github, self.ref, wait_until=wait_until, head_sha=head_sha)
+        return await prior_state(self.client, self.ref, wait_until=wait_until, head_sha=head_sha)
 
     async def post(
         self,
@@ -83,7 +78,7 @@ class _GitHubSteps(ForgeSteps):
         findings: Findings,
         deadline: float,
     ) -> tuple[Publication, list[str]]:
-        ref, github = self.ref, self.github
+        ref, github = self.ref, self.client
         matched = await _in_open_threads(
             github, ref, state, findings.findings, findings.fingerprints, posted
         )

@@ -99,7 +99,7 @@ def merge_request_key(ref: MergeRequestRef, identity: str, head_sha: str) -> Hea
     return HeadKey(f"{ref.owner}/{ref.repo}!{ref.number}".lower(), identity.lower(), head_sha)
 
 
-class _GitLabSteps(ForgeSteps):
+class _GitLabSteps(ForgeSteps[MergeRequestRef, GitLabClient]):
     """A merge request's publication: our notes listed, then a discussion per inline finding
     and the note last."""
 
@@ -107,17 +107,12 @@ class _GitLabSteps(ForgeSteps):
     failed_code = "gitlab_publish_failed"
     listing = ("merge request", "notes", MAX_LIST_PAGES)
 
-    def __init__(self, ref: MergeRequestRef, gitlab: GitLabClient, max_inline: int) -> None:
-        self.ref = ref
-        self.gitlab = gitlab
-        self.max_inline = max_inline
-
     async def key(self, head_sha: str) -> HeadKey:
-        return merge_request_key(self.ref, await self.gitlab.username(), head_sha)
+        return merge_request_key(self.ref, await self.client.username(), head_sha)
 
     async def prior_state(self, head_sha: str, wait_until: float) -> PriorState:
         # A listing's rate limit fails it (gitlab/client.py); only posts wait one out.
-        return await prior_state(self.gitlab, self.ref, head_sha=head_sha)
+        return await prior_state(self.client, self.ref, head_sha=head_sha)
 
     async def post(
         self,
@@ -127,7 +122,7 @@ class _GitLabSteps(ForgeSteps):
         findings: Findings,
         deadline: float,
     ) -> tuple[Publication, list[str]]:
-        ref, gitlab = self.ref, self.gitlab
+        ref, gitlab = self.ref, self.client
         refs = await _diff_refs(gitlab, ref, result.revisions)
         hunks = findings.hunks
         placement = _without_raw_commands(

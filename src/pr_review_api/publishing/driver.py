@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.git.hunks import FileHunks, diff_hunks
@@ -59,6 +59,17 @@ logger = logging.getLogger(__name__)
 DEADLINE_MARGIN_SECONDS = 0.5
 
 
+class ForgeClient(Protocol):
+    """A forge's API client, as publishing sees it: the settings it was made with."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+
+C = TypeVar("C", bound=ForgeClient)
+R = TypeVar("R")
+
+
 @dataclass(frozen=True)
 class Findings:
     """The review's findings to publish, read off the repository once."""
@@ -76,8 +87,9 @@ class Findings:
         )
 
 
-class ForgeSteps(ABC):
-    """What one forge does in a publication; `publish_with` does the rest, in one order."""
+class ForgeSteps(ABC, Generic[R, C]):
+    """What one forge does in a publication on the change `ref` through `client`, at most
+    `max_inline` findings inline; `publish_with` does the rest, in one order."""
 
     # The forge's errors that end a publication `failed` with their own sentence.
     errors: tuple[type[ReviewError], ...]
@@ -95,6 +107,11 @@ class ForgeSteps(ABC):
             f"The {change} has more {posts} than the {pages} pages read; nothing was "
             "published, so that no head is reviewed twice."
         )
+
+    def __init__(self, ref: R, client: C, max_inline: int) -> None:
+        self.ref = ref
+        self.client = client
+        self.max_inline = max_inline
 
     @abstractmethod
     async def key(self, head_sha: str) -> HeadKey:
@@ -118,7 +135,7 @@ class ForgeSteps(ABC):
 
 
 async def publish_with(
-    steps: ForgeSteps,
+    steps: ForgeSteps[Any, Any],
     result: ReviewResult,
     git_dir: Path,
     *,
@@ -160,17 +177,6 @@ async def publish_finished(
     return publication
 
 
-class ForgeClient(Protocol):
-    """A forge's API client, as publishing sees it: the settings it was made with."""
-
-    @property
-    def settings(self) -> Settings: ...
-
-
-C = TypeVar("C", bound=ForgeClient)
-R = TypeVar("R")
-
-
 class ChangePublisher(Generic[C, R]):
     """A forge's publishing, made of its steps (`steps(ref, client, max_inline)`) and how a
     change's reference is made from the review's (`ref_of(info, settings)`): `one` publishes on
@@ -179,7 +185,7 @@ class ChangePublisher(Generic[C, R]):
     def __init__(
         self,
         forge: Forge,
-        steps: Callable[[R, C, int], ForgeSteps],
+        steps: Callable[[R, C, int], ForgeSteps[R, C]],
         ref_of: Callable[[PullRequestInfo, Settings], R],
     ) -> None:
         self.forge = forge
@@ -250,7 +256,7 @@ class ChangePublisher(Generic[C, R]):
 
 
 async def _publish(
-    steps: ForgeSteps,
+    steps: ForgeSteps[Any, Any],
     result: ReviewResult,
     git_dir: Path,
     deadline: float,
