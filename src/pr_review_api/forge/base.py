@@ -92,11 +92,6 @@ class IssueText:
 IssueAnswer = IssueText | Literal["pull_request", "unreadable"]
 
 
-def issue_answer(read: tuple[str, str] | Literal["pull_request", "unreadable"]) -> IssueAnswer:
-    """A forge's reading of an issue (its title and body, or why none) as the seam's answer."""
-    return read if isinstance(read, str) else IssueText(*read)
-
-
 class ChangeForge(ABC):
     """One forge, speaking as the review's identity (its client)."""
 
@@ -211,47 +206,54 @@ class ChangeForge(ABC):
         del project, number
         return "unreadable"
 
+    @staticmethod
+    def issue_answer(read: tuple[str, str] | Literal["pull_request", "unreadable"]) -> IssueAnswer:
+        """A forge's reading of an issue (its title and body, or why none): the answer."""
+        return read if isinstance(read, str) else IssueText(*read)
 
-async def recorded_head(ledger: PublishLedger, key: HeadKey) -> PostedHead | None:
-    """The review the ledger says was published of this head; None when it says none or cannot
-    be read (publishing reads our markers again, and decides)."""
-    try:
-        recorded = await ledger.find(key)
-    except ServerBusy:
-        logger.warning("the ledger of published reviews could not be read")
-        return None
-    return None if recorded is None else PostedHead(recorded.review_id, recorded.url)
+    @staticmethod
+    async def recorded_head(ledger: PublishLedger, key: HeadKey) -> PostedHead | None:
+        """The review the ledger says was published of this head; None when it says none or
+        cannot be read (publishing reads our markers again, and decides)."""
+        try:
+            recorded = await ledger.find(key)
+        except ServerBusy:
+            logger.warning("the ledger of published reviews could not be read")
+            return None
+        return None if recorded is None else PostedHead(recorded.review_id, recorded.url)
 
+    @staticmethod
+    async def prior_of(
+        state: PriorState, git_dir: Path, head_sha: str, *, force: bool
+    ) -> PriorReview:
+        """What our markers on the change (`state`) say of this head: its review, unless `force`
+        asks again, else the files changed since our last reviewed head."""
+        done = state.review_of(head_sha)
+        if done is not None and not force:
+            return PriorReview(posted=PostedHead(*done))
+        found = await re_review_of(state, git_dir, head_sha)
+        if found is None:
+            return PriorReview()
+        return PriorReview(last_head=found.last_head, changed=found.changed)
 
-async def prior_of(state: PriorState, git_dir: Path, head_sha: str, *, force: bool) -> PriorReview:
-    """What our markers on the change (`state`) say of this head: its review, unless `force`
-    asks again, else the files changed since our last reviewed head."""
-    done = state.review_of(head_sha)
-    if done is not None and not force:
-        return PriorReview(posted=PostedHead(*done))
-    found = await re_review_of(state, git_dir, head_sha)
-    if found is None:
-        return PriorReview()
-    return PriorReview(last_head=found.last_head, changed=found.changed)
+    @staticmethod
+    async def store_dismissals(
+        dismissals: DismissedFindings, key: str, found: Iterable[tuple[str, str, str | None, str]]
+    ) -> Collection[str]:
+        """Store each dismissal found on the change (fingerprint, title, path, user) under `key`,
+        and give every fingerprint dismissed there; none when the store cannot be reached (the
+        review is paid for: it is published, dismissals or not)."""
+        try:
+            for fingerprint, title, path, user in found:
+                await dismissals.dismiss(key, fingerprint, title, path, user)
+            return await dismissals.fingerprints(key)
+        except ServerBusy:
+            logger.warning("the dismissed findings could not be read")
+            return set()
 
-
-async def store_dismissals(
-    dismissals: DismissedFindings, key: str, found: Iterable[tuple[str, str, str | None, str]]
-) -> Collection[str]:
-    """Store each dismissal found on the change (fingerprint, title, path, user) under `key`,
-    and give every fingerprint dismissed there; none when the store cannot be reached (the
-    review is paid for: it is published, dismissals or not)."""
-    try:
-        for fingerprint, title, path, user in found:
-            await dismissals.dismiss(key, fingerprint, title, path, user)
-        return await dismissals.fingerprints(key)
-    except ServerBusy:
-        logger.warning("the dismissed findings could not be read")
-        return set()
-
-
-async def reported_fingerprints(result: ReviewResult, git_dir: Path) -> set[str]:
-    """The fingerprints of the review's findings on its head (what a re-review still reports)."""
-    head, findings = result.revisions.head_sha, result.review.findings
-    texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
-    return {fingerprint_of(f, texts) for f in findings}
+    @staticmethod
+    async def reported_fingerprints(result: ReviewResult, git_dir: Path) -> set[str]:
+        """The fingerprints of the review's findings on its head (what it still reports)."""
+        head, findings = result.revisions.head_sha, result.review.findings
+        texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
+        return {fingerprint_of(f, texts) for f in findings}

@@ -25,17 +25,7 @@ from typing import Any
 
 from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ReviewError
 from pr_review_api.fetch.cache import PreparedChange
-from pr_review_api.forge.base import (
-    ChangeForge,
-    IssueAnswer,
-    PostedHead,
-    PriorReview,
-    issue_answer,
-    prior_of,
-    recorded_head,
-    reported_fingerprints,
-    store_dismissals,
-)
+from pr_review_api.forge.base import ChangeForge, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitea.checkout import open_pull_request
 from pr_review_api.gitea.client import GiteaClient
@@ -79,7 +69,7 @@ class GiteaForge(ChangeForge):
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         answer = await read_gitea_issue(self.gitea, project, number)
-        return issue_answer(answer)
+        return self.issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return StatusReporter(self.gitea, self._ref(info), head_sha)
@@ -92,7 +82,7 @@ class GiteaForge(ChangeForge):
     ) -> PostedHead | None:
         self.head_sha = head_sha
         key = pull_request_key(self._ref(info), await self.gitea.login(), head_sha)
-        return await recorded_head(ledger, key)
+        return await self.recorded_head(ledger, key)
 
     async def prior_review(
         self, info: PullRequestInfo, git_dir: Path, head_sha: str, *, force: bool
@@ -102,7 +92,7 @@ class GiteaForge(ChangeForge):
             state = (await read_history(self.gitea, self._ref(info), head_sha=head_sha)).state
         except HISTORY_FAILURES:
             return PriorReview()  # publishing reads the reviews again, and decides
-        return await prior_of(state, git_dir, head_sha, force=force)
+        return await self.prior_of(state, git_dir, head_sha, force=force)
 
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         if review_id is None:
@@ -143,7 +133,7 @@ class GiteaForge(ChangeForge):
             (comment.fingerprint, shown_title(comment.body), comment.path or None, user)
             for comment, user in found
         )
-        return await store_dismissals(dismissals, ref.dismissals_key, rows)
+        return await self.store_dismissals(dismissals, ref.dismissals_key, rows)
 
     def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
         return PUBLISHER, self.gitea
@@ -157,5 +147,5 @@ class GiteaForge(ChangeForge):
             comments = (await read_history(self.gitea, ref)).comments
         except HISTORY_FAILURES:
             return 0
-        reported = await reported_fingerprints(result, git_dir)
+        reported = await self.reported_fingerprints(result, git_dir)
         return await resolve_fixed(self.gitea, ref, git_dir, head, comments, reported, findings)

@@ -18,16 +18,7 @@ from pydantic import ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.fetch.cache import PreparedChange
-from pr_review_api.forge.base import (
-    ChangeForge,
-    IssueAnswer,
-    PostedHead,
-    PriorReview,
-    issue_answer,
-    prior_of,
-    reported_fingerprints,
-    store_dismissals,
-)
+from pr_review_api.forge.base import ChangeForge, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.checks import CheckReporter
@@ -71,7 +62,7 @@ class GitHubForge(ChangeForge):
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         owner, _, repo = project.partition("/")
         answer = await read_github_issue(self.github, owner, repo, number)
-        return issue_answer(answer)
+        return self.issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return CheckReporter(self.github, info.owner, info.repo, head_sha, info.number)
@@ -95,7 +86,7 @@ class GitHubForge(ChangeForge):
             state = await prior_state(self.github, _ref(info), head_sha=head_sha)
         except (PublishFailure, GitHubUnavailable):
             return PriorReview()  # publishing decides again
-        return await prior_of(state, git_dir, head_sha, force=False)
+        return await self.prior_of(state, git_dir, head_sha, force=False)
 
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         if review_id is None:
@@ -149,7 +140,7 @@ class GitHubForge(ChangeForge):
             (_fingerprint(comment), comment.finding_title(), comment.path, user)
             for comment, user in found
         )
-        return await store_dismissals(dismissals, self.dismissals_key(info), rows)
+        return await self.store_dismissals(dismissals, self.dismissals_key(info), rows)
 
     def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
         return PUBLISHER, self.github
@@ -158,7 +149,7 @@ class GitHubForge(ChangeForge):
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
         head, findings = result.revisions.head_sha, result.review.findings
-        reported = await reported_fingerprints(result, git_dir)
+        reported = await self.reported_fingerprints(result, git_dir)
         repository = Repository(info.owner, info.repo)
         return await resolve_fixed(
             self.github, repository, info.number, git_dir, head, reported, findings

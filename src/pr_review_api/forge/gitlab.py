@@ -29,17 +29,7 @@ from typing import Any
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError
 from pr_review_api.fetch.cache import PreparedChange
-from pr_review_api.forge.base import (
-    ChangeForge,
-    IssueAnswer,
-    PostedHead,
-    PriorReview,
-    issue_answer,
-    prior_of,
-    recorded_head,
-    reported_fingerprints,
-    store_dismissals,
-)
+from pr_review_api.forge.base import ChangeForge, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
@@ -79,7 +69,7 @@ class GitLabForge(ChangeForge):
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         answer = await read_gitlab_issue(self.gitlab, project, number)
-        return issue_answer(answer)
+        return self.issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return StatusReporter(self.gitlab, _ref(info), head_sha)
@@ -91,7 +81,7 @@ class GitLabForge(ChangeForge):
         self, info: PullRequestInfo, head_sha: str, ledger: PublishLedger
     ) -> PostedHead | None:
         key = merge_request_key(_ref(info), await self.gitlab.username(), head_sha)
-        return await recorded_head(ledger, key)
+        return await self.recorded_head(ledger, key)
 
     async def prior_review(
         self, info: PullRequestInfo, git_dir: Path, head_sha: str, *, force: bool
@@ -100,7 +90,7 @@ class GitLabForge(ChangeForge):
             state = await prior_state(self.gitlab, _ref(info), head_sha=head_sha)
         except (PublishFailure, ReviewError):
             return PriorReview()  # publishing reads the notes again, and decides
-        return await prior_of(state, git_dir, head_sha, force=force)
+        return await self.prior_of(state, git_dir, head_sha, force=force)
 
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         return (
@@ -145,7 +135,7 @@ class GitLabForge(ChangeForge):
             )
             for discussion, user in found
         )
-        return await store_dismissals(dismissals, ref.dismissals_key, rows)
+        return await self.store_dismissals(dismissals, ref.dismissals_key, rows)
 
     def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
         return PUBLISHER, self.gitlab
@@ -154,5 +144,5 @@ class GitLabForge(ChangeForge):
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
         head, findings = result.revisions.head_sha, result.review.findings
-        reported = await reported_fingerprints(result, git_dir)
+        reported = await self.reported_fingerprints(result, git_dir)
         return await resolve_fixed(self.gitlab, _ref(info), git_dir, head, reported, findings)

@@ -29,14 +29,7 @@ from pr_review_api.errors import (
     GiteaUnavailable,
     ReviewError,
 )
-from pr_review_api.http.origin_client import (
-    UNSET,
-    ApiResponse,
-    OriginClient,
-    RefusalWords,
-    Unset,
-    refusal,
-)
+from pr_review_api.http.origin_client import UNSET, ApiResponse, OriginClient, RefusalWords, Unset
 from pr_review_api.settings import Settings
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # decoded; a page of 50 comments with long bodies fits
@@ -68,7 +61,7 @@ class GiteaResponse(ApiResponse):
 def status_error(response: GiteaResponse, *, anonymous: bool) -> ReviewError:
     """The contract error of a non-2xx answer. Gitea answers 404 for a repository the token
     may not see; its 403 means the token lacks a scope or a permission."""
-    return refusal(response, anonymous=anonymous)
+    return response.refusal(anonymous=anonymous)
 
 
 class _UserWire(BaseModel):

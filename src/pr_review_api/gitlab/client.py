@@ -22,14 +22,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, StringConstraints
 
 from pr_review_api.errors import GitLabUnavailable, ReviewError
 from pr_review_api.http.body import bounded_decimal
-from pr_review_api.http.origin_client import (
-    UNSET,
-    ApiResponse,
-    OriginClient,
-    RefusalWords,
-    Unset,
-    refusal,
-)
+from pr_review_api.http.origin_client import UNSET, ApiResponse, OriginClient, RefusalWords, Unset
 from pr_review_api.settings import Settings
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # decoded; a page of 100 notes with long bodies fits
@@ -57,7 +50,7 @@ class GitLabResponse(ApiResponse):
 def status_error(response: GitLabResponse, *, anonymous: bool, read: bool = True) -> ReviewError:
     """The contract error of a non-2xx answer. `read`: the request read a project or a merge
     request, where GitLab's 403 means what its 404 does (not visible to this token)."""
-    return refusal(response, anonymous=anonymous, hidden=read)
+    return response.refusal(anonymous=anonymous, hidden=read)
 
 
 class _UserWire(BaseModel):

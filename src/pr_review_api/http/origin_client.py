@@ -62,6 +62,10 @@ class ApiResponse:
     headers: httpx.Headers
     body: bytes
 
+    def refusal(self, *, anonymous: bool, hidden: bool = False) -> ReviewError:
+        """This non-2xx answer's contract error (`refusal`)."""
+        return refusal(self, anonymous=anonymous, hidden=hidden)
+
     def json(self) -> Any:
         """The body as strict JSON; a body that is not JSON is the forge's error."""
         try:
