@@ -19,7 +19,7 @@ import textwrap
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -242,13 +242,14 @@ def test_index_search_numbers_lines_and_ends_as_git_does(
 
 def test_the_trigram_query_narrows_and_never_excludes(store: RepositoryStore) -> None:
     assert trigram_query(b"ab") is None
-    assert trigram_query(b'a"b') == '"a""b"'
+    assert trigram_query(b'a"b') == [0x612262]  # three bytes, one 24-bit number
+    assert trigram_query(b"abab") == [0x616261, 0x626162]
     long = bytes(range(33, 127))
-    expression = trigram_query(long)
-    assert expression is not None
-    assert expression.count(" AND ") == MAX_QUERY_GRAMS - 1
-    assert expression.startswith('"!""#"')  # the first trigram, its quote doubled
-    assert expression.endswith('"|}~"')  # and the last
+    grams = trigram_query(long)
+    assert grams is not None
+    assert len(grams) == MAX_QUERY_GRAMS
+    assert grams[0] == 0x212223  # the first trigram, "!\"#"
+    assert grams[-1] == 0x7C7D7E  # and the last, "|}~"
     text = b"alpha\nbeta gamma\n\nbeta"
     assert list(matching_lines(text, b"beta")) == [(2, b"beta gamma"), (4, b"beta")]
 
@@ -383,12 +384,12 @@ def test_a_dense_literal_is_read_in_order_and_a_sparse_one_asks_the_index(
     files |= {"f33.txt": "common rare\n", "f51.txt": "rare\n"}
     head = repo.commit_files(files)
     pinned = pin(store, repo.git_dir, head, head)
-    asked: list[str] = []
+    asked: list[Sequence[int]] = []
     real_candidates = SearchIndex.candidates
 
-    def counting(self: SearchIndex, expression: str) -> set[str]:
-        asked.append(expression)
-        return real_candidates(self, expression)
+    def counting(self: SearchIndex, grams: Sequence[int]) -> set[str]:
+        asked.append(grams)
+        return real_candidates(self, grams)
 
     monkeypatch.setattr(SearchIndex, "candidates", counting)
     for query, expected in (("common", []), ("rare", [trigram_query(b"rare")])):

@@ -36,6 +36,7 @@ from pr_review_api.git.search_index.schema import (
     file_token,
     mark_complete,
     open_writer,
+    truncate_log,
     write_blobs,
 )
 from pr_review_api.git_runner import GitError
@@ -46,9 +47,12 @@ if TYPE_CHECKING:
 # How long an inline add waits for another writer (another head's inline add, or a build
 # between two transactions) before the search goes on with `git grep`.
 INLINE_LOCK_WAIT_SECONDS = 10.0
-# One transaction of a build: a killed build, or a process that exits, loses at most this.
-BATCH_BYTES = 4 * 1024**2
-BATCH_BLOBS = 4000
+# One transaction of a build, one segment of posting lists (search_index/postings.py): a
+# killed build, or a process that exits, loses at most this. Larger segments mean fewer rows
+# a trigram (a search reads one a segment) and the pairs sorted in bulk; the build holds a
+# segment's text and pairs in memory (some 32 + 40 MB on source code).
+BATCH_BYTES = 32 * 1024**2
+BATCH_BLOBS = 8192
 # How long a build pauses before a transaction while a search runs `git grep` (a kernel-sized
 # one takes 2-3 s): searches then have the cores, and a stream of them cannot stop the build.
 YIELD_SECONDS = 2.0
@@ -142,6 +146,7 @@ def build_head(  # noqa: PLR0913  (a build thread's whole brief: what to build, 
                     with write_lock(folder, BUSY_SECONDS) as writing:
                         if writing:
                             mark_complete(connection, head_sha)
+                            truncate_log(connection)
                             remove_older_generations(path)
                             on_complete()
             finally:

@@ -9,18 +9,24 @@ package's (search_index/__init__.py).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import threading
 import weakref
 import zlib
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from pr_review_api.git.search_index.postings import decode_ids, posting_key
 from pr_review_api.git.search_index.schema import IndexUnavailable, file_token, open_reader
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from pr_review_api.git.tree import Snapshot
 
 # Blob ids bound in one query (SQLite allows 999 or more).
@@ -30,7 +36,10 @@ _BODIES = (
     "LEFT JOIN bodies ON bodies.id = blobs.id "
     "WHERE blobs.oid IN ({})"  # one "?" a blob id: the ids themselves are bound
 )
-_CANDIDATES = "SELECT oid FROM blobs WHERE id IN (SELECT rowid FROM grams WHERE grams MATCH ?)"
+_SEGMENTS = "SELECT id FROM segments ORDER BY id"
+_POSTINGS = "SELECT ids FROM postings WHERE key IN (SELECT value FROM json_each(?)) ORDER BY key"
+# The blob ids of the candidates, bound as one JSON array: one query however many they are.
+_OIDS = "SELECT oid FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
 
 
 def _text(body: bytes | None, packed: int | None) -> bytes | None:
@@ -158,10 +167,21 @@ class SearchIndex:
     def is_marked_complete(self, head_sha: str) -> bool:
         return bool(self._query("SELECT 1 FROM heads WHERE sha = ?", (head_sha,)))
 
-    def candidates(self, expression: str) -> set[str]:
-        """The blob ids of the text bodies matching an FTS5 `expression` (search.py makes
-        it from a literal's trigrams)."""
-        return {row[0] for row in self._query(_CANDIDATES, (expression,))}
+    def candidates(self, grams: Sequence[int]) -> set[str]:
+        """The blob ids of the text bodies holding every trigram of `grams` (search.py takes
+        them from a literal)."""
+        found: NDArray[np.int64] | None = None
+        segments = [row[0] for row in self._query(_SEGMENTS, ())]
+        for gram in grams:
+            keys = [posting_key(segment, gram) for segment in segments]
+            rows = self._query(_POSTINGS, (json.dumps(keys),))
+            ids = decode_ids(row[0] for row in rows)
+            found = ids if found is None else np.intersect1d(found, ids, assume_unique=True)
+            if not len(found):
+                return set()
+        if found is None:
+            return set()
+        return {row[0] for row in self._query(_OIDS, (json.dumps(found.tolist()),))}
 
     def bodies(self, oids: Collection[str]) -> dict[str, bytes | None]:
         """The stored text of each blob, None for one holding a NUL byte; IndexUnavailable
