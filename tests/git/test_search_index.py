@@ -35,7 +35,7 @@ from pr_review_api.git.search_index import folder as index_folder
 from pr_review_api.git.search_index import schedule as index_schedule
 from pr_review_api.git.search_index.folder import build_lock
 from pr_review_api.git.search_index.reader import SearchIndex
-from pr_review_api.git.search_index.schema import write_blobs
+from pr_review_api.git.search_index.schema import PreparedBlobs, prepare_blobs
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.tree import Snapshot, load_snapshot
 from pr_review_api.loop.workspace import repository_store
@@ -753,18 +753,18 @@ def test_opening_a_head_builds_its_index_without_any_search(
         assert connection.execute("SELECT count(*) FROM blobs").fetchone() == (20,)
 
 
-def test_closing_the_store_stops_a_build_inside_its_transaction(
+def test_closing_the_store_stops_a_build_inside_a_batch(
     cache: Path, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     head = repo.commit_files({f"f{n:03}.txt": f"needle {n}\n" for n in range(300)})
     store = indexed_store(cache)
     monkeypatch.setattr(store.indexes, "inline_bytes", 0)
     started = threading.Event()
-    real_write = write_blobs
+    real_prepare = prepare_blobs
 
     yielded: list[str] = []
 
-    def slow(connection: sqlite3.Connection, blobs: Any, stop: Any = None) -> None:
+    def slow(blobs: Any, stop: Any = None) -> PreparedBlobs:
         def trickle() -> Iterator[tuple[str, bytes]]:
             for blob in blobs:
                 started.set()
@@ -772,16 +772,16 @@ def test_closing_the_store_stops_a_build_inside_its_transaction(
                 yielded.append(blob[0])
                 yield blob
 
-        real_write(connection, trickle(), stop)
+        return real_prepare(trickle(), stop)  # a batch is prepared before its transaction
 
-    monkeypatch.setattr(index_build, "write_blobs", slow)
+    monkeypatch.setattr(index_build, "prepare_blobs", slow)
     pinned = pin(store, repo.git_dir, head, head)
     assert pinned._search_index() is None
     assert started.wait(10)
     store.close()
     assert len(yielded) < 300  # the build stopped, not waited out
     with sqlite3.connect(index_path(store, repo.git_dir)) as connection:
-        assert connection.execute("SELECT count(*) FROM blobs").fetchone() == (0,)  # rolled back
+        assert connection.execute("SELECT count(*) FROM blobs").fetchone() == (0,)  # none written
 
 
 def test_an_index_others_may_write_is_never_read(

@@ -16,6 +16,7 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,9 +34,11 @@ from pr_review_api.git.search_index.schema import (
     BUSY_SECONDS,
     BuildStopped,
     IndexUnavailable,
+    PreparedBlobs,
     file_token,
     mark_complete,
     open_writer,
+    prepare_blobs,
     truncate_log,
     write_blobs,
 )
@@ -163,19 +166,38 @@ def _store_missing(
     stop: threading.Event,
 ) -> bool:
     """Store the blobs of `blobs` the generation lacks, a batch a transaction, yielding to
-    searches before each; whether all were stored."""
+    searches before each; whether all were stored. The next batch is prepared (compressed,
+    its trigrams found and sorted) in a second thread while this one is written: numpy,
+    zlib and SQLite let go of the GIL, so a build uses both cores when it may."""
     present = {row[0] for row in connection.execute("SELECT oid FROM blobs")}
     wanted = [oid for oid in blobs if oid not in present]
     yield_to_searches(folder, stop, YIELD_SECONDS)
-    for batch in _batches(stream_blobs(git_dir, wanted)):
-        if stop.is_set() or not folder.is_dir():
-            return False  # closing, or the repository was evicted
-        yield_to_searches(folder, stop, YIELD_SECONDS)
-        with write_lock(folder, BUSY_SECONDS) as writing:
-            if not writing:
+    with ThreadPoolExecutor(1, "search-index-prepare", _lower_priority) as pool:
+        pending: Future[PreparedBlobs] | None = None
+        for batch in _batches(stream_blobs(git_dir, wanted)):
+            following = pool.submit(prepare_blobs, batch, stop)
+            if pending is not None and not _write(folder, connection, pending.result(), stop):
                 return False
-            write_blobs(connection, batch, stop)
+            pending = following
+        return pending is None or _write(folder, connection, pending.result(), stop)
+
+
+def _write(
+    folder: Path, connection: sqlite3.Connection, prepared: PreparedBlobs, stop: threading.Event
+) -> bool:
+    """One transaction of a build, after any search running `git grep`; whether written."""
+    if stop.is_set() or not folder.is_dir():
+        return False  # closing, or the repository was evicted
+    yield_to_searches(folder, stop, YIELD_SECONDS)
+    with write_lock(folder, BUSY_SECONDS) as writing:
+        if not writing:
+            return False
+        write_blobs(connection, prepared, stop)
     return True
+
+
+def _lower_priority() -> None:
+    lower_priority(threading.get_native_id())
 
 
 def _build_connection(folder: Path, *, fresh: bool) -> tuple[Path, sqlite3.Connection]:

@@ -18,7 +18,7 @@ text that is 127 million pairs, against 946 million positions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,56 +38,71 @@ _VARINT_BYTES = 5  # a 32-bit difference takes at most five 7-bit bytes
 
 
 def posting_key(segment: int, gram: int) -> int:
-    """The key of a segment's row for a trigram: by segment, then trigram."""
+    """The key of a segment's row for a trigram: by segment, then trigram (`rows` makes
+    them in bulk)."""
     return (segment << 24) | gram
 
 
 class SegmentGrams:
-    """The distinct trigrams of each body of one segment, gathered body by body."""
+    """The distinct trigrams of each body of one segment, gathered body by body (a body's
+    number is its place among them), then sorted in bulk; the blob ids come last, once
+    the bodies are stored (`rows`)."""
 
     def __init__(self) -> None:
         self._table = np.zeros(GRAM_SPACE, dtype=np.uint32)
         self._next = 1  # the number the next body's first position gets
-        self._pairs: list[NDArray[np.uint64]] = []
+        self._grams: list[NDArray[np.uint32]] = []
+        self._counts: list[int] = []
+        self._pairs = np.empty(0, dtype=np.uint64)
 
-    def __bool__(self) -> bool:
-        """Whether any body added had a trigram."""
-        return bool(self._pairs)
+    def __len__(self) -> int:
+        """How many bodies were added."""
+        return len(self._counts)
 
-    def add(self, blob_id: int, body: bytes) -> None:
-        """Gather the distinct trigrams of `body`, stored under `blob_id`."""
+    def add(self, body: bytes) -> None:
+        """Gather the distinct trigrams of the next body."""
         grams = body_grams(body)
-        if not len(grams):
-            return
         if self._next + len(grams) > _MAX_POSITION:
             self._table = np.zeros(GRAM_SPACE, dtype=np.uint32)
             self._next = 1
         positions = np.arange(self._next, self._next + len(grams), dtype=np.uint32)
         self._next += len(grams)
         self._table[grams] = positions  # one position a trigram stays: whichever wrote last
-        distinct = grams[self._table[grams] == positions].astype(np.uint64)
-        self._pairs.append((distinct << np.uint64(_ID_BITS)) | np.uint64(blob_id))
+        distinct = grams[self._table[grams] == positions]
+        self._grams.append(distinct)
+        self._counts.append(len(distinct))
 
-    def rows(self) -> Iterator[tuple[int, bytes]]:
-        """(trigram, its encoded blob ids) of every trigram of the segment, by trigram."""
-        if not self._pairs:
-            return
-        pairs = np.concatenate(self._pairs)
-        self._pairs = []
+    def sort(self) -> None:
+        """Sort the (trigram, body) pairs of the bodies added, by trigram then body: the
+        work of a segment that needs no blob id, done before its transaction."""
+        bodies = np.repeat(np.arange(len(self._counts), dtype=np.uint64), self._counts)
+        grams = np.concatenate([*self._grams, np.empty(0, dtype=np.uint32)])
+        self._grams = []
+        self._table = np.empty(0, dtype=np.uint32)  # no more bodies: its memory back
+        pairs = grams.astype(np.uint64) << np.uint64(_ID_BITS)
+        pairs |= bodies
         pairs.sort()
-        grams = (pairs >> np.uint64(_ID_BITS)).astype(np.uint32)
-        ids = (pairs & np.uint64(_ID_MASK)).astype(np.uint32)
-        del pairs
+        self._pairs = pairs
+
+    def rows(self, segment: int, ids: Sequence[int]) -> list[tuple[int, bytes]]:
+        """(posting_key, encoded blob ids) of every trigram of the sorted bodies, by
+        trigram; `ids` holds each body's blob id, ascending, or 0 for one not to list."""
+        pairs = self._pairs
+        blob_ids = np.asarray(ids, dtype=np.int64)[(pairs & np.uint64(_ID_MASK)).astype(np.int64)]
+        listed = blob_ids > 0
+        grams = (pairs[listed] >> np.uint64(_ID_BITS)).astype(np.int64)
+        values = blob_ids[listed].astype(np.uint32)
+        if not len(values):
+            return []
         starts = np.flatnonzero(np.r_[True, grams[1:] != grams[:-1]])
-        deltas = ids.copy()
-        deltas[1:] -= ids[:-1]
-        deltas[starts] = ids[starts]  # each list's first id is stored as itself
+        deltas = values.copy()
+        deltas[1:] -= values[:-1]
+        deltas[starts] = values[starts]  # each list's first id is stored as itself
         encoded, ends = _encode(deltas)
-        cuts = np.r_[0, ends[starts[1:] - 1]].tolist()
         data = encoded.tobytes()
-        bounds = [*cuts, len(data)]
-        for number, gram in enumerate(grams[starts].tolist()):
-            yield gram, data[bounds[number] : bounds[number + 1]]
+        bounds = [0, *ends[starts[1:] - 1].tolist(), len(data)]
+        keys = ((segment << 24) | grams[starts]).tolist()
+        return [(key, data[bounds[n] : bounds[n + 1]]) for n, key in enumerate(keys)]
 
 
 def body_grams(body: bytes) -> NDArray[np.uint32]:

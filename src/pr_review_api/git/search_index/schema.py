@@ -33,9 +33,10 @@ import stat
 import threading
 import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from pr_review_api.git.search_index.postings import SegmentGrams, posting_key
+from pr_review_api.git.search_index.postings import SegmentGrams
 
 SCHEMA_VERSION = 5  # 4: large bodies compressed; 5: our own posting lists, not FTS5
 # Bodies of at least this size are compressed, at zlib's fastest level (source text shrinks
@@ -139,39 +140,68 @@ def file_token(connection: sqlite3.Connection) -> str:
     return str(row[0])
 
 
+@dataclass(frozen=True)
+class PreparedBlobs:
+    """Blobs made ready to store: each (blob id, its stored body or None when it holds a
+    NUL byte, whether that body is compressed), and the text bodies' trigrams, sorted."""
+
+    blobs: list[tuple[str, bytes | None, bool]]
+    grams: SegmentGrams
+
+
+def prepare_blobs(
+    blobs: Iterable[tuple[str, bytes]], stop: threading.Event | None = None
+) -> PreparedBlobs:
+    """The work of storing blobs that needs no connection (compressing, finding trigrams):
+    a build does it for its next transaction while it writes this one."""
+    prepared: list[tuple[str, bytes | None, bool]] = []
+    grams = SegmentGrams()
+    for oid, data in blobs:
+        if stop is not None and stop.is_set():
+            raise BuildStopped()
+        if b"\0" in data:
+            prepared.append((oid, None, False))  # binary: no text to search
+            continue
+        packed = len(data) >= PACKED_BODY_BYTES
+        prepared.append(
+            (oid, zlib.compress(data, BODY_COMPRESSION_LEVEL) if packed else data, packed)
+        )
+        grams.add(data)
+    grams.sort()
+    return PreparedBlobs(prepared, grams)
+
+
 def write_blobs(
     connection: sqlite3.Connection,
-    blobs: Iterable[tuple[str, bytes]],
+    blobs: Iterable[tuple[str, bytes]] | PreparedBlobs,
     stop: threading.Event | None = None,
 ) -> None:
     """Store blobs in one transaction, one segment of posting lists: all of them or, if
     anything fails or `stop` is set, none (`BuildStopped`)."""
+    prepared = blobs if isinstance(blobs, PreparedBlobs) else prepare_blobs(blobs, stop)
     connection.execute("BEGIN IMMEDIATE")
     try:
-        grams = SegmentGrams()
-        for oid, data in blobs:
+        ids: list[int] = []  # of each text body, in order: 0 for one stored before
+        for oid, body, packed in prepared.blobs:
             if stop is not None and stop.is_set():
                 raise BuildStopped()
             cursor = connection.execute("INSERT OR IGNORE INTO blobs(oid) VALUES (?)", (oid,))
-            if cursor.rowcount != 1 or b"\0" in data:
-                continue  # stored already, or binary: no text to search
-            blob_id = cursor.lastrowid
-            assert blob_id is not None
-            packed = len(data) >= PACKED_BODY_BYTES
-            stored = zlib.compress(data, BODY_COMPRESSION_LEVEL) if packed else data
+            if body is None:
+                continue
+            if cursor.rowcount != 1:
+                ids.append(0)
+                continue
+            assert cursor.lastrowid is not None
+            ids.append(cursor.lastrowid)
             connection.execute(
-                "INSERT INTO bodies(id, body, packed) VALUES (?, ?, ?)", (blob_id, stored, packed)
+                "INSERT INTO bodies(id, body, packed) VALUES (?, ?, ?)",
+                (cursor.lastrowid, body, packed),
             )
-            grams.add(blob_id, data)
-        if stop is not None and stop.is_set():
-            raise BuildStopped()
-        if grams:
+        if any(ids):
             segment = connection.execute("INSERT INTO segments DEFAULT VALUES").lastrowid
             assert segment is not None
-            connection.executemany(
-                "INSERT INTO postings(key, ids) VALUES (?, ?)",
-                ((posting_key(segment, gram), ids) for gram, ids in grams.rows()),
-            )
+            rows = prepared.grams.rows(segment, ids)
+            connection.executemany("INSERT INTO postings(key, ids) VALUES (?, ?)", rows)
         connection.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
