@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pr_review_api.git.search_index.postings import decode_ids, posting_key
+from pr_review_api.git.search_index.postings import (
+    GRAM_MASK,
+    decode_ids,
+    intersect,
+    posting_key,
+)
 from pr_review_api.git.search_index.schema import IndexUnavailable, file_token, open_reader
 
 if TYPE_CHECKING:
@@ -38,6 +43,11 @@ _BODIES = (
 )
 _SEGMENTS = "SELECT id FROM segments ORDER BY id"
 _POSTINGS = "SELECT ids FROM postings WHERE key IN (SELECT value FROM json_each(?)) ORDER BY key"
+_POSTING_SIZES = (
+    "SELECT key, length(ids) FROM postings WHERE key IN (SELECT value FROM json_each(?))"
+)
+# Reading one candidate body costs a search about as much as decoding this many list bytes.
+DECODED_PER_BODY_READ = 4096
 # The blob ids of the candidates, bound as one JSON array: one query however many they are.
 _OIDS = "SELECT oid FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
 
@@ -169,14 +179,22 @@ class SearchIndex:
 
     def candidates(self, grams: Sequence[int]) -> set[str]:
         """The blob ids of the text bodies holding every trigram of `grams` (search.py takes
-        them from a literal)."""
-        found: NDArray[np.int64] | None = None
+        them from a literal), or a few more: the lists are met shortest first, and once the
+        blobs left are far fewer than the next list is long, reading those few bodies costs
+        the search less than decoding the rest (the search finds the literal in them)."""
         segments = [row[0] for row in self._query(_SEGMENTS, ())]
-        for gram in grams:
+        keys = [posting_key(segment, gram) for gram in grams for segment in segments]
+        sizes = dict.fromkeys(grams, 0)
+        for key, size in self._query(_POSTING_SIZES, (json.dumps(keys),)):
+            sizes[key & GRAM_MASK] += size
+        found: NDArray[np.int64] | None = None
+        for gram in sorted(sizes, key=sizes.__getitem__):
+            if found is not None and len(found) * DECODED_PER_BODY_READ < sizes[gram]:
+                break
             keys = [posting_key(segment, gram) for segment in segments]
-            rows = self._query(_POSTINGS, (json.dumps(keys),))
-            ids = decode_ids(row[0] for row in rows)
-            found = ids if found is None else np.intersect1d(found, ids, assume_unique=True)
+            rows = self._query(_POSTINGS, (json.dumps(keys),))  # by segment: ids ascending
+            ids = decode_ids([row[0] for row in rows])
+            found = ids if found is None else intersect(found, ids)
             if not len(found):
                 return set()
         if found is None:
