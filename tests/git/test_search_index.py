@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pr_review_api.git import blobs, search
+from pr_review_api.git import search
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.search import MAX_QUERY_GRAMS, matching_lines, trigram_query
 from pr_review_api.git.search_index import build as index_build
@@ -35,7 +35,7 @@ from pr_review_api.git.search_index import folder as index_folder
 from pr_review_api.git.search_index import schedule as index_schedule
 from pr_review_api.git.search_index.folder import build_lock
 from pr_review_api.git.search_index.reader import SearchIndex
-from pr_review_api.git.search_index.schema import PreparedBlobs, prepare_blobs
+from pr_review_api.git.search_index.schema import PreparedBlobs, write_blobs
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.tree import Snapshot, load_snapshot
 from pr_review_api.loop.workspace import repository_store
@@ -100,13 +100,13 @@ def held_builds(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Background builds wait for this event before they read a blob, so a test can see the
     state before a build has done anything, however fast the machine."""
     release = threading.Event()
-    real_stream = blobs.stream_blobs
+    real_batches = index_build.prepared_batches
 
-    def held(git_dir: Path, oids: list[str]) -> Iterator[tuple[str, bytes]]:
+    def held(git_dir: Path, oids: list[str]) -> Iterator[PreparedBlobs]:
         release.wait(30)
-        yield from real_stream(git_dir, oids)
+        yield from real_batches(git_dir, oids)
 
-    monkeypatch.setattr(index_build, "stream_blobs", held)
+    monkeypatch.setattr(index_build, "prepared_batches", held)
     return release
 
 
@@ -447,13 +447,13 @@ def test_another_process_reads_the_index_without_building_it(
         )
         assert expected["matches"]
     streamed: list[int] = []
-    real_stream = blobs.stream_blobs
+    real_batches = index_build.prepared_batches
 
-    def counting(git_dir: Path, oids: list[str]) -> Iterator[tuple[str, bytes]]:
+    def counting(git_dir: Path, oids: list[str]) -> Iterator[PreparedBlobs]:
         streamed.append(len(oids))
-        yield from real_stream(git_dir, oids)
+        yield from real_batches(git_dir, oids)
 
-    monkeypatch.setattr(index_build, "stream_blobs", counting)
+    monkeypatch.setattr(index_build, "prepared_batches", counting)
     with indexed_store(cache) as second:
         pinned = pin(second, repo.git_dir, head, head)
         assert pinned._search_index() is not None
@@ -753,35 +753,36 @@ def test_opening_a_head_builds_its_index_without_any_search(
         assert connection.execute("SELECT count(*) FROM blobs").fetchone() == (20,)
 
 
-def test_closing_the_store_stops_a_build_inside_a_batch(
+def test_closing_the_store_stops_a_build_inside_its_transaction(
     cache: Path, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     head = repo.commit_files({f"f{n:03}.txt": f"needle {n}\n" for n in range(300)})
     store = indexed_store(cache)
     monkeypatch.setattr(store.indexes, "inline_bytes", 0)
     started = threading.Event()
-    real_prepare = prepare_blobs
+    real_write = write_blobs
 
-    yielded: list[str] = []
+    written: list[str] = []
 
-    def slow(blobs: Any, stop: Any = None) -> PreparedBlobs:
-        def trickle() -> Iterator[tuple[str, bytes]]:
-            for blob in blobs:
+    class Trickle(list[tuple[str, bytes | None, bool]]):
+        def __iter__(self) -> Iterator[tuple[str, bytes | None, bool]]:
+            for blob in super().__iter__():
                 started.set()
                 time.sleep(0.05)  # 300 blobs: 15 s for one transaction
-                yielded.append(blob[0])
+                written.append(blob[0])
                 yield blob
 
-        return real_prepare(trickle(), stop)  # a batch is prepared before its transaction
+    def slow(connection: sqlite3.Connection, prepared: PreparedBlobs, stop: Any = None) -> None:
+        real_write(connection, PreparedBlobs(Trickle(prepared.blobs), prepared.postings), stop)
 
-    monkeypatch.setattr(index_build, "prepare_blobs", slow)
+    monkeypatch.setattr(index_build, "write_blobs", slow)
     pinned = pin(store, repo.git_dir, head, head)
     assert pinned._search_index() is None
     assert started.wait(10)
     store.close()
-    assert len(yielded) < 300  # the build stopped, not waited out
+    assert len(written) < 300  # the build stopped, not waited out
     with sqlite3.connect(index_path(store, repo.git_dir)) as connection:
-        assert connection.execute("SELECT count(*) FROM blobs").fetchone() == (0,)  # none written
+        assert connection.execute("SELECT count(*) FROM blobs").fetchone() == (0,)  # rolled back
 
 
 def test_an_index_others_may_write_is_never_read(

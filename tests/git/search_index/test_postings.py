@@ -14,12 +14,13 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from pr_review_api.git.search_index import postings
 from pr_review_api.git.search_index.postings import (
-    GRAM_MASK,
     SegmentGrams,
     body_grams,
-    decode_ids,
+    decode_rows,
     intersect,
     query_grams,
 )
@@ -41,43 +42,51 @@ def bodies(count: int, seed: int) -> list[bytes]:
     ]
 
 
-def test_each_trigram_lists_exactly_the_bodies_that_hold_it() -> None:
+@pytest.mark.parametrize("chunk", [1 << 18, 5])  # rows made a chunk of pairs at a time
+def test_each_trigram_lists_exactly_the_bodies_that_hold_it(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postings, "_ROWS_PAIRS", chunk)
     expected: dict[int, list[int]] = {}
     stored: dict[int, list[bytes]] = {}
-    blob_id = 1
+    offset = 0
     for segment in (1, 2, 3):
         grams = SegmentGrams()
-        ids = []
-        for number, body in enumerate(bodies(150, seed=segment)):
+        texts = bodies(150, seed=segment)
+        for number, body in enumerate(texts):
             grams.add(body)
-            listed = number % 7 != 3  # some bodies were stored before: not listed again
-            ids.append(blob_id if listed else 0)
-            if listed:
-                for gram in trigrams(body):
-                    expected.setdefault(gram, []).append(blob_id)
-            blob_id += 1 + number % 3  # ids ascend, with gaps (binary blobs, other writes)
+            for gram in trigrams(body):
+                expected.setdefault(gram, []).append(offset + number)
         assert len(grams) == 150
-        grams.sort()
-        for key, payload in grams.rows(segment, ids):
-            assert key >> 24 == segment
-            stored.setdefault(key & GRAM_MASK, []).append(payload)
+        found = [(gram, bytes(ids)) for gram, ids in grams.postings().items()]
+        assert [gram for gram, _ in found] == sorted({gram for gram, _ in found})  # one each
+        for gram, payload in found:
+            stored.setdefault(gram, []).append(payload)
+        offset += 1000
     assert sorted(stored) == sorted(expected)
     for gram, payloads in stored.items():
-        assert decode_ids(payloads).tolist() == expected[gram]
+        numbers, per_row = decode_rows(payloads)
+        assert len(per_row) == len(payloads)
+        rows = np.repeat(np.arange(len(payloads)), per_row)
+        segments = sorted({n // 1000 for n in expected[gram]})
+        assert [segments[row] * 1000 + n for row, n in zip(rows, numbers, strict=True)] == (
+            expected[gram]
+        )
 
 
-def test_ids_are_delta_coded_seven_bits_a_byte() -> None:
+def test_numbers_are_delta_coded_seven_bits_a_byte() -> None:
     grams = SegmentGrams()
     for _ in range(200):
         grams.add(b"abc")
-    grams.sort()
-    dense = list(range(1000, 1200))
-    [(_, payload)] = grams.rows(1, dense)
-    assert len(payload) == 2 + 199  # the first id as itself (1000: two bytes), then 1s
-    sparse = [2**32 - 1] + [0] * 199
-    [(_, payload)] = grams.rows(2, sparse)
-    assert len(payload) == 5  # the largest id takes five bytes
-    assert decode_ids([payload]).tolist() == [2**32 - 1]
+    [(gram, payload)] = grams.postings().items()
+    assert gram == 0x616263
+    assert bytes(payload) == b"\0" + b"\1" * 199  # the first number as itself, then differences
+    grams = SegmentGrams()
+    for number in range(300):
+        grams.add(b"abc" if number in (0, 299) else b"")
+    [(_, payload)] = grams.postings().items()
+    assert bytes(payload) == b"\0\xab\x02"  # 299 takes two bytes
+    assert decode_rows([bytes(payload), b"\x05"])[0].tolist() == [0, 299, 5]
 
 
 def test_body_and_query_trigrams() -> None:

@@ -2,23 +2,26 @@
 
 A trigram is three bytes read as one 24-bit number (`b"abc"` is 0x616263), case-sensitive
 and whatever the encoding. Each write of blobs (one transaction, search_index/schema.py) is a
-*segment*: for every trigram found in its bodies, one row holding the ids of the blobs that
-contain it, ascending, each stored as its difference from the one before (the first as
-itself) in LEB128, 7 bits a byte: a trigram most bodies share costs about a byte a blob.
-This is zoekt's way (sourcegraph/zoekt: a shard's posting lists, delta-coded varints) with
-blob ids for positions, since a search reads the bodies it is pointed to and finds the
-literal in them itself.
+*segment*: its text bodies are numbered from 0, the segment keeps the blob id of each number,
+and for every trigram found in its bodies one row lists the numbers of the bodies holding
+it, ascending, each stored as its difference from the one before (the first as itself) in
+LEB128, 7 bits a byte: a trigram most bodies share costs about a byte a body. This is
+zoekt's way (sourcegraph/zoekt: a shard's documents numbered within it, its posting lists
+delta-coded varints), with bodies for positions, since a search reads the bodies it is
+pointed to and finds the literal in them itself. Numbers within a segment need no blob id,
+so a segment is made whole before its transaction, in another process (prepare.py).
 
 The work is in bulk (numpy), never a Python step a byte: a body's distinct trigrams are
 found by writing each position into a table indexed by its trigram, and keeping the positions
 that read themselves back (one per distinct trigram, whichever wrote last); a segment's
-(trigram, blob id) pairs are then sorted once and cut into rows. On the kernel's 946 MB of
+(trigram, body) pairs are then sorted once and cut into rows. On the kernel's 946 MB of
 text that is 127 million pairs, against 946 million positions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,80 +33,101 @@ if TYPE_CHECKING:
 # (numpy's zeroed memory is mapped lazily: only the pages of trigrams met are touched).
 GRAM_SPACE = 1 << 24
 GRAM_MASK = GRAM_SPACE - 1  # a posting key's trigram
-# Positions written into that table are numbered from 1 within a segment; past this many the
-# table is made anew rather than let a number wrap.
-_MAX_POSITION = (1 << 32) - 1
-_ID_BITS = 32  # a pair is (trigram << _ID_BITS) | blob id
+_ID_BITS = 32  # a pair is (trigram << _ID_BITS) | body number
 _ID_MASK = (1 << _ID_BITS) - 1
 _VARINT_BYTES = 5  # a 32-bit difference takes at most five 7-bit bytes
+# Pairs encoded at a time: the temporaries stay a few MB whatever the segment's size.
+_ROWS_PAIRS = 1 << 18
 
 
 def posting_key(segment: int, gram: int) -> int:
-    """The key of a segment's row for a trigram: by segment, then trigram (`rows` makes
-    them in bulk)."""
+    """The key of a segment's row for a trigram: by segment, then trigram."""
     return (segment << 24) | gram  # 24: GRAM_SPACE's bits
 
 
 class SegmentGrams:
     """The distinct trigrams of each body of one segment, gathered body by body (a body's
-    number is its place among them), then sorted in bulk; the blob ids come last, once
-    the bodies are stored (`rows`)."""
+    number is its place among them, from 0), then sorted and encoded in bulk (`postings`)."""
 
     def __init__(self) -> None:
         self._table = np.zeros(GRAM_SPACE, dtype=np.uint32)
-        self._next = 1  # the number the next body's first position gets
         self._grams: list[NDArray[np.uint32]] = []
         self._counts: list[int] = []
-        self._pairs = np.empty(0, dtype=np.uint64)
 
     def __len__(self) -> int:
         """How many bodies were added."""
         return len(self._counts)
 
     def add(self, body: bytes) -> None:
-        """Gather the distinct trigrams of the next body."""
+        """Gather the distinct trigrams of the next body. The table keeps what earlier
+        bodies wrote: only this body's trigrams are read back, after it wrote each of them."""
         grams = body_grams(body)
-        if self._next + len(grams) > _MAX_POSITION:
-            self._table = np.zeros(GRAM_SPACE, dtype=np.uint32)
-            self._next = 1
-        positions = np.arange(self._next, self._next + len(grams), dtype=np.uint32)
-        self._next += len(grams)
+        positions = np.arange(len(grams), dtype=np.uint32)
         self._table[grams] = positions  # one position a trigram stays: whichever wrote last
         distinct = grams[self._table[grams] == positions]
         self._grams.append(distinct)
         self._counts.append(len(distinct))
 
-    def sort(self) -> None:
-        """Sort the (trigram, body) pairs of the bodies added, by trigram then body: the
-        work of a segment that needs no blob id, done before its transaction."""
-        bodies = np.repeat(np.arange(len(self._counts), dtype=np.uint64), self._counts)
-        grams = np.concatenate([*self._grams, np.empty(0, dtype=np.uint32)])
-        self._grams = []
+    def postings(self) -> Postings:
+        """The posting lists of the bodies added: their pairs sorted once, then encoded a
+        few hundred thousand at a time, each time up to a trigram's first, so the
+        temporaries stay small whatever the segment's size."""
         self._table = np.empty(0, dtype=np.uint32)  # no more bodies: its memory back
-        pairs = grams.astype(np.uint64) << np.uint64(_ID_BITS)
-        pairs |= bodies
+        pairs = np.concatenate([*self._grams, np.empty(0, dtype=np.uint32)]).astype(np.uint64)
+        self._grams = []
+        pairs <<= np.uint64(_ID_BITS)  # in place: a segment's pairs are tens of MB
+        pairs |= np.repeat(np.arange(len(self._counts), dtype=np.uint64), self._counts)
         pairs.sort()
-        self._pairs = pairs
+        parts: list[Postings] = []
+        start = 0
+        while start < len(pairs):
+            end = start + _ROWS_PAIRS
+            if end < len(pairs):  # back to where the last trigram of the chunk begins
+                last = pairs[end] >> np.uint64(_ID_BITS)
+                end = int(np.searchsorted(pairs[start:end] >> np.uint64(_ID_BITS), last)) + start
+                if end == start:  # one trigram, longer than a chunk: all of it
+                    rest = pairs[start:] >> np.uint64(_ID_BITS)
+                    end = start + int(np.searchsorted(rest, rest[0], side="right"))
+            parts.append(_postings(pairs[start:end]))
+            start = end
+        return Postings(
+            np.concatenate([np.empty(0, dtype=np.uint32), *(part.grams for part in parts)]),
+            np.concatenate([np.empty(0, dtype=np.uint32), *(part.lengths for part in parts)]),
+            b"".join(part.data for part in parts),
+        )
 
-    def rows(self, segment: int, ids: Sequence[int]) -> list[tuple[int, bytes]]:
-        """(posting_key, encoded blob ids) of every trigram of the sorted bodies, by
-        trigram; `ids` holds each body's blob id, ascending, or 0 for one not to list."""
-        pairs = self._pairs
-        blob_ids = np.asarray(ids, dtype=np.int64)[(pairs & np.uint64(_ID_MASK)).astype(np.int64)]
-        listed = blob_ids > 0
-        grams = (pairs[listed] >> np.uint64(_ID_BITS)).astype(np.int64)
-        values = blob_ids[listed].astype(np.uint32)
-        if not len(values):
-            return []
-        starts = np.flatnonzero(np.r_[True, grams[1:] != grams[:-1]])
-        deltas = values.copy()
-        deltas[1:] -= values[:-1]
-        deltas[starts] = values[starts]  # each list's first id is stored as itself
-        encoded, ends = _encode(deltas)
-        data = encoded.tobytes()
-        bounds = [0, *ends[starts[1:] - 1].tolist(), len(data)]
-        keys = ((segment << 24) | grams[starts]).tolist()
-        return [(key, data[bounds[n] : bounds[n + 1]]) for n, key in enumerate(keys)]
+
+@dataclass(frozen=True)
+class Postings:
+    """A segment's posting lists, compact (a Python object a list would cost more than the
+    list): its trigrams ascending, each list's length in bytes, and the lists one after
+    another."""
+
+    grams: NDArray[np.uint32]
+    lengths: NDArray[np.uint32]
+    data: bytes
+
+    def items(self) -> Iterator[tuple[int, memoryview]]:
+        """(trigram, its list) of each."""
+        view = memoryview(self.data)
+        start = 0
+        for gram, length in zip(self.grams.tolist(), self.lengths.tolist(), strict=True):
+            yield gram, view[start : start + length]
+            start += length
+
+
+def _postings(pairs: NDArray[np.uint64]) -> Postings:
+    """The lists of sorted pairs that hold every pair of each of their trigrams."""
+    grams = (pairs >> np.uint64(_ID_BITS)).astype(np.uint32)
+    values = (pairs & np.uint64(_ID_MASK)).astype(np.uint32)
+    starts = np.flatnonzero(np.concatenate(([True], grams[1:] != grams[:-1])))
+    deltas = values.copy()
+    deltas[1:] -= values[:-1]
+    deltas[starts] = values[starts]  # each list's first number is stored as itself
+    encoded, ends = _encode(deltas)
+    list_ends = ends[np.concatenate((starts[1:] - 1, [len(ends) - 1]))]
+    lengths = np.diff(np.concatenate(([0], list_ends))).astype(np.uint32)
+    return Postings(grams[starts], lengths, encoded.tobytes())
 
 
 def body_grams(body: bytes) -> NDArray[np.uint32]:
@@ -146,12 +170,12 @@ def _encode(values: NDArray[np.uint32]) -> tuple[NDArray[np.uint8], NDArray[np.i
     return encoded, ends
 
 
-def decode_ids(payloads: Sequence[bytes]) -> NDArray[np.int64]:
-    """The blob ids of a trigram's rows (one a segment, in segment order), ascending:
-    decoded in one pass over all the rows, each row's sums started afresh."""
+def decode_rows(payloads: Sequence[bytes]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The body numbers of a trigram's rows, in one pass over all of them (each row's sums
+    started afresh), and how many each row holds."""
     raw = np.frombuffer(b"".join(payloads), dtype=np.uint8)
     if not len(raw):
-        return np.empty(0, dtype=np.int64)
+        return np.empty(0, dtype=np.int64), np.zeros(len(payloads), dtype=np.int64)
     last = raw < 0x80  # a value's last byte
     ends = np.flatnonzero(last)
     starts = np.concatenate(([0], ends[:-1] + 1))
@@ -159,13 +183,13 @@ def decode_ids(payloads: Sequence[bytes]) -> NDArray[np.int64]:
     shift = (np.arange(len(raw)) - starts[value_of]) * 7
     deltas = np.add.reduceat((raw & 0x7F).astype(np.int64) << shift, starts)
     sums = np.cumsum(deltas)
-    # Each row's first value is an id, not a difference: take off what came before the row.
+    # Each row's first value is a number, not a difference: take off what came before it.
     row_bytes = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
-    row_starts = np.cumsum(row_bytes) - row_bytes
-    per_row = np.add.reduceat(last.astype(np.int64), row_starts[row_bytes > 0])
+    row_ends = np.cumsum(row_bytes)
+    per_row = np.diff(np.concatenate(([0], np.cumsum(last, dtype=np.int64)[row_ends - 1])))
     firsts = np.cumsum(per_row) - per_row
-    ids: NDArray[np.int64] = sums - np.repeat(sums[firsts] - deltas[firsts], per_row)
-    return ids
+    numbers: NDArray[np.int64] = sums - np.repeat(sums[firsts] - deltas[firsts], per_row)
+    return numbers, per_row
 
 
 def intersect(ordered: NDArray[np.int64], other: NDArray[np.int64]) -> NDArray[np.int64]:

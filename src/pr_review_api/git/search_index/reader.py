@@ -23,7 +23,7 @@ import numpy as np
 
 from pr_review_api.git.search_index.postings import (
     GRAM_MASK,
-    decode_ids,
+    decode_rows,
     intersect,
     posting_key,
 )
@@ -41,8 +41,10 @@ _BODIES = (
     "LEFT JOIN bodies ON bodies.id = blobs.id "
     "WHERE blobs.oid IN ({})"  # one "?" a blob id: the ids themselves are bound
 )
-_SEGMENTS = "SELECT id FROM segments ORDER BY id"
-_POSTINGS = "SELECT ids FROM postings WHERE key IN (SELECT value FROM json_each(?)) ORDER BY key"
+_SEGMENTS = "SELECT id, blobs FROM segments WHERE id > ? ORDER BY id"
+_POSTINGS = (
+    "SELECT key, ids FROM postings WHERE key IN (SELECT value FROM json_each(?)) ORDER BY key"
+)
 _POSTING_SIZES = (
     "SELECT key, length(ids) FROM postings WHERE key IN (SELECT value FROM json_each(?))"
 )
@@ -80,6 +82,8 @@ class SearchIndex:
         self._ids: dict[str, int] = {}  # stored blobs (text or binary), by blob id
         self._last_id = 0
         self._complete: dict[int, weakref.ref[Snapshot]] = {}  # snapshots known complete
+        self._segment_at: dict[int, tuple[int, int]] = {}  # see _segments
+        self._segment_ids = np.empty(0, dtype=np.int64)
         self._lock = threading.Lock()
         self.token: str | None = None  # of the generation this object reads
         self.closed = False
@@ -182,7 +186,7 @@ class SearchIndex:
         them from a literal), or a few more: the lists are met shortest first, and once the
         blobs left are far fewer than the next list is long, reading those few bodies costs
         the search less than decoding the rest (the search finds the literal in them)."""
-        segments = [row[0] for row in self._query(_SEGMENTS, ())]
+        segments = self._segments()
         keys = [posting_key(segment, gram) for gram in grams for segment in segments]
         sizes = dict.fromkeys(grams, 0)
         for key, size in self._query(_POSTING_SIZES, (json.dumps(keys),)):
@@ -193,13 +197,31 @@ class SearchIndex:
                 break
             keys = [posting_key(segment, gram) for segment in segments]
             rows = self._query(_POSTINGS, (json.dumps(keys),))  # by segment: ids ascending
-            ids = decode_ids([row[0] for row in rows])
+            numbers, per_row = decode_rows([row[1] for row in rows])
+            # A body's number within its segment, to its blob id (0: listed elsewhere).
+            offsets = np.array([segments[row[0] >> 24][1] for row in rows], dtype=np.int64)
+            ids = self._segment_ids[np.repeat(offsets, per_row) + numbers]
+            ids = ids[ids > 0]
             found = ids if found is None else intersect(found, ids)
             if not len(found):
                 return set()
         if found is None:
             return set()
         return {row[0] for row in self._query(_OIDS, (json.dumps(found.tolist()),))}
+
+    def _segments(self) -> dict[int, tuple[int, int]]:
+        """Each segment's (count of bodies, where its blob ids start in `_segment_ids`), read
+        incrementally: a segment never changes once written."""
+        last = max(self._segment_at, default=0)
+        rows = self._query(_SEGMENTS, (last,))
+        with self._lock:
+            for segment, blobs in rows:
+                if segment in self._segment_at:
+                    continue
+                ids = np.frombuffer(blobs, dtype="<u4").astype(np.int64)
+                self._segment_at[segment] = (len(ids), len(self._segment_ids))
+                self._segment_ids = np.concatenate((self._segment_ids, ids))
+            return dict(self._segment_at)
 
     def bodies(self, oids: Collection[str]) -> dict[str, bytes | None]:
         """The stored text of each blob, None for one holding a NUL byte; IndexUnavailable

@@ -3,10 +3,12 @@
     blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE)   every stored blob, small rows
     bodies(id INTEGER PRIMARY KEY, body BLOB,        the text of each (none: holds a NUL
            packed INTEGER)                           byte), zlib-compressed when packed
-    segments(id INTEGER PRIMARY KEY)          each write of blobs that stored text, in order
-    postings(key INTEGER PRIMARY KEY,         for each trigram of a segment's bodies, the ids
-             ids BLOB)                        of the blobs holding it (postings.py), keyed
-                                              by segment and trigram (posting_key)
+    segments(id INTEGER PRIMARY KEY,          each write of blobs that stored text, in order:
+             blobs BLOB)                      the blob id of each body number (uint32, little-
+                                              endian; 0: stored before, listed there)
+    postings(key INTEGER PRIMARY KEY,         for each trigram of a segment's bodies, the
+             ids BLOB)                        numbers of the bodies holding it (postings.py),
+                                              keyed by segment and trigram (posting_key)
     heads(sha TEXT PRIMARY KEY)   the heads marked complete
     about(token)                  the generation's token: a remade file has another
 
@@ -36,7 +38,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pr_review_api.git.search_index.postings import SegmentGrams
+import numpy as np
+
+from pr_review_api.git.search_index.postings import Postings, SegmentGrams, posting_key
 
 SCHEMA_VERSION = 5  # 4: large bodies compressed; 5: our own posting lists, not FTS5
 # Bodies of at least this size are compressed, at zlib's fastest level (source text shrinks
@@ -56,7 +60,7 @@ _SCHEMA = (
     # at the end of the table, and a rowid table keeps lists of up to 4 KB in its pages,
     # where a WITHOUT ROWID one sends all past 1 KB to overflow pages, a third of them empty.
     "CREATE TABLE IF NOT EXISTS postings(key INTEGER PRIMARY KEY, ids BLOB NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS segments(id INTEGER PRIMARY KEY)",
+    "CREATE TABLE IF NOT EXISTS segments(id INTEGER PRIMARY KEY, blobs BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS heads(sha TEXT PRIMARY KEY)",
     "CREATE TABLE IF NOT EXISTS about(token TEXT NOT NULL)",
 )
@@ -143,17 +147,17 @@ def file_token(connection: sqlite3.Connection) -> str:
 @dataclass(frozen=True)
 class PreparedBlobs:
     """Blobs made ready to store: each (blob id, its stored body or None when it holds a
-    NUL byte, whether that body is compressed), and the text bodies' trigrams, sorted."""
+    NUL byte, whether that body is compressed), and the posting lists of their segment."""
 
     blobs: list[tuple[str, bytes | None, bool]]
-    grams: SegmentGrams
+    postings: Postings
 
 
 def prepare_blobs(
     blobs: Iterable[tuple[str, bytes]], stop: threading.Event | None = None
 ) -> PreparedBlobs:
-    """The work of storing blobs that needs no connection (compressing, finding trigrams):
-    a build does it for its next transaction while it writes this one."""
+    """The work of storing blobs that needs no connection (compressing, finding trigrams,
+    the posting lists): a build has it done in another process (prepare.py)."""
     prepared: list[tuple[str, bytes | None, bool]] = []
     grams = SegmentGrams()
     for oid, data in blobs:
@@ -163,12 +167,10 @@ def prepare_blobs(
             prepared.append((oid, None, False))  # binary: no text to search
             continue
         packed = len(data) >= PACKED_BODY_BYTES
-        prepared.append(
-            (oid, zlib.compress(data, BODY_COMPRESSION_LEVEL) if packed else data, packed)
-        )
+        body = zlib.compress(data, BODY_COMPRESSION_LEVEL) if packed else data
+        prepared.append((oid, body, packed))
         grams.add(data)
-    grams.sort()
-    return PreparedBlobs(prepared, grams)
+    return PreparedBlobs(prepared, grams.postings())
 
 
 def write_blobs(
@@ -181,7 +183,7 @@ def write_blobs(
     prepared = blobs if isinstance(blobs, PreparedBlobs) else prepare_blobs(blobs, stop)
     connection.execute("BEGIN IMMEDIATE")
     try:
-        ids: list[int] = []  # of each text body, in order: 0 for one stored before
+        ids: list[int] = []  # of each text body by its number: 0 for one stored before
         for oid, body, packed in prepared.blobs:
             if stop is not None and stop.is_set():
                 raise BuildStopped()
@@ -189,7 +191,7 @@ def write_blobs(
             if body is None:
                 continue
             if cursor.rowcount != 1:
-                ids.append(0)
+                ids.append(0)  # listed by the segment that stored it
                 continue
             assert cursor.lastrowid is not None
             ids.append(cursor.lastrowid)
@@ -198,10 +200,14 @@ def write_blobs(
                 (cursor.lastrowid, body, packed),
             )
         if any(ids):
-            segment = connection.execute("INSERT INTO segments DEFAULT VALUES").lastrowid
+            segment = connection.execute(
+                "INSERT INTO segments(blobs) VALUES (?)", (np.asarray(ids, dtype="<u4").tobytes(),)
+            ).lastrowid
             assert segment is not None
-            rows = prepared.grams.rows(segment, ids)
-            connection.executemany("INSERT INTO postings(key, ids) VALUES (?, ?)", rows)
+            connection.executemany(
+                "INSERT INTO postings(key, ids) VALUES (?, ?)",
+                ((posting_key(segment, gram), ids) for gram, ids in prepared.postings.items()),
+            )
         connection.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
