@@ -177,16 +177,18 @@ def decode_rows(payloads: Sequence[bytes]) -> tuple[NDArray[np.int64], NDArray[n
     if not len(raw):
         return np.empty(0, dtype=np.int64), np.zeros(len(payloads), dtype=np.int64)
     last = raw < 0x80  # a value's last byte
-    ends = np.flatnonzero(last)
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    value_of: NDArray[np.int64] = np.cumsum(last, dtype=np.int64) - last  # each byte's value
-    shift = (np.arange(len(raw)) - starts[value_of]) * 7
-    deltas = np.add.reduceat((raw & 0x7F).astype(np.int64) << shift, starts)
+    counted = np.cumsum(last, dtype=np.int64)  # values ended up to each byte
+    if counted[-1] == len(raw):  # every value one byte: the usual case of a common trigram
+        deltas = raw.astype(np.int64)
+    else:
+        ends = np.flatnonzero(last)
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        shift = (np.arange(len(raw)) - starts[counted - last]) * 7  # a byte's place in its value
+        deltas = np.add.reduceat((raw & 0x7F).astype(np.int64) << shift, starts)
     sums = np.cumsum(deltas)
     # Each row's first value is a number, not a difference: take off what came before it.
-    row_bytes = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
-    row_ends = np.cumsum(row_bytes)
-    per_row = np.diff(np.concatenate(([0], np.cumsum(last, dtype=np.int64)[row_ends - 1])))
+    row_ends = np.cumsum(np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads)))
+    per_row = np.diff(counted[row_ends - 1], prepend=0)
     firsts = np.cumsum(per_row) - per_row
     numbers: NDArray[np.int64] = sums - np.repeat(sums[firsts] - deltas[firsts], per_row)
     return numbers, per_row

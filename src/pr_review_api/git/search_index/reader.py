@@ -42,14 +42,12 @@ _BODIES = (
     "WHERE blobs.oid IN ({})"  # one "?" a blob id: the ids themselves are bound
 )
 _SEGMENTS = "SELECT id, blobs FROM segments WHERE id > ? ORDER BY id"
-_POSTINGS = (
-    "SELECT key, ids FROM postings WHERE key IN (SELECT value FROM json_each(?)) ORDER BY key"
-)
+_POSTINGS = "SELECT key, ids FROM postings WHERE key IN ({}) ORDER BY key"  # a "?" a key
 _POSTING_SIZES = (
     "SELECT key, length(ids) FROM postings WHERE key IN (SELECT value FROM json_each(?))"
 )
 # Reading one candidate body costs a search about as much as decoding this many list bytes.
-DECODED_PER_BODY_READ = 4096
+DECODED_PER_BODY_READ = 1024
 # The blob ids of the candidates, bound as one JSON array: one query however many they are.
 _OIDS = "SELECT oid FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
 
@@ -196,7 +194,7 @@ class SearchIndex:
             if found is not None and len(found) * DECODED_PER_BODY_READ < sizes[gram]:
                 break
             keys = [posting_key(segment, gram) for segment in segments]
-            rows = self._query(_POSTINGS, (json.dumps(keys),))  # by segment: ids ascending
+            rows = self._query(_POSTINGS.format(",".join("?" * len(keys))), tuple(keys))
             numbers, per_row = decode_rows([row[1] for row in rows])
             # A body's number within its segment, to its blob id (0: listed elsewhere).
             offsets = np.array([segments[row[0] >> 24][1] for row in rows], dtype=np.int64)
