@@ -5,7 +5,7 @@
 
 # Every bench script; `make bench BENCH_ARGS=--quick` runs each on a small repository in
 # seconds, `make bench BENCH_ARGS="--repo kernel --runs 3"` as docs/performance.md does.
-BENCH_SCRIPTS := search listing tools prepare loop concurrency oneshot workers queue syntax wide index affinity
+BENCH_SCRIPTS := search listing tools prepare loop concurrency oneshot workers queue syntax wide index partial affinity
 BENCH_ARGS ?=
 
 check:

@@ -514,6 +514,16 @@ def bench_store() -> Any:
     return _STORES[0]
 
 
+def run_review(target: Any, settings: Any, **options: Any) -> Any:
+    """`run_review`'s coroutine with `options` as one `ReviewOptions` value, or by keyword on a
+    source from before that value existed."""
+    run = importlib.import_module("pr_review_api.loop.run")
+    made = getattr(run, "ReviewOptions", None)
+    if made is None:
+        return run.run_review(target, settings, **options)
+    return run.run_review(target, settings, made(**options))
+
+
 def open_pinned(git_dir: Path, base_sha: str, head_sha: str) -> Any:
     """`PinnedRepository.open` through the bench's store, so heads share indexes and text."""
     repository = importlib.import_module("pr_review_api.git.repository")

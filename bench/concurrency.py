@@ -44,6 +44,7 @@ from bench.common import (
     open_pinned,
     parser,
     repository_for,
+    run_review,
     runs_for,
     sample_file,
     wait_for_search_index,
@@ -51,7 +52,6 @@ from bench.common import (
 )
 from bench.harness import Call, bench_settings, provider_process
 from pr_review_api.llm.openai_chat import ProviderClient
-from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
 
 

@@ -31,8 +31,7 @@ from tests.fakes.provider_server import (
     tool_call_turn,
 )
 
-from bench.common import bench_store
-from pr_review_api.loop.run import run_review
+from bench.common import bench_store, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings, load_settings
@@ -111,7 +110,8 @@ def shared_store() -> dict[str, Any]:
 
 def review(target: LocalTarget, settings: Settings) -> ReviewResult:
     """One review, run to its end in a new event loop."""
-    return asyncio.run(run_review(target, settings, **shared_store()))
+    result: ReviewResult = asyncio.run(run_review(target, settings, **shared_store()))
+    return result
 
 
 @contextmanager

@@ -2,8 +2,12 @@
 
 The first call of a review pays for indexing the head tree (a new PinnedRepository on a head
 this process has not seen): the first head of a repository in a process, then other new
-heads of it; every later page comes from that index. References, measured in
-this run: `git ls-files -z` in the checkout (it reads the index file) and
+heads of it; every later page comes from that index. A repository never seen is measured
+`--runs` times more, each in a store of its own with no cache directory, two ways
+interleaved: the index made first (as a review's preparation does), and an early view
+(`PinnedRepository.open(..., early=True)`), whose first page is read from the tree objects
+while the index is made (git/first_page.py), each against `ls-tree -r` timed just before it.
+References, measured in this run: `git ls-files -z` in the checkout (it reads the index file) and
 `git ls-tree -r --name-only -z <head>` (it reads the tree object, as the tool must).
 
 On your own repository (`--repo PATH`) the new heads are written to a scratch repository that
@@ -15,11 +19,15 @@ borrows its objects, and `git ls-files` runs in a temporary clone (`--no-checkou
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import statistics
 import time
+from collections.abc import Callable
 from functools import partial
 
 from bench.common import (
+    BenchRepo,
     Report,
     head_checkout,
     log,
@@ -69,6 +77,8 @@ def main() -> None:
         label = "first page, another new head (open + index + page)"
         report.add(label, statistics.median(first_page[1:]), name, reference)
 
+    _never_seen(report, repo, runs, ls_tree)
+
     pinned = open_pinned(repo.git_dir, repo.base_sha, repo.head_sha)
     files = pinned.snapshot.files
     deep_cursor = files[len(files) * 9 // 10]
@@ -84,6 +94,41 @@ def main() -> None:
         ours = median_seconds(partial(list_repository_files, pinned, arguments), runs * 5)
         report.add(label, ours, *references[0])
     report.print()
+
+
+def _never_seen(report: Report, repo: BenchRepo, runs: int, ls_tree: Callable[[], object]) -> None:
+    """The first page of a repository never seen, `runs` times: each in a store of its own
+    with no cache directory, on a head of its own, `ls-tree -r` timed just before it. An
+    early view (`open(..., early=True)`) serves the page while the index is made, and is
+    then waited for, untimed; the same with the index made first, interleaved."""
+    try:
+        store_module = importlib.import_module("pr_review_api.git.store")
+        repository = importlib.import_module("pr_review_api.git.repository")
+    except ImportError:
+        return
+    early_supported = "early" in inspect.signature(repository.PinnedRepository.open).parameters
+    samples: dict[bool, list[float]] = {True: [], False: []}
+    references: list[float] = []
+    for run in range(runs):
+        for early in (True, False) if early_supported else (False,):
+            head = make_head(repo, variant=2000 + 2 * run + early)
+            started = time.perf_counter()
+            ls_tree()
+            references.append(time.perf_counter() - started)
+            store = store_module.RepositoryStore(threads=2)
+            started = time.perf_counter()
+            options = {"early": True} if early else {}
+            fresh = repository.PinnedRepository.open(
+                repo.git_dir, repo.base_sha, head, store=store, **options
+            )
+            list_repository_files(fresh, ListFilesArguments())
+            samples[early].append(time.perf_counter() - started)
+            _ = fresh.snapshot  # the index, untimed: the next run starts on a quiet process
+            store.close()
+    for early, label in ((False, "index first"), (True, "early view, index made meanwhile")):
+        if samples[early]:
+            figure = f"first page, a repository never seen, {label} (median, range)"
+            report.add_samples(figure, samples[early], "git ls-tree -r", references)
 
 
 if __name__ == "__main__":

@@ -44,11 +44,11 @@ from bench.common import (
     parser,
     repository_for,
     run_quietly,
+    run_review,
     runs_for,
     writable_repository,
 )
 from bench.harness import Script, bench_settings, scripted_provider, shared_store
-from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget, ReviewTarget
 
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
@@ -180,7 +180,7 @@ def measure_github(
         return
     from tests.fakes.github_server import FakeGitHub
 
-    from pr_review_api.loop.workspace import PullRequestTarget
+    from pr_review_api.loop.workspace import ChangeTarget
 
     near = None if repo.worktree is None else repo.worktree.parent
     with tempfile.TemporaryDirectory(dir=near, prefix="pr-review-bench-") as scratch:
@@ -194,12 +194,12 @@ def measure_github(
             heads = [make_head(repo, variant=3000 + n) for n in range(runs + 1)]
             git(origin.bare, "update-ref", "refs/heads/main", repo.base_sha)
 
-            def publish(number: int, head: str) -> PullRequestTarget:
+            def publish(number: int, head: str) -> ChangeTarget:
                 git(origin.bare, "update-ref", f"refs/pull/{number}/head", head)
                 fake.set_pull("bench", "linux", number, base_sha=repo.base_sha, head_sha=head)
-                return PullRequestTarget(f"{fake.server_url}/bench/linux/pull/{number}")
+                return ChangeTarget(f"{fake.server_url}/bench/linux/pull/{number}")
 
-            def timed(target: PullRequestTarget) -> float:
+            def timed(target: ChangeTarget) -> float:
                 return time_to_first_request(
                     target,
                     github_server_url=fake.server_url,

@@ -1,5 +1,5 @@
-"""The cost of the suggestion check's syntax proof (CONTRACT 14): parsing a file with tree-sitter
-and counting its ERROR and MISSING nodes (`loop/syntax.py`).
+"""The cost of the suggestion check's syntax proof (specification §14): parsing a file with
+tree-sitter and counting its ERROR and MISSING nodes (`loop/syntax.py`).
 
 A file's first suggestion costs a full parse of the head; each suggestion then costs an
 incremental parse of the patched file from that tree (here: the middle line of the file
@@ -12,13 +12,14 @@ when Debian's kernel tarball was unpacked under `--kernel`, the files named ther
     uv run python -m bench.syntax                       # the 1 MiB Python file
     uv run python -m bench.syntax path/to/big.c other.rs
 
-`--review` measures issue 34's case instead: a real `pr-review review --repo` of 14 changed
-files of 1 MiB of Python each (the standard-library file, and 1 MiB of one-letter lines, whose
-tree is ten times larger), against a scripted provider whose final review offers one suggestion
-per file, with REVIEW_SUGGESTIONS on and off. It prints the peak RSS of the process tree
-(pr-review and its children, summed, sampled every 20 ms) and of its largest process (wait4),
-and how many suggestions were kept. Then the 1 MiB JavaScript array whose parse runs seconds
-after its last byte is read, with a 1 s budget: in this process and in the child process.
+`--review` measures the bounded suggestion check instead (docs/performance.md): a real
+`pr-review review --repo` of 14 changed files of 1 MiB of Python each (the standard-library
+file, and 1 MiB of one-letter lines, whose tree is ten times larger), against a scripted
+provider whose final review offers one suggestion per file, with REVIEW_SUGGESTIONS on and off.
+It prints the peak RSS of the process tree (pr-review and its children, summed, sampled every
+20 ms) and of its largest process (wait4), and how many suggestions were kept. Then the 1 MiB
+JavaScript array whose parse runs seconds after its last byte is read, with a 1 s budget: in
+this process and in the child process.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--review", action="store_true", help="issue 34's memory and deadline")
+    parser.add_argument("--review", action="store_true", help="the suggestion check's memory")
     arguments = parser.parse_args()
     if arguments.review:
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

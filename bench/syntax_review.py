@@ -1,5 +1,5 @@
-"""Issue 34's case for `bench.syntax --review`: the memory of a review's syntax proof, and a
-deadline that holds after the input is read (see bench/syntax.py)."""
+"""The suggestion check's case for `bench.syntax --review`: the memory of a review's syntax
+proof, and a deadline that holds after the input is read (see bench/syntax.py)."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def run_review(root: Path, base: str, head: str, suggestions: bool, url: str) ->
 
 
 def review_memory(stdlib: bytes) -> None:
-    """Issue 34's case with each kind of 1 MiB Python file, suggestions on and off."""
+    """The suggestion check's case with each kind of 1 MiB Python file, suggestions on and off."""
     kinds = {"standard library": stdlib, "one-letter lines": b"a\n" * (512 * 1024)}
     for kind, source in kinds.items():
         with tempfile.TemporaryDirectory(prefix="pr-review-bench-syntax-") as scratch:

@@ -49,13 +49,13 @@ from bench.common import (
     make_head,
     parser,
     repository_for,
+    run_review,
     runs_for,
     wait_for_search_index,
     writable_repository,
 )
 from bench.harness import Call, bench_settings, provider_process
 from pr_review_api.git.store import RepositoryStore
-from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import Settings
 

@@ -17,9 +17,9 @@ from hypothesis import settings as hypothesis_settings
 from pr_review_api.settings import Settings
 from tests.gitrepo import GitRepo
 
-# The fakes' fixtures (`scripted_provider`, `fake_github`, `fake_gitlab`, `fake_gitlab_notes`,
-# `fake_gitlab_statuses`, `fake_gitlab_threads`), for every test: a test asks for one by name and
-# never imports it.
+# The `environment` fixture (tests/environment.py) and the fakes' fixtures (`scripted_provider`,
+# `fake_github`, `fake_gitlab`, `fake_gitlab_notes`, `fake_gitlab_statuses`, `fake_gitlab_threads`),
+# for every test: a test asks for one by name and never imports it.
 # tests/README.md says which fake to use when.
 pytest_plugins = [
     "tests.fakes.provider_server",
@@ -31,6 +31,7 @@ pytest_plugins = [
     "tests.fakes.gitlab_issues",
     "tests.fakes.gitea_server",
     "tests.fakes.gitea_reviews",
+    "tests.environment",  # last: it imports the fakes it names, registered above
 ]
 
 # Distinctive secrets: tests assert they never appear in any output, log, trace or file.
@@ -38,6 +39,8 @@ PROVIDER_KEY = "sk-test-PROVIDER-SECRET-7f3a9c"
 GITHUB_TOKEN = "ghp_test-GITHUB-SECRET-41be02"
 GITLAB_TOKEN = "glpat-test-GITLAB-SECRET-93c1d7"
 GITEA_TOKEN = "gitea-test-GITEA-SECRET-5d82e4"
+# The login GITHUB_TOKEN belongs to on the fake GitHub, where a test says so.
+BOT = "pr-review-bot"
 
 # The fast tier (`uv run pytest --fast`), the inner loop: the unit level on every core. It leaves
 # out two folders, the hostile-world suite and the PostgreSQL job suite, and every test marked
@@ -193,7 +196,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # The developer's environment as it was, for the opt-in real-provider test only.
 ORIGINAL_ENVIRONMENT = dict(os.environ)
 
-_OUR_VARIABLES = (
+# The prefixes of the variables the program reads (tests/environment.py builds them).
+OUR_VARIABLES = (
     "OPENCODE_",
     "GITHUB_",
     "GITLAB_",
@@ -217,7 +221,7 @@ def data_root() -> Iterator[Path]:
 def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data_root: Path) -> None:
     """No setting leaks in from the developer's shell or a .env file."""
     for name in list(os.environ):
-        if name.startswith(_OUR_VARIABLES):
+        if name.startswith(OUR_VARIABLES):
             monkeypatch.delenv(name)
     # Indexes and saved snapshots go to the cache, the embedded PostgreSQL to the data folder:
     # never the developer's own (`home_folders_untouched` checks it for the whole session).
@@ -240,8 +244,8 @@ def listing(folder: Path) -> set[str] | None:
 
 @pytest.fixture(scope="session", autouse=True)
 def home_folders_untouched() -> Iterator[None]:
-    """No test writes to the user's own cache or data folder (issue 23 item 8: a test once
-    made a PostgreSQL cluster under ~/.local/share/pr-review). The folders may exist before
+    """No test writes to the user's own cache or data folder (a test once made a PostgreSQL
+    cluster under ~/.local/share/pr-review). The folders may exist before
     the session, with the user's own data: they must hold the same entries after it."""
     before = {folder: listing(folder) for folder in default_folders()}
     yield

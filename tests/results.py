@@ -11,11 +11,11 @@ from pr_review_api.model import (
     PullRequestInfo,
     ReviewResult,
     Revisions,
-    Severity,
     TraceToolCall,
     TraceTurn,
     Usage,
 )
+from tests.builders import finding_model
 
 PR_URL = "https://github.com/acme/widget/pull/7"
 BASE_SHA = "1" * 40
@@ -51,28 +51,6 @@ HOSTILE = (
     "**bold** _em_ ~~strike~~ `tick` \\ & &amp; &#64; @octocat 1. item\n- item\n> quote\n"
     "===\n---\n+ plus\n1) paren\n\x1b[31mred\x1b[0m \u202egnp.exe\u202c \r\nCRLF\x00NUL\x07bell"
 )
-
-
-def finding(
-    severity: Severity = "high",
-    *,
-    title: str = "Validation occurs after the write",
-    path: str = "src/widgets/service.py",
-    line: int | None = 42,
-    explanation: str = "Invalid state can be saved.",
-    evidence: str = "save() runs before validate_name().",
-    recommendation: str = "Validate before saving.",
-) -> Finding:
-    """One finding; every field can be replaced."""
-    return Finding(
-        severity=severity,
-        title=title,
-        explanation=explanation,
-        path=path,
-        line=line,
-        evidence=evidence,
-        recommendation=recommendation,
-    )
 
 
 def trace_turns() -> list[TraceTurn]:
@@ -127,7 +105,7 @@ def review_result(
         model="deepseek-v4-flash",
         review=FinalReview(
             summary=summary,
-            findings=[finding()] if findings is None else findings,
+            findings=[finding_model()] if findings is None else findings,
             notes=["Inspected the service and its call sites."] if notes is None else notes,
         ),
         usage=Usage(prompt_tokens=8400, completion_tokens=360, total_tokens=8760),
@@ -141,11 +119,11 @@ def review_result(
 def every_severity() -> list[Finding]:
     """One finding of each severity, least severe first (renderers must reorder them)."""
     return [
-        finding("info", title="Info finding", path="docs/a.md", line=None),
-        finding("low", title="Low finding", path="src/low.py", line=3),
-        finding("medium", title="Medium finding", path="src/medium.py", line=5),
-        finding("high", title="High finding", path="src/high.py", line=8),
-        finding("critical", title="Critical finding", path="src/critical.py", line=13),
+        finding_model("info", title="Info finding", path="docs/a.md", line=None),
+        finding_model("low", title="Low finding", path="src/low.py", line=3),
+        finding_model("medium", title="Medium finding", path="src/medium.py", line=5),
+        finding_model("high", title="High finding", path="src/high.py", line=8),
+        finding_model("critical", title="Critical finding", path="src/critical.py", line=13),
     ]
 
 

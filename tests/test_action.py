@@ -8,7 +8,6 @@ test runs uv offline: the packages come from uv's cache, which `uv sync` filled 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -21,9 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY, uv_cache_dir
 from tests.fakes.github_server import FakeGitHub
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.fakes.provider_server import ScriptedProvider
 
 # The Action's step as a runner runs it (uv, a venv, a process): the default run, not --fast.
 pytestmark = pytest.mark.e2e
@@ -150,8 +150,8 @@ def test_the_action_installs_the_locked_versions_and_publishes_the_review(
         head={"a.py": "x = 1\n"},
     )
     scripted_provider.script(
-        stop_turn(json.dumps({"summary": "S", "findings": [HIGH], "notes": []})),
-        stop_turn(json.dumps({"summary": "S", "findings": [], "notes": []})),
+        final_turn(HIGH, summary="S"),
+        final_turn(summary="S"),
     )
     done, runner_temp = _run_step(
         fake_github,
@@ -204,7 +204,8 @@ def test_the_action_takes_the_old_key_name_and_skips_by_the_base_rules(
         FAIL_STEP_ON_CHECK="true",
     )
     done, runner_temp = _run_step(fake_github, tmp_path, inputs)
-    # A skip by a label is the author's to lift: with fail_on set it must not pass (CONTRACT 16).
+    # A skip by a label is the author's to lift: with fail_on set it must not pass
+    # (specification §16).
     assert done.returncode == (1 if gated else 0), done.stderr[-2000:]
     assert scripted_provider.requests == []  # skipped: --automatic is passed
     assert fake_github.posted("acme", "widget", 8) == []

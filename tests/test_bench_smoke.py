@@ -26,6 +26,7 @@ SCRIPTS = {
     "workers": ["--workers", "1,2"],
     "wide": [],
     "index": [],
+    "partial": ["--shares", "0.25,0.75"],
 }
 # Scripts that need no repository and print their own table (a simulation).
 TABLES: dict[str, list[str]] = {"affinity": []}
@@ -81,7 +82,7 @@ def test_bench_table_script_runs_quick(script: str) -> None:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
-    assert len(rows) == 7, done.stdout  # the header and six scenarios
+    assert len(rows) == 10, done.stdout  # the header and nine scenarios
 
 
 def _git(cwd: Path, *args: str) -> None:

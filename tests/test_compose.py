@@ -1,4 +1,4 @@
-"""compose.yaml (CONTRACT 18): PostgreSQL, `serve` and scalable workers, secrets from .env.
+"""compose.yaml (specification §18): PostgreSQL, `serve` and scalable workers, secrets from .env.
 
 No container runtime can start containers where the suite runs, so this reads the file as
 compose would: the services, their commands parsed by pr-review's own CLI, the variables
@@ -54,9 +54,12 @@ def environment(service: dict[str, Any]) -> dict[str, str]:
 def parse_cli(argv: list[str]) -> click.Context:
     """`pr-review argv` parsed by the real command (raises on an unknown command or option)."""
     [name, *rest] = argv
-    command = main.get_command(click.Context(main), name)
+    # The group's context settings (`-h`) reach the command through its parent, as when the
+    # program runs; without them click would cache a `--help`-only option on the command.
+    parent = click.Context(main, **main.context_settings)
+    command = main.get_command(parent, name)
     assert command is not None, f"pr-review has no command {name}"
-    return command.make_context(name, rest)
+    return command.make_context(name, rest, parent=parent)
 
 
 def test_the_services_are_postgres_serve_and_worker(compose: dict[str, Any]) -> None:

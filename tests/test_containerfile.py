@@ -1,4 +1,4 @@
-"""The container image (CONTRACT 18): the repository's Containerfile, built and run.
+"""The container image (specification §18): the repository's Containerfile, built and run.
 
 The build is opt-in (`uv run pytest -m slow tests/test_containerfile.py`), and needs root,
 buildah, util-linux's unshare, iproute2, PyPI (the build installs uv.lock's packages from it),

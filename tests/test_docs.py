@@ -1,5 +1,5 @@
-"""The README and docs/ stay true where a figure can drift or a pointer can break (issue 23
-item 8): every relative link names a file of the repository, nothing points to a contract
+"""The README and docs/ stay true where a figure can drift or a pointer can break: every
+relative link names a file of the repository, nothing points to a contract
 document the repository does not ship, the corpus size is the number of case files, and the
 README's "about N tests" is the number a whole run of that tier collects."""
 
@@ -107,12 +107,12 @@ def test_the_api_doc_names_every_field_of_the_review_request() -> None:
 
 # What the service does with each permission; the module that needs it says why.
 APP_PERMISSIONS = {
-    "pull_requests": "write",  # github/publish.py, github/conversation.py, github/resolve.py
+    "pull_requests": "write",  # github/publish.py, github/comments.py, github/resolve.py
     "contents": "read",  # github/git_http.py: the code, over git
     "checks": "write",  # github/checks.py: the merge gate's check run
     "statuses": "write",  # github/checks.py: the gate's commit status fallback
     "issues": "write",  # issue_comment deliveries; replies and reactions on them
-    "metadata": "read",  # mandatory; github/conversation.py: who may give a command
+    "metadata": "read",  # mandatory; github/comments.py: who may give a command
 }
 # The permission GitHub asks of an App before it may subscribe to each event.
 EVENT_PERMISSION = {

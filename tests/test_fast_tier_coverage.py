@@ -1,6 +1,6 @@
 """The fast tier (`uv run pytest --fast`, tests/conftest.py) still tests every rule of the
-protocol seed (issue 23 item 7): each rule below names the unit-level tests that hold it, and
-`--fast` must collect every one of them. Marking one of them `e2e`, moving it under
+protocol seed (docs/specification.md, Part II): each rule below names the unit-level tests that
+hold it, and `--fast` must collect every one of them. Marking one of them `e2e`, moving it under
 tests/hostile or tests/jobs, or renaming it fails here until the table names another.
 """
 
@@ -16,7 +16,7 @@ from tests.conftest import in_fast_tier
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PROTOCOL = "tests/loop/test_protocol.py::"
+PROTOCOL = "tests/loop/test_turn_checks.py::"
 RULES = "tests/loop/test_run_rules.py::"
 RUN = "tests/loop/test_run.py::"
 FINAL = "tests/loop/test_final_review.py::"

@@ -9,7 +9,6 @@ from uv's cache, which `uv sync` filled before the suite. docs/gitlab.md shows t
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -20,10 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import final_turn
 from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY, uv_cache_dir
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.fakes.provider_server import ScriptedProvider
 
 # A real process of pr-review installed by uv from a clone: the default run, not --fast.
 pytestmark = pytest.mark.e2e
@@ -149,9 +149,7 @@ def test_the_job_publishes_the_review_on_the_merge_request(
         head={"a.py": "def average(v):\n    return sum(v[:-1]) / len(v)\n"},
         private=True,
     )
-    scripted_provider.script(
-        stop_turn(json.dumps({"summary": "One bug.", "findings": [FINDING], "notes": []}))
-    )
+    scripted_provider.script(final_turn(FINDING, summary="One bug."))
     done = _run_job(fake_gitlab, scripted_provider, tmp_path, merge_request.url, 7)
     assert done.returncode == 0, done.stderr[-3000:]
     scripted_provider.assert_complete()

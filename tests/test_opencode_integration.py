@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import load_settings
 from tests.conftest import ORIGINAL_ENVIRONMENT
@@ -48,7 +48,9 @@ def test_real_provider_uses_native_tool_calls_then_stops(
         {"app.py": "def div(a, b):\n    if b == 0:\n        return 0\n    return a // b\n"}
     )
     result = asyncio.run(
-        run_review(LocalTarget(repo.path, base, head), load_settings(), include_trace=True)
+        run_review(
+            LocalTarget(repo.path, base, head), load_settings(), ReviewOptions(include_trace=True)
+        )
     )
     assert result.trace is not None
     actions = [turn.protocol_action for turn in result.trace]

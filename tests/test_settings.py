@@ -1,4 +1,4 @@
-"""Configuration (CONTRACT section 2): where settings come from, and the `.env` that is never read.
+"""Configuration (specification §2): where settings come from, and the `.env` that is never read.
 
 The working directory may be a checkout of the pull request under review (a CI job, or a user
 running `pr-review review --repo .`): a `.env` committed there is the author's, not the
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,9 @@ from click.testing import CliRunner
 from pr_review_api.cli import commands as cli
 from pr_review_api.errors import ConfigurationError
 from pr_review_api.settings import LOCAL_PROFILE, Settings, load_settings, trusted_env_file
+from tests.builders import final_turn
 from tests.conftest import PROVIDER_KEY
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.fakes.provider_server import ScriptedProvider
 from tests.gitrepo import GitRepo, git
 
 ATTACKER = "http://127.0.0.1:9/v1"
@@ -153,7 +155,7 @@ def test_a_committed_env_file_cannot_redirect_a_review(
         monkeypatch.chdir(repo.path)
         monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
         monkeypatch.setenv("OPENCODE_BASE_URL", scripted_provider.base_url)
-        scripted_provider.script(stop_turn({"summary": "ok", "findings": [], "notes": []}))
+        scripted_provider.script(final_turn(summary="ok"))
         result = CliRunner().invoke(
             cli.main,
             ["review", "--repo", ".", "--base", base, "--head", head, "--format", "json"],
@@ -168,7 +170,7 @@ def test_a_committed_env_file_cannot_redirect_a_review(
 
 @pytest.mark.e2e  # two real `pr-review` processes
 def test_the_tracked_env_line_says_what_to_do_and_doing_it_works(repo: GitRepo) -> None:
-    """Issue 40 item 7: one line on stderr that tells the operator how to have their `.env`
+    """specification §2: one line on stderr that tells the operator how to have their `.env`
     read; following it (ignore it, untrack it, commit), the next run reads it."""
     repo.commit_files({".env": "REVIEW_SUGGESTIONS=true\n"})
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("REVIEW_", "PR_"))}
@@ -241,7 +243,7 @@ def test_an_unknown_profile_is_a_configuration_error_that_names_the_variable(
         load_settings()
 
 
-# --- Gitea and Forgejo (CONTRACT 19) ------------------------------------------------------------
+# --- Gitea and Forgejo (specification §19) --------------------------------------------------------
 
 
 def test_gitea_is_off_until_its_server_is_set() -> None:
@@ -311,3 +313,24 @@ def test_gitea_secrets_are_never_echoed(monkeypatch: pytest.MonkeyPatch) -> None
     assert "gitea-hook-secret" not in repr(settings)
     assert settings.gitea_token is not None
     assert settings.gitea_token.get_secret_value() == "gitea-token-value"
+
+
+# --- the worker host's id (jobs/affinity.py) --------------------------------------------------
+
+
+def test_the_worker_host_is_the_host_name_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PR_REVIEW_WORKER_HOST", raising=False)
+    assert Settings().pr_review_worker_host == (socket.gethostname() or "localhost")
+    monkeypatch.setenv("PR_REVIEW_WORKER_HOST", "  ")
+    assert Settings().pr_review_worker_host == (socket.gethostname() or "localhost")
+    monkeypatch.setenv("PR_REVIEW_WORKER_HOST", "worker-2.internal")
+    assert Settings().pr_review_worker_host == "worker-2.internal"
+
+
+@pytest.mark.parametrize("value", ["a b", "-lead", "x/y", "h" * 201, "w\u00e9"])
+def test_a_bad_worker_host_is_a_configuration_error_that_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("PR_REVIEW_WORKER_HOST", value)
+    with pytest.raises(ConfigurationError, match=r"^PR_REVIEW_WORKER_HOST is not valid"):
+        load_settings()

@@ -1,7 +1,7 @@
 """The one error tree of pr-review.
 
 Every failure a user, a script or an HTTP client can see is a `ReviewError` whose `code` is
-one of the stable codes of CONTRACT.md section 5. The HTTP API and the CLI each map this tree
+one of the stable codes of specification §5. The HTTP API and the CLI each map this tree
 in exactly one place (`api.py`, `cli.py`).
 
     ReviewError
@@ -27,6 +27,8 @@ in exactly one place (`api.py`, `cli.py`).
     │   └── ReviewTimeout              review_timeout                  504
     ├── InvalidRepository              invalid_repository              422; CLI exit 2
     ├── PublishNotPossible             github_publish_failed           422; CLI exit 1
+    │   ├── GitLabPublishNotPossible   gitlab_publish_failed           422; CLI exit 1
+    │   └── GiteaPublishNotPossible    gitea_publish_failed            422; CLI exit 1
     ├── ConfigurationError             configuration_error             CLI exit 2
     ├── ServerBusy                     server_busy                     503 (+ Retry-After)
     ├── InvalidSignature               invalid_signature               401
@@ -37,7 +39,7 @@ Messages are fixed sentences written here or by the raiser: never a provider bod
 token, a header, a local path or a stack trace. An error that ended a review carries the
 review's `RunRecord` in `run` (rounds, usage, trace) for internal callers; `to_body()` never
 shows it. `ToolError` is separate: it is a tool-level
-result returned to the model (CONTRACT section 7), not a failure of the review.
+result returned to the model (specification §7), not a failure of the review.
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ class GitHubUnavailable(ForgeUnavailable):
 
 
 class GitLabUnavailable(ForgeUnavailable):
-    """GitLab failed, timed out, rate-limited us or refused the fetch (CONTRACT 17)."""
+    """GitLab failed, timed out, rate-limited us or refused the fetch (specification §17)."""
 
     code = "gitlab_unavailable"
     status = 502
@@ -145,7 +147,8 @@ class GitLabUnavailable(ForgeUnavailable):
 
 
 class GiteaUnavailable(ForgeUnavailable):
-    """Gitea (or Forgejo) failed, timed out, rate-limited us or refused the fetch (CONTRACT 19)."""
+    """Gitea (or Forgejo) failed, timed out, rate-limited us or refused the fetch
+    (specification §19)."""
 
     code = "gitea_unavailable"
     status = 502
@@ -277,6 +280,18 @@ class PublishNotPossible(ReviewError):
     default_message = "The review cannot be published with this token; nothing was reviewed."
 
 
+class GitLabPublishNotPossible(PublishNotPossible):
+    """`PublishNotPossible` on a GitLab merge request: GitLab's own code."""
+
+    code = "gitlab_publish_failed"
+
+
+class GiteaPublishNotPossible(PublishNotPossible):
+    """The same on a Gitea pull request: Gitea's publications fail with their own code."""
+
+    code = "gitea_publish_failed"
+
+
 class ConfigurationError(ReviewError):
     """A setting is missing or invalid."""
 
@@ -330,5 +345,5 @@ class ToolError(Exception):
         self.message = message
 
     def to_result(self) -> dict[str, object]:
-        """The tool result document of CONTRACT section 7."""
+        """The tool result document of specification §7."""
         return {"ok": False, "error": {"code": self.code, "message": self.message}}

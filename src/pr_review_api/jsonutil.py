@@ -18,7 +18,7 @@ def _reject_constant(name: str) -> Any:
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        # 1e999 would become infinity, which no JSON document can carry on (issue 9 item 7).
+        # 1e999 would become infinity, which no JSON document can carry on.
         raise StrictJSONError("number out of range")
     return value
 

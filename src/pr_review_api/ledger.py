@@ -1,5 +1,5 @@
-"""What a service remembers of the reviews it published, one record per head (CONTRACT 10),
-and the findings its repositories dismissed (CONTRACT 15): forge-neutral, so every forge's
+"""What a service remembers of the reviews it published, one record per head (specification §10),
+and the findings its repositories dismissed (specification §15): forge-neutral, so every forge's
 publishing (github/publish.py, gitlab/publish.py), forge/ and jobs/ name them from here.
 
 A forge's markers say which heads we reviewed, but only a listing of the change can read
@@ -11,7 +11,7 @@ from the forge. The CLI has no ledger and relies on the markers alone.
 
 Records are per change (a pull or merge request), publishing identity (a different App or
 account has its own markers) and head. They hold no token: the review document carries none
-(CONTRACT 5).
+(specification §5).
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ class PublishLedger(Protocol):
 
 
 class DismissedFindings(Protocol):
-    """The findings a repository dismissed (CONTRACT 15; the service's `jobs/dismissals.py`)."""
+    """The findings a repository dismissed (specification §15; the service's
+    `jobs/dismissals.py`)."""
 
     async def fingerprints(self, repository: str) -> set[str]:
         """The dismissed fingerprints of "owner/repo" (any case)."""
@@ -108,7 +109,7 @@ def repository_key(info: PullRequestInfo) -> str:
 
 
 class Learnings(Protocol):
-    """What writers taught the reviewer of a repository (CONTRACT 20; jobs/learnings.py)."""
+    """What writers taught the reviewer of a repository (specification §20; jobs/learnings.py)."""
 
     async def given(self, repository: str) -> list[tuple[int, str]]:
         """The repository's newest learnings, (id, text), newest first."""

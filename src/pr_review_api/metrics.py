@@ -1,4 +1,4 @@
-"""Prometheus metrics (CONTRACT 18): one `Metrics` object per process, counted where things
+"""Prometheus metrics (specification §18): one `Metrics` object per process, counted where things
 happen, rendered in the text format for `GET /metrics` and `pr-review worker --metrics-port`.
 
     pr_review_reviews_total{termination_reason}      run_review() ended (loop/run.py)
@@ -114,7 +114,7 @@ WEBHOOK_EVENTS = frozenset(
         "check_suite",
         "push",
         "installation",
-        "merge_request",  # GitLab (CONTRACT 17)
+        "merge_request",  # GitLab (specification §17)
         "note",
     }
 )

@@ -1,7 +1,7 @@
 """The domain model: what a review is about and what it returns, free of any edge.
 
 Pull-request identity and revisions, token usage, the final review and its findings, the trace,
-and the review document of CONTRACT section 5. Every package may import this module; it imports
+and the review document of specification §5. Every package may import this module; it imports
 only settings.
 """
 
@@ -47,13 +47,13 @@ BoundedText = Annotated[str, AfterValidator(_bounded_text)]
 
 
 # `model_validate(..., context=SUGGESTIONS_OFF)`: a finding's `suggestion` is an unknown field,
-# as it is in CONTRACT 8 (REVIEW_SUGGESTIONS off).
+# as it is in specification §8 (REVIEW_SUGGESTIONS off).
 SUGGESTIONS_OFF = {"suggestions": False}
 
 
 class Suggestion(BaseModel):
     """A committable replacement of lines `start_line`..`end_line` of the finding's file at the
-    head (CONTRACT 14). Bounds beyond the types are loop/suggestions.py's checks, which drop a
+    head (specification §14). Bounds beyond the types are loop/suggestions.py's checks, which drop a
     suggestion rather than fail the review."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -62,7 +62,8 @@ class Suggestion(BaseModel):
     end_line: Annotated[int, Field(ge=1)]
     replacement: str
     # The head's lines it replaces, as the checks read them (loop/suggestions.py): the text
-    # and Markdown reports show them as `-` lines. Never serialized: the document is CONTRACT 14's.
+    # and Markdown reports show them as `-` lines. Never serialized: the document is
+    # specification §14's.
     _replaced: tuple[str, ...] | None = PrivateAttr(default=None)
 
     def __eq__(self, other: object) -> bool:
@@ -88,7 +89,7 @@ class Suggestion(BaseModel):
 class Finding(BaseModel):
     """One problem the model found, tied to a file and optionally a line.
 
-    `suggestion` is MISSING (absent from every document, byte for byte as CONTRACT 8) unless
+    `suggestion` is MISSING (absent from every document, byte for byte as specification §8) unless
     REVIEW_SUGGESTIONS is on; then it is null or a checked `Suggestion`."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -115,7 +116,7 @@ class Finding(BaseModel):
 
     def fingerprint(self, line_text: str | None = None) -> str:
         """Stable for the same path, severity, title and text of the anchored line, whatever the
-        line's number (CONTRACT 10); without a line's text, for path, severity and title alone
+        line's number (specification §10); without a line's text, for path, severity and title alone
         (the SARIF `partialFingerprints` value). 32 hexadecimal characters."""
         parts = [self.severity, self.path, self.title]
         if line_text is not None:
@@ -129,7 +130,7 @@ CHECK_RESULTS: tuple[CheckResultKind, ...] = ("pass", "fail", "inconclusive")
 
 
 class CheckResult(BaseModel):
-    """The model's result of one custom check of `.pr-review.toml` (CONTRACT 20)."""
+    """The model's result of one custom check of `.pr-review.toml` (specification §20)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -145,7 +146,7 @@ LINKED_ISSUE_VERDICTS: tuple[LinkedIssueVerdict, ...] = ("yes", "partly", "no", 
 
 
 class WalkthroughEntry(BaseModel):
-    """One row of the walkthrough (CONTRACT 21): changed files and what their change does."""
+    """One row of the walkthrough (specification §21): changed files and what their change does."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -154,7 +155,7 @@ class WalkthroughEntry(BaseModel):
 
 
 class LinkedIssue(BaseModel):
-    """Whether the change does what a linked issue asks (CONTRACT 21)."""
+    """Whether the change does what a linked issue asks (specification §21)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -166,9 +167,9 @@ class LinkedIssue(BaseModel):
 class FinalReview(BaseModel):
     """The model's validated review.
 
-    `checks` is MISSING (absent from every document, byte for byte as CONTRACT 8) unless at
+    `checks` is MISSING (absent from every document, byte for byte as specification §8) unless at
     least one custom check applied to the change (loop/custom_checks.py validates it).
-    `walkthrough` and `linked_issues` (CONTRACT 21) are MISSING too unless the review asked
+    `walkthrough` and `linked_issues` (specification §21) are MISSING too unless the review asked
     for them (loop/understanding.py)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -275,7 +276,7 @@ Forge = Literal["github", "gitlab", "gitea"]
 
 
 class PullRequestInfo(BaseModel):
-    """The canonical identity of a pull request, or of a GitLab merge request (CONTRACT 17:
+    """The canonical identity of a pull request, or of a GitLab merge request (specification §17:
     `owner` is then the full namespace path and `number` the iid)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -307,12 +308,18 @@ class Coverage(BaseModel):
     not_inspected: Annotated[list[str], Field(max_length=MAX_NOT_INSPECTED)] = []
 
 
+# The code of a failed publication names its forge (specification §10).
+PublishFailedCode = Literal[
+    "github_publish_failed", "gitlab_publish_failed", "gitea_publish_failed"
+]
+
+
 class PublicationError(BaseModel):
     """Why a publication failed: a fixed sentence, never GitHub's body."""
 
     model_config = ConfigDict(extra="forbid")
 
-    code: Literal["github_publish_failed"] = "github_publish_failed"
+    code: PublishFailedCode
     message: str
 
 
@@ -327,7 +334,7 @@ class Publication(BaseModel):
     inline_comments: int = 0
     body_findings: int = 0
     duplicates_skipped: int = 0
-    # CONTRACT 15: findings a dismissal of the repository kept off; our threads resolved.
+    # specification §15: findings a dismissal of the repository kept off; our threads resolved.
     suppressed: int = 0
     resolved: int = 0
     error: PublicationError | None = None
@@ -365,8 +372,9 @@ class ReviewResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # "no_changes": the merge base and the head have the same tree; no model was asked.
-    # "skipped": an automatic review that the repository's skip rules stopped (CONTRACT 16).
-    # "already_published": a head our markers say is published; no model was asked (CONTRACT 15).
+    # "skipped": an automatic review that the repository's skip rules stopped (specification §16).
+    # "already_published": a head our markers say is published; no model was asked
+    # (specification §15).
     termination_reason: Literal["final_review", "no_changes", "skipped", "already_published"] = (
         "final_review"
     )
@@ -380,8 +388,8 @@ class ReviewResult(BaseModel):
     # A default of zeros: a review that makes no request (no_changes) inspected nothing.
     coverage: Coverage = Field(default_factory=Coverage)
     trace: list[TraceTurn] | None
-    # Null unless the review was asked to be published (CONTRACT 10).
+    # Null unless the review was asked to be published (specification §10).
     publication: Publication | None = None
-    # Only when a price is set (issue 29 item 3): without one the document has no such key,
+    # Only when a price is set (specification §2): without one the document has no such key,
     # byte for byte as before the setting existed.
     cost: Cost | None = Field(default=None, exclude_if=_absent)

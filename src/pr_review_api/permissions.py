@@ -1,7 +1,8 @@
-"""Who may write on which repository, as its forge said lately (CONTRACT 15): `PermissionCache`.
+"""Who may write on which repository, as its forge said lately (specification §15):
+`PermissionCache`.
 
 The cache is forge-neutral: it keeps yes-or-no answers per repository and user, and the
-forge's own function asks when it has none (github/conversation.py's `may_write`, over the
+forge's own function asks when it has none (github/comments.py's `may_write`, over the
 permission API). Its holder owns it: the service's job queue (its webhooks and its worker's
 reviews), or one review; an answer is never taken from a comment's own claims.
 """

@@ -1,7 +1,7 @@
 """Configuration and every fixed limit, named as the protocol seed names them.
 
 Settings come from the environment and from `.env` in the working directory (the environment
-wins). A `.env` that git tracks is never read (CONTRACT section 2): the working directory may be
+wins). A `.env` that git tracks is never read (specification §2): the working directory may be
 a checkout of the pull request under review, and a committed `.env` could point the provider key
 and the GitHub token at another host. `load_settings()` turns any invalid value into a one-line
 `ConfigurationError` naming the variable, never echoing its value (it may be a secret).
@@ -10,6 +10,7 @@ and the GitHub token at another host. `load_settings()` turns any invalid value 
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -50,7 +51,7 @@ MAX_ACCUMULATED_TOOL_CONTENT_BYTES = 1024 * 1024
 MAX_FINDINGS = 100
 MAX_NOTES = 100
 MAX_FINAL_TEXT_BYTES = 8 * 1024
-# CONTRACT 14: a suggestion replaces at most this many lines with at most 8 KiB of text.
+# specification §14: a suggestion replaces at most this many lines with at most 8 KiB of text.
 MAX_SUGGESTION_LINES = 50
 MAX_SUGGESTION_BYTES = 8 * 1024
 # The parses that prove one review's suggestions keep the file parsing share this many seconds.
@@ -67,10 +68,10 @@ MAX_TRACE_PREVIEW_BYTES = 4 * 1024
 MAX_PROMPT_DESCRIPTION_BYTES = 16 * 1024
 MAX_PROMPT_CHANGED_FILES = 300
 
-# --- Review coverage (CONTRACT 5): changed files listed as not inspected ---
+# --- Review coverage (specification §5): changed files listed as not inspected ---
 MAX_NOT_INSPECTED = 100
 
-# --- Team knowledge (CONTRACT 20): custom checks and learnings ---
+# --- Team knowledge (specification §20): custom checks and learnings ---
 MAX_CUSTOM_CHECKS = 10
 MAX_CHECK_NAME_CHARS = 80
 MAX_CHECK_INSTRUCTIONS_BYTES = 2 * 1024
@@ -81,7 +82,7 @@ MAX_LEARNINGS_GIVEN_BYTES = 8 * 1024  # their texts, all together
 
 # REVIEW_PROFILE=local: what a model on a local server (llama.cpp, Ollama, vLLM on a CPU or a
 # small GPU) needs to finish a review, each value taken only where its own variable is unset.
-# The default profile changes nothing: the seed's protocol exactly (CONTRACT 12).
+# The default profile changes nothing: the seed's protocol exactly (specification §12).
 LOCAL_PROFILE: dict[str, object] = {
     "review_tolerant_final_json": True,  # small models fence their JSON
     "review_repair_attempts": 1,  # and get a field wrong once
@@ -162,7 +163,7 @@ def _check_http_url(name: str, value: str) -> str:
 
 
 class Settings(BaseSettings):
-    """Every setting of CONTRACT.md section 2, plus the service's own knobs."""
+    """Every setting of specification §2, plus the service's own knobs."""
 
     model_config = SettingsConfigDict(
         env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore", case_sensitive=False
@@ -174,13 +175,13 @@ class Settings(BaseSettings):
     github_token: SecretStr | None = None
     github_server_url: str = "https://github.com"
     github_api_url: str = "https://api.github.com"
-    # GitLab merge requests (CONTRACT 17); the API base defaults to `<server>/api/v4`.
+    # GitLab merge requests (specification §17); the API base defaults to `<server>/api/v4`.
     gitlab_server_url: str = "https://gitlab.com"
     gitlab_api_url: str | None = None
     gitlab_token: SecretStr | None = None
     pr_review_gitlab_webhook_secret: SecretStr | None = None
-    # Gitea and Forgejo pull requests (CONTRACT 19): no default server, so unset routes nothing
-    # to Gitea; the API base defaults to `<server>/api/v1`.
+    # Gitea and Forgejo pull requests (specification §19): no default server, so unset routes
+    # nothing to Gitea; the API base defaults to `<server>/api/v1`.
     gitea_server_url: str | None = None
     gitea_api_url: str | None = None
     gitea_token: SecretStr | None = None
@@ -191,7 +192,7 @@ class Settings(BaseSettings):
     review_timeout_seconds: float = Field(default=300, gt=0, le=24 * 3600)
     pr_review_cache_dir: Path = Path("~/.cache/pr-review")
     pr_review_api_keys: Annotated[tuple[SecretStr, ...], NoDecode] = ()
-    # Host names a keyless `serve` answers besides loopback (CONTRACT 5, service/hosts.py).
+    # Host names a keyless `serve` answers besides loopback (specification §5, service/hosts.py).
     pr_review_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
     # Not in the contract's table: the service's own capacity and the cache's bound.
     pr_review_max_concurrent_reviews: int = Field(default=16, ge=1, le=1024)
@@ -199,45 +200,46 @@ class Settings(BaseSettings):
     # A one-shot review hands the search-index build it leaves unfinished to a detached,
     # low-priority process (loop/background_index.py), as `git gc --auto` detaches.
     pr_review_background_index: bool = True
-    # Publishing (CONTRACT 10): inline comments in one review; the rest go in its body.
+    # Publishing (specification §10): inline comments in one review; the rest go in its body.
     pr_review_max_inline_comments: int = Field(default=30, ge=0, le=1000)
-    # The merge gate (CONTRACT 16): a published review sets a check run (or commit status).
+    # The merge gate (specification §16): a published review sets a check run (or commit status).
     # PR_REVIEW_FAIL_ON (not in the contract's table; the Action's `fail-on` input) can only
     # make the base's `fail_on` stricter (loop/gate.py).
     pr_review_check_runs: bool = True
     pr_review_fail_on: Literal["critical", "high", "medium", "low", "info", "none"] | None = None
-    # The review conversation (CONTRACT 15): answers in our threads, per pull request per hour.
+    # The comment commands (specification §15): answers in our threads, per pull request per hour.
     pr_review_max_answers_per_hour: int = Field(default=20, ge=0, le=10_000)
-    # Real models (CONTRACT section 12); the defaults keep the seed's protocol exactly.
+    # Real models (specification §12); the defaults keep the seed's protocol exactly.
     # One name for the four settings below that a local model needs (LOCAL_PROFILE).
     review_profile: Literal["default", "local"] = "default"
     opencode_max_retries: int = Field(default=2, ge=0, le=10)
     review_repair_attempts: int = Field(default=0, ge=0, le=10)
     review_tolerant_final_json: bool = False
     review_inline_diff_bytes: int = Field(default=0, ge=0, le=1024 * 1024)
-    # Issue 13 item 7: each finding confirmed or refuted in its own short tool loop.
+    # specification §2: each finding confirmed or refuted in its own short tool loop
+    # (loop/verify.py).
     review_verify_findings: bool = False
-    # Issue 29 item 1: findings must quote code the model received (loop/evidence.py).
+    # specification §2: findings must quote code the model received (loop/evidence.py).
     review_require_evidence: bool = False
-    # CONTRACT 14: findings may carry a committable replacement (loop/suggestions.py).
+    # specification §14: findings may carry a committable replacement (loop/suggestions.py).
     review_suggestions: bool = False
-    # CONTRACT 21: the final review carries a walkthrough (.pr-review.toml's `walkthrough`
+    # specification §21: the final review carries a walkthrough (.pr-review.toml's `walkthrough`
     # wins when set; loop/walkthrough.py).
     review_walkthrough: bool = False
-    # Issue 29 item 3: the tokens one review may spend over all its conversations (the
+    # specification §§2, 5: the tokens one review may spend over all its conversations (the
     # engine's Tally); none by default. Reaching it stops new provider requests.
     review_max_total_tokens: int | None = Field(default=None, ge=1)
     # US dollars per million prompt (input) and completion (output) tokens: with either set,
     # the document, the reports, the job record and the metrics carry an estimated cost.
     review_price_input_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
     review_price_output_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
-    # Issue 29 item 2 (loop/batches.py): a change of more files or diff bytes than these is
+    # specification §2 (loop/batches.py): a change of more files or diff bytes than these is
     # reviewed in batches of related files; 0 files (the default, which keeps the seed's one
-    # loop exactly, CONTRACT 12) turns batching off; 20 is the advised value. A batch's files
+    # loop exactly, specification §12) turns batching off; 20 is the advised value. A batch's files
     # fit one inspect_git_diff call (MAX_DIFF_PATHS paths; the default diff size in a result).
     review_batch_max_files: int = Field(default=0, ge=0, le=MAX_DIFF_PATHS)
     review_batch_max_diff_bytes: int = Field(default=48 * 1024, ge=1024, le=64 * 1024 * 1024)
-    # Service mode (CONTRACT 11; jobs/). The URL may carry a password: a secret.
+    # Service mode (specification §11; jobs/). The URL may carry a password: a secret.
     pr_review_database_url: SecretStr | None = None
     pr_review_data_dir: Path = Path("~/.local/share/pr-review")
     pr_review_webhook_secret: SecretStr | None = None
@@ -248,6 +250,17 @@ class Settings(BaseSettings):
     # tried before it ends failed.
     pr_review_installation_max_running: int = Field(default=4, ge=1, le=1024)
     pr_review_job_max_attempts: int = Field(default=3, ge=1, le=20)
+    # Not in the contract's table: this worker host's stable id (jobs/affinity.py). A worker
+    # takes the jobs of its host's own queue beside the shared one, and a repository's jobs go
+    # to the host whose cache holds it; every process of one host (one cache) shares the id.
+    # Blank (the default): the host name.
+    pr_review_worker_host: str = Field(
+        default="",
+        validate_default=True,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+    )
     # Budgets of preparing one head (git/limits.py); the kernel tree (80k entries, a few
     # hundred short links, about 40 MB of index) fits well within them.
     pr_review_max_tree_entries: int = Field(default=1_000_000, ge=1)
@@ -353,6 +366,13 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_service_setting_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("pr_review_worker_host", mode="before")
+    @classmethod
+    def _blank_worker_host_is_the_host_name(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            return socket.gethostname() or "localhost"
+        return value
 
     @field_validator("pr_review_data_dir", "github_app_private_key_file")
     @classmethod

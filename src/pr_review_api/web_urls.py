@@ -3,7 +3,7 @@
 A pull request's (github/urls.py) and a merge request's (gitlab/urls.py) URL are parsed by hand
 instead of trusting `urllib.parse`, which silently drops tabs and newlines and accepts
 back-slashes, user-info and odd ports that a browser would read differently. Each check raises
-`InvalidPullRequestUrl` (CONTRACT 3) before any network access.
+`InvalidPullRequestUrl` (specification §3) before any network access.
 """
 
 from __future__ import annotations

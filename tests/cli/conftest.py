@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import PROVIDER_KEY
+from tests.environment import Environment
 from tests.gitrepo import GitRepo
 
 
@@ -16,5 +17,5 @@ def widget(repo: GitRepo) -> tuple[GitRepo, str, str]:
 
 
 @pytest.fixture
-def with_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
+def with_key(environment: Environment) -> None:
+    environment(OPENCODE_API_KEY=PROVIDER_KEY)

@@ -11,7 +11,7 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 from pr_review_api.cli import commands as cli
-from pr_review_api.loop.run import Progress
+from pr_review_api.loop.run import PLAIN, Progress, ReviewOptions
 from pr_review_api.model import ReviewResult, Usage
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "pr-review"
@@ -39,9 +39,11 @@ class FakeRunReview:
         self.outcome = outcome
         self.calls: list[dict[str, Any]] = []
 
-    async def __call__(self, target: Any, settings: Any, **kwargs: Any) -> ReviewResult:
-        self.calls.append({"target": target, **kwargs})
-        progress = kwargs.get("progress")
+    async def __call__(
+        self, target: Any, settings: Any, options: ReviewOptions = PLAIN
+    ) -> ReviewResult:
+        self.calls.append({"target": target, **vars(options)})
+        progress = options.progress
         if progress is not None:
             progress(Progress("preparing", 0, 0, Usage()))
             progress(Progress("waiting_for_model", 1, 0, Usage(total_tokens=10)))

@@ -20,7 +20,7 @@ import pytest
 from pr_review_api import __version__, errors
 from pr_review_api.cli import commands as cli
 from pr_review_api.loop.final_review import review_schema_json
-from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget, LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.output.json import render_json
 from pr_review_api.service.app import create_app
@@ -29,6 +29,7 @@ from pr_review_api.settings import load_settings
 from pr_review_api.tools import TOOLS
 from tests.cli.support import CONSOLE_SCRIPT, FakeRunReview, assert_one_error_line, run
 from tests.conftest import PROVIDER_KEY
+from tests.environment import Environment, review_variables
 from tests.fakes.provider_server import Fault, ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitrepo import GitRepo
 from tests.results import PR_URL, review_result
@@ -36,14 +37,10 @@ from tests.results import SERVICE_REVIEW as REVIEW
 
 
 @pytest.fixture
-def provider_env(
-    scripted_provider: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
-) -> ScriptedProvider:
-    """The scripted provider, configured through the environment as a user would."""
-    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
-    monkeypatch.setenv("OPENCODE_BASE_URL", scripted_provider.base_url)
-    monkeypatch.setenv("REVIEW_TIMEOUT_SECONDS", "30")
-    monkeypatch.setenv("OPENCODE_MAX_RETRIES", "0")  # one request per scripted fault
+def provider_env(scripted_provider: ScriptedProvider, environment: Environment) -> ScriptedProvider:
+    """The scripted provider, configured through the environment as a user would (one request
+    per scripted fault)."""
+    environment(scripted_provider, retries=0, timeout=30)
     return scripted_provider
 
 
@@ -212,7 +209,7 @@ def test_a_local_review_prints_text_and_exits_0(
     provider_env.assert_complete()
     assert result.stderr == ""  # no progress: stderr is not a terminal
     repo, base, head = widget
-    # The header names the path and the two revisions as given (issue 14 item 9).
+    # The header names the path and the two revisions as given (docs/output-formats.md).
     assert result.stdout.startswith(f"Review of {repo.path} ({base}..{head})\n")
     assert "src/service.py:2  Validation occurs after the write" in result.stdout
     assert "\x1b[" not in result.stdout  # no colour: stdout is not a terminal
@@ -307,7 +304,7 @@ def test_the_pull_request_url_and_trace_flag_reach_run_review(
     fake = FakeRunReview(review_result())
     monkeypatch.setattr(cli, "run_review", fake)
     assert run("review", PR_URL, "--trace").exit_code == 0
-    assert fake.calls[0]["target"] == PullRequestTarget(PR_URL)
+    assert fake.calls[0]["target"] == ChangeTarget(PR_URL)
     assert fake.calls[0]["include_trace"] is True
     assert fake.calls[0]["progress"] is None  # stderr is not a terminal
 
@@ -425,12 +422,7 @@ def test_sigint_to_a_real_review_exits_130_with_the_document(
 ) -> None:
     repo, base, head = widget
     scripted_provider.script(Fault.delay(5.0, stop_turn(REVIEW)))
-    env = {
-        **os.environ,
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": scripted_provider.base_url,
-        "REVIEW_TIMEOUT_SECONDS": "30",
-    }
+    env = {**os.environ, **review_variables(scripted_provider, timeout=30)}
     args = ["review", "--repo", str(repo.path), "--base", base, "--head", head, "--format", "json"]
     # As from a terminal: a suite started in the background of a non-interactive shell runs
     # with SIGINT ignored, which every child inherits (and then rightly ignores Ctrl-C).

@@ -1,5 +1,5 @@
 """`pr-review dismissals list|remove` against a real embedded PostgreSQL (PR_REVIEW_DATABASE_URL),
-and the /ui page of a repository's dismissals reading the same table (CONTRACT 15).
+and the /ui page of a repository's dismissals reading the same table (specification §15).
 """
 
 from __future__ import annotations

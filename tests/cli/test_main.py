@@ -16,7 +16,7 @@ import pytest
 
 from pr_review_api.tools import TOOLS
 from tests.cli.support import CONSOLE_SCRIPT, run
-from tests.conftest import PROVIDER_KEY
+from tests.environment import review_variables
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitrepo import GitRepo
 from tests.results import SERVICE_REVIEW as REVIEW
@@ -43,7 +43,7 @@ def test_console_script_and_module_run(tmp_path: Path) -> None:
         helped = _process([*command, "--help"])
         assert helped.returncode == 0
         assert helped.stdout == run("--help").stdout
-        # What it reviews, in its first sentence (issue 40 item 7).
+        # What it reviews, in its first sentence (docs/cli.md).
         first = " ".join(helped.stdout.split("\n\n")[1].split())
         assert "GitHub pull requests, GitLab merge requests and local git revisions" in first
         tools = _process([*command, "schema", "tools"])
@@ -76,11 +76,7 @@ def test_exit_statuses_of_a_real_process(
 ) -> None:
     repo, base, head = widget
     review = [str(CONSOLE_SCRIPT), "review", "--repo", str(repo.path), "--base", base]
-    env = {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": scripted_provider.base_url,
-        "REVIEW_TIMEOUT_SECONDS": "30",
-    }
+    env = review_variables(scripted_provider, timeout=30)
     scripted_provider.script(stop_turn(REVIEW), stop_turn(REVIEW, finish_reason="length"))
 
     ok = _process([*review, "--head", head, "--format", "json"], env)

@@ -1,11 +1,11 @@
-"""`pr-review review` with REVIEW_SUGGESTIONS (CONTRACT 14), as a user runs it: the schema the
+"""`pr-review review` with REVIEW_SUGGESTIONS (specification §14), as a user runs it: the schema the
 provider receives, the checks, every format, and --post to the fake GitHub."""
 
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -13,7 +13,9 @@ from click.testing import CliRunner, Result
 from pr_review_api import cli
 from pr_review_api.loop.final_review import final_review_schema
 from pr_review_api.loop.suggestions import dropped_note
-from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests import builders
+from tests.conftest import GITHUB_TOKEN
+from tests.environment import Environment
 from tests.fakes.github_server import FakeGitHub, fake_github
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitrepo import GitRepo
@@ -25,32 +27,34 @@ HEAD = "def save(user):\n    store(user)\n    validate(user)\n    return user\n"
 FIX = "    validate(user)\n    store(user)"
 
 
-def _finding(line: int, suggestion: dict[str, Any] | None, title: str = "t") -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": title,
-        "explanation": "Stored before it is validated.",
-        "path": "src/service.py",
-        "line": line,
-        "evidence": "store then validate",
-        "recommendation": "Validate first.",
-        "suggestion": suggestion,
-    }
+_finding = partial(
+    builders.finding,
+    title="t",
+    explanation="Stored before it is validated.",
+    path="src/service.py",
+    evidence="store then validate",
+    recommendation="Validate first.",
+)
 
 
-GOOD = _finding(3, {"start_line": 2, "end_line": 3, "replacement": FIX}, "good")
-BROKEN = _finding(3, {"start_line": 3, "end_line": 3, "replacement": "    validate(user"}, "bad")
+GOOD = _finding(
+    line=3, suggestion={"start_line": 2, "end_line": 3, "replacement": FIX}, title="good"
+)
+BROKEN = _finding(
+    line=3,
+    suggestion={"start_line": 3, "end_line": 3, "replacement": "    validate(user"},
+    title="bad",
+)
 REPLY = {"summary": "One problem.", "findings": [GOOD, BROKEN], "notes": []}
 
 
 @pytest.fixture
 def local(
-    repo: GitRepo, scripted_provider: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+    repo: GitRepo, scripted_provider: ScriptedProvider, environment: Environment
 ) -> list[str]:
     base = repo.commit_files({"src/service.py": BASE})
     head = repo.commit_files({"src/service.py": HEAD})
-    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
-    monkeypatch.setenv("OPENCODE_BASE_URL", scripted_provider.base_url)
+    environment(scripted_provider)
     return ["review", "--repo", str(repo.path), "--base", base, "--head", head]
 
 
@@ -79,7 +83,7 @@ def test_on_the_provider_gets_the_field_and_the_document_carries_it(
 @pytest.mark.parametrize(
     ("output_format", "shown"),
     [
-        # Shown whole (issue 38): the head's lines it replaces, then the replacement.
+        # Shown whole (specification §14): the head's lines it replaces, then the replacement.
         (
             "text",
             "        @@ -2,2 +2,2 @@\n        -    store(user)\n        -    validate(user)\n"
@@ -122,22 +126,15 @@ def test_post_publishes_a_multi_line_suggestion(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> None:
     fake_github.users[GITHUB_TOKEN] = "pr-review-bot"
     pull = fake_github.pull_request(
         "acme", "widget", 7, base={"src/service.py": BASE}, head={"src/service.py": HEAD}
     )
-    for name, value in {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": scripted_provider.base_url,
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "GITHUB_SERVER_URL": fake_github.server_url,
-        "GITHUB_API_URL": fake_github.api_url,
-        "PR_REVIEW_CACHE_DIR": str(tmp_path / "cache"),
-        "REVIEW_SUGGESTIONS": "true",
-    }.items():
-        monkeypatch.setenv(name, value)
+    environment(
+        scripted_provider, github=fake_github, cache=tmp_path / "cache", REVIEW_SUGGESTIONS="true"
+    )
     scripted_provider.script(stop_turn(REPLY))
     result = run("review", pull.url, "--post", "--format", "json")
     assert result.exit_code == 0, result.output

@@ -7,7 +7,6 @@ Each rule is checked twice: by the command in this process (the fast tier), and 
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from click.testing import Result
 
 from tests.cli.support import run
 from tests.conftest import PROVIDER_KEY
+from tests.environment import Environment, process_environment, review_variables
 
 WORKER = [sys.executable, "-m", "pr_review_api.cli", "worker"]
 # Never reached: the worker refuses its options before it connects.
@@ -26,13 +26,13 @@ UNREACHABLE_DATABASE = "postgresql://nobody:secret-DB-PASSWORD@127.0.0.1:1/none"
 
 
 def _run(*arguments: str, keys: str | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("PR_REVIEW_", "OPENCODE_"))},
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "PR_REVIEW_DATABASE_URL": UNREACHABLE_DATABASE,
-    }
-    if keys is not None:
-        environment["PR_REVIEW_API_KEYS"] = keys
+    environment = process_environment(
+        review_variables(
+            OPENCODE_API_KEY=PROVIDER_KEY,
+            PR_REVIEW_DATABASE_URL=UNREACHABLE_DATABASE,
+            PR_REVIEW_API_KEYS=keys,
+        )
+    )
     return subprocess.run(
         [*WORKER, *arguments],
         env=environment,
@@ -43,10 +43,9 @@ def _run(*arguments: str, keys: str | None = None) -> subprocess.CompletedProces
     )
 
 
-def _run_here(monkeypatch: pytest.MonkeyPatch, *arguments: str) -> Result:
+def _run_here(environment: Environment, *arguments: str) -> Result:
     """The same command in this process (the environment as `_run` sets it)."""
-    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
-    monkeypatch.setenv("PR_REVIEW_DATABASE_URL", UNREACHABLE_DATABASE)
+    environment(OPENCODE_API_KEY=PROVIDER_KEY, PR_REVIEW_DATABASE_URL=UNREACHABLE_DATABASE)
     return run("worker", *arguments)
 
 
@@ -68,24 +67,24 @@ def port_in_use() -> Iterator[int]:
         yield taken.getsockname()[1]
 
 
-def test_a_public_metrics_address_needs_the_service_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    done = _run_here(monkeypatch, "--metrics-port", "0", "--metrics-host", "0.0.0.0")
+def test_a_public_metrics_address_needs_the_service_keys(environment: Environment) -> None:
+    done = _run_here(environment, "--metrics-port", "0", "--metrics-host", "0.0.0.0")
     assert done.exit_code == 2
     assert done.stderr == PUBLIC_ADDRESS_REFUSED
 
 
 def test_a_metrics_port_in_use_is_one_line_and_exit_status_2(
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> None:
     with port_in_use() as port:
-        done = _run_here(monkeypatch, "--metrics-port", str(port))
+        done = _run_here(environment, "--metrics-port", str(port))
     assert done.exit_code == 2
     assert done.stderr == port_in_use_refused(port)
     assert "secret-DB-PASSWORD" not in done.output
 
 
-def test_the_metrics_port_is_range_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    done = _run_here(monkeypatch, "--metrics-port", "70000")
+def test_the_metrics_port_is_range_checked(environment: Environment) -> None:
+    done = _run_here(environment, "--metrics-port", "70000")
     assert done.exit_code == 2
     assert "--metrics-port" in done.stderr
     assert "Traceback" not in done.output

@@ -1,4 +1,4 @@
-"""Custom checks in the evaluation (evaluation/check_scoring.py, CONTRACT 20): a case of kind
+"""Custom checks in the evaluation (evaluation/check_scoring.py, specification §20): a case of kind
 `check` names what its checks should come out as; a review of it is scored per expected kind,
 with bootstrap intervals, in the report's JSON and text; a corpus without checks reports
 nothing new. The eval/checks corpus builds and is sound."""
@@ -17,8 +17,9 @@ from pr_review_api.evaluation.corpus import build_corpus, check_case, load_sourc
 from pr_review_api.evaluation.report import render_text, report_document
 from pr_review_api.evaluation.runner import CaseReport, review_case
 from pr_review_api.settings import load_settings
+from tests.builders import final_turn
 from tests.conftest import PROVIDER_KEY
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.fakes.provider_server import ScriptedProvider
 
 CHECKS = Path(__file__).parents[2] / "eval" / "checks"
 
@@ -58,9 +59,7 @@ def test_a_review_of_a_check_case_is_scored_and_reported(
             'ORDER BY id")'
         ),
     }
-    scripted_provider.script(
-        stop_turn({"summary": "s", "findings": [], "notes": [], "checks": [check]})
-    )
+    scripted_provider.script(final_turn(summary="s", checks=[check]))
     settings = load_settings(
         opencode_api_key=PROVIDER_KEY,
         opencode_base_url=scripted_provider.base_url,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pr_review_api.evaluation.report_html import render_html
-from tests.evaluation.test_eval_cli import CLEAN, DEFECT, _eval, _script_two_runs
+from tests.cli.test_eval import CLEAN, DEFECT, _eval, _script_two_runs
 from tests.fakes.provider_server import ScriptedProvider
 
 

@@ -4,6 +4,7 @@ review that ends with an error keeps its tokens and its error."""
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from pr_review_api.errors import ReviewTimeout
 from pr_review_api.evaluation.corpus import build_corpus
 from pr_review_api.evaluation.runner import RunError, review_case
 from pr_review_api.settings import Settings, load_settings
+from tests import builders
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import Reply, ScriptedProvider, stop_turn, tool_call_turn
 
@@ -44,16 +46,7 @@ issue = "Indexing with len(items) is one past the end."
 """
 
 
-def finding(evidence: str) -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": "t",
-        "explanation": "e",
-        "path": "lib/last.py",
-        "line": 2,
-        "evidence": evidence,
-        "recommendation": "r",
-    }
+finding = partial(builders.finding, path="lib/last.py", line=2, **builders.TERSE)
 
 
 def test_findings_dropped_for_ungrounded_evidence_are_counted(
@@ -67,9 +60,9 @@ def test_findings_dropped_for_ungrounded_evidence_are_counted(
             {
                 "summary": "s",
                 "findings": [
-                    finding("+    return items[len(items)]"),  # in the inline diff
-                    finding("return items[len(items) + 1]"),  # never shown
-                    finding("Indexing is one past the end."),  # prose only
+                    finding(evidence="+    return items[len(items)]"),  # in the inline diff
+                    finding(evidence="return items[len(items) + 1]"),  # never shown
+                    finding(evidence="Indexing is one past the end."),  # prose only
                 ],
                 "notes": [],
             }
@@ -108,7 +101,8 @@ def _built(tmp_path: Path) -> Any:
 def test_a_review_that_times_out_reports_the_tokens_it_spent(
     scripted_provider: ScriptedProvider, tmp_path: Path
 ) -> None:
-    # Issue 40: one answered turn (15 tokens), then a reply that never comes in time.
+    # A failed review still counts its tokens: one answered turn (15 tokens), then a reply
+    # that never comes in time.
     built = _built(tmp_path)
     scripted_provider.script(
         tool_call_turn([("call_1", "inspect_git_diff", {})]),

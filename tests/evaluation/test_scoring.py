@@ -1,4 +1,4 @@
-"""The scoring arithmetic of CONTRACT 13 on hand-made results."""
+"""The scoring arithmetic of specification §13 on hand-made results."""
 
 from __future__ import annotations
 

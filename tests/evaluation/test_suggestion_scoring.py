@@ -1,11 +1,11 @@
-"""Suggestions in the evaluation (CONTRACT 14): offered, kept, dropped by rule, and fixes of
+"""Suggestions in the evaluation (specification §14): offered, kept, dropped by rule, and fixes of
 golden issues that give the fixed text of their lines."""
 
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -14,8 +14,9 @@ from pr_review_api import cli
 from pr_review_api.evaluation.corpus import GoldenIssue, load_source
 from pr_review_api.evaluation.report import render_text
 from pr_review_api.evaluation.scoring import Kept, SuggestionCounts, fix_count
-from tests.conftest import PROVIDER_KEY
-from tests.evaluation.test_eval_cli import CLEAN, DEFECT
+from tests import builders
+from tests.cli.test_eval import CLEAN, DEFECT
+from tests.environment import review_variables
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 
 HEAD = ["def last(items):", "    return items[len(items)]"]
@@ -74,19 +75,7 @@ def test_the_corpus_fixes_revert_the_planted_edits() -> None:
     assert len(fixes) >= 10
 
 
-def _finding(
-    line: int, suggestion: dict[str, Any] | None, path: str = "lib/last.py"
-) -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": "t",
-        "explanation": "e",
-        "path": path,
-        "line": line,
-        "evidence": "v",
-        "recommendation": "r",
-        "suggestion": suggestion,
-    }
+_finding = partial(builders.finding, path="lib/last.py", **builders.TERSE)
 
 
 def test_eval_reports_offered_kept_dropped_and_fixes(
@@ -105,23 +94,25 @@ def test_eval_reports_offered_kept_dropped_and_fixes(
         stop_turn(
             {
                 "summary": "s",
-                "findings": [_finding(2, good), _finding(2, broken), _finding(1, None)],
+                "findings": [
+                    _finding(line=2, suggestion=good),
+                    _finding(line=2, suggestion=broken),
+                    _finding(line=1, suggestion=None),
+                ],
                 "notes": [],
             }
         ),
         stop_turn(
             {
                 "summary": "s",
-                "findings": [_finding(2, {**good, "end_line": 9}, "lib/first.py")],
+                "findings": [
+                    _finding(line=2, suggestion={**good, "end_line": 9}, path="lib/first.py")
+                ],
                 "notes": [],
             }
         ),
     )
-    env = {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": scripted_provider.base_url,
-        "REVIEW_SUGGESTIONS": "true",
-    }
+    env = review_variables(scripted_provider, REVIEW_SUGGESTIONS="true")
     result = CliRunner().invoke(cli.main, ["eval", str(folder), "--format", "json"], env=env)
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)

@@ -1,6 +1,6 @@
 """evaluation/understanding.py: a case's linked issue given to the review, the walkthrough's
 coverage and the verdict's accuracy scored, and both shown in the JSON, text and HTML reports
-(CONTRACT 21; docs/walkthrough.md)."""
+(specification §21; docs/walkthrough.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pr_review_api.evaluation.report import render_text, report_document
 from pr_review_api.evaluation.report_html import render_html
 from pr_review_api.evaluation.runner import CaseReport, review_case
 from pr_review_api.settings import Settings, load_settings
+from tests.builders import final_review
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 
@@ -52,14 +53,8 @@ new = "X = 1\\n"
 """
 
 
-def final(verdict: str) -> dict[str, Any]:
-    return {
-        "summary": "s",
-        "findings": [],
-        "notes": [],
-        "walkthrough": [{"paths": ["lib/fetch.py"], "summary": "while 1 <i>now</i>."}],
-        "linked_issues": [{"ref": "#1", "addressed": verdict, "explanation": "x"}],
-    }
+WALKED = {"paths": ["lib/fetch.py"], "summary": "while 1 <i>now</i>."}
+NOT_ADDRESSED = {"ref": "#1", "addressed": "no", "explanation": "x"}
 
 
 def settings_for(provider: ScriptedProvider, **extra: Any) -> Settings:
@@ -83,9 +78,12 @@ def test_a_case_issue_is_given_judged_and_reported(
     assert case.linked_issue is not None
     # The walkthrough leaves out lib/other.py: a repair turn, then the same again: accepted
     # only once it names both files.
-    second = final("no")
+    second = final_review(summary="s", walkthrough=[WALKED], linked_issues=[NOT_ADDRESSED])
     second["walkthrough"].append({"paths": ["lib/other.py"], "summary": "A constant."})
-    scripted_provider.script(stop_turn(final("no")), stop_turn(second))
+    scripted_provider.script(
+        stop_turn(final_review(summary="s", walkthrough=[WALKED], linked_issues=[NOT_ADDRESSED])),
+        stop_turn(second),
+    )
     settings = settings_for(scripted_provider, review_repair_attempts=1)
     outcome = asyncio.run(review_case(tmp_path / "built", case, 1, settings))
     first = scripted_provider.requests[0].json["messages"][1]["content"]

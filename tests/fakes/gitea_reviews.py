@@ -11,15 +11,22 @@ cites where each is defined):
   ACCEPTS a comment whose `new_position` is on no line of the diff, or a `commit_id` that is
   not the head, and shows them out of place: the fake accepts them too and records them in
   `misplaced` and `stale_commits`, so a test can assert that we never send one;
-- `GET .../pulls/{i}/reviews` and `GET .../reviews/{id}/comments`;
+- `GET .../pulls/{i}/reviews`, `GET .../reviews/{id}` and `GET .../reviews/{id}/comments`;
+- `POST /repos/{o}/{r}/pulls/comments/{id}/resolve` (`repoResolvePullReviewComment`, Gitea
+  1.26): 204, the comment's `resolver` set; `resolvable = False` answers 404 as a server
+  without the endpoint does;
+- `GET /repos/{o}/{r}` (`repoGet`): the repository with the asker's `permissions`;
+- `GET /repos/{o}/{r}/issues/{i}` (`issueGetIssue`): an issue of `issues`, or a pull request
+  (with its `pull_request` key);
 - `POST /repos/{o}/{r}/statuses/{sha}` (`state` one of pending, success, error, failure,
   warning; else 422) and `GET /repos/{o}/{r}/commits/{ref}/statuses`;
-- `POST` and `GET /repos/{o}/{r}/issues/{i}/comments`; reactions on a comment
-  (`POST .../issues/comments/{id}/reactions`: 201 when new, 200 when already there, 403 for
-  a reaction the server does not allow);
+- `POST` and `GET /repos/{o}/{r}/issues/{i}/comments`; reactions on a comment, a review's
+  inline comments included (`GET`/`POST .../issues/comments/{id}/reactions`: 201 when new, 200
+  when already there, 403 for a reaction the server does not allow);
 - `GET /repos/{o}/{r}/collaborators/{user}/permission`: 403 unless the asker is an admin of
   the repository (or asks about itself).
-Every write needs a token with write access (403 otherwise).
+Every write but a reaction (which any signed-in reader may add) needs a token with write
+access (403 otherwise).
 """
 
 from __future__ import annotations
@@ -71,6 +78,8 @@ class GiteaWrites:
     reactions: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     misplaced: list[Misplaced] = field(default_factory=list)
     stale_commits: list[str] = field(default_factory=list)  # a review's commit_id not the head
+    issues: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+    resolvable: bool = True  # the server has Gitea 1.26's resolve endpoint
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1000))
 
     def install(self, fake: FakeGitea) -> None:
@@ -86,6 +95,15 @@ class GiteaWrites:
         body: bytes,
     ) -> bool:
         method = record.method
+        if not tail and method == "GET":
+            self._repository(handler, record, repo)
+            return True
+        if tail[:2] == ["pulls", "comments"] and tail[3:] == ["resolve"] and method == "POST":
+            self._resolve(handler, record, repo, tail[2])
+            return True
+        if tail[:1] == ["issues"] and len(tail) == 2 and tail[1].isdigit() and method == "GET":
+            self._issue(fake, handler, record, repo, int(tail[1]))
+            return True
         if tail[:1] == ["pulls"] and len(tail) >= 3 and tail[2] == "reviews":
             return self._reviews(fake, handler, record, repo, tail, body)
         if tail[:1] == ["statuses"] and len(tail) == 2 and method == "POST":
@@ -129,6 +147,13 @@ class GiteaWrites:
             user = handler.may_write(record, repo)
             if user is not None:
                 self._create_review(fake, handler, record, (repo, index, head), user, body)
+            return True
+        if len(tail) == 4 and record.method == "GET":
+            found = [review for review in listing if str(review["id"]) == tail[3]]
+            if found:
+                handler.send_json(record, 200, found[0])
+            else:
+                handler.send_json(record, 404, {"message": "review does not exist"})
             return True
         if len(tail) == 5 and tail[4] == "comments" and record.method == "GET":
             review_id = int(tail[3]) if tail[3].isdigit() else 0
@@ -223,6 +248,16 @@ class GiteaWrites:
             "pull_request_url": url,
         }
 
+    def reply(self, review_id: int, to_comment: int, user: User, body: str) -> dict[str, Any]:
+        """A reply in the conversation of the review's comment `to_comment`, as the web UI's
+        Reply button makes it (services/pull/review.go, `CreateCodeComment` with
+        `replyReviewID`): a code comment of that same review on the same path and line."""
+        replied = next(c for c in self.review_comments[review_id] if c["id"] == to_comment)
+        comment = {**replied, "id": next(self._ids), "body": body, "user": user_json(user)}
+        comment["html_url"] = replied["html_url"].rsplit("-", 1)[0] + f"-{comment['id']}"
+        self.review_comments[review_id].append(comment)
+        return comment
+
     # --- statuses, comments, reactions, permission ---
 
     def _post_status(
@@ -291,11 +326,14 @@ class GiteaWrites:
         body: bytes,
     ) -> None:
         comment_id = int(comment) if comment.isdigit() else 0
-        known = any(
-            c["id"] == comment_id
-            for (rid, _), cs in self.comments.items()
-            if rid == repo.id
-            for c in cs
+        known = (
+            any(
+                c["id"] == comment_id
+                for (rid, _), cs in self.comments.items()
+                if rid == repo.id
+                for c in cs
+            )
+            or self._review_comment_of(repo, comment_id) is not None
         )
         if not known:
             handler.send_json(record, 404, {"message": "comment does not exist"})
@@ -304,8 +342,11 @@ class GiteaWrites:
         if record.method == "GET":
             handler.send_json(record, 200, listing)
             return
-        user = handler.may_write(record, repo)
-        if user is None:
+        # Any signed-in reader may react (changeIssueCommentReaction asks only read access,
+        # and write access on a locked conversation).
+        user = handler.signed_in(record)
+        if not user:
+            handler.send_json(record, 401, {"message": "token is required", "url": ""})
             return
         options = _json_object(body)
         content = options.get("content") if options is not None else None
@@ -353,6 +394,67 @@ class GiteaWrites:
         handler.send_json(
             record, 200, {"permission": shown, "role_name": shown, "user": user_json(user)}
         )
+
+    # --- the repository, issues, resolving ---
+
+    def _repository(self, handler: GiteaHandler, record: RecordedRequest, repo: Repository) -> None:
+        user = handler.signed_in(record)
+        rank = ACCESS_ORDER.index(repo.permission(user.login if user else None))
+        permissions = {
+            "admin": rank >= ACCESS_ORDER.index("admin"),
+            "push": rank >= ACCESS_ORDER.index("write"),
+            "pull": rank >= ACCESS_ORDER.index("read"),
+        }
+        document = {
+            "id": repo.id,
+            "name": repo.name,
+            "full_name": repo.path,
+            "private": repo.private,
+            "permissions": permissions,
+        }
+        handler.send_json(record, 200, document)
+
+    def _issue(
+        self,
+        fake: FakeGitea,
+        handler: GiteaHandler,
+        record: RecordedRequest,
+        repo: Repository,
+        index: int,
+    ) -> None:
+        issue = self.issues.get((repo.id, index))
+        if issue is None and fake.head_of(repo, index) is not None:
+            issue = {"number": index, "title": "A pull request", "body": "", "pull_request": {}}
+        if issue is None:
+            handler.send_json(record, 404, {"message": "issue does not exist"})
+        else:
+            handler.send_json(record, 200, {"pull_request": None, **issue})
+
+    def _review_comment_of(self, repo: Repository, comment_id: int) -> dict[str, Any] | None:
+        reviews = {
+            review["id"]
+            for (rid, _), listing in self.reviews.items()
+            if rid == repo.id
+            for review in listing
+        }
+        for review_id in reviews:
+            for comment in self.review_comments.get(review_id, []):
+                if comment["id"] == comment_id:
+                    return comment
+        return None
+
+    def _resolve(
+        self, handler: GiteaHandler, record: RecordedRequest, repo: Repository, comment: str
+    ) -> None:
+        found = self._review_comment_of(repo, int(comment)) if comment.isdigit() else None
+        if not self.resolvable or found is None:
+            handler.send_json(record, 404, {"message": "Not Found"})
+            return
+        user = handler.may_write(record, repo)
+        if user is None:
+            return
+        found["resolver"] = user_json(user)
+        handler.send(record, 204, b"", {})
 
 
 def new_side_lines(repo: Repository, base: str, head: str, path: str) -> set[int]:

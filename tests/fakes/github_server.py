@@ -39,7 +39,7 @@ from pydantic import SecretStr
 from pr_review_api.settings import Settings
 from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
 from tests.fakes.github_app import FakeApp, app_endpoint
-from tests.fakes.github_conversation import conversation, graphql
+from tests.fakes.github_comments import comment_endpoints, graphql
 from tests.fakes.github_documents import pull_json
 from tests.fakes.github_issues import issues
 from tests.fakes.github_reviews import comment_view, create_review, reviews
@@ -163,7 +163,7 @@ class FakeGitHub:
         self.check_runs: dict[int, dict[str, Any]] = {}  # id -> the run as GitHub keeps it
         self.check_requests: list[tuple[str, dict[str, Any]]] = []  # (method, payload) each
         self.statuses: list[dict[str, Any]] = []  # every commit status, with its `sha`
-        # --- the review conversation (CONTRACT 15) ---
+        # --- the comment commands (specification §15) ---
         # (owner, repo, user) -> "admin" | "maintain" | "write" | "triage" | "read" | "none"
         self.permissions: dict[tuple[str, str, str], str] = {}
         self.permission_requests = 0
@@ -173,7 +173,7 @@ class FakeGitHub:
         self.resolved_threads: set[str] = set()  # node ids of resolved review threads
         # --- a GitHub App (install_app): its JWT, installations and their tokens ---
         self.app: FakeApp | None = None
-        # --- issues (CONTRACT 21; tests/fakes/github_issues.py) ---
+        # --- issues (specification §21; tests/fakes/github_issues.py) ---
         # (owner, repo, number), lower case -> (title, body)
         self.issues: dict[tuple[str, str, int], tuple[str, str | None]] = {}
         self.hidden_repos: set[tuple[str, str]] = set()  # 404 to every issue read
@@ -569,7 +569,7 @@ class _Handler(GitHandler):
         if (
             len(pieces) >= 5
             and pieces[1] == "repos"
-            and conversation(fake, self, record, pieces, body)
+            and comment_endpoints(fake, self, record, pieces, body)
         ):
             return
         if len(pieces) >= 5 and pieces[1] == "repos" and pieces[4] in ("check-runs", "statuses"):

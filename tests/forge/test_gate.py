@@ -1,4 +1,4 @@
-"""The merge gate's outcomes with custom checks (forge/gate.py, CONTRACT 20): where no check's
+"""The merge gate's outcomes with custom checks (forge/gate.py, specification §20): where no check's
 result is at hand, an applicable `error` check fails the gate closed, `fail_on` "none" or not;
 a skip the base's own rules decide stays neutral."""
 

@@ -1,5 +1,5 @@
-"""`--post` on a GitLab merge request (forge/gitlab.py), end to end (CONTRACT 10, 16, 17): the
-CLI and the HTTP API through run_review, the fake GitLab (notes, discussions and commit
+"""`--post` on a GitLab merge request (forge/gitlab.py), end to end (specification §§10, 16, 17):
+the CLI and the HTTP API through run_review, the fake GitLab (notes, discussions and commit
 statuses with GitLab's rules), real git and the scripted provider. The preflight fails before
 any provider request; a head already published answers without one. The merge gate is the
 commit status `pr-review`: running, then failed or success by `fail_on`; neutral (a skipped
@@ -14,6 +14,7 @@ import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -26,11 +27,12 @@ from pr_review_api.gitlab.preflight import NEEDS_CREDENTIALS
 from pr_review_api.gitlab.urls import parse_merge_request_url
 from pr_review_api.ledger import HeadKey, PublishedHead
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.loop.run import ChangeTarget, ReviewOptions, run_review
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.publishing.markers import head_marker
 from pr_review_api.service.app import create_app
 from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY
+from tests.environment import Environment
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.gitlab_statuses import FakeStatuses
@@ -66,27 +68,8 @@ def merge_request(
     return fake.merge_request(PATH, IID, base=base, head=HEAD, private=private)
 
 
-def environment(
-    monkeypatch: pytest.MonkeyPatch,
-    fake: FakeGitLab,
-    provider: ScriptedProvider,
-    cache: Path,
-    token: str | None = GITLAB_TOKEN,
-) -> None:
-    values = {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": provider.base_url,
-        "OPENCODE_MAX_RETRIES": "0",
-        "GITLAB_SERVER_URL": fake.server_url,
-        "PR_REVIEW_CACHE_DIR": str(cache),
-        "REVIEW_TIMEOUT_SECONDS": "60",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    if token is None:
-        monkeypatch.delenv("GITLAB_TOKEN", raising=False)
-    else:
-        monkeypatch.setenv("GITLAB_TOKEN", token)
+# What every review here runs with: one request per provider failure, a deadline to spare.
+SETTINGS: dict[str, Any] = {"OPENCODE_MAX_RETRIES": "0", "REVIEW_TIMEOUT_SECONDS": "60"}
 
 
 def review_cli(mr: MergeRequestFixture, *options: str) -> Result:
@@ -111,10 +94,10 @@ def test_post_publishes_a_note_and_discussions_through_the_cli(
     fake_gitlab_notes: FakeNotes,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> None:
     mr = merge_request(fake_gitlab)
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    environment(scripted_provider, gitlab=fake_gitlab, cache=tmp_path / "cache", **SETTINGS)
     scripted_provider.script(provider_stop_turn(REVIEW))
     done = review_cli(mr)
     assert done.exit_code == 0, done.output
@@ -155,10 +138,10 @@ def test_a_second_run_on_the_same_head_asks_no_model_and_posts_nothing(
     fake_gitlab_notes: FakeNotes,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> None:
     mr = merge_request(fake_gitlab)
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    environment(scripted_provider, gitlab=fake_gitlab, cache=tmp_path / "cache", **SETTINGS)
     scripted_provider.script(provider_stop_turn(REVIEW))
     first = review_cli(mr)
     assert first.exit_code == 0, first.output
@@ -178,10 +161,16 @@ def test_post_without_a_token_fails_before_any_provider_request(
     fake_gitlab_notes: FakeNotes,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> None:
     mr = merge_request(fake_gitlab, private=False)  # readable without a token
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache", token=None)
+    environment(
+        scripted_provider,
+        gitlab=fake_gitlab,
+        cache=tmp_path / "cache",
+        GITLAB_TOKEN=None,
+        **SETTINGS,
+    )
     done = review_cli(mr)
     assert done.exit_code == 2, done.output
     assert json.loads(done.stdout)["error"] == {
@@ -266,8 +255,10 @@ def test_the_services_ledger_answers_a_published_head_before_the_model(
     ledger = DictLedger()
 
     def run(model: ScriptedModel) -> ReviewResult:
-        target = PullRequestTarget(mr.url)
-        return asyncio.run(run_review(target, settings, model=model, post=True, ledger=ledger))
+        target = ChangeTarget(mr.url)
+        return asyncio.run(
+            run_review(target, settings, ReviewOptions(model=model, post=True, ledger=ledger))
+        )
 
     first = run(ScriptedModel(stop_turn(REVIEW)))
     assert first.publication is not None
@@ -304,8 +295,9 @@ def gate(
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> Gate:
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    environment(scripted_provider, gitlab=fake_gitlab, cache=tmp_path / "cache", **SETTINGS)
     return Gate(
         fake_gitlab, fake_gitlab_notes, fake_gitlab_statuses, scripted_provider, monkeypatch
     )

@@ -1,4 +1,4 @@
-"""Custom checks on a GitLab merge request (CONTRACT 20, 17) through the CLI's `--post`: the
+"""Custom checks on a GitLab merge request (specification §§20, 17) through the CLI's `--post`: the
 note shows the checks' table, and an `error` check that fails or is inconclusive makes the
 commit status `pr-review` `failed` whatever `fail_on` says; passing, `success`."""
 
@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.environment import Environment
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.gitlab_statuses import FakeStatuses
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
-from tests.forge.test_gitlab import environment, merge_request, review_cli
+from tests.forge.test_gitlab import SETTINGS, merge_request, review_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -35,11 +36,11 @@ def test_an_error_check_decides_the_commit_status(  # noqa: PLR0913, PLR0917  (t
     fake_gitlab_statuses: FakeStatuses,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     result: str,
     state: str,
+    environment: Environment,
 ) -> None:
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    environment(scripted_provider, gitlab=fake_gitlab, cache=tmp_path / "cache", **SETTINGS)
     mr = merge_request(fake_gitlab, config=CONFIG)
     check = {
         "name": "Validation comes first",
@@ -67,11 +68,11 @@ def test_a_review_that_ends_without_a_final_review_fails_an_error_check_closed(
     fake_gitlab_statuses: FakeStatuses,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> None:
     """`fail_on` is "none", but the author writes what the model reads: a review they make end
     early must not pass the error check."""
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    environment(scripted_provider, gitlab=fake_gitlab, cache=tmp_path / "cache", **SETTINGS)
     mr = merge_request(fake_gitlab, config=CONFIG)
     scripted_provider.script(stop_turn("no JSON here"))
     done = review_cli(mr)

@@ -1,5 +1,5 @@
-"""Dismissals and fixed threads on a GitLab merge request, end to end (CONTRACT 15, 17): the CLI's
-`review --post` on a first head, then on a new head, against the fake GitLab (notes,
+"""Dismissals and fixed threads on a GitLab merge request, end to end (specification §§15, 17): the
+CLI's `review --post` on a first head, then on a new head, against the fake GitLab (notes,
 discussions, awards, members, resolution with GitLab's rules), real git and the scripted
 provider. A Developer's `thumbsdown` or `ignore` reply suppresses the finding on the re-review,
 a Guest's does not; the discussion whose line changed and whose finding is gone is resolved,
@@ -18,11 +18,12 @@ import pytest
 
 from pr_review_api.forge.gitlab import GitLabForge
 from tests.conftest import GITLAB_TOKEN
+from tests.environment import Environment
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.gitlab_threads import FakeThreads
 from tests.fakes.provider_server import ScriptedProvider
 from tests.fakes.provider_server import stop_turn as provider_stop_turn
-from tests.forge.test_gitlab import ADDED, BASE, BOT, CONTEXT, IID, PATH, environment, review_cli
+from tests.forge.test_gitlab import ADDED, BASE, BOT, CONTEXT, IID, PATH, SETTINGS, review_cli
 from tests.gitlab.discussions import BOT_ID, client_of, ref_of, started
 
 pytestmark = pytest.mark.e2e
@@ -65,13 +66,13 @@ def test_a_re_review_suppresses_dismissed_findings_and_resolves_fixed_threads(
     fake_gitlab_threads: FakeThreads,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     dismissal: tuple[str, str, int],
+    environment: Environment,
 ) -> None:
     how, who, suppressed = dismissal  # (the way, by whom, suppressed on the re-review)
     threads, notes = fake_gitlab_threads, fake_gitlab_threads.notes
     mr = merge_request(fake_gitlab, threads)
-    environment(monkeypatch, fake_gitlab, scripted_provider, tmp_path / "cache")
+    environment(scripted_provider, gitlab=fake_gitlab, cache=tmp_path / "cache", **SETTINGS)
     scripted_provider.script(provider_stop_turn(FIRST))
     first = review_cli(mr)
     assert first.exit_code == 0, first.output

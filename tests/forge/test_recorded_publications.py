@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.loop.run import ChangeTarget, ReviewOptions, run_review
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
@@ -80,7 +80,7 @@ def generated_review(seed: int) -> dict[str, Any]:
 
 def review(url: str, settings: Settings, seed: int) -> None:
     model = ScriptedModel(stop_turn(generated_review(seed)))
-    asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=True))
+    asyncio.run(run_review(ChangeTarget(url), settings, ReviewOptions(model=model, post=True)))
 
 
 def writes(requests: list[Any], server_url: str) -> list[dict[str, Any]]:

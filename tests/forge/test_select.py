@@ -1,6 +1,6 @@
 """forge/select.py: a change's URL picks its forge, which speaks through the caller's client
 (never closed here) or through one of its own, closed when the review ends; a command job's
-conversation is picked the same way, through a client of the job's identity."""
+comments are picked the same way, through a client of the job's identity."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 from pr_review_api.errors import GitHubUnavailable, GitLabUnavailable
 from pr_review_api.forge.clients import ForgeClients, JobIdentities
-from pr_review_api.forge.conversation import Command
+from pr_review_api.forge.comments import Command
 from pr_review_api.forge.github import GitHubForge
-from pr_review_api.forge.github_conversation import GitHubConversation
+from pr_review_api.forge.github_comments import GitHubComments
 from pr_review_api.forge.gitlab import GitLabForge
-from pr_review_api.forge.gitlab_conversation import GitLabConversation
-from pr_review_api.forge.select import open_conversation, open_forge
+from pr_review_api.forge.gitlab_comments import GitLabComments
+from pr_review_api.forge.select import open_comments, open_forge
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.settings import Settings
@@ -106,11 +106,11 @@ def test_a_command_job_speaks_through_its_changes_forge_and_ignores_ours_and_bot
 
     async def command_of(raw: dict[str, Any] | None) -> Command | None:
         record = _Record(pull, "acme", "widget", 4, None, raw)
-        async with open_conversation(record, settings, identities) as conversation:
-            assert isinstance(conversation, GitHubConversation)
-            assert conversation.clients() == ForgeClients((conversation.github,))
-            assert conversation.dismissals_key == "acme/widget"
-            return await conversation.command()
+        async with open_comments(record, settings, identities) as comments:
+            assert isinstance(comments, GitHubComments)
+            assert comments.clients() == ForgeClients((comments.github,))
+            assert comments.dismissals_key == "acme/widget"
+            return await comments.command()
 
     async def main() -> list[Command | None]:
         return [
@@ -127,18 +127,18 @@ def test_a_command_job_speaks_through_its_changes_forge_and_ignores_ours_and_bot
     assert [r.authorization for r in asked] == [f"Bearer {GITHUB_TOKEN}"] * 5
 
 
-def test_a_merge_requests_command_job_gets_gitlabs_conversation() -> None:
+def test_a_merge_requests_command_job_gets_gitlabs_comments() -> None:
     settings = Settings(github_server_url=SERVER, gitlab_server_url=SERVER)
     record = _Record(MERGE, "acme/ui", "widget", 4, 11, {"comment_id": 5})
 
     async def main() -> None:
-        async with open_conversation(record, settings, JobIdentities(settings)) as conversation:
-            assert isinstance(conversation, GitLabConversation)
-            lent = conversation.clients()
+        async with open_comments(record, settings, JobIdentities(settings)) as comments:
+            assert isinstance(comments, GitLabComments)
+            lent = comments.clients()
             gitlab = lent.of(GitLabClient)
-            assert gitlab is conversation.gitlab
+            assert gitlab is comments.gitlab
             assert lent.of(GitHubClient) is None  # no App installation on GitLab
-            assert conversation.dismissals_key == "gitlab:acme/ui/widget"
+            assert comments.dismissals_key == "gitlab:acme/ui/widget"
             assert gitlab._http is None  # no request asked: its pool opens on first use
 
     asyncio.run(main())

@@ -4,13 +4,12 @@ A link bomb (thousands of links, each resolving through ~40 hops of 4 KB `d/../d
 and a wide tree (200k entries in a few megabytes of git data) are untrusted input like any
 other: indexing them ends with `invalid_repository` (a budget, `RepositoryTooLarge`) or
 `review_timeout` (the deadline) in bounded time and memory, and a warm review keeps its
-threads while such work runs (issue 9 item 2).
+threads while such work runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from pr_review_api.git import ls_tree
 from pr_review_api.git.limits import UNLIMITED, PrepareLimits, RepositoryTooLarge
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
+from tests.environment import process_environment, review_variables
 from tests.gitrepo import GitRepo, git
 
 # Repositories built to the size of a budget, and CLI processes: the default run, not --fast.
@@ -210,13 +210,12 @@ def test_a_closed_store_reads_through_one_shot_processes(tmp_path: Path) -> None
 
 
 def cli_review(repo: GitRepo, sha: str, cwd: Path, **env: str) -> tuple[int, str, float]:
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("PR_REVIEW_", "REVIEW_", "OPENCODE_"))
-    }
-    environment |= {"OPENCODE_API_KEY": "test-key", "OPENCODE_BASE_URL": "http://127.0.0.1:9"}
-    environment |= {"PR_REVIEW_CACHE_DIR": str(cwd / "cache"), **env}
+    environment = process_environment(
+        review_variables(
+            cache=cwd / "cache", OPENCODE_API_KEY="test-key", OPENCODE_BASE_URL="http://127.0.0.1:9"
+        )
+    )
+    environment |= env
     argv = [sys.executable, "-m", "pr_review_api.cli", "review", "--repo", str(repo.path)]
     argv += ["--base", sha, "--head", sha, "--format", "json"]
     started = time.monotonic()

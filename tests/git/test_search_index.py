@@ -127,6 +127,7 @@ def from_git_grep(
 ) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(store.indexes, "complete_index", lambda *_: None)  # as for an unindexed head
+        patch.setattr(store.indexes, "partial_index", lambda *_: None)  # and none in part
         assert pinned._search_index() is None
         return execute_tool(pinned, "search_repository", arguments).result
 

@@ -30,7 +30,7 @@ from pr_review_api.git.snapshots import SnapshotCache
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.tree import load_snapshot
 from pr_review_api.settings import Settings
-from tests.git.test_snapshot_cache import count_full_loads, same
+from tests.git.test_snapshots import count_full_loads, same
 from tests.gitrepo import GitRepo
 from tests.hostile.world import HostileWorld, build_hostile_world
 

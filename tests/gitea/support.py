@@ -8,12 +8,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.urls import PullRequestRef, parse_pull_request_url
+from pr_review_api.model import FinalReview, Finding, ReviewResult, Revisions, Usage
 from tests.conftest import GITEA_TOKEN
-from tests.fakes.gitea_server import FakeGitea
+from tests.fakes.gitea_server import FakeGitea, PullFixture
 
 PATH = "acme/widget"
 REVIEWER = "review-bot"
@@ -29,6 +31,57 @@ def client_for(fake: FakeGitea, token: str | None = GITEA_TOKEN, **overrides: An
 def pull_ref(fake: FakeGitea, index: int = 3, path: str = PATH) -> PullRequestRef:
     settings = fake.settings(Path("unused"))
     return parse_pull_request_url(f"{fake.server_url}/{path}/pulls/{index}", settings)
+
+
+def finding(
+    path: str, line: int | None, severity: str = "medium", title: str = "T", **extra: Any
+) -> Finding:
+    return Finding.model_validate(
+        {
+            "severity": severity,
+            "title": title,
+            "explanation": f"Explained {path}:{line}.",
+            "path": path,
+            "line": line,
+            "evidence": "e",
+            "recommendation": "r",
+            **extra,
+        }
+    )
+
+
+def result_of(
+    pull: PullFixture, ref: PullRequestRef, findings: list[Finding], **review: Any
+) -> ReviewResult:
+    """A validated review of the pull request's current head, as the loop returns it."""
+    return ReviewResult(
+        pull_request=ref.info,
+        revisions=Revisions(
+            base_sha=pull.base_sha, head_sha=pull.head_sha, merge_base_sha=pull.merge_base
+        ),
+        model="test-model",
+        review=FinalReview.model_validate(
+            {"summary": "Summary.", "findings": findings, "notes": [], **review}
+        ),
+        usage=Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15),
+        rounds=2,
+        tool_calls=1,
+        trace=None,
+    )
+
+
+def push_head(fake: FakeGitea, pull: PullFixture, files: dict[str, str]) -> PullFixture:
+    """A later head on top of the pull request's head (a push to its branch)."""
+    repo = pull.repo
+    head = repo.commit(files, pull.head_sha, "later")
+    repo.publish(head, f"refs/pull/{pull.index}/head")
+    document = fake.documents[(repo.id, pull.index)]
+    document["head"]["sha"] = head
+    later = PullFixture(
+        repo, pull.index, pull.base_sha, head, pull.merge_base, pull.base_branch, pull.url
+    )
+    fake._pulls[(repo.id, pull.index)] = later
+    return later
 
 
 # --- an oracle of what Gitea would make active in a text we post ------------------------------
@@ -141,3 +194,16 @@ def visible_text(markdown: str) -> str:
     parser = _TextNodes()
     parser.feed(rendered(markdown))
     return "".join(parser.texts).replace("\u2060", "")
+
+
+# Model text for property tests: the characters and pieces Gitea's parsers react to, and any
+# other printable character.
+MODEL_TEXT = st.lists(
+    st.one_of(
+        st.sampled_from(list("@#!:[]()<>&;$\\`*_~/.-|= \n\t'\"")),
+        st.sampled_from(["www.", "http://", "https:", "\u2060", "\r", "\u202e", "[[", "]]"]),
+        st.sampled_from(["deadbeef1", "ABC-12", "x@y.io", ":+1:", "a/b#1", "a/b@abcdef0"]),
+        st.characters(codec="utf-8", categories=["L", "N", "P", "S", "Zs"]),
+    ),
+    max_size=60,
+).map("".join)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.errors import InvalidPullRequestUrl, PullRequestNotFound
-from pr_review_api.fetch.cache import PreparedPullRequest
+from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.git_runner import run_git
 from pr_review_api.gitea.checkout import open_pull_request
 from pr_review_api.gitea.git_http import TOKEN_PASSWORD
@@ -26,7 +26,7 @@ BASIC = base64.b64encode(f"{GITEA_TOKEN}:{TOKEN_PASSWORD}".encode()).decode()
 TOKEN_FORMS = (GITEA_TOKEN, BASIC)
 
 
-async def opened(url: str, settings: Settings) -> PreparedPullRequest:
+async def opened(url: str, settings: Settings) -> PreparedChange:
     async with open_pull_request(url, settings) as prepared:
         return prepared
 

@@ -1,4 +1,4 @@
-"""Gitea and Forgejo webhook deliveries (gitea/hooks.py, CONTRACT 19): the signature checked
+"""Gitea and Forgejo webhook deliveries (gitea/hooks.py, specification §19): the signature checked
 before the body is read, strict payloads, what each delivery asks for, and a typed refusal for
 anything hostile."""
 

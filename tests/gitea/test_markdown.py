@@ -1,4 +1,4 @@
-"""Model text on Gitea (gitea/markdown.py, CONTRACT 10 and 19): no mention, reference, emoji,
+"""Model text on Gitea (gitea/markdown.py, specification §§10 and 19): no mention, reference, emoji,
 link, math or raw HTML, whatever the model writes.
 
 Each form is rendered with markdown-it-py (CommonMark, as Gitea's goldmark renders it) and the
@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from pr_review_api.gitea.markdown import code_span, escape, escape_inline
 from pr_review_api.output.inert_markdown import WORD_JOINER, code_block
-from tests.gitea.support import GITEA_PATTERNS, active_parts, rendered, visible_text
+from tests.gitea.support import (
+    GITEA_PATTERNS,
+    MODEL_TEXT,
+    active_parts,
+    rendered,
+    visible_text,
+)
 
 HOSTILE = [
     "@admin please look",
@@ -131,25 +136,14 @@ def words_of(text: str) -> str:
     return " ".join(kept.replace(WORD_JOINER, "").split())
 
 
-_TEXT = st.lists(
-    st.one_of(
-        st.sampled_from(list("@#!:[]()<>&;$\\`*_~/.-|= \n\t'\"")),
-        st.sampled_from(["www.", "http://", "https:", "\u2060", "\r", "\u202e", "[[", "]]"]),
-        st.sampled_from(["deadbeef1", "ABC-12", "x@y.io", ":+1:", "a/b#1", "a/b@abcdef0"]),
-        st.characters(codec="utf-8", categories=["L", "N", "P", "S", "Zs"]),
-    ),
-    max_size=60,
-).map("".join)
-
-
-@given(_TEXT)
+@given(MODEL_TEXT)
 def test_any_model_text_is_inert(text: str) -> None:
     escaped = escape(text)
     assert active_parts(escaped) == []
     assert active_parts(escape_inline(text)) == []
 
 
-@given(_TEXT)
+@given(MODEL_TEXT)
 def test_any_model_text_renders_as_itself(text: str) -> None:
     cleaned = "".join(c for c in text if c not in "\u202e")
     assert words_of(visible_text(escape_inline(text))) == words_of(cleaned)

@@ -1,4 +1,4 @@
-"""The pull request's metadata (gitea/metadata.py, CONTRACT 19): base, head and Gitea's merge
+"""The pull request's metadata (gitea/metadata.py, specification §19): base, head and Gitea's merge
 base from `GET /repos/{owner}/{repo}/pulls/{index}`, every field checked before git runs."""
 
 from __future__ import annotations

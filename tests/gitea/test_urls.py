@@ -1,4 +1,4 @@
-"""Gitea pull-request URLs (gitea/urls.py, CONTRACT section 19): the one canonical spelling on a
+"""Gitea pull-request URLs (gitea/urls.py, specification §19): the one canonical spelling on a
 self-hosted server (path prefix, any port), Gitea's name rules, and every rejection before any
 network access."""
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.environment import Environment
+from tests.fakes.github_server import FakeGitHub
 from tests.github.support import Launch
 
 
@@ -26,3 +28,10 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> list[Launch]:
 
     monkeypatch.setattr(subprocess, "Popen", Recording)
     return recorded
+
+
+@pytest.fixture
+def env(github_cli: FakeGitHub, environment: Environment) -> FakeGitHub:
+    """`github_cli`, where a review posts no check run unless a test sets one."""
+    environment(PR_REVIEW_CHECK_RUNS="false")
+    return github_cli

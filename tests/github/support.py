@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
-from pr_review_api.fetch.cache import PreparedPullRequest
+from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git_runner import run_git
 from pr_review_api.github.checkout import open_pull_request
@@ -63,12 +63,12 @@ def config_of(launch: Launch) -> list[tuple[str, str]]:
     ]
 
 
-async def review(url: str, settings: Settings) -> PreparedPullRequest:
+async def review(url: str, settings: Settings) -> PreparedChange:
     async with open_pull_request(url, settings) as prepared:
         return prepared
 
 
-def diff_of(prepared: PreparedPullRequest) -> str:
+def diff_of(prepared: PreparedChange) -> str:
     metadata = prepared.metadata
     pinned = PinnedRepository.open(prepared.git_dir, metadata.base_sha, metadata.head_sha)
     data, truncated = pinned.diff([], 10**6)

@@ -1,4 +1,4 @@
-"""github/gate_events.py: which deliveries run the merge gate again (CONTRACT 16): our check's
+"""github/gate_events.py: which deliveries run the merge gate again (specification §16): our check's
 re-run button, and the skip rules' inputs changing."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Our own earlier posts read newest first, within a budget others cannot stretch (issue 22.5).
+"""Our own earlier posts read newest first, within a budget others cannot stretch
+(specification §10).
 
 The fake GitHub paginates as GitHub does (at most 100 a page, `Link` with next/last/prev/first)
 and holds a real flood: thousands of reviews by another user. Reviews run through
@@ -15,11 +16,12 @@ from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.history import MAX_LIST_PAGES, prior_state
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.publishing.markers import head_marker
 from pr_review_api.settings import Settings
+from tests.builders import final_review
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 
@@ -55,9 +57,9 @@ def flood(fake: FakeGitHub, count: int, body: str = "LGTM") -> None:
 
 
 def publish_once(url: str, settings: Settings) -> Publication:
-    model = ScriptedModel(stop_turn({"summary": "Summary.", "findings": [FINDING], "notes": []}))
+    model = ScriptedModel(stop_turn(final_review(FINDING, summary="Summary.")))
     result: ReviewResult = asyncio.run(
-        run_review(PullRequestTarget(url), settings, model=model, post=True)
+        run_review(ChangeTarget(url), settings, ReviewOptions(model=model, post=True))
     )
     assert result.publication is not None
     return result.publication
@@ -95,7 +97,7 @@ def test_a_flood_before_ours_three_runs_on_one_head_publish_one_review(
     # The first run reads every page once per look (two looks: the re-review's, the
     # publication's); each later run finds our marker on the last page: page 1, the last
     # page and the comments' one page, once: that look tells the head is published, and the
-    # run ends there, asking no model (CONTRACT 15).
+    # run ends there, asking no model (specification §15).
     assert after_first <= 2 * (MAX_LIST_PAGES + 1)
     assert after_second - after_first == 3
     assert listings(fake_github) - after_second == 3

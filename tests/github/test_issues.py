@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from pr_review_api.fetch.issues import IssueRead
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.issues import IssueRead, read_issue
+from pr_review_api.github.issues import read_issue
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub
 

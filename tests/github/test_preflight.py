@@ -1,4 +1,4 @@
-"""No second payment (CONTRACT 10, 15): `pr-review review --post` through the CLI against the
+"""No second payment (specification §§10, 15): `pr-review review --post` through the CLI against the
 fake GitHub and the scripted provider, counting the provider requests.
 
 A `--post` without a token, with a token GitHub refuses, or with one that may not write fails
@@ -11,62 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 from pydantic import SecretStr
 
 from pr_review_api.cli import commands as cli
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget
+from tests import builders
+from tests.builders import BRIEF, final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
-from tests.fakes.github_server import FakeGitHub, PullRequestFixture, fake_github
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.fakes.github_server import FakeGitHub, PullRequestFixture
+from tests.fakes.provider_server import ScriptedProvider
 
-__all__ = ["fake_github"]
-
-BOT = "pr-review-bot"
-
-
-def finding(title: str, line: int) -> dict[str, Any]:
-    return {
-        "severity": "medium",
-        "title": title,
-        "explanation": "Explained.",
-        "path": "a.py",
-        "line": line,
-        "evidence": "e",
-        "recommendation": "r",
-    }
-
-
-def final(*findings: dict[str, Any]) -> dict[str, Any]:
-    return stop_turn(json.dumps({"summary": "S", "findings": list(findings), "notes": []}))
-
-
-@pytest.fixture
-def env(
-    fake_github: FakeGitHub,
-    scripted_provider: ScriptedProvider,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> FakeGitHub:
-    fake_github.users.setdefault(GITHUB_TOKEN, BOT)
-    for name, value in {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": scripted_provider.base_url,
-        "OPENCODE_MAX_RETRIES": "0",
-        "REVIEW_TIMEOUT_SECONDS": "30",
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "GITHUB_SERVER_URL": fake_github.server_url,
-        "GITHUB_API_URL": fake_github.api_url,
-        "PR_REVIEW_CACHE_DIR": str(tmp_path / "cache"),
-        "PR_REVIEW_CHECK_RUNS": "false",
-    }.items():
-        monkeypatch.setenv(name, value)
-    return fake_github
+finding = partial(builders.finding, severity="medium", path="a.py", **BRIEF)
 
 
 def pull(fake: FakeGitHub) -> PullRequestFixture:
@@ -124,7 +85,7 @@ def test_a_workflow_token_without_permissions_in_the_answer_still_reviews(
     pr = pull(env)
     env.workflow_tokens.add("workflow-token")
     monkeypatch.setenv("GITHUB_TOKEN", "workflow-token")
-    scripted_provider.script(final())
+    scripted_provider.script(final_turn())
     done = review(pr)
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["publication"]["status"] == "published"
@@ -134,7 +95,7 @@ def test_a_head_already_published_asks_no_model_and_answers_the_contracts_docume
     env: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     pr = pull(env)
-    scripted_provider.script(final(finding("Two is loud", 2)))
+    scripted_provider.script(final_turn(finding(title="Two is loud", line=2)))
     first = review(pr)
     assert first.exit_code == 0, first.output
     asked = len(scripted_provider.requests)
@@ -156,9 +117,11 @@ def test_a_forced_review_of_a_published_head_asks_again_and_repeats_no_finding(
     env: FakeGitHub, scripted_provider: ScriptedProvider, tmp_path: Path
 ) -> None:
     pr = pull(env)
-    scripted_provider.script(final(finding("Two is loud", 2)))
+    scripted_provider.script(final_turn(finding(title="Two is loud", line=2)))
     assert review(pr).exit_code == 0
-    scripted_provider.script(final(finding("Two is loud", 2), finding("Three is a digit", 3)))
+    scripted_provider.script(
+        final_turn(finding(title="Two is loud", line=2), finding(title="Three is a digit", line=3))
+    )
     settings = env.settings(
         tmp_path / "cache",
         token=GITHUB_TOKEN,
@@ -166,7 +129,9 @@ def test_a_forced_review_of_a_published_head_asks_again_and_repeats_no_finding(
         opencode_base_url=scripted_provider.base_url,
         pr_review_check_runs=False,
     )
-    result = asyncio.run(run_review(PullRequestTarget(pr.url), settings, post=True, force=True))
+    result = asyncio.run(
+        run_review(ChangeTarget(pr.url), settings, ReviewOptions(post=True, force=True))
+    )
     assert result.termination_reason == "final_review"
     assert result.publication is not None
     assert result.publication.status == "published"

@@ -1,4 +1,4 @@
-"""Publishing a review on the pull request (CONTRACT section 10), through the fake GitHub.
+"""Publishing a review on the pull request (specification §10), through the fake GitHub.
 
 The fake computes hunks with git and answers 422 for the whole request when any comment is off
 the diff, paginates with `Link`, records authors and can inject failures. Reviews run through
@@ -13,6 +13,7 @@ import html
 import json
 import re
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,15 @@ from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.publish import publish
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.output.inert_markdown import WORD_JOINER
 from pr_review_api.publishing.markers import finding_marker, head_marker
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
+from tests import builders
+from tests.builders import BRIEF, final_review, final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY, examples
 from tests.fakes.github_server import (
     CannedResponse,
@@ -45,7 +48,6 @@ from tests.fakes.github_server import (
     PullRequestFixture,
 )
 from tests.fakes.provider_server import ScriptedProvider
-from tests.fakes.provider_server import stop_turn as provider_stop_turn
 
 BOT = "pr-review-bot"
 TEN = "".join(f"line {n}\n" for n in range(1, 11))
@@ -54,18 +56,7 @@ FIFTY = "".join(f"row {n}\n" for n in range(1, 51))
 HEAD_A = TEN.replace("line 5\n", "line five\n")
 
 
-def finding(
-    path: str, line: int | None, severity: str = "medium", title: str = "T"
-) -> dict[str, Any]:
-    return {
-        "severity": severity,
-        "title": title,
-        "explanation": f"Explained {path}:{line}.",
-        "path": path,
-        "line": line,
-        "evidence": "e",
-        "recommendation": "r",
-    }
+finding = partial(builders.finding, severity="medium", title="T", **BRIEF)
 
 
 def settings_for(fake: FakeGitHub, tmp_path: Path, **overrides: Any) -> Settings:
@@ -96,7 +87,9 @@ def review(
 ) -> ReviewResult:
     document = {"summary": summary, "findings": findings, "notes": notes or []}
     model = ScriptedModel(stop_turn(document))
-    return asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=post))
+    return asyncio.run(
+        run_review(ChangeTarget(url), settings, ReviewOptions(model=model, post=post))
+    )
 
 
 def posted(fake: FakeGitHub) -> list[dict[str, Any]]:
@@ -122,12 +115,12 @@ def test_added_and_context_lines_are_inline_the_rest_in_the_body(
 ) -> None:
     pull = pull_request(fake_github)
     findings = [
-        finding("a.py", 5, title="added"),
-        finding("a.py", 3, title="context"),
-        finding("gone.py", 5, title="context after a deletion"),
-        finding("a.py", 10, title="outside every hunk"),
-        finding("other.py", 3, title="file outside the diff"),
-        finding("a.py", None, title="no line"),
+        finding(path="a.py", line=5, title="added"),
+        finding(path="a.py", line=3, title="context"),
+        finding(path="gone.py", line=5, title="context after a deletion"),
+        finding(path="a.py", line=10, title="outside every hunk"),
+        finding(path="other.py", line=3, title="file outside the diff"),
+        finding(path="a.py", line=None, title="no line"),
     ]
     result = review(pull.url, settings_for(fake_github, tmp_path), findings)
     publication = result.publication
@@ -154,7 +147,10 @@ def test_deleted_only_file_lines_outside_its_hunk_go_in_the_body(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
     pull = pull_request(fake_github)
-    findings = [finding("gone.py", 1, title="far from the deletion"), finding("gone.py", 4)]
+    findings = [
+        finding(path="gone.py", line=1, title="far from the deletion"),
+        finding(path="gone.py", line=4),
+    ]
     result = review(pull.url, settings_for(fake_github, tmp_path), findings)
     assert result.publication is not None
     (done,) = posted(fake_github)
@@ -178,7 +174,10 @@ def test_renamed_file_is_commented_on_under_its_new_path(
     fake_github._pulls[("acme", "widget", 7)] = PullRequestFixture(
         origin, 7, pull.base_sha, moved, "main", pull.url
     )
-    findings = [finding("new/name.py", 40, title="in"), finding("new/name.py", 2, title="out")]
+    findings = [
+        finding(path="new/name.py", line=40, title="in"),
+        finding(path="new/name.py", line=2, title="out"),
+    ]
     result = review(pull.url, settings_for(fake_github, tmp_path), findings)
     assert result.publication is not None
     assert result.publication.status == "published"
@@ -192,11 +191,11 @@ def test_the_cap_keeps_the_most_severe_inline_then_path_then_line(
 ) -> None:
     pull = pull_request(fake_github, **{"b.py": "1\n2\n3\n"})
     findings = [
-        finding("b.py", 3, "low"),
-        finding("b.py", 1, "critical"),
-        finding("a.py", 5, "critical"),
-        finding("a.py", 4, "high"),
-        finding("b.py", 2, "info"),
+        finding(path="b.py", line=3, severity="low"),
+        finding(path="b.py", line=1, severity="critical"),
+        finding(path="a.py", line=5, severity="critical"),
+        finding(path="a.py", line=4, severity="high"),
+        finding(path="b.py", line=2, severity="info"),
     ]
     settings = settings_for(fake_github, tmp_path, pr_review_max_inline_comments=3)
     result = review(pull.url, settings, findings)
@@ -217,7 +216,7 @@ def test_markers_are_in_the_body_and_on_every_finding(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
     pull = pull_request(fake_github)
-    findings = [finding("a.py", 5), finding("other.py", 1, title="body")]
+    findings = [finding(path="a.py", line=5), finding(path="other.py", line=1, title="body")]
     review(pull.url, settings_for(fake_github, tmp_path), findings)
     (done,) = posted(fake_github)
     assert head_marker(pull.head_sha) in done["body"]
@@ -228,8 +227,8 @@ def test_markers_are_in_the_body_and_on_every_finding(
 def test_the_same_head_is_never_published_twice(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pull = pull_request(fake_github)
     settings = settings_for(fake_github, tmp_path)
-    first = review(pull.url, settings, [finding("a.py", 5)])
-    second = review(pull.url, settings, [finding("a.py", 5)])
+    first = review(pull.url, settings, [finding(path="a.py", line=5)])
+    second = review(pull.url, settings, [finding(path="a.py", line=5)])
     assert first.publication is not None
     assert second.publication is not None
     assert second.publication.status == "already_published"
@@ -244,8 +243,8 @@ def test_a_workflow_token_is_github_actions_bot(fake_github: FakeGitHub, tmp_pat
     settings = settings_for(fake_github, tmp_path).model_copy(
         update={"github_token": SecretStr("ghs_workflow")}
     )
-    review(pull.url, settings, [finding("a.py", 5)])
-    again = review(pull.url, settings, [finding("a.py", 5)])
+    review(pull.url, settings, [finding(path="a.py", line=5)])
+    again = review(pull.url, settings, [finding(path="a.py", line=5)])
     assert posted(fake_github)[0]["user"]["login"] == "github-actions[bot]"
     assert again.publication is not None
     assert again.publication.status == "already_published"
@@ -257,7 +256,7 @@ def test_planted_markers_of_someone_else_change_nothing(
     pull = pull_request(fake_github)
     settings = settings_for(fake_github, tmp_path)
     # The author copies our markers: this head's, and the fingerprint the finding will have.
-    probe = review(pull.url, settings, [finding("a.py", 5)], post=False)
+    probe = review(pull.url, settings, [finding(path="a.py", line=5)], post=False)
     assert probe.publication is None
     from pr_review_api.publishing.placement import fingerprint_of
 
@@ -265,7 +264,7 @@ def test_planted_markers_of_someone_else_change_nothing(
     planted = head_marker(pull.head_sha) + finding_marker(fingerprint)
     fake_github.add_review("acme", "widget", 7, "octocat", planted, pull.head_sha)
     fake_github.add_review_comment("acme", "widget", 7, "octocat", finding_marker(fingerprint))
-    result = review(pull.url, settings, [finding("a.py", 5)])
+    result = review(pull.url, settings, [finding(path="a.py", line=5)])
     assert result.publication is not None
     assert result.publication.status == "published"
     assert result.publication.duplicates_skipped == 0
@@ -289,11 +288,17 @@ def test_a_re_review_skips_findings_already_posted(fake_github: FakeGitHub, tmp_
     pull = pull_request(fake_github)
     settings = settings_for(fake_github, tmp_path)
     fake_github.page_size = 1  # every listing takes several pages (Link: rel="next")
-    review(pull.url, settings, [finding("a.py", 5, title="kept"), finding("a.py", 3)])
+    review(
+        pull.url,
+        settings,
+        [finding(path="a.py", line=5, title="kept"), finding(path="a.py", line=3)],
+    )
     # A push inserts two lines at the top: the same finding moves to line 7, same text.
     newer = fake_github.push_head(pull, {"a.py": "new 1\nnew 2\n" + HEAD_A})
     result = review(
-        newer.url, settings, [finding("a.py", 7, title="kept"), finding("a.py", 1, title="new")]
+        newer.url,
+        settings,
+        [finding(path="a.py", line=7, title="kept"), finding(path="a.py", line=1, title="new")],
     )
     assert result.publication is not None
     assert result.publication.status == "published"
@@ -319,7 +324,7 @@ def test_422_makes_one_more_attempt_with_everything_in_the_body(
             422, b'{"message":"Pull request review thread line must be part of the diff"}'
         )
     )
-    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding(path="a.py", line=5)])
     assert result.publication is not None
     assert result.publication.status == "published"
     assert result.publication.inline_comments == 0
@@ -342,7 +347,7 @@ def test_a_secondary_rate_limit_is_waited_out(
     wanted = {k: str(int(time.time()) + 1) if v == "RESET" else v for k, v in headers.items()}
     fake_github.review_faults.append(CannedResponse(status, b"{}", wanted))
     started = time.monotonic()
-    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding(path="a.py", line=5)])
     assert result.publication is not None
     assert result.publication.status == "published"
     assert len(fake_github.review_posts) == 2
@@ -355,7 +360,7 @@ def test_a_rate_limit_past_the_deadline_fails_at_once(
     pull = pull_request(fake_github)
     fake_github.review_faults.append(CannedResponse(429, b"{}", {"Retry-After": "3600"}))
     started = time.monotonic()
-    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding(path="a.py", line=5)])
     assert time.monotonic() - started < 30
     assert result.publication is not None
     assert result.publication.status == "failed"
@@ -374,7 +379,7 @@ def test_other_failures_return_the_review_with_a_failed_publication(
     fake_github.review_faults.append(
         CannedResponse(status, json.dumps({"message": marker}).encode())
     )
-    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding(path="a.py", line=5)])
     assert result.review.findings[0].path == "a.py"  # the paid-for review is kept
     publication = result.publication
     assert publication is not None
@@ -393,7 +398,7 @@ def test_a_token_without_write_access_fails(fake_github: FakeGitHub, tmp_path: P
     settings = settings_for(fake_github, tmp_path).model_copy(
         update={"github_token": SecretStr("read-only-token")}
     )
-    result = review(pull.url, settings, [finding("a.py", 5)])
+    result = review(pull.url, settings, [finding(path="a.py", line=5)])
     assert result.publication is not None
     assert result.publication.status == "failed"
 
@@ -405,7 +410,9 @@ def test_no_write_request_and_no_publication_without_post(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
     pull = pull_request(fake_github)
-    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)], post=False)
+    result = review(
+        pull.url, settings_for(fake_github, tmp_path), [finding(path="a.py", line=5)], post=False
+    )
     assert result.publication is None
     assert result.model_dump()["publication"] is None
     assert all(r.method == "GET" for r in fake_github.api_requests())
@@ -419,7 +426,7 @@ def test_every_api_request_goes_to_github_with_the_token(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
     pull = pull_request(fake_github)
-    review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    review(pull.url, settings_for(fake_github, tmp_path), [finding(path="a.py", line=5)])
     requests = fake_github.api_requests()
     assert {r.method for r in requests} == {"GET", "POST", "PATCH"}  # PATCH: the check run
     assert all(r.authorization == f"Bearer {GITHUB_TOKEN}" for r in requests)
@@ -428,36 +435,14 @@ def test_every_api_request_goes_to_github_with_the_token(
 # --- the command line and the HTTP API ---
 
 
-def _cli_env(
-    monkeypatch: pytest.MonkeyPatch, fake: FakeGitHub, provider: ScriptedProvider, tmp_path: Path
-) -> None:
-    fake.users.setdefault(GITHUB_TOKEN, BOT)
-    for name, value in {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": provider.base_url,
-        "OPENCODE_MAX_RETRIES": "0",
-        "REVIEW_TIMEOUT_SECONDS": "30",
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "GITHUB_SERVER_URL": fake.server_url,
-        "GITHUB_API_URL": fake.api_url,
-        "PR_REVIEW_CACHE_DIR": str(tmp_path / "cache"),
-    }.items():
-        monkeypatch.setenv(name, value)
-
-
-def _final(findings: list[dict[str, Any]]) -> dict[str, Any]:
-    return provider_stop_turn(json.dumps({"summary": "S", "findings": findings, "notes": []}))
-
-
+@pytest.mark.usefixtures("github_cli")
 def test_cli_post_publishes_and_exits_0(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pull = pull_request(fake_github)
-    _cli_env(monkeypatch, fake_github, scripted_provider, tmp_path)
-    scripted_provider.script(_final([finding("a.py", 5)]))
+    scripted_provider.script(final_turn(finding(path="a.py", line=5)))
     done = CliRunner().invoke(cli.main, ["review", pull.url, "--post", "--format", "json"])
     assert done.exit_code == 0, done.output
     document = json.loads(done.stdout)
@@ -466,16 +451,15 @@ def test_cli_post_publishes_and_exits_0(
     assert len(posted(fake_github)) == 1
 
 
+@pytest.mark.usefixtures("github_cli")
 def test_cli_failed_publication_prints_the_review_and_exits_1(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pull = pull_request(fake_github)
-    _cli_env(monkeypatch, fake_github, scripted_provider, tmp_path)
     fake_github.review_faults.append(CannedResponse(500, b"{}"))
-    scripted_provider.script(_final([finding("a.py", 5)]))
+    scripted_provider.script(final_turn(finding(path="a.py", line=5)))
     done = CliRunner().invoke(cli.main, ["review", pull.url, "--post", "--format", "json"])
     assert done.exit_code == 1
     document = json.loads(done.stdout)
@@ -485,15 +469,14 @@ def test_cli_failed_publication_prints_the_review_and_exits_1(
     assert "github_publish_failed" in done.stderr
 
 
+@pytest.mark.usefixtures("github_cli")
 def test_cli_without_post_has_a_null_publication_and_writes_nothing(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pull = pull_request(fake_github)
-    _cli_env(monkeypatch, fake_github, scripted_provider, tmp_path)
-    scripted_provider.script(_final([finding("a.py", 5)]))
+    scripted_provider.script(final_turn(finding(path="a.py", line=5)))
     done = CliRunner().invoke(cli.main, ["review", pull.url, "--format", "json"])
     assert done.exit_code == 0
     assert json.loads(done.stdout)["publication"] is None
@@ -510,9 +493,7 @@ def test_cli_post_with_a_local_repository_is_bad_input(tmp_path: Path) -> None:
 def test_api_post_true_publishes(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pull = pull_request(fake_github)
     settings = settings_for(fake_github, tmp_path)
-    model = ScriptedModel(
-        stop_turn({"summary": "S", "findings": [finding("a.py", 5)], "notes": []})
-    )
+    model = ScriptedModel(stop_turn(final_review(finding(path="a.py", line=5), summary="S")))
     app = create_app(settings)
     app.state.model = model
     with TestClient(app) as client:
@@ -582,7 +563,12 @@ def test_no_first_attempt_is_ever_refused(
     )
     sizes = {"f.txt": len(new), "same.txt": 30, "moved.txt": 30}
     findings = [
-        finding(path, None if line == 0 else min(line, sizes[path]), severity, f"t{i}")
+        finding(
+            path=path,
+            line=None if line == 0 else min(line, sizes[path]),
+            severity=severity,
+            title=f"t{i}",
+        )
         for i, (path, line, severity) in enumerate(picks)
     ]
     result = ReviewResult.model_validate(
@@ -620,8 +606,8 @@ def test_no_first_attempt_is_ever_refused(
 
 
 def _first_message(url: str, settings: Settings, *, post: bool) -> str:
-    model = ScriptedModel(stop_turn({"summary": "S", "findings": [], "notes": []}))
-    asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=post))
+    model = ScriptedModel(stop_turn(final_review(summary="S")))
+    asyncio.run(run_review(ChangeTarget(url), settings, ReviewOptions(model=model, post=post)))
     content = model.requests[0].messages[1]["content"]
     assert isinstance(content, str)
     return content
@@ -675,7 +661,7 @@ def test_the_service_keeps_one_github_client_for_every_review(
     with TestClient(app) as client:
         for _ in range(3):
             app.state.model = ScriptedModel(
-                stop_turn({"summary": "S", "findings": [finding("a.py", 5)], "notes": []})
+                stop_turn(final_review(finding(path="a.py", line=5), summary="S"))
             )
             answer = client.post("/v1/reviews", json={"pull_request_url": pull.url, "post": True})
             assert answer.status_code == 200
@@ -688,7 +674,7 @@ def test_the_service_keeps_one_github_client_for_every_review(
 def test_a_second_422_fails_the_publication(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pull = pull_request(fake_github)
     fake_github.review_faults += [CannedResponse(422, b"{}"), CannedResponse(422, b"{}")]
-    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding(path="a.py", line=5)])
     assert result.publication is not None
     assert result.publication.status == "failed"
     assert len(fake_github.review_posts) == 2  # one more attempt, never a third
@@ -772,7 +758,7 @@ def test_a_rate_limit_on_reading_our_reviews_is_waited_out(
 ) -> None:
     pull = pull_request(fake_github)
     fake_github.list_faults.append(CannedResponse(403, b"{}", {"Retry-After": "1"}))
-    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding(path="a.py", line=5)])
     assert result.publication is not None
     assert result.publication.status == "published"
     assert fake_github.list_faults == []
@@ -785,7 +771,7 @@ def test_many_pages_of_others_reviews_are_read_past(
     for n in range(5):
         fake_github.add_review("acme", "widget", 7, f"user{n}", "x" * 1000)
     fake_github.page_size = 2
-    result = review(pull.url, settings_for(fake_github, tmp_path), [finding("a.py", 5)])
+    result = review(pull.url, settings_for(fake_github, tmp_path), [finding(path="a.py", line=5)])
     assert result.publication is not None
     assert result.publication.status == "published"
     pages = [r for r in fake_github.api_requests() if r.path.endswith("/reviews")]

@@ -1,4 +1,4 @@
-"""Publishing suggestions (CONTRACT 14) on the fake GitHub, which refuses what GitHub refuses:
+"""Publishing suggestions (specification §14) on the fake GitHub, which refuses what GitHub refuses:
 a committable suggestion is a (multi-line) comment over its range ending with a `suggestion`
 block; any other is a diff that is clearly not committable; model text stays inert outside
 the block and exact inside it; the first attempt is never refused."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +20,16 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.suggestions import HeadText
 from pr_review_api.loop.syntax import syntax_errors
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import Finding, ReviewResult, Suggestion
 from pr_review_api.output.inert_markdown import WORD_JOINER
 from pr_review_api.publishing.placement import fingerprint_of
 from pr_review_api.settings import Settings
+from tests import builders
+from tests.builders import suggestion
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY, examples
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture, fake_github
 
@@ -52,25 +55,15 @@ def settings_for(fake: FakeGitHub, tmp_path: Path, **overrides: Any) -> Settings
     )
 
 
-def finding(
-    line: int | None, start: int, end: int, replacement: str, *, title: str = "T", **more: Any
-) -> dict[str, Any]:
-    return {
-        "severity": "medium",
-        "title": title,
-        "explanation": more.get("explanation", "e"),
-        "path": more.get("path", "svc.py"),
-        "line": line,
-        "evidence": "v",
-        "recommendation": "r",
-        "suggestion": {"start_line": start, "end_line": end, "replacement": replacement},
-    }
+finding = partial(builders.finding, severity="medium", path="svc.py", **builders.TERSE)
 
 
 def review(url: str, settings: Settings, findings: list[dict[str, Any]]) -> ReviewResult:
     document = {"summary": "S.", "findings": findings, "notes": []}
     model = ScriptedModel(stop_turn(document))
-    return asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=True))
+    return asyncio.run(
+        run_review(ChangeTarget(url), settings, ReviewOptions(model=model, post=True))
+    )
 
 
 def pull_request(fake: FakeGitHub, number: int = 7) -> PullRequestFixture:
@@ -99,8 +92,8 @@ def test_a_committable_suggestion_is_a_multi_line_comment_ending_with_its_block(
         pull.url,
         settings_for(fake_github, tmp_path),
         [
-            finding(5, 4, 6, replacement, title="multi"),
-            finding(25, 25, 25, "x25 = 25", title="one"),
+            finding(line=5, suggestion=suggestion(4, 6, replacement), title="multi"),
+            finding(line=25, suggestion=suggestion(25, 25, "x25 = 25"), title="one"),
         ],
     )
     assert result.publication is not None
@@ -131,9 +124,15 @@ def test_other_suggestions_are_diffs_that_are_not_committable(
 ) -> None:
     pull = pull_request(fake_github)
     findings = [
-        finding(7, 7, 23, "x7 = 7", title="across"),  # two hunks: line 7 inline, a diff
-        finding(12, 12, 13, "x12 = 12.0", title="outside"),  # no hunk: in the body
-        finding(26, 26, 26, "x26 = 26  # " + FORGED, title="forged"),  # a marker: never raw
+        finding(
+            line=7, suggestion=suggestion(7, 23, "x7 = 7"), title="across"
+        ),  # two hunks: line 7 inline, a diff
+        finding(
+            line=12, suggestion=suggestion(12, 13, "x12 = 12.0"), title="outside"
+        ),  # no hunk: in the body
+        finding(
+            line=26, suggestion=suggestion(26, 26, "x26 = 26  # " + FORGED), title="forged"
+        ),  # a marker: never raw
     ]
     review(pull.url, settings_for(fake_github, tmp_path), findings)
     assert len(fake_github.review_posts) == 1
@@ -161,7 +160,9 @@ def test_a_replacement_is_inert_outside_its_block_and_exact_inside(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
     pull = pull_request(fake_github)
-    hostile = finding(27, 27, 28, HOSTILE, title="hostile", explanation=HOSTILE)
+    hostile = finding(
+        line=27, suggestion=suggestion(27, 28, HOSTILE), title="hostile", explanation=HOSTILE
+    )
     result = review(pull.url, settings_for(fake_github, tmp_path), [hostile])
     kept = result.review.findings[0].offered()
     assert kept is not None
@@ -278,10 +279,8 @@ def test_no_first_attempt_is_refused_and_no_suggestion_breaks_a_parse(
     )
     findings = [
         finding(
-            None if offset < 0 else start + offset,
-            start,
-            start + extra,
-            "\n".join(lines),
+            line=None if offset < 0 else start + offset,
+            suggestion=suggestion(start, start + extra, "\n".join(lines)),
             title=f"t{i}",
             path="g.py",
         )

@@ -1,4 +1,4 @@
-"""Model text on GitHub (CONTRACT 10): no mention, reference, link, autolink, image or HTML.
+"""Model text on GitHub (specification §10): no mention, reference, link, autolink, image or HTML.
 
 Each forbidden form is rendered twice: with markdown-it-py (CommonMark, and with GFM's
 linkify-like rules written out below, since GitHub adds its own filters after CommonMark) and
@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import html
 import re
+from functools import partial
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from pr_review_api.model import Finding
 from pr_review_api.output.inert_markdown import WORD_JOINER, escape, escape_inline
 from pr_review_api.publishing.markers import Post, head_marker, read_markers
+from tests import builders
 
 FORBIDDEN = [
     "@octocat please look",
@@ -133,18 +134,15 @@ def test_the_checks_catch_each_form_when_it_is_not_escaped(text: str) -> None:
 # --- fingerprints (model.Finding.fingerprint) ---
 
 
-def _finding(**changes: object) -> Finding:
-    fields: dict[str, object] = {
-        "severity": "high",
-        "title": "T",
-        "explanation": "E",
-        "path": "a.py",
-        "line": 3,
-        "evidence": "e",
-        "recommendation": "r",
-    }
-    fields.update(changes)
-    return Finding.model_validate(fields)
+_finding = partial(
+    builders.finding_model,
+    title="T",
+    explanation="E",
+    path="a.py",
+    line=3,
+    evidence="e",
+    recommendation="r",
+)
 
 
 def test_fingerprint_is_stable_whatever_the_line_number() -> None:

@@ -1,6 +1,6 @@
-"""A pull request that does not fill up with reviews (issue 25, github/summary.py): `pr-review
-review --post` through the CLI against the fake GitHub (reviews, their edits, review threads,
-check runs) and the scripted provider, head after head of one pull request, with real git.
+"""A pull request that does not fill up with reviews (specification §10, github/summary.py):
+`pr-review review --post` through the CLI against the fake GitHub (reviews, their edits, review
+threads, check runs) and the scripted provider, head after head of one pull request, with real git.
 
 Our first review is the full one. A later head with new findings posts a short review; one
 with nothing new posts none; either way our first review's body is rewritten to carry the
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +32,12 @@ from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.output.inert_markdown import escape
 from pr_review_api.publishing.markers import finding_marker, head_marker, ordered_markers
 from pr_review_api.publishing.placement import Placed, Placement
-from tests.conftest import GITHUB_TOKEN, examples
-from tests.fakes.github_server import CannedResponse, FakeGitHub, PullRequestFixture, fake_github
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
-from tests.github.test_preflight import BOT, env
+from tests import builders
+from tests.builders import BRIEF, final_turn, finding_model
+from tests.conftest import BOT, GITHUB_TOKEN, examples
+from tests.fakes.github_server import CannedResponse, FakeGitHub, PullRequestFixture
+from tests.fakes.provider_server import ScriptedProvider
 from tests.results import HEAD_SHA, review_result
-from tests.results import finding as result_finding
-
-__all__ = ["env", "fake_github"]
 
 BASE = "def total(values):\n    return sum(values)\n"
 HEAD_1 = BASE + "\n\ndef average(values):\n    return total(values[:-1]) / len(values)\n"
@@ -48,21 +47,7 @@ HEAD_4 = HEAD_3.replace("/ len(values)", "/ max(len(values), 1)")
 DROPS = "average() drops the last value"
 
 
-def finding(title: str, line: int | None, severity: str = "high") -> dict[str, Any]:
-    return {
-        "severity": severity,
-        "title": title,
-        "explanation": "Explained.",
-        "path": "stats.py",
-        "line": line,
-        "evidence": "e",
-        "recommendation": "r",
-    }
-
-
-def final(summary: str, *findings: dict[str, Any]) -> dict[str, Any]:
-    document = {"summary": summary, "findings": list(findings), "notes": [f"Note: {summary}"]}
-    return stop_turn(json.dumps(document))
+finding = partial(builders.finding, path="stats.py", **BRIEF)
 
 
 def run(pr: PullRequestFixture, output: str = "json") -> Result:
@@ -92,9 +77,14 @@ def test_four_heads_give_one_full_review_one_short_one_and_one_summary_kept_curr
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PR_REVIEW_CHECK_RUNS", "true")
-    drops, untested = finding(DROPS, 6), finding("No tests for average()", None, "low")
+    drops, untested = (
+        finding(title=DROPS, line=6),
+        finding(title="No tests for average()", line=None, severity="low"),
+    )
     # Head 1: the first review, in full.
-    scripted_provider.script(final("First look", drops, untested))
+    scripted_provider.script(
+        final_turn(drops, untested, summary="First look", notes=["Note: First look"])
+    )
     first = publication(run(pr))
     assert (first["status"], first["inline_comments"], first["body_findings"]) == (
         "published",
@@ -105,7 +95,9 @@ def test_four_heads_give_one_full_review_one_short_one_and_one_summary_kept_curr
     assert summary["body"].startswith("### pr-review\n\nFirst look\n")
     # Head 2: an unrelated push, the same two findings: no review, the summary edited.
     two = env.push_head(pr, {"README.md": "Stats.\n"})
-    scripted_provider.script(final("Second look", drops, untested))
+    scripted_provider.script(
+        final_turn(drops, untested, summary="Second look", notes=["Note: Second look"])
+    )
     second = publication(run(two))
     assert len(ours(env)) == 1
     assert second["status"] == "published"
@@ -114,8 +106,10 @@ def test_four_heads_give_one_full_review_one_short_one_and_one_summary_kept_curr
     assert second["duplicates_skipped"] == 2
     # Head 3: one new finding, in a short review; the summary edited again.
     three = env.push_head(two, {"stats.py": HEAD_3})
-    middle = finding("median() of an empty list fails", 10, "medium")
-    scripted_provider.script(final("Third look", drops, untested, middle))
+    middle = finding(title="median() of an empty list fails", line=10, severity="medium")
+    scripted_provider.script(
+        final_turn(drops, untested, middle, summary="Third look", notes=["Note: Third look"])
+    )
     asked = len(scripted_provider.requests)
     third = publication(run(three))
     message = scripted_provider.requests[asked].json["messages"][1]["content"]
@@ -134,7 +128,9 @@ def test_four_heads_give_one_full_review_one_short_one_and_one_summary_kept_curr
     assert [c["line"] for c in short["comments"]] == [10]
     # Head 4: line 6's text changed; its finding stays in its open thread, not posted again.
     four = env.push_head(three, {"stats.py": HEAD_4})
-    scripted_provider.script(final("Fourth look", drops, untested, middle))
+    scripted_provider.script(
+        final_turn(drops, untested, middle, summary="Fourth look", notes=["Note: Fourth look"])
+    )
     asked = len(scripted_provider.requests)
     fourth = publication(run(four))
     message = scripted_provider.requests[asked].json["messages"][1]["content"]
@@ -166,10 +162,14 @@ def test_four_heads_give_one_full_review_one_short_one_and_one_summary_kept_curr
 def test_a_quiet_head_is_known_and_a_third_run_asks_no_model(
     env: FakeGitHub, pr: PullRequestFixture, scripted_provider: ScriptedProvider
 ) -> None:
-    scripted_provider.script(final("One", finding(DROPS, 6)))
+    scripted_provider.script(
+        final_turn(finding(title=DROPS, line=6), summary="One", notes=["Note: One"])
+    )
     publication(run(pr))
     two = env.push_head(pr, {"README.md": "Stats.\n"})
-    scripted_provider.script(final("Two", finding(DROPS, 6)))
+    scripted_provider.script(
+        final_turn(finding(title=DROPS, line=6), summary="Two", notes=["Note: Two"])
+    )
     published = run(two, "text")
     assert published.exit_code == 0, published.output
     (summary,) = ours(env)
@@ -189,10 +189,19 @@ def test_a_quiet_head_is_known_and_a_third_run_asks_no_model(
 def test_a_head_with_new_findings_run_again_names_its_own_review(
     env: FakeGitHub, pr: PullRequestFixture, scripted_provider: ScriptedProvider
 ) -> None:
-    scripted_provider.script(final("One", finding(DROPS, 6)))
+    scripted_provider.script(
+        final_turn(finding(title=DROPS, line=6), summary="One", notes=["Note: One"])
+    )
     publication(run(pr))
     three = env.push_head(pr, {"stats.py": HEAD_3})
-    scripted_provider.script(final("Two", finding(DROPS, 6), finding("Empty", 10, "low")))
+    scripted_provider.script(
+        final_turn(
+            finding(title=DROPS, line=6),
+            finding(title="Empty", line=10, severity="low"),
+            summary="Two",
+            notes=["Note: Two"],
+        )
+    )
     posted = publication(run(three))
     again = publication(run(three))
     assert again["status"] == "already_published"
@@ -203,12 +212,16 @@ def test_a_head_with_new_findings_run_again_names_its_own_review(
 def test_a_finding_near_a_resolved_thread_is_posted_again(
     env: FakeGitHub, pr: PullRequestFixture, scripted_provider: ScriptedProvider
 ) -> None:
-    scripted_provider.script(final("One", finding(DROPS, 6)))
+    scripted_provider.script(
+        final_turn(finding(title=DROPS, line=6), summary="One", notes=["Note: One"])
+    )
     publication(run(pr))
     (thread,) = env.review_comments[("acme", "widget", 7)]
     env.resolved_threads.add(f"PRRT_{thread['id']}")  # someone resolved it
     changed = env.push_head(pr, {"stats.py": HEAD_1.replace("/ len(values)", "/ 2")})
-    scripted_provider.script(final("Two", finding(DROPS, 6)))
+    scripted_provider.script(
+        final_turn(finding(title=DROPS, line=6), summary="Two", notes=["Note: Two"])
+    )
     again = publication(run(changed))
     assert (again["inline_comments"], again["duplicates_skipped"]) == (1, 0)
     assert len(ours(env)) == 2
@@ -217,11 +230,18 @@ def test_a_finding_near_a_resolved_thread_is_posted_again(
 def test_a_finding_with_another_title_or_far_from_the_thread_is_new(
     env: FakeGitHub, pr: PullRequestFixture, scripted_provider: ScriptedProvider
 ) -> None:
-    scripted_provider.script(final("One", finding(DROPS, 6)))
+    scripted_provider.script(
+        final_turn(finding(title=DROPS, line=6), summary="One", notes=["Note: One"])
+    )
     publication(run(pr))
     changed = env.push_head(pr, {"stats.py": HEAD_1.replace("/ len(values)", "/ 2")})
     scripted_provider.script(
-        final("Two", finding("average() divides by zero", 5), finding(DROPS, 2))
+        final_turn(
+            finding(title="average() divides by zero", line=5),
+            finding(title=DROPS, line=2),
+            summary="Two",
+            notes=["Note: Two"],
+        )
     )
     again = publication(run(changed))
     assert (again["inline_comments"], again["duplicates_skipped"]) == (2, 0)
@@ -230,11 +250,15 @@ def test_a_finding_with_another_title_or_far_from_the_thread_is_new(
 def test_a_refused_edit_of_a_quiet_head_marks_it_with_a_short_review(
     env: FakeGitHub, pr: PullRequestFixture, scripted_provider: ScriptedProvider
 ) -> None:
-    scripted_provider.script(final("One", finding(DROPS, 6)))
+    scripted_provider.script(
+        final_turn(finding(title=DROPS, line=6), summary="One", notes=["Note: One"])
+    )
     publication(run(pr))
     two = env.push_head(pr, {"README.md": "Stats.\n"})
     env.edit_faults.append(CannedResponse(500, b"{}"))
-    scripted_provider.script(final("Two", finding(DROPS, 6)))
+    scripted_provider.script(
+        final_turn(finding(title=DROPS, line=6), summary="Two", notes=["Note: Two"])
+    )
     done = publication(run(two))
     short = ours(env)[1]
     assert (done["status"], done["review_id"], done["duplicates_skipped"]) == (
@@ -254,7 +278,9 @@ def test_a_failed_publication_is_the_text_reports_last_line(
     env: FakeGitHub, pr: PullRequestFixture, scripted_provider: ScriptedProvider
 ) -> None:
     env.review_faults.append(CannedResponse(500, b"{}"))
-    scripted_provider.script(final("One", finding(DROPS, 6)))
+    scripted_provider.script(
+        final_turn(finding(title=DROPS, line=6), summary="One", notes=["Note: One"])
+    )
     done = run(pr, "text")
     assert done.exit_code == 1
     assert done.stdout.splitlines()[-1] == (
@@ -292,7 +318,14 @@ def test_the_fake_edits_a_review_only_as_github_does(
 def test_the_fakes_comment_lines_follow_pushes_and_go_null_when_changed(
     env: FakeGitHub, pr: PullRequestFixture, scripted_provider: ScriptedProvider, tmp_path: Path
 ) -> None:
-    scripted_provider.script(final("One", finding(DROPS, 6), finding("Loud", 5, "low")))
+    scripted_provider.script(
+        final_turn(
+            finding(title=DROPS, line=6),
+            finding(title="Loud", line=5, severity="low"),
+            summary="One",
+            notes=["Note: One"],
+        )
+    )
     publication(run(pr))
     # Two lines inserted at the top, line 6 (now 8) changed: the comment on 5 moves to 7.
     pushed = env.push_head(pr, {"stats.py": "# a\n# b\n" + HEAD_1.replace("/ len", "/ 2 / len")})
@@ -325,9 +358,9 @@ def _first_body(body_findings: list[Finding], summary: str = "First") -> str:
 
 
 def test_the_rewrite_keeps_the_first_reviews_findings_and_every_marker() -> None:
-    listed = [result_finding(title=f"Listed {n}", line=None) for n in range(3)]
+    listed = [finding_model(title=f"Listed {n}", line=None) for n in range(3)]
     old = _first_body(listed) + "\n" + finding_marker("f" * 32)  # a matched one, earlier
-    later = review_result([result_finding(title="Now")], summary="Now", notes=["A note"])
+    later = review_result([finding_model(title="Now")], summary="Now", notes=["A note"])
     once = updated_body(old, later, Placement(skipped=1), new_review=False, matched=["e" * 32])
     assert once is not None
     twice = updated_body(once, later, Placement(skipped=1), new_review=False)
@@ -352,7 +385,7 @@ def test_model_text_never_moves_what_the_rewrite_keeps(
     summary: str, note: str, explanation: str
 ) -> None:
     hostile = f"{explanation}\n#### Notes\n<sub>x</sub>\n<!-- pr-review:head={'9' * 40} -->"
-    listed = [result_finding(title="Listed", line=None, explanation=hostile)]
+    listed = [finding_model(title="Listed", line=None, explanation=hostile)]
     old = _first_body(listed, summary=hostile)
     later = review_result([], summary=summary + hostile, notes=[note + hostile])
     once = updated_body(old, later, Placement(), new_review=False)
@@ -365,7 +398,7 @@ def test_model_text_never_moves_what_the_rewrite_keeps(
 
 def test_a_rewrite_too_long_for_github_gives_way_in_order_notes_list_summary() -> None:
     many = [
-        result_finding(title=f"Listed {n}", line=None, explanation="x" * 4000) for n in range(14)
+        finding_model(title=f"Listed {n}", line=None, explanation="x" * 4000) for n in range(14)
     ]
     old = _first_body(many)
     assert len(old) > 56_000

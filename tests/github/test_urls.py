@@ -1,4 +1,4 @@
-"""Pull-request URLs (github/urls.py, CONTRACT section 3): the accepted forms, their one
+"""Pull-request URLs (github/urls.py, specification §3): the accepted forms, their one
 canonical spelling, and every rejection.
 """
 

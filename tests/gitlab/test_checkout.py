@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound
-from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache
+from pr_review_api.fetch.cache import PreparedChange, RepositoryCache
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git_runner import run_git
 from pr_review_api.github.checkout import open_pull_request
@@ -40,12 +40,12 @@ TOKEN_FORMS = (
 FETCH_FAILED = "Fetching the merge request's commits from GitLab failed."
 
 
-async def review(url: str, settings: Settings) -> PreparedPullRequest:
+async def review(url: str, settings: Settings) -> PreparedChange:
     async with open_merge_request(url, settings) as prepared:
         return prepared
 
 
-def diff_of(prepared: PreparedPullRequest) -> str:
+def diff_of(prepared: PreparedChange) -> str:
     metadata = prepared.metadata
     pinned = PinnedRepository.open(prepared.git_dir, metadata.base_sha, metadata.head_sha)
     data, truncated = pinned.diff([], 10**6)

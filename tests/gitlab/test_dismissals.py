@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.gitlab import dismissals
-from pr_review_api.gitlab.conversation import AccessLevels
+from pr_review_api.gitlab.comments import AccessLevels
 from pr_review_api.gitlab.discussions import MAX_DISCUSSION_PAGES, finding_discussions
 from pr_review_api.gitlab.dismissals import dismissed_on_merge_request, thumbs_down
 from tests.fakes.gitlab_server import FakeGitLab

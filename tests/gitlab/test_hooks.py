@@ -1,4 +1,4 @@
-"""Reading GitLab webhook payloads (gitlab/hooks.py, CONTRACT 17): which merge-request events
+"""Reading GitLab webhook payloads (gitlab/hooks.py, specification §17): which merge-request events
 ask for a review, which notes are commands, and every hostile payload refused as
 `invalid_request` or ignored, with the merge request always on OUR configured server."""
 
@@ -65,7 +65,7 @@ def test_an_update_without_oldrev_that_changes_nothing_the_review_reads_is_ignor
 
 @pytest.mark.parametrize("field", ["title", "labels", "target_branch"])
 def test_an_update_of_what_the_skip_rules_read_asks_for_the_review_again(field: str) -> None:
-    """CONTRACT 16: the skip rules are evaluated again on the same head (no `oldrev`)."""
+    """specification §16: the skip rules are evaluated again on the same head (no `oldrev`)."""
     changes = {field: {"previous": "a", "current": "b"}}
     found = push(merge_request_hook("update", changes=changes))
     assert found is not None

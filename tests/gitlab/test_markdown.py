@@ -1,4 +1,5 @@
-"""Model text on GitLab (CONTRACT 10, 17): no mention, reference, link, embed, HTML or quick action.
+"""Model text on GitLab (specification §§10, 17): no mention, reference, link, embed, HTML or quick
+action.
 
 Each form is rendered with markdown-it-py (CommonMark: what GitLab's renderer does before its
 own filters) and the rendered text is checked against GitLab's reference patterns (its Banzai

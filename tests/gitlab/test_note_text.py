@@ -4,6 +4,7 @@ markers in them are the ones we put there."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from hypothesis import given
@@ -29,6 +30,7 @@ from pr_review_api.model import (
 from pr_review_api.output.inert_markdown import WORD_JOINER
 from pr_review_api.publishing.markers import Post, finding_marker, head_marker, read_markers
 from pr_review_api.publishing.placement import Placed, Placement
+from tests import builders
 from tests.conftest import examples
 from tests.gitlab.support import QUICK_ACTION_PATTERN, active_parts
 
@@ -132,33 +134,33 @@ def test_no_model_text_makes_anything_active_or_forges_a_marker(
     assert state.fingerprints == {p.fingerprint for p in [*placement.inline, *placement.body]}
 
 
-def finding_with(replacement: str, start: int = 3, end: int = 4) -> Finding:
-    return Finding(
-        severity="high",
-        title="t",
-        explanation="e",
-        path="a.py",
-        line=end,
-        evidence="v",
-        recommendation="r",
-        suggestion=Suggestion(start_line=start, end_line=end, replacement=replacement),
-    )
+suggested = partial(builders.finding_model, path="a.py", **builders.TERSE)
 
 
 def test_a_committable_suggestion_names_the_lines_above_its_line() -> None:
-    suggestion = finding_with("x\ny", 3, 5).offered()
+    suggestion = suggested(line=5, suggestion=builders.suggestion(3, 5, "x\ny")).offered()
     assert suggestion is not None
     assert suggestion_block(suggestion) == "```suggestion:-2+0\nx\ny\n```"
 
 
 def test_a_replacement_that_could_run_a_command_is_never_committable() -> None:
     for replacement in ("/merge", "ok\n  /close", "ok\r/approve", "\t/Lock"):
-        placed = Placed(finding_with(replacement), "0" * 16, ("a", "b"), committable=True)
+        placed = Placed(
+            suggested(line=4, suggestion=builders.suggestion(3, 4, replacement)),
+            "0" * 16,
+            ("a", "b"),
+            committable=True,
+        )
         assert not committable(placed)
         body = render_discussion(placed)
         assert "suggestion:" not in body
         assert QUICK_ACTION_PATTERN.search(body.replace("\r", "")) is None
-    fine = Placed(finding_with("// a comment\n/* b */"), "0" * 16, ("a", "b"), committable=True)
+    fine = Placed(
+        suggested(line=4, suggestion=builders.suggestion(3, 4, "// a comment\n/* b */")),
+        "0" * 16,
+        ("a", "b"),
+        committable=True,
+    )
     assert committable(fine)
     assert render_discussion(fine).endswith("```suggestion:-1+0\n// a comment\n/* b */\n```")
 
@@ -172,7 +174,7 @@ def test_defused_puts_a_joiner_before_every_line_that_could_start_a_command() ->
 
 
 def test_the_note_lists_what_is_not_in_a_discussion_with_its_place() -> None:
-    inline = Placed(finding_with("z"), "1" * 16)
+    inline = Placed(suggested(line=4, suggestion=builders.suggestion(3, 4, "z")), "1" * 16)
     outside = Placed(
         Finding(
             severity="low",

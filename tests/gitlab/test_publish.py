@@ -1,4 +1,4 @@
-"""Publishing a review on a merge request (CONTRACT 10, 14, 17), through the fake GitLab.
+"""Publishing a review on a merge request (specification §§10, 14, 17), through the fake GitLab.
 
 The fake checks every discussion's position against the real diff and the merge request's
 `diff_refs`, and records what each posted body would have run as a quick action. The git
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ from pr_review_api.model import (
 from pr_review_api.publishing.markers import finding_marker, head_marker
 from pr_review_api.publishing.placement import fingerprint_of, line_texts
 from pr_review_api.settings import Settings
+from tests import builders
+from tests.builders import BRIEF, suggestion
 from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
@@ -46,25 +49,7 @@ FIFTY = "".join(f"row {n}\n" for n in range(1, 51))
 HEAD_A = TEN.replace("line 5\n", "line 5\ninserted\n")
 
 
-def finding(
-    path: str,
-    line: int | None,
-    severity: str = "medium",
-    title: str = "T",
-    **extra: Any,
-) -> Finding:
-    return Finding.model_validate(
-        {
-            "severity": severity,
-            "title": title,
-            "explanation": f"Explained {path}:{line}.",
-            "path": path,
-            "line": line,
-            "evidence": "e",
-            "recommendation": "r",
-            **extra,
-        }
-    )
+finding = partial(builders.finding_model, severity="medium", title="T", **BRIEF)
 
 
 def settings_for(fake: FakeGitLab, tmp_path: Path, **overrides: Any) -> Settings:
@@ -156,10 +141,10 @@ Setup = tuple[FakeGitLab, FakeNotes, Settings, MergeRequestFixture, MergeRequest
 def test_added_and_context_lines_get_discussions_the_rest_is_in_the_note(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
     findings = [
-        finding("a.py", 6, "high", "Added line"),
-        finding("a.py", 8, "medium", "Context line"),
-        finding("other.py", 20, "low", "Outside every hunk"),
-        finding("a.py", None, "info", "No line"),
+        finding(path="a.py", line=6, severity="high", title="Added line"),
+        finding(path="a.py", line=8, severity="medium", title="Context line"),
+        finding(path="other.py", line=20, severity="low", title="Outside every hunk"),
+        finding(path="a.py", line=None, severity="info", title="No line"),
     ]
     publication = run_publish(fake, settings, result_of(mr, ref, findings))
 
@@ -201,7 +186,10 @@ def test_added_and_context_lines_get_discussions_the_rest_is_in_the_note(setup: 
 
 def test_at_most_max_inline_discussions_most_severe_first(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
-    findings = [finding("a.py", 8, "low", "Low one"), finding("a.py", 6, "critical", "Worst")]
+    findings = [
+        finding(path="a.py", line=8, severity="low", title="Low one"),
+        finding(path="a.py", line=6, severity="critical", title="Worst"),
+    ]
     publication = run_publish(fake, settings, result_of(mr, ref, findings), max_inline=1)
     assert (publication.inline_comments, publication.body_findings) == (1, 1)
     (discussion,) = notes.discussions(PROJECT, IID)
@@ -212,7 +200,10 @@ def test_at_most_max_inline_discussions_most_severe_first(setup: Setup) -> None:
 def test_a_refused_position_moves_its_finding_into_the_note(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
     notes.refuse_discussions = True
-    findings = [finding("a.py", 6, "high", "Added line"), finding("a.py", 8, title="Context")]
+    findings = [
+        finding(path="a.py", line=6, severity="high", title="Added line"),
+        finding(path="a.py", line=8, title="Context"),
+    ]
     publication = run_publish(fake, settings, result_of(mr, ref, findings))
     assert publication.status == "published"
     assert (publication.inline_comments, publication.body_findings) == (0, 2)
@@ -230,7 +221,7 @@ def test_positions_on_a_head_the_merge_request_moved_past_go_in_the_note(setup: 
     newer = mr.project.commit({"b.py": "b\n"}, mr.head_sha, "newer")
     document = fake.documents[(mr.project.id, IID)]
     document["diff_refs"] = {**document["diff_refs"], "head_sha": newer}
-    publication = run_publish(fake, settings, result_of(mr, ref, [finding("a.py", 6)]))
+    publication = run_publish(fake, settings, result_of(mr, ref, [finding(path="a.py", line=6)]))
     assert (publication.inline_comments, publication.body_findings) == (0, 1)
     assert posts(fake) == [("discussions", "400"), ("notes", "201")]
 
@@ -240,7 +231,7 @@ def test_positions_on_a_head_the_merge_request_moved_past_go_in_the_note(setup: 
 
 def test_a_second_run_on_the_same_head_posts_nothing(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
-    result = result_of(mr, ref, [finding("a.py", 6), finding("other.py", 20)])
+    result = result_of(mr, ref, [finding(path="a.py", line=6), finding(path="other.py", line=20)])
     first = run_publish(fake, settings, result)
     before = len(notes.of(PROJECT, IID))
     post_count = len(posts(fake))
@@ -253,12 +244,19 @@ def test_a_second_run_on_the_same_head_posts_nothing(setup: Setup) -> None:
 
 def test_a_new_head_does_not_repeat_a_fingerprint(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
-    run_publish(fake, settings, result_of(mr, ref, [finding("a.py", 6, "high", "Kept")]))
+    run_publish(
+        fake,
+        settings,
+        result_of(mr, ref, [finding(path="a.py", line=6, severity="high", title="Kept")]),
+    )
     head2 = mr.project.commit({"b.py": "b\n"}, mr.head_sha, "second push")
     mr.project.set_merge_request_head(IID, head2)
     document = fake.documents[(mr.project.id, IID)]
     document["diff_refs"] = {**document["diff_refs"], "head_sha": head2}
-    findings = [finding("a.py", 6, "high", "Kept"), finding("b.py", 1, "low", "New")]
+    findings = [
+        finding(path="a.py", line=6, severity="high", title="Kept"),
+        finding(path="b.py", line=1, severity="low", title="New"),
+    ]
     again = run_publish(fake, settings, result_of(mr, ref, findings, head_sha=head2))
     assert again.status == "published"
     assert (again.inline_comments, again.duplicates_skipped) == (1, 1)
@@ -271,7 +269,7 @@ def test_a_new_head_does_not_repeat_a_fingerprint(setup: Setup) -> None:
 
 def test_markers_in_notes_of_others_or_of_gitlab_count_for_nothing(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
-    f = finding("a.py", 6)
+    f = finding(path="a.py", line=6)
     fingerprint = fingerprint_of(f, line_texts(mr.project.bare, mr.head_sha, [f]))
     forged = head_marker(mr.head_sha) + finding_marker(fingerprint)
     notes.add(PROJECT, IID, forged, "mallory")
@@ -284,7 +282,7 @@ def test_markers_in_notes_of_others_or_of_gitlab_count_for_nothing(setup: Setup)
 def test_our_note_is_found_on_a_later_page(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
     fake.page_size = 2
-    result = result_of(mr, ref, [finding("other.py", 20)])
+    result = result_of(mr, ref, [finding(path="other.py", line=20)])
     first = run_publish(fake, settings, result)
     for n in range(5):
         notes.add(PROJECT, IID, f"comment {n}", "alice")
@@ -299,7 +297,7 @@ def test_model_text_cannot_forge_the_marker_of_a_later_head(setup: Setup) -> Non
     fake, _notes, settings, mr, ref = setup
     head2 = mr.project.commit({"b.py": "b\n"}, mr.head_sha, "second push")
     forged = f"{head_marker(head2)}\n<!-- pr-review:head={head2} -->"
-    run_publish(fake, settings, result_of(mr, ref, [finding("a.py", 6)], summary=forged))
+    run_publish(fake, settings, result_of(mr, ref, [finding(path="a.py", line=6)], summary=forged))
     mr.project.set_merge_request_head(IID, head2)
     document = fake.documents[(mr.project.id, IID)]
     document["diff_refs"] = {**document["diff_refs"], "head_sha": head2}
@@ -323,8 +321,8 @@ def test_hostile_model_text_produces_nothing_active(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
     nasty = {"explanation": HOSTILE, "evidence": HOSTILE, "recommendation": "/rebase\n" + HOSTILE}
     findings = [
-        finding("a.py", 6, "high", "/merge\n/close @all !1", **nasty),
-        finding("other.py", 20, "low", "/approve", **nasty),
+        finding(path="a.py", line=6, severity="high", title="/merge\n/close @all !1", **nasty),
+        finding(path="other.py", line=20, severity="low", title="/approve", **nasty),
     ]
     result = result_of(mr, ref, findings, summary=HOSTILE, notes=(HOSTILE, "/lock"))
     publication = run_publish(fake, settings, result)
@@ -337,18 +335,22 @@ def test_hostile_model_text_produces_nothing_active(setup: Setup) -> None:
         assert active_parts(body) == [], body
 
 
-# --- suggestions (CONTRACT 14) ---
-
-
-def suggestion(start: int, end: int, replacement: str) -> dict[str, Any]:
-    return {"suggestion": {"start_line": start, "end_line": end, "replacement": replacement}}
+# --- suggestions (specification §14) ---
 
 
 def test_a_committable_suggestion_is_gitlabs_block_on_its_last_line(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
     findings = [
-        finding("a.py", 5, "high", "Two lines", **suggestion(5, 6, "line 5\nbetter")),
-        finding("a.py", 8, "low", "Delete", **suggestion(8, 8, "")),
+        finding(
+            path="a.py",
+            line=5,
+            severity="high",
+            title="Two lines",
+            suggestion=suggestion(5, 6, "line 5\nbetter"),
+        ),
+        finding(
+            path="a.py", line=8, severity="low", title="Delete", suggestion=suggestion(8, 8, "")
+        ),
     ]
     publication = run_publish(fake, settings, result_of(mr, ref, findings))
     assert publication.inline_comments == 2
@@ -366,8 +368,20 @@ def test_a_committable_suggestion_is_gitlabs_block_on_its_last_line(setup: Setup
 def test_a_suggestion_that_holds_a_quick_action_is_shown_as_a_diff(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
     findings = [
-        finding("a.py", 6, "high", "Sneaky", **suggestion(5, 6, "x\n  /merge")),
-        finding("a.py", None, "low", "No line", **suggestion(7, 8, "/approve\r/close")),
+        finding(
+            path="a.py",
+            line=6,
+            severity="high",
+            title="Sneaky",
+            suggestion=suggestion(5, 6, "x\n  /merge"),
+        ),
+        finding(
+            path="a.py",
+            line=None,
+            severity="low",
+            title="No line",
+            suggestion=suggestion(7, 8, "/approve\r/close"),
+        ),
     ]
     publication = run_publish(fake, settings, result_of(mr, ref, findings))
     assert (publication.inline_comments, publication.body_findings) == (1, 1)
@@ -383,7 +397,7 @@ def test_a_suggestion_that_holds_a_quick_action_is_shown_as_a_diff(setup: Setup)
 def test_a_suggestion_whose_replacement_holds_a_fence_stays_in_its_block(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
     replacement = "```\nline 5\n````"
-    findings = [finding("a.py", 6, **suggestion(6, 6, replacement))]
+    findings = [finding(path="a.py", line=6, suggestion=suggestion(6, 6, replacement))]
     run_publish(fake, settings, result_of(mr, ref, findings))
     (discussion,) = notes.discussions(PROJECT, IID)
     assert discussion.body.endswith(f"`````suggestion:-0+0\n{replacement}\n`````")
@@ -397,10 +411,10 @@ def test_a_merge_request_gitlab_no_longer_shows_fails_with_a_fixed_sentence(
 ) -> None:
     fake, notes, settings, mr, ref = setup
     fake.respond(PROJECT, IID, 404, json.dumps({"message": "404 secret detail"}))
-    publication = run_publish(fake, settings, result_of(mr, ref, [finding("a.py", 6)]))
+    publication = run_publish(fake, settings, result_of(mr, ref, [finding(path="a.py", line=6)]))
     assert publication.status == "failed"
     assert publication.error is not None
-    assert publication.error.code == "github_publish_failed"
+    assert publication.error.code == "gitlab_publish_failed"
     assert publication.error.message == (
         "The merge request or project does not exist or is not visible."
     )
@@ -410,7 +424,7 @@ def test_a_merge_request_gitlab_no_longer_shows_fails_with_a_fixed_sentence(
 def test_a_refused_token_fails_without_posting(setup: Setup) -> None:
     fake, notes, settings, mr, ref = setup
     settings = fake.settings(settings.pr_review_cache_dir, token="glpat-unknown")
-    publication = run_publish(fake, settings, result_of(mr, ref, [finding("a.py", 6)]))
+    publication = run_publish(fake, settings, result_of(mr, ref, [finding(path="a.py", line=6)]))
     assert publication.status == "failed"
     assert publication.error is not None
     assert "glpat-unknown" not in publication.error.message
@@ -419,7 +433,7 @@ def test_a_refused_token_fails_without_posting(setup: Setup) -> None:
 
 def test_only_a_finished_review_of_a_merge_request_is_published(setup: Setup) -> None:
     _fake, _notes, settings, mr, ref = setup
-    result = result_of(mr, ref, [finding("a.py", 6)])
+    result = result_of(mr, ref, [finding(path="a.py", line=6)])
 
     async def go(result: ReviewResult) -> Publication | None:
         async with GitLabClient(settings) as gitlab:
@@ -456,7 +470,7 @@ def test_preflight_needs_a_token_and_one_gitlab_accepts(
     with pytest.raises(PublishNotPossible) as refused:
         asyncio.run(check(fake_gitlab.settings(tmp_path, token="glpat-unknown")))
     assert refused.value.message == REFUSED
-    assert refused.value.code == "github_publish_failed"
+    assert refused.value.code == "gitlab_publish_failed"
     asyncio.run(check(settings_for(fake_gitlab, tmp_path)))
     asked = [r.path for r in fake_gitlab.api_requests()]
     assert asked == [f"{'/gitlab/api/v4'}/user"] * 2  # no token: nothing asked

@@ -8,12 +8,14 @@ Reporter) resolves nothing and does not fail.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from pr_review_api.gitlab.resolve import resolve_fixed
 from pr_review_api.model import Finding
+from tests import builders
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.gitlab_threads import FakeThreads
 from tests.gitlab.discussions import BOT, BOT_ID, IID, PROJECT, client_of, ref_of, started
@@ -24,16 +26,7 @@ FIXED = {"a.py": "one\ntwo\nthree, fixed\nfour\nfive\nsix\n"}  # line 3 changed,
 FINGERPRINTS = [f"{n:x}" * 16 for n in range(1, 10)]
 
 
-def finding(title: str, line: int) -> Finding:
-    return Finding(
-        severity="medium",
-        title=title,
-        explanation="e",
-        path="a.py",
-        line=line,
-        evidence="v",
-        recommendation="r",
-    )
+finding = partial(builders.finding_model, severity="medium", path="a.py", **builders.TERSE)
 
 
 @pytest.fixture
@@ -88,7 +81,7 @@ def test_only_our_fixed_discussions_are_resolved(
     for note in notes.discussions(PROJECT, IID):
         if note.discussion_id == done:
             note.resolved_by = (BOT_ID, BOT)  # resolved before: not asked again
-    findings = [finding("Shadowed value", 4), finding("Another thing", 1)]
+    findings = [finding(title="Shadowed value", line=4), finding(title="Another thing", line=1)]
     _, count = resolved_count(fake_gitlab, mr, tmp_path, {FINGERPRINTS[2]}, findings)
     assert count == 2
     assert threads.resolutions == [(fixed_one, BOT, True), (answered, BOT, True)]

@@ -1,4 +1,4 @@
-"""A GitLab merge request reviewed end to end (CONTRACT 17) without publishing: a nested group
+"""A GitLab merge request reviewed end to end (specification §17) without publishing: a nested group
 on a self-managed server under a path prefix and a non-default port, real git, the fake GitLab
 and the scripted provider, through the command line and the HTTP API. Publishing (--post):
 tests/forge/test_gitlab.py.
@@ -26,6 +26,7 @@ from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from pr_review_api.tools.execute import REPOSITORY_UNREADABLE
 from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY
+from tests.environment import Environment
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.github.support import Launch, our_git
@@ -66,24 +67,7 @@ def publish(fake: FakeGitLab, *, private: bool = True) -> MergeRequestFixture:
     )
 
 
-def environment(
-    fake: FakeGitLab, provider: ScriptedProvider, cache: Path, token: str | None = GITLAB_TOKEN
-) -> dict[str, str]:
-    values = {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": provider.base_url,
-        "GITLAB_SERVER_URL": fake.server_url,
-        "PR_REVIEW_CACHE_DIR": str(cache),
-        "REVIEW_TIMEOUT_SECONDS": "60",
-    }
-    if token is not None:
-        values["GITLAB_TOKEN"] = token
-    return values
-
-
-def review_cli(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], *args: str) -> Result:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+def review_cli(*args: str) -> Result:
     return CliRunner().invoke(cli.main, ["review", *args], prog_name="pr-review")
 
 
@@ -153,14 +137,16 @@ def test_a_merge_request_is_reviewed_through_the_cli(
     fake_gitlab: FakeGitLab,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     launches: list[Launch],
+    environment: Environment,
 ) -> None:
     mr = publish(fake_gitlab)
     assert fake_gitlab.port not in (80, 443)
     scripted_provider.script(tool_call_turn([("d1", "inspect_git_diff", {})]), stop_turn(REVIEW))
-    env = environment(fake_gitlab, scripted_provider, tmp_path / "cache")
-    result = review_cli(monkeypatch, env, mr.url + "/diffs?view=parallel", "--format", "json")
+    environment(
+        scripted_provider, gitlab=fake_gitlab, cache=tmp_path / "cache", REVIEW_TIMEOUT_SECONDS="60"
+    )
+    result = review_cli(mr.url + "/diffs?view=parallel", "--format", "json")
     assert result.exit_code == 0, result.output
     assert_reviewed(json.loads(result.stdout), mr)
     assert_diff_reached_the_model(scripted_provider)
@@ -178,12 +164,18 @@ def test_a_public_merge_request_is_reviewed_without_a_token(
     fake_gitlab: FakeGitLab,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> None:
     mr = publish(fake_gitlab, private=False)
     scripted_provider.script(stop_turn(REVIEW))
-    env = environment(fake_gitlab, scripted_provider, tmp_path / "cache", token=None)
-    result = review_cli(monkeypatch, env, mr.url, "--format", "markdown")
+    environment(
+        scripted_provider,
+        gitlab=fake_gitlab,
+        cache=tmp_path / "cache",
+        GITLAB_TOKEN=None,
+        REVIEW_TIMEOUT_SECONDS="60",
+    )
+    result = review_cli(mr.url, "--format", "markdown")
     assert result.exit_code == 0, result.output
     assert "Validation after write" in result.stdout
     assert {r.private_token for r in fake_gitlab.requests} == {None}
@@ -271,11 +263,13 @@ def test_a_missing_merge_request_exits_1_from_the_cli(
     fake_gitlab: FakeGitLab,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> None:
     mr = publish(fake_gitlab)
-    env = environment(fake_gitlab, scripted_provider, tmp_path / "cache")
-    result = review_cli(monkeypatch, env, mr.url.replace("/3", "/4"), "--format", "json")
+    environment(
+        scripted_provider, gitlab=fake_gitlab, cache=tmp_path / "cache", REVIEW_TIMEOUT_SECONDS="60"
+    )
+    result = review_cli(mr.url.replace("/3", "/4"), "--format", "json")
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout)["error"]["code"] == "pull_request_not_found"
     assert scripted_provider.requests == []
@@ -294,13 +288,13 @@ def test_a_merge_request_url_off_the_server_is_refused_before_any_request(
     fake_gitlab: FakeGitLab,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     url: str,
+    environment: Environment,
 ) -> None:
-    env = environment(fake_gitlab, scripted_provider, tmp_path / "cache")
-    result = review_cli(
-        monkeypatch, env, url.format(server=fake_gitlab.server_url), "--format", "json"
+    environment(
+        scripted_provider, gitlab=fake_gitlab, cache=tmp_path / "cache", REVIEW_TIMEOUT_SECONDS="60"
     )
+    result = review_cli(url.format(server=fake_gitlab.server_url), "--format", "json")
     assert result.exit_code == 2, result.output
     assert json.loads(result.stdout)["error"]["code"] == "invalid_pull_request_url"
     assert fake_gitlab.requests == []

@@ -1,5 +1,5 @@
-"""gitlab/status.py: the merge gate's commit status on a merge request's head (CONTRACT 16, 17),
-against the fake GitLab's statuses endpoint and its rules (Developer or more, a commit of the
+"""gitlab/status.py: the merge gate's commit status on a merge request's head (specification §§16,
+17), against the fake GitLab's statuses endpoint and its rules (Developer or more, a commit of the
 project, GitLab's state machine). Whole reviews: tests/forge/test_gitlab.py.
 """
 

@@ -1,4 +1,4 @@
-"""Merge-request URLs (gitlab/urls.py, CONTRACT section 17): nested groups, the one canonical
+"""Merge-request URLs (gitlab/urls.py, specification §17): nested groups, the one canonical
 spelling, GitLab's path rules, and every rejection before any network access."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The hostile suite's figures (conftest.py) are printed after a session only with `-v`: a
-newcomer's `uv run pytest` is not followed by lines of figures (issue 14 item 8).
+newcomer's `uv run pytest` is not followed by lines of figures.
 
 Each check is a real pytest process, kept small so that it costs about a second even on a
-busy machine (issue 23 item 8: the first version ran a test module that imports the whole
+busy machine (the first version ran a test module that imports the whole
 service, with every installed plugin, twice, and reached the 120 s timeout under load): the
 hostile conftest is loaded as the only plugin (`-p`, no plugin autoload) and runs around one
 test of a few lines, in a folder of this test's own.

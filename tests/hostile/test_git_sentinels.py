@@ -31,12 +31,13 @@ import pytest
 from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.loop.final_review import parse_final_review
 from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget, LocalTarget
 from pr_review_api.settings import load_settings
 from pr_review_api.tools import TOOLS_BY_NAME, execute_tool
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
-from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
+from tests.fakes.provider_server import ScriptedProvider, tool_call_turn
 from tests.gitrepo import GitRepo, git
 from tests.hostile.corpus import ObjectWriter
 from tests.hostile.support import FIGURES
@@ -396,7 +397,7 @@ def _scripted_review(provider: ScriptedProvider) -> None:
                 ("c4", "inspect_git_diff", {}),
             ]
         ),
-        stop_turn({"summary": "ok", "findings": [], "notes": []}),
+        final_turn(summary="ok"),
     )
 
 
@@ -434,7 +435,7 @@ def test_a_whole_pull_request_review_through_the_cache_springs_no_trap(
                 opencode_api_key=PROVIDER_KEY,
                 opencode_base_url=provider.base_url,
             )
-            result = asyncio.run(run_review(PullRequestTarget(pull.url), settings))
+            result = asyncio.run(run_review(ChangeTarget(pull.url), settings))
             provider.assert_complete()
     finally:
         server.close()

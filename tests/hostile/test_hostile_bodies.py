@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pr_review_api.errors import ReviewError
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop import workspace
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview
 from tests.fakes.provider_server import (
@@ -106,7 +106,7 @@ def _serve_and_review(
     try:
         with mock.patch.object(workspace, "prepare_local", _prepared_local):
             result = runner.run(
-                run_review(target, review_settings(provider.base_url), model=client)
+                run_review(target, review_settings(provider.base_url), ReviewOptions(model=client))
             )
     except ReviewError as exc:
         code = exc.code

@@ -16,6 +16,7 @@ import copy
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from unittest import mock
 
@@ -31,10 +32,11 @@ from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import engine as engine_module
 from pr_review_api.loop import workspace
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview, ReviewResult
 from pr_review_api.tools import TOOLS, ToolArguments, ToolOutcome, execute_tool
+from tests import builders
 from tests.hostile.provider_support import (
     COMMON,
     CONTRACT_CODES,
@@ -370,16 +372,9 @@ VARIATIONS: list[Callable[[dict[str, Any]], Any]] = [
 ]
 
 
-def finding(path: str, line: int | None, text: str = "t") -> dict[str, Any]:
-    return {
-        "severity": "medium",
-        "title": text,
-        "explanation": text,
-        "path": path,
-        "line": line,
-        "evidence": text,
-        "recommendation": text,
-    }
+# A finding's prose, one text in every field ("t" unless drawn).
+PROSE = ("title", "explanation", "evidence", "recommendation")
+finding = partial(builders.finding, severity="medium", **dict.fromkeys(PROSE, "t"))
 
 
 @st.composite
@@ -389,7 +384,8 @@ def valid_final(draw: st.DrawFn) -> dict[str, Any]:
         path = draw(st.sampled_from([*FILES, "links/app", "./src//app.py"]))
         lines = LINES["src/app.py" if "app" in path else path]
         line = draw(st.none() | st.integers(1, lines))
-        findings.append(finding(path, line, draw(st.text(max_size=30))))
+        prose = dict.fromkeys(PROSE, draw(st.text(max_size=30)))
+        findings.append(finding(path=path, line=line, **prose))
     notes = draw(st.lists(st.text(max_size=30), max_size=3))
     return {"summary": draw(st.text(max_size=60)), "findings": findings, "notes": notes}
 
@@ -398,22 +394,28 @@ FINAL_BREAKS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("extra-field", lambda r: r.update(verdict="approve")),
     ("no-notes", lambda r: r.pop("notes")),
     ("summary-int", lambda r: r.update(summary=5)),
-    ("findings-101", lambda r: r.update(findings=[finding("README.md", 1)] * 101)),
+    ("findings-101", lambda r: r.update(findings=[finding(path="README.md", line=1)] * 101)),
     ("notes-101", lambda r: r.update(notes=["n"] * 101)),
     ("text-8193", lambda r: r.update(summary="s" * 8193)),
     ("text-multibyte", lambda r: r.update(summary="é" * 4097)),
-    ("severity", lambda r: r.update(findings=[{**finding("README.md", 1), "severity": "urgent"}])),
-    ("line-0", lambda r: r.update(findings=[finding("README.md", 0)])),
-    ("line-str", lambda r: r.update(findings=[finding("README.md", "1")])),  # type: ignore[arg-type]
-    ("line-float", lambda r: r.update(findings=[finding("README.md", 1.0)])),  # type: ignore[arg-type]
-    ("line-past-end", lambda r: r.update(findings=[finding("README.md", 3)])),
-    ("path-parent", lambda r: r.update(findings=[finding("../x", None)])),
-    ("path-absolute", lambda r: r.update(findings=[finding("/etc/passwd", None)])),
-    ("path-missing", lambda r: r.update(findings=[finding("nope.py", None)])),
-    ("path-directory", lambda r: r.update(findings=[finding("src", None)])),
-    ("path-git", lambda r: r.update(findings=[finding(".git/config", None)])),
-    ("path-link-out", lambda r: r.update(findings=[finding("links/out", None)])),
-    ("finding-extra", lambda r: r.update(findings=[{**finding("README.md", 1), "cwe": 79}])),
+    (
+        "severity",
+        lambda r: r.update(findings=[{**finding(path="README.md", line=1), "severity": "urgent"}]),
+    ),
+    ("line-0", lambda r: r.update(findings=[finding(path="README.md", line=0)])),
+    ("line-str", lambda r: r.update(findings=[finding(path="README.md", line="1")])),
+    ("line-float", lambda r: r.update(findings=[finding(path="README.md", line=1.0)])),
+    ("line-past-end", lambda r: r.update(findings=[finding(path="README.md", line=3)])),
+    ("path-parent", lambda r: r.update(findings=[finding(path="../x", line=None)])),
+    ("path-absolute", lambda r: r.update(findings=[finding(path="/etc/passwd", line=None)])),
+    ("path-missing", lambda r: r.update(findings=[finding(path="nope.py", line=None)])),
+    ("path-directory", lambda r: r.update(findings=[finding(path="src", line=None)])),
+    ("path-git", lambda r: r.update(findings=[finding(path=".git/config", line=None)])),
+    ("path-link-out", lambda r: r.update(findings=[finding(path="links/out", line=None)])),
+    (
+        "finding-extra",
+        lambda r: r.update(findings=[{**finding(path="README.md", line=1), "cwe": 79}]),
+    ),
 ]
 
 
@@ -606,7 +608,9 @@ def run_conversation(
         mock.patch.object(workspace, "prepare_local", _prepared_local),
     ):
         try:
-            result = runner.run(run_review(target, review_settings(), model=provider))
+            result = runner.run(
+                run_review(target, review_settings(), ReviewOptions(model=provider))
+            )
         except ReviewError as exc:  # anything else fails the property
             error = exc
     return Outcome(result, error, executed), provider
@@ -744,7 +748,7 @@ def every_single_break() -> Iterator[tuple[str, Conversation]]:
         yield label, _one_round(envelope, "invalid_model_response", label)
     at_every_bound = {
         "summary": "s" * 8192,
-        "findings": [finding("README.md", 2, "é" * 4096)] * 100,
+        "findings": [finding(path="README.md", line=2, **dict.fromkeys(PROSE, "é" * 4096))] * 100,
         "notes": ["n" * 8192] * 100,
     }
     envelope = _envelope({"role": "assistant", "content": json.dumps(at_every_bound)}, "stop", 1)

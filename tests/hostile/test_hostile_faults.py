@@ -16,7 +16,7 @@ from pr_review_api.errors import ReviewError
 from pr_review_api.llm.envelope import turn_from_envelope
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.llm.turn import Turn
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import MAX_PROVIDER_RESPONSE_BYTES
@@ -128,7 +128,7 @@ def test_refused_connection_is_unavailable(widget: LocalTarget, after_tools: boo
         if not after_tools:
             return await run_review(widget, settings_)
         async with ToolsThenRealProvider(settings_) as provider:
-            return await run_review(widget, settings_, model=provider)
+            return await run_review(widget, settings_, ReviewOptions(model=provider))
 
     with pytest.raises(ReviewError) as raised:
         asyncio.run(review())

@@ -1,4 +1,4 @@
-"""Hostile team knowledge (CONTRACT 20): learnings and custom checks that try to switch the
+"""Hostile team knowledge (specification §20): learnings and custom checks that try to switch the
 loop's rules off, change what fails the gate, reach the tools or leak the prompt.
 
 Whatever a learning or a check says, it reaches the model only as JSON inside the first user
@@ -21,7 +21,7 @@ import pytest
 from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.github.layout import render_review_body
 from pr_review_api.llm.testing import ScriptedModel, stop_turn, tool_turn
-from pr_review_api.loop.run import PullRequestTarget, run_review
+from pr_review_api.loop.run import ChangeTarget, ReviewOptions, run_review
 from pr_review_api.output.gate_outcome import CheckOutcome
 from pr_review_api.publishing.placement import Placement
 from pr_review_api.tools import TOOLS
@@ -80,11 +80,9 @@ def _review(
     learnings = Remembered()
     result = asyncio.run(
         run_review(
-            PullRequestTarget(pr.url),
+            ChangeTarget(pr.url),
             settings,
-            model=model,
-            on_check=outcomes.append,
-            learnings=learnings,
+            ReviewOptions(model=model, on_check=outcomes.append, learnings=learnings),
         )
     )
     return result, outcomes, learnings

@@ -421,7 +421,7 @@ def test_load_240_reviews_20_at_a_time(world: tuple[FakeGitHub, list[str]], tmp_
     check_and_report("full", run)
 
 
-# --- slow headers: connections that never finish their request (issue 9 item 3) -------------
+# --- slow headers: connections that never finish their request ------------------------
 
 SLOW_CLIENT_SERVER = """
 import resource, sys

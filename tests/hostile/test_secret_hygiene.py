@@ -26,8 +26,8 @@ from click.testing import CliRunner
 
 from pr_review_api.cli import commands as cli
 from pr_review_api.errors import ConfigurationError, ReviewError
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget, LocalTarget
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
@@ -132,7 +132,9 @@ def test_capture_sees_the_service_logs_and_no_secret(
     """All logging is captured (the provider's request line is there), and none leaks."""
     with ScriptedProvider() as provider:
         provider.script(tool_turn(), stop_turn(REVIEW))
-        result = asyncio.run(run_review(widget, settings_for(provider), include_trace=True))
+        result = asyncio.run(
+            run_review(widget, settings_for(provider), ReviewOptions(include_trace=True))
+        )
     assert result.trace is not None
     assert_clean("review with trace", result.model_dump_json())
     assert any("provider request: status=200" in text for text in secret_guard.texts)
@@ -151,7 +153,9 @@ def test_provider_echoes_never_reach_the_caller(
             provider.script(tool_turn())
         provider.script(ECHOING_FAULTS[fault])
         with pytest.raises(ReviewError) as raised:
-            asyncio.run(run_review(widget, settings_for(provider), include_trace=True))
+            asyncio.run(
+                run_review(widget, settings_for(provider), ReviewOptions(include_trace=True))
+            )
         request = provider.requests[-1]
     assert_clean(f"error for {fault}", exception_text(raised.value))
     # The key travels in the Authorization header only: never in the body the provider sees.
@@ -186,7 +190,7 @@ def test_pull_request_reviews_keep_the_token_out_of_everything(
             with audit() as log:
                 for _ in range(2):  # a fetch, then a cache hit
                     result = asyncio.run(
-                        run_review(PullRequestTarget(url), settings, include_trace=True)
+                        run_review(ChangeTarget(url), settings, ReviewOptions(include_trace=True))
                     )
                     assert_clean("pull-request review", result.model_dump_json())
         # The token did reach GitHub, on both the API and the git side.
@@ -201,13 +205,13 @@ def test_pull_request_reviews_keep_the_token_out_of_everything(
         for status in (401, 403, 404, 500):
             server.respond("acme", "widget", 7, status, f"bad credentials {GITHUB_TOKEN}")
             with pytest.raises(ReviewError) as raised:
-                asyncio.run(run_review(PullRequestTarget(url), settings))
+                asyncio.run(run_review(ChangeTarget(url), settings))
             assert_clean(f"GitHub {status}", exception_text(raised.value))
         # Git refusing the token: the fetch fails, and says nothing of the token.
         server.set_pull("acme", "widget", 8, base_sha="1" * 40, head_sha="2" * 40)
         server.require_token = "another-token"
         with pytest.raises(ReviewError) as raised:
-            asyncio.run(run_review(PullRequestTarget(url.replace("/7", "/8")), settings))
+            asyncio.run(run_review(ChangeTarget(url.replace("/7", "/8")), settings))
         assert_clean("git fetch refused", exception_text(raised.value))
     finally:
         server.close()
@@ -258,7 +262,7 @@ def test_the_http_service_never_echoes_a_secret(tmp_path: Path, private_temp: Pa
                 for path in ("/healthz", "/openapi.json", "/v1/nowhere"):
                     response = client.get(f"{base}{path}", headers=auth)
                     assert_clean(f"GET {path}", response.text)
-        # A query or fragment is dropped from a pull-request URL (CONTRACT section 3).
+        # A query or fragment is dropped from a pull-request URL (specification §3).
         assert statuses == [200, 502, 401, 401, 422, 422, 422, 200, 422]
     finally:
         server.close()

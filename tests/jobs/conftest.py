@@ -1,5 +1,5 @@
 """One embedded PostgreSQL per test session; a fresh database per test; the service and a
-worker on it beside the fake GitLab."""
+worker on it beside the fake GitLab, or beside the fake Gitea."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ with warnings.catch_warnings():  # platformdirs warns once about XDG_RUNTIME_DIR
     warnings.simplefilter("ignore")
     from pr_review_api.jobs.embedded import EmbeddedPostgres
 
+from tests.fakes.gitea_server import FakeGitea
 from tests.fakes.gitlab_server import FakeGitLab
+from tests.jobs.gitea_service import GiteaService
 from tests.jobs.gitlab_service import GitLabService
 
 
@@ -51,3 +53,9 @@ def database_url(embedded_postgres: EmbeddedPostgres) -> Iterator[str]:
 def gitlab_service(database_url: str, fake_gitlab: FakeGitLab, tmp_path: Path) -> GitLabService:
     """The service and a worker on this test's database, beside the fake GitLab."""
     return GitLabService(database_url, fake_gitlab, tmp_path / "cache")
+
+
+@pytest.fixture
+def gitea_service(database_url: str, fake_gitea: FakeGitea, tmp_path: Path) -> GiteaService:
+    """The service and a worker on this test's database, beside the fake Gitea."""
+    return GiteaService(database_url, fake_gitea, tmp_path / "cache")

@@ -1,4 +1,5 @@
-"""GitHub App credentials: an RS256 JWT exchanged for cached installation tokens (CONTRACT 11).
+"""GitHub App credentials: an RS256 JWT exchanged for cached installation tokens
+(specification §11).
 
 A loopback server plays GitHub's `POST /app/installations/{id}/access_tokens` and `GET /app`,
 checking each JWT with the App's public key.

@@ -1,5 +1,5 @@
-"""The documented GitHub App deployment end to end, through the signed routes only (CONTRACT
-10, 11, 15; docs/service.md "Running it with a GitHub App").
+"""The documented GitHub App deployment end to end, through the signed routes only (specification
+§§10, 11, 15; docs/service.md "Running it with a GitHub App").
 
 App credentials (an RSA key made here; the fake GitHub checks every RS256 JWT), the operator's
 `GITHUB_TOKEN` set beside them (it must never be used), a signed `pull_request` delivery of
@@ -27,7 +27,7 @@ from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_app import FakeApp, app_key
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture, RecordedRequest
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
-from tests.jobs.test_conversation import WRITER, issue_comment_event, running
+from tests.jobs.test_comments import WRITER, issue_comment_event, running
 from tests.jobs.test_jobs import SECRET, deliver, pull, pull_request_event, rows, settings_for
 
 pytestmark = pytest.mark.e2e

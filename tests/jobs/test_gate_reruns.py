@@ -1,5 +1,5 @@
-"""The merge gate run again through signed webhooks and a real worker (CONTRACT 16, issue 34
-items 2 and 3): a check that failed closed re-run by its button (`check_run` `rerequested`), a
+"""The merge gate run again through signed webhooks and a real worker (specification §16, the gate
+that fails closed): a check that failed closed re-run by its button (`check_run` `rerequested`), a
 skip by the title answered `action_required` and evaluated again when the title changes, on
 GitHub (the fake's check runs) and on GitLab (the fake's commit statuses).
 """
@@ -18,6 +18,7 @@ import pytest
 
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.settings import Settings
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.fakes.gitlab_notes import FakeNotes
@@ -28,7 +29,7 @@ from tests.gitlab.payloads import merge_request_hook
 from tests.jobs import test_gitlab_webhooks as gitlab_hooks
 from tests.jobs.gitlab_service import GitLabService
 from tests.jobs.test_jobs import deliver, pull_request_event, rows, service, settings_for, worker
-from tests.loop.test_gate import INJECTED, TEN, final, finding, obeying_model
+from tests.loop.test_gate import INJECTED, TEN, finding, obeying_model
 
 pytestmark = pytest.mark.e2e
 
@@ -145,7 +146,7 @@ def test_every_gate_delivery_queues_its_job_with_the_installation_as_an_opened_o
     database_url: str,
 ) -> None:
     """The re-run and the skip rules' deliveries are jobs like the others: their pull request,
-    the head and the delivery's App installation (issue 34 item 1), whatever that is."""
+    the head and the delivery's App installation (specification §11), whatever that is."""
     opened = pull_request_event(1, "a" * 40, action="opened", installation=42)
     rerun = rerequested(2, "c" * 40)
     labeled = pull_request_event(3, "d" * 40, action="labeled", installation=42)
@@ -170,7 +171,9 @@ def test_a_skip_by_the_title_requires_action_until_the_title_changes_then_the_he
 ) -> None:
     pr = gated_pull(fake_github, 8, GATED, title="[WIP] speed it up")
     settings = github_settings(database_url, fake_github, scripted_provider)
-    scripted_provider.script(final(finding("a.py", 5, "high")))  # one review is paid for
+    scripted_provider.script(
+        final_turn(finding(path="a.py", line=5, severity="high"))
+    )  # one review is paid for
 
     async def scenario() -> list[dict[str, Any]]:
         async with service(settings) as client, worker(settings, None) as queue:
@@ -254,7 +257,7 @@ def test_on_gitlab_a_skip_by_the_title_fails_the_status_until_the_title_changes(
     gitlab: GitLabWorld,
 ) -> None:
     fixture = gitlab.merge_request(9, GATED, title="[WIP] try something")
-    gitlab.provider.script(final(finding("a.py", 5, "high")))
+    gitlab.provider.script(final_turn(finding(path="a.py", line=5, severity="high")))
     opened = merge_request_hook("open", path=PROJECT, iid=9, head=fixture.head_sha)
     retitled = merge_request_hook(
         "update",

@@ -1,5 +1,5 @@
-"""Commands in merge-request notes (CONTRACT 15 on GitLab, section 17): Note Hook deliveries to
-the real service, a real worker on PostgreSQL, and the fake GitLab that says who is a member.
+"""Commands in merge-request notes (specification §15 on GitLab, section 17): Note Hook deliveries
+to the real service, a real worker on PostgreSQL, and the fake GitLab that says who is a member.
 
 `review` and `help` addressed to `@<our username>` or `/pr-review` by a Developer (30) or higher
 become jobs of their kind; our own notes, bots, Reporters and non-members, notes addressed to
@@ -14,7 +14,7 @@ import json
 import uuid
 from typing import Any
 
-from pr_review_api.forge.gitlab_conversation import GITLAB_HELP_TEXT
+from pr_review_api.forge.gitlab_comments import GITLAB_HELP_TEXT
 from pr_review_api.jobs.queue import JobQueue
 from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_members import Members

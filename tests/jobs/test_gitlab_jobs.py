@@ -1,4 +1,4 @@
-"""Jobs of GitLab merge requests run by a real worker (CONTRACT 11, 17): the worker reviews a
+"""Jobs of GitLab merge requests run by a real worker (specification §§11, 17): the worker reviews a
 merge request of the fake GitLab with `GITLAB_TOKEN` (no GitHub identity: the GitHub settings
 point at a port where nothing listens), the job's document names the forge, and a webhook's
 job publishes the review on the merge request.
@@ -16,6 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN
 from tests.fakes.gitlab_members import Members
 from tests.fakes.gitlab_notes import FakeNotes
@@ -41,7 +42,7 @@ FINDING = {
 }
 
 
-def _nothing_listening() -> str:
+def nothing_listening() -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{probe.getsockname()[1]}"
@@ -49,7 +50,7 @@ def _nothing_listening() -> str:
 
 def settings_for(gitlab: GitLabService, provider: ScriptedProvider, **extra: Any) -> Settings:
     """Reviews by the scripted provider; no GitHub identity (nothing listens where it points)."""
-    nowhere = _nothing_listening()
+    nowhere = nothing_listening()
     values: dict[str, Any] = {
         "opencode_base_url": provider.base_url,
         "opencode_max_retries": 0,
@@ -88,7 +89,7 @@ def test_a_merge_request_job_is_reviewed_with_the_gitlab_token(
     gitlab_service: GitLabService,
 ) -> None:
     fixture = merge_request(fake_gitlab)
-    scripted_provider.script(stop_turn({"summary": "One bug.", "findings": [FINDING], "notes": []}))
+    scripted_provider.script(final_turn(FINDING, summary="One bug."))
     settings = settings_for(gitlab_service, scripted_provider)
 
     async def scenario() -> dict[str, Any]:
@@ -132,7 +133,7 @@ def test_a_webhook_job_publishes_the_review_on_the_merge_request(
     gitlab_service: GitLabService,
 ) -> None:
     fixture = merge_request(fake_gitlab)
-    scripted_provider.script(stop_turn({"summary": "One bug.", "findings": [FINDING], "notes": []}))
+    scripted_provider.script(final_turn(FINDING, summary="One bug."))
     settings = settings_for(gitlab_service, scripted_provider)
     event = merge_request_hook("open", path=PROJECT, head=fixture.head_sha)
 
@@ -208,7 +209,7 @@ def test_a_webhook_job_honours_the_bases_skip_rules(
     scripted_provider: ScriptedProvider,
     gitlab_service: GitLabService,
 ) -> None:
-    """A webhook's job is automatic (CONTRACT 16): the base's `.pr-review.toml` may skip it,
+    """A webhook's job is automatic (specification §16): the base's `.pr-review.toml` may skip it,
     with no provider request and nothing posted."""
     fixture = fake_gitlab.merge_request(
         PROJECT,

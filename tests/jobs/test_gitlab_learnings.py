@@ -1,4 +1,4 @@
-"""Learnings on GitLab (CONTRACT 20, 17): a Developer's `remember` note on one merge request,
+"""Learnings on GitLab (specification §§20, 17): a Developer's `remember` note on one merge request,
 through the Note Hook route and a real worker, shapes the first message of the next merge
 request's review of the project; a Reporter's stores nothing; `forget` removes it (one
 `thumbsup` each, no text)."""
@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from tests.builders import final_turn
 from tests.fakes.gitlab_members import Members
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.fakes.provider_server import ScriptedProvider
 from tests.gitlab.payloads import note_hook
 from tests.jobs.gitlab_service import BOT, GitLabService, note
 from tests.jobs.test_gitlab_jobs import PROJECT, finished, merge_request, settings_for
@@ -47,7 +48,7 @@ def test_a_developers_remember_shapes_the_next_merge_request_and_forget_removes_
     second = merge_request(fake_gitlab, 8)
     _, by_reporter = _note(fake_gitlab_notes, REPORTER, f"/pr-review remember {LESSON}")
     told_id, told = _note(fake_gitlab_notes, DEVELOPER, f"@{BOT} remember {LESSON}")
-    scripted_provider.script(stop_turn({"summary": "S", "findings": [], "notes": []}))
+    scripted_provider.script(final_turn(summary="S"))
 
     async def scenario() -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]:
         async with gitlab_service.running(settings) as (client, _):

@@ -1,4 +1,4 @@
-"""`POST /v1/webhooks/gitlab` (CONTRACT 17) on the real application and a real PostgreSQL:
+"""`POST /v1/webhooks/gitlab` (specification §17) on the real application and a real PostgreSQL:
 the secret token, every hook kind, drafts, updates that did not move the head, repeated
 deliveries, merge-request jobs keyed apart from pull requests, and hostile payloads that are
 refused or ignored, never a 500.
@@ -171,7 +171,7 @@ def test_drafts_updates_without_a_new_head_and_other_events_are_ignored(database
                 await deliver(client, merge_request_hook("update")),
                 await deliver(
                     client,
-                    # An assignee is nothing the review or the skip rules read (CONTRACT 16).
+                    # An assignee is nothing the review or the skip rules read (specification §16).
                     merge_request_hook(
                         "update", changes={"assignees": {"previous": [], "current": []}}
                     ),

@@ -1,4 +1,4 @@
-"""Metrics that need the jobs database (CONTRACT 18), on the real embedded PostgreSQL:
+"""Metrics that need the jobs database (specification §18), on the real embedded PostgreSQL:
 the job gauge read at scrape time (service/metrics_route.py), webhook deliveries counted by the
 route (service/webhooks.py), a `pr-review worker --metrics-port` process serving its own
 counts on loopback (cli/worker.py), and `serve`'s scrape covering its embedded worker."""
@@ -26,6 +26,7 @@ from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.service import metrics_route
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.environment import process_environment, review_variables
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
@@ -154,17 +155,18 @@ def test_webhook_deliveries_are_counted_by_bounded_event_and_outcome(database_ur
 def _worker_environment(
     database_url: str, fake: FakeGitHub, provider: ScriptedProvider, cache: Path
 ) -> dict[str, str]:
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE_", "GITHUB_"))},
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": provider.base_url,
-        "GITHUB_SERVER_URL": fake.server_url,
-        "GITHUB_API_URL": fake.api_url,
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "PR_REVIEW_CACHE_DIR": str(cache),
-        "PR_REVIEW_DATABASE_URL": database_url,
-        "PR_REVIEW_API_KEYS": SERVICE_KEY,
-    }
+    return process_environment(
+        review_variables(
+            provider,
+            github=fake,
+            cache=cache,
+            PR_REVIEW_DATA_DIR=os.environ[
+                "PR_REVIEW_DATA_DIR"
+            ],  # the test's, as clean_environment set it
+            PR_REVIEW_DATABASE_URL=database_url,
+            PR_REVIEW_API_KEYS=SERVICE_KEY,
+        )
+    )
 
 
 def _listening_addresses(port: int) -> set[str]:
@@ -258,19 +260,9 @@ def test_a_worker_serves_its_own_metrics_on_loopback_behind_the_keys(
 def _serve_environment(
     data_dir: Path, fake: FakeGitHub, provider: ScriptedProvider, cache: Path
 ) -> dict[str, str]:
-    environment = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE_", "GITHUB_"))},
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": provider.base_url,
-        "GITHUB_SERVER_URL": fake.server_url,
-        "GITHUB_API_URL": fake.api_url,
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "PR_REVIEW_CACHE_DIR": str(cache),
-        "PR_REVIEW_DATA_DIR": str(data_dir),
-    }
-    for name in ("PR_REVIEW_DATABASE_URL", "PR_REVIEW_API_KEYS", "PROMETHEUS_MULTIPROC_DIR"):
-        environment.pop(name, None)
-    return environment
+    return process_environment(
+        review_variables(provider, github=fake, cache=cache, PR_REVIEW_DATA_DIR=str(data_dir))
+    )
 
 
 def _wait_until_healthy(base: str, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -1,4 +1,4 @@
-"""Webhooks, review jobs and workers (CONTRACT section 11) on a real embedded PostgreSQL.
+"""Webhooks, review jobs and workers (specification §11) on a real embedded PostgreSQL.
 
 Each rule of section 11 has a test named after it. Workers are real procrastinate workers
 (in this process, or `pr-review worker` in another one); the HTTP side is the real
@@ -277,7 +277,7 @@ def test_webhook_drafts_and_other_events_are_ignored(database_url: str) -> None:
                 await deliver(client, pull_request_event(draft=True, action="opened")),
                 await deliver(client, pull_request_event(action="closed")),
                 await deliver(client, pull_request_event(action="assigned")),
-                # A description edit changes nothing the skip rules read (CONTRACT 16).
+                # A description edit changes nothing the skip rules read (specification §16).
                 await deliver(
                     client, {**pull_request_event(action="edited"), "changes": {"body": {}}}
                 ),

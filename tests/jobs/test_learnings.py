@@ -1,4 +1,4 @@
-"""Learnings end to end (CONTRACT 20): signed comment deliveries to the real service, a real
+"""Learnings end to end (specification §20): signed comment deliveries to the real service, a real
 worker on an embedded PostgreSQL, the fake GitHub and the scripted provider.
 
 A writer's `remember` on one pull request is stored (one `+1`, no text) and shapes the model's
@@ -30,7 +30,7 @@ from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.loop.repo_config import parse_repo_config
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
-from tests.jobs.test_conversation import (
+from tests.jobs.test_comments import (
     AUTHOR,
     BOT,
     FAST,

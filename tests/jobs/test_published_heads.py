@@ -1,4 +1,4 @@
-"""The service's ledger of published heads (`published_heads`, issue 22.5) on a real embedded
+"""The service's ledger of published heads (`published_heads`, specification §10) on a real embedded
 PostgreSQL, a real procrastinate worker, the fake GitHub and the scripted provider.
 
 Three jobs of one head under a flood of others' reviews publish one review and ask the model
@@ -26,6 +26,7 @@ from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.ledger import HeadKey
 from pr_review_api.model import Publication, ReviewResult
 from pr_review_api.settings import Settings
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub
@@ -130,7 +131,7 @@ def test_three_jobs_of_one_flooded_head_publish_once_and_ask_the_model_once(
     for again in (second, third):
         assert again["publication"]["status"] == "already_published"
         assert again["publication"]["review_id"] == first["publication"]["review_id"]
-        # CONTRACT 15: no findings, no rounds, no usage; the publication says where it is.
+        # specification §15: no findings, no rounds, no usage; the publication says where it is.
         assert again["termination_reason"] == "already_published"
         assert again["review"]["findings"] == []
         assert (again["rounds"], again["usage"]["total_tokens"]) == (0, 0)
@@ -227,7 +228,7 @@ def test_a_job_whose_review_was_published_answers_without_the_model_even_after_r
     # a process.
     pull = fake_github.pull_request("acme", "widget", 9, head={"a.py": "x\n"})
     settings = settings_for(database_url, fake_github, scripted_provider)
-    scripted_provider.script(stop_turn({"summary": "Fine.", "findings": [], "notes": []}))
+    scripted_provider.script(final_turn(summary="Fine."))
     job = PullRequestJob(url=pull.url, owner="acme", repo="widget", number=9, post=True)
 
     async def one() -> dict[str, Any]:

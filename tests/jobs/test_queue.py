@@ -1,4 +1,4 @@
-"""jobs/queue.py: a webhook's job is an automatic review (CONTRACT 16: the base's skip rules
+"""jobs/queue.py: a webhook's job is an automatic review (specification §16: the base's skip rules
 apply), a job asked for through the API is not. Real embedded PostgreSQL, real worker.
 """
 
@@ -8,9 +8,9 @@ import asyncio
 from typing import Any
 
 from pr_review_api.errors import InvalidModelResponse, ReviewError
+from pr_review_api.jobs.figures import JobFigures
 from pr_review_api.jobs.records import JobRecord
-from pr_review_api.jobs.runner import ReviewOptions
-from pr_review_api.jobs.summary import JobSummary
+from pr_review_api.jobs.runner import job_options
 from pr_review_api.model import RunRecord, Usage
 from pr_review_api.settings import Settings
 from tests.jobs.test_jobs import (
@@ -34,7 +34,7 @@ class Recorder:
 
     async def __call__(self, record: JobRecord, settings: Settings) -> dict[str, Any]:
         url = record.pull_request_url
-        automatic = ReviewOptions.of(record).automatic
+        automatic = job_options(record).automatic
         self.calls[url] = automatic
         if self.error is not None:
             raise self.error
@@ -62,7 +62,7 @@ def test_a_webhook_job_is_automatic_and_an_api_job_is_not(database_url: str) -> 
 
 
 def test_a_failed_job_keeps_what_its_review_spent(database_url: str) -> None:
-    # Issue 40: the error document is section 5's (no usage), but the record counts the tokens.
+    # The error document is specification §5's (no usage), but the record counts the tokens.
     spent = RunRecord(
         rounds=3, tool_calls=2, usage=Usage(prompt_tokens=20, completion_tokens=10, total_tokens=30)
     )
@@ -81,7 +81,7 @@ def test_a_failed_job_keeps_what_its_review_spent(database_url: str) -> None:
     record = asyncio.run(scenario())
     assert record.result == InvalidModelResponse("The final review was not valid JSON.").to_body()
     assert record.total_tokens == 30
-    assert JobSummary.of(record).total_tokens == 30
+    assert JobFigures.of(record).total_tokens == 30
     (columns,) = rows(
         database_url,
         "SELECT prompt_tokens, completion_tokens, rounds, tool_calls, error_code "

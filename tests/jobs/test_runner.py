@@ -1,5 +1,5 @@
 """How a job's review runs, read from its record in one place (jobs/runner.py's
-`ReviewOptions`): a webhook's job is automatic, an API job is not, and the `review` command in
+`job_options`): a webhook's job is automatic, an API job is not, and the `review` command in
 a comment publishes past a head already published and is never automatic."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from pr_review_api.jobs.records import JobRecord
-from pr_review_api.jobs.runner import ReviewOptions
+from pr_review_api.jobs.runner import job_options
+from pr_review_api.loop.run import ReviewOptions
+from pr_review_api.permissions import PermissionCache
 
 
 def record(source: str, *, post: bool, command: dict[str, Any] | None = None) -> JobRecord:
@@ -52,4 +54,11 @@ def record(source: str, *, post: bool, command: dict[str, Any] | None = None) ->
 def test_a_jobs_review_options_come_from_its_record(
     job: JobRecord, expected: ReviewOptions
 ) -> None:
-    assert ReviewOptions.of(job) == expected
+    assert job_options(job) == expected
+
+
+def test_a_jobs_options_keep_what_the_worker_lends_every_review() -> None:
+    shared = ReviewOptions(permissions=PermissionCache(), include_trace=True)
+    options = job_options(record("webhook", post=True), shared)
+    assert options.permissions is shared.permissions
+    assert (options.post, options.automatic, options.include_trace) == (True, True, True)

@@ -51,7 +51,7 @@ def settings_for(base_url: str, **overrides: object) -> Settings:
         "opencode_api_key": PROVIDER_KEY,
         "opencode_base_url": base_url,
         "opencode_model": MODEL,
-        # One exchange per call unless a test is about retries (CONTRACT 12).
+        # One exchange per call unless a test is about retries (specification §12).
         "opencode_max_retries": 0,
     }
     return load_settings(**(values | overrides))

@@ -47,7 +47,7 @@ async def test_a_deadline_already_past_is_a_timeout(scripted_provider: ScriptedP
     assert scripted_provider.requests == []
 
 
-# --- retries (CONTRACT 12: OPENCODE_MAX_RETRIES) -------------------------------------------
+# --- retries (specification §12: OPENCODE_MAX_RETRIES) -------------------------------------------
 
 
 async def with_retries(

@@ -5,22 +5,31 @@ for the scripted provider, and a review run through the socket provider or in pr
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 import pytest
 
 from pr_review_api.errors import ReviewError, ReviewTerminated
 from pr_review_api.llm.testing import ScriptedModel
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings, load_settings
+from tests import builders
 from tests.conftest import PROVIDER_KEY
 from tests.fakes.provider_server import ScriptedProvider
 from tests.gitrepo import GitRepo
 
 SERVICE = "\n".join(f"line {n}: validate_name(widget.name)" for n in range(1, 213)) + "\n"
 
+
+# The loop tests' finding: the evidence and recommendation REVIEW's finding has.
+finding = partial(
+    builders.finding,
+    evidence="save executes before validate_name.",
+    recommendation="Validate before save.",
+)
 
 REVIEW = {
     "summary": "Validation occurs after persistence.",
@@ -60,7 +69,9 @@ def review(
     repo, base, head = widget
     target = LocalTarget(repo.path, base, head)
     return asyncio.run(
-        run_review(target, settings_for(provider, **overrides), include_trace=include_trace)
+        run_review(
+            target, settings_for(provider, **overrides), ReviewOptions(include_trace=include_trace)
+        )
     )
 
 
@@ -92,4 +103,6 @@ def scripted_review(
     values: dict[str, Any] = {"opencode_api_key": PROVIDER_KEY, "review_timeout_seconds": 30}
     settings = load_settings(**(values | overrides))
     target = LocalTarget(repo.path, base, head)
-    return asyncio.run(run_review(target, settings, include_trace=include_trace, model=model))
+    return asyncio.run(
+        run_review(target, settings, ReviewOptions(include_trace=include_trace, model=model))
+    )

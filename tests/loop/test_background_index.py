@@ -24,7 +24,7 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.testing import ScriptedModel, stop_turn, tool_turn
 from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import background_index
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget, repository_store
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import PROVIDER_KEY
@@ -148,7 +148,9 @@ def test_a_one_shot_review_hands_its_build_off(
     model = ScriptedModel(search_turn(), stop_turn(FINAL))
     probe = indexed_store(values)
     with build_held(probe, repo.git_dir) as folder:
-        result = asyncio.run(run_review(LocalTarget(repo.path, base, head), values, model=model))
+        result = asyncio.run(
+            run_review(LocalTarget(repo.path, base, head), values, ReviewOptions(model=model))
+        )
         assert result.termination_reason == "final_review"
         assert result.tool_calls == 1
     probe.close()
@@ -181,7 +183,7 @@ def test_an_interrupted_review_hands_nothing_off(
 
     async def interrupted() -> None:
         review = asyncio.create_task(
-            run_review(LocalTarget(repo.path, base, head), values, model=model)
+            run_review(LocalTarget(repo.path, base, head), values, ReviewOptions(model=model))
         )
         await model.waiting.wait()  # the search ran: the review's store left its build short
         review.cancel()

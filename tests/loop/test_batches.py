@@ -1,4 +1,4 @@
-"""Large pull requests in batches of related files (loop/batches.py, issue 29 item 2).
+"""Large pull requests in batches of related files (loop/batches.py, docs/large-pull-requests.md).
 
 The plan is checked as a property (every changed file in exactly one batch, related files
 together, deterministic); the runs use a real git repository of a 60-file change and an
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,11 @@ from pr_review_api.loop.batches import (
     merge_reviews,
     plan_batches,
 )
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
-from pr_review_api.model import FinalReview, Finding, ReviewResult
+from pr_review_api.model import FinalReview, ReviewResult
 from pr_review_api.settings import MAX_DIFF_PATHS, load_settings
+from tests import builders
 from tests.conftest import PROVIDER_KEY, examples
 from tests.gitrepo import GitRepo, git
 
@@ -122,7 +124,8 @@ class NamingModel:
         return stop_turn(EMPTY_REVIEW)
 
 
-# Off by default (the seed's one loop, CONTRACT 12); the value docs/large-pull-requests.md advises.
+# Off by default (the seed's one loop, specification §12); the value docs/large-pull-requests.md
+# advises.
 ADVISED_BATCH_FILES = 20
 
 
@@ -134,7 +137,9 @@ def _run(model: NamingModel, repo: tuple[GitRepo, str, str], **overrides: Any) -
         "review_batch_max_files": ADVISED_BATCH_FILES,
     }
     settings = load_settings(**(values | overrides))
-    return asyncio.run(run_review(LocalTarget(path.path, base, head), settings, model=model))
+    return asyncio.run(
+        run_review(LocalTarget(path.path, base, head), settings, ReviewOptions(model=model))
+    )
 
 
 # --- the 60-file demonstration -------------------------------------------------------------
@@ -303,24 +308,25 @@ def test_a_directory_and_its_subdirectories_come_together() -> None:
 # --- the merge -------------------------------------------------------------------------------
 
 
-def _finding(title: str, severity: str = "low", line: int = 1) -> Finding:
-    return Finding.model_validate(
-        {
-            "severity": severity,
-            "title": title,
-            "explanation": "e",
-            "path": "a.py",
-            "line": line,
-            "evidence": "x = 1",
-            "recommendation": "r",
-        }
-    )
+_finding = partial(
+    builders.finding_model,
+    severity="low",
+    path="a.py",
+    line=1,
+    explanation="e",
+    evidence="x = 1",
+    recommendation="r",
+)
 
 
 def test_the_merge_dedupes_orders_by_severity_and_names_failed_batches() -> None:
-    one = FinalReview(summary="One.", findings=[_finding("Low"), _finding("Same")], notes=["n"])
+    one = FinalReview(
+        summary="One.", findings=[_finding(title="Low"), _finding(title="Same")], notes=["n"]
+    )
     two = FinalReview(
-        summary="Two.", findings=[_finding("Same"), _finding("High", "high")], notes=["n"]
+        summary="Two.",
+        findings=[_finding(title="Same"), _finding(title="High", severity="high")],
+        notes=["n"],
     )
     failed: ReviewError = MaxRounds()
     merged = merge_reviews([("a.py",), ("b.py",), ("c.py", "d.py")], [one, two, failed])
@@ -349,6 +355,8 @@ def test_batching_is_off_unless_asked_for(
     model = NamingModel()
     path, base, head = sixty
     settings = load_settings(opencode_api_key=PROVIDER_KEY, review_timeout_seconds=60)
-    asyncio.run(run_review(LocalTarget(path.path, base, head), settings, model=model))
+    asyncio.run(
+        run_review(LocalTarget(path.path, base, head), settings, ReviewOptions(model=model))
+    )
     assert len(model.first_messages) == 1
     assert "untrusted_batch_files" not in model.first_messages[0]

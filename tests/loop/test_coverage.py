@@ -1,4 +1,4 @@
-"""Review coverage (CONTRACT 5, issue 16): which changed files the model actually looked at.
+"""Review coverage (specification §5): which changed files the model actually looked at.
 
 The rules are tested with real tool results over real git repositories: each test runs the
 tools as the loop does and hands their results to the tracker. The renderings use the shared
@@ -30,8 +30,9 @@ from pr_review_api.output.text import render_text
 from pr_review_api.publishing.placement import Placement
 from pr_review_api.settings import MAX_DIFF_BYTES, MAX_NOT_INSPECTED, load_settings
 from pr_review_api.tools import TOOLS_BY_NAME, execute_tool
+from tests.builders import final_turn
 from tests.conftest import PROVIDER_KEY, examples
-from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
+from tests.fakes.provider_server import ScriptedProvider, tool_call_turn
 from tests.gitrepo import GitRepo
 from tests.results import review_result
 
@@ -370,7 +371,7 @@ def test_the_review_document_carries_the_coverage_of_the_tool_results_sent(
                 ("call_diff", "inspect_git_diff", {"paths": ["src/b.py"]}),
             ]
         ),
-        stop_turn({"summary": "Fine.", "findings": [], "notes": []}),
+        final_turn(summary="Fine."),
     )
     result = review_of(repo, base, head, scripted_provider)
     assert result.model_dump(mode="json")["coverage"] == {
@@ -387,7 +388,7 @@ def test_the_inline_diff_counts_in_a_review(
     head = repo.commit_files({path: lines("new") for path in FIVE})
     full = full_diff(PinnedRepository.open(repo.git_dir, base, head))
     limit = full.index("@@", full.index("diff --git a/f2.py")) + 100  # inside f2.py's hunk
-    scripted_provider.script(stop_turn({"summary": "Fine.", "findings": [], "notes": []}))
+    scripted_provider.script(final_turn(summary="Fine."))
     result = review_of(repo, base, head, scripted_provider, review_inline_diff_bytes=limit)
     assert result.coverage == Coverage(
         changed_files=5, inspected_files=2, not_inspected=["f3.py", "f4.py", "f5.py"]

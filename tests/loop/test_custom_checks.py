@@ -1,4 +1,4 @@
-"""Custom checks (CONTRACT 20): the configuration, which apply, the schema and prompts, the
+"""Custom checks (specification §20): the configuration, which apply, the schema and prompts, the
 validation of a stop turn's `checks`, the evidence rule for a `fail`, and batches merged."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pr_review_api.loop.final_review import final_review_schema
 from pr_review_api.loop.prompts import system_prompt
 from pr_review_api.loop.repo_config import parse_repo_config
 from pr_review_api.model import CheckResult, FinalReview
+from tests.builders import final_review
 from tests.gitrepo import GitRepo
 from tests.loop.support import REVIEW, scripted_review
 
@@ -117,13 +118,6 @@ def migration(tmp_path: Path) -> tuple[GitRepo, str, str]:
     return repo, base, head
 
 
-def _final(checks: list[dict[str, str]] | None, **extra: Any) -> dict[str, Any]:
-    document = {"summary": "ok", "findings": [], "notes": [], **extra}
-    if checks is not None:
-        document["checks"] = checks
-    return document
-
-
 READ = ("c1", "read_repository_file", {"path": "migrations/0002.py"})
 
 
@@ -134,7 +128,7 @@ def test_a_grounded_fail_stands_and_the_checks_are_in_the_users_block(
         result("No print calls"),
         result("Migrations have a downgrade", "fail", "create_table('widgets')"),
     ]
-    model = ScriptedModel(tool_turn([READ]), stop_turn(_final(checks)))
+    model = ScriptedModel(tool_turn([READ]), stop_turn(final_review(summary="ok", checks=checks)))
     done = scripted_review(model, migration)
     model.assert_complete()
     got = done.review.check_results()
@@ -157,7 +151,7 @@ def test_a_fail_quoting_no_code_the_model_received_becomes_inconclusive(
         result("Migrations have a downgrade", "fail", "def downgrade(): pass  # missing"),
         result("No print calls", "fail", "create_table('widgets')"),  # never read: no tool call
     ]
-    model = ScriptedModel(stop_turn(_final(checks)))
+    model = ScriptedModel(stop_turn(final_review(summary="ok", checks=checks)))
     done = scripted_review(model, migration)
     assert [c.result for c in done.review.check_results()] == ["inconclusive", "inconclusive"]
     assert done.review.notes == [NOTE_UNGROUNDED_CHECKS.format(count=2)]
@@ -177,7 +171,7 @@ def test_a_fail_quoting_no_code_the_model_received_becomes_inconclusive(
 def test_checks_that_break_a_rule_are_rejected_in_fixed_words(
     migration: tuple[GitRepo, str, str], checks: Any, words: str
 ) -> None:
-    model = ScriptedModel(stop_turn(_final(checks)))
+    model = ScriptedModel(stop_turn(final_review(summary="ok", checks=checks)))
     with pytest.raises(InvalidModelResponse) as caught:
         scripted_review(model, migration)
     assert words in caught.value.message
@@ -188,7 +182,9 @@ def test_a_repair_turn_names_the_rule_and_the_next_stop_turn_passes(
     migration: tuple[GitRepo, str, str],
 ) -> None:
     good = [result("No print calls"), result("Migrations have a downgrade")]
-    model = ScriptedModel(stop_turn(_final(None)), stop_turn(_final(good)))
+    model = ScriptedModel(
+        stop_turn(final_review(summary="ok")), stop_turn(final_review(summary="ok", checks=good))
+    )
     done = scripted_review(model, migration, review_repair_attempts=1)
     assert [c.result for c in done.review.check_results()] == ["pass", "pass"]
     repair = model.requests[1].messages[-1]["content"]
@@ -199,7 +195,7 @@ def test_with_no_applicable_check_the_prompts_match_a_file_without_checks(
     tmp_path: Path,
 ) -> None:
     """A check whose globs match nothing changes no byte of what the model is sent, and a
-    `checks` field is then an unknown field (CONTRACT 8)."""
+    `checks` field is then an unknown field (specification §8)."""
     sent = []
     for name, text in [
         ("with", MIGRATIONS.split('[[checks]]\nname = "No', maxsplit=1)[0]),
@@ -214,7 +210,7 @@ def test_with_no_applicable_check_the_prompts_match_a_file_without_checks(
         contents = [m["content"] for m in model.requests[0].messages]
         sent.append([c.replace(base, "BASE").replace(head, "HEAD") for c in contents])
     assert sent[0] == sent[1]
-    model = ScriptedModel(stop_turn(_final([result("x")])))
+    model = ScriptedModel(stop_turn(final_review(summary="ok", checks=[result("x")])))
     with pytest.raises(InvalidModelResponse, match="unknown field"):
         scripted_review(model, (repo, base, head))
 

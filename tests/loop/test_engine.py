@@ -27,9 +27,9 @@ from pr_review_api.errors import (
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.testing import USAGE, ScriptedModel, stop_turn, tool_turn
 from pr_review_api.llm.turn import Turn
-from pr_review_api.loop.checks import CheckedTurn
 from pr_review_api.loop.engine import Engine, Repair, Stages, Tally
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.turn_checks import CheckedTurn
 from pr_review_api.loop.workspace import LocalTarget, Prepared, prepare_local, repository_store
 from pr_review_api.model import Usage
 from pr_review_api.settings import Settings, load_settings
@@ -200,7 +200,9 @@ def test_an_error_of_run_review_carries_the_review_spent_so_far(tmp_path: Path) 
     model = ScriptedModel(read("c1"), stop_turn("not a review"))
     settings = settings_of(tmp_path, review_repair_attempts=0)
     with pytest.raises(InvalidModelResponse) as caught:
-        asyncio.run(run_review(LocalTarget(repo.path, base, head), settings, model=model))
+        asyncio.run(
+            run_review(LocalTarget(repo.path, base, head), settings, ReviewOptions(model=model))
+        )
     model.assert_complete()
     run = caught.value.run
     assert run is not None
@@ -231,7 +233,9 @@ def test_a_review_timeout_carries_the_review_spent_so_far(tmp_path: Path) -> Non
     model = StalledModel(read("c1"))
     settings = settings_of(tmp_path, review_timeout_seconds=2)
     with pytest.raises(ReviewTimeout) as caught:
-        asyncio.run(run_review(LocalTarget(repo.path, base, head), settings, model=model))
+        asyncio.run(
+            run_review(LocalTarget(repo.path, base, head), settings, ReviewOptions(model=model))
+        )
     run = caught.value.run
     assert run is not None
     assert (run.rounds, run.tool_calls) == (2, 1)  # the second request was waiting
@@ -243,7 +247,7 @@ def test_an_error_before_any_round_carries_an_empty_run(tmp_path: Path) -> None:
     settings = settings_of(tmp_path)
     target = LocalTarget(tmp_path / "no-such-repository", "HEAD~1", "HEAD")
     with pytest.raises(ReviewError) as caught:
-        asyncio.run(run_review(target, settings, model=ScriptedModel()))
+        asyncio.run(run_review(target, settings, ReviewOptions(model=ScriptedModel())))
     run = caught.value.run
     assert run is not None
     assert (run.rounds, run.tool_calls, run.trace) == (0, 0, [])

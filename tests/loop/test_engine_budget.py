@@ -1,4 +1,4 @@
-"""REVIEW_MAX_TOTAL_TOKENS (issue 29 item 3): the engine checks the review's tokens before
+"""REVIEW_MAX_TOTAL_TOKENS (specification §§2, 5): the engine checks the review's tokens before
 each provider request, over all the review's conversations (review, repairs, verification).
 
 Driven in process by `ScriptedModel` over a real git repository; every scripted turn spends
@@ -8,6 +8,7 @@ Driven in process by `ScriptedModel` over a real git repository; every scripted 
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,15 @@ import pytest
 
 from pr_review_api.errors import TokenBudget
 from pr_review_api.llm.testing import USAGE, ScriptedModel, stop_turn, tool_turn
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.metrics import termination_label
 from pr_review_api.model import ReviewResult, Usage
 from pr_review_api.settings import load_settings
+from tests.builders import final_review
 from tests.conftest import PROVIDER_KEY
 from tests.gitrepo import GitRepo
+from tests.loop.support import finding
 
 PATH = "src/widgets/service.py"
 SERVICE = "\n".join(f"line {n}: validate_name(widget.name)" for n in range(1, 61)) + "\n"
@@ -35,27 +38,16 @@ def widget(tmp_path: Path) -> tuple[GitRepo, str, str]:
     return repo, base, head
 
 
-def finding(title: str) -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": title,
-        "explanation": "Invalid state can be saved.",
-        "path": PATH,
-        "line": 42,
-        "evidence": "save executes before validate_name.",
-        "recommendation": "Validate before save.",
-    }
-
-
-def review_of(*findings: dict[str, Any]) -> dict[str, Any]:
-    return {"summary": "Checked.", "findings": list(findings), "notes": []}
+review_of = partial(final_review, summary="Checked.")
 
 
 def run(model: ScriptedModel, widget: tuple[GitRepo, str, str], **overrides: Any) -> ReviewResult:
     repo, base, head = widget
     values: dict[str, Any] = {"opencode_api_key": PROVIDER_KEY, "review_timeout_seconds": 30}
     settings = load_settings(**(values | overrides))
-    return asyncio.run(run_review(LocalTarget(repo.path, base, head), settings, model=model))
+    return asyncio.run(
+        run_review(LocalTarget(repo.path, base, head), settings, ReviewOptions(model=model))
+    )
 
 
 def read(call_id: str) -> Any:
@@ -78,7 +70,7 @@ def test_reaching_the_budget_stops_new_requests_and_ends_token_budget(
 
 
 def test_a_review_under_its_budget_is_unchanged(widget: tuple[GitRepo, str, str]) -> None:
-    model = ScriptedModel(read("c1"), stop_turn(review_of(finding("Kept"))))
+    model = ScriptedModel(read("c1"), stop_turn(review_of(finding(title="Kept"))))
     result = run(model, widget, review_max_total_tokens=2 * USAGE.total_tokens + 1)
     model.assert_complete()
     assert result.termination_reason == "final_review"
@@ -101,7 +93,7 @@ def test_verification_stops_at_the_budget_and_keeps_the_rest_unverified(
     widget: tuple[GitRepo, str, str],
 ) -> None:
     model = ScriptedModel(
-        stop_turn(review_of(finding("One"), finding("Two"), finding("Three"))),
+        stop_turn(review_of(finding(title="One"), finding(title="Two"), finding(title="Three"))),
         stop_turn({"evidence": "Line 42 saves first.", "verdict": "confirmed"}),
     )
     result = run(

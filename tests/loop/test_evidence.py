@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,12 @@ from pr_review_api.loop.evidence import (
     ungrounded_count,
 )
 from pr_review_api.loop.prompts import EVIDENCE_RULES, system_prompt
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import FinalReview, Finding
 from pr_review_api.settings import MAX_NOTES
+from tests import builders
+from tests.builders import final_review
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
 from tests.gitrepo import GitRepo
@@ -31,20 +34,12 @@ from tests.loop.support import read_call, scripted_review
 PROMPT_BEFORE_THE_SETTING = "273593e8f81522f0bb5ae7b562cbacde404f1afd7d41055a8982554f47337f21"
 
 
-def finding(evidence: str, title: str = "A defect", line: int | None = 3) -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": title,
-        "explanation": "It breaks.",
-        "path": "src/widgets/service.py",
-        "line": line,
-        "evidence": evidence,
-        "recommendation": "Fix it.",
-    }
+finding = partial(
+    builders.finding, title="A defect", line=3, explanation="It breaks.", recommendation="Fix it."
+)
 
 
-def final(*findings: dict[str, Any]) -> dict[str, Any]:
-    return {"summary": "Reviewed.", "findings": list(findings), "notes": ["Read the service."]}
+final = partial(final_review, summary="Reviewed.", notes=["Read the service."])
 
 
 def received_from(name: str, result: dict[str, Any]) -> ReceivedCode:
@@ -125,7 +120,11 @@ def test_multi_line_evidence_needs_one_matching_line_of_real_code() -> None:
 def test_the_rule_drops_ungrounded_findings_with_one_fixed_note() -> None:
     received = received_from("read_repository_file", READ)
     review = FinalReview.model_validate(
-        final(finding("db.write( widget )"), finding("frobnicate()"), finding("save() is late"))
+        final(
+            finding(evidence="db.write( widget )"),
+            finding(evidence="frobnicate()"),
+            finding(evidence="save() is late"),
+        )
     )
     kept = apply_evidence_rule(review, received)
     assert [f.evidence for f in kept.findings] == ["db.write( widget )"]
@@ -136,11 +135,11 @@ def test_the_rule_drops_ungrounded_findings_with_one_fixed_note() -> None:
 
 def test_a_grounded_review_is_unchanged_and_a_full_notes_list_makes_room() -> None:
     received = received_from("read_repository_file", READ)
-    review = FinalReview.model_validate(final(finding("db.write( widget )")))
+    review = FinalReview.model_validate(final(finding(evidence="db.write( widget )")))
     assert apply_evidence_rule(review, received) is review
     crowded = FinalReview(
         summary="s",
-        findings=[Finding.model_validate(finding("invented(call)"))],
+        findings=[Finding.model_validate(finding(evidence="invented(call)"))],
         notes=[f"note {n}" for n in range(MAX_NOTES)],
     )
     cut = apply_evidence_rule(crowded, received)
@@ -163,9 +162,9 @@ def test_a_review_keeps_findings_quoting_a_read_or_a_search(
         ),
         stop_turn(
             final(
-                finding("42: line 42: validate_name(widget.name)", "Read", 42),
-                finding("line 1: validate_name(widget.name)", "Searched", 1),
-                finding("widget.save(force=True)", "Invented", 3),
+                finding(evidence="42: line 42: validate_name(widget.name)", title="Read", line=42),
+                finding(evidence="line 1: validate_name(widget.name)", title="Searched", line=1),
+                finding(evidence="widget.save(force=True)", title="Invented", line=3),
             )
         ),
     )
@@ -184,9 +183,9 @@ def test_a_review_keeps_findings_quoting_the_inline_diff(
     model = ScriptedModel(
         stop_turn(
             final(
-                finding("+line 3: validate_name(widget.name)", "From the diff"),
-                finding("-old", "Too short to be code"),
-                finding("line 300: validate_name(widget.name)", "Never shown"),
+                finding(evidence="+line 3: validate_name(widget.name)", title="From the diff"),
+                finding(evidence="-old", title="Too short to be code"),
+                finding(evidence="line 300: validate_name(widget.name)", title="Never shown"),
             )
         )
     )
@@ -200,7 +199,7 @@ def test_a_review_keeps_findings_quoting_the_inline_diff(
 def test_off_by_default_the_prompt_and_the_findings_are_as_before(
     widget: tuple[GitRepo, str, str],
 ) -> None:
-    model = ScriptedModel(stop_turn(final(finding("widget.save(force=True)"))))
+    model = ScriptedModel(stop_turn(final(finding(evidence="widget.save(force=True)"))))
     result = scripted_review(model, widget)
     assert len(result.review.findings) == 1
     assert result.review.notes == ["Read the service."]
@@ -228,9 +227,18 @@ def test_the_pull_requests_title_and_description_are_not_evidence(
             {
                 "summary": "Reviewed.",
                 "findings": [
-                    {**finding("db.drop_all_tables(w)", "Title"), "path": "src/service.py"},
-                    {**finding("secrets.leak(password)", "Body"), "path": "src/service.py"},
-                    {**finding("+    validate(w)", "Diff"), "path": "src/service.py"},
+                    {
+                        **finding(evidence="db.drop_all_tables(w)", title="Title"),
+                        "path": "src/service.py",
+                    },
+                    {
+                        **finding(evidence="secrets.leak(password)", title="Body"),
+                        "path": "src/service.py",
+                    },
+                    {
+                        **finding(evidence="+    validate(w)", title="Diff"),
+                        "path": "src/service.py",
+                    },
                 ],
                 "notes": [],
             }
@@ -243,7 +251,7 @@ def test_the_pull_requests_title_and_description_are_not_evidence(
         review_timeout_seconds=60,
         review_require_evidence=True,
     )
-    result = asyncio.run(run_review(PullRequestTarget(pull.url), settings, model=model))
+    result = asyncio.run(run_review(ChangeTarget(pull.url), settings, ReviewOptions(model=model)))
     assert "db.drop_all_tables(w)" in model.requests[0].messages[1]["content"]
     assert [f.title for f in result.review.findings] == ["Diff"]
     assert result.review.notes == [NOTE_UNGROUNDED.format(count=2)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.loop.final_review import FINAL_REVIEW_SCHEMA, parse_final_review
 from pr_review_api.model import FinalReview
+from tests.builders import final_review
 from tests.gitrepo import FILE, GITLINK, LINK, GitRepo
+from tests.loop import support
 
 
 @pytest.fixture(scope="module")
@@ -33,24 +36,12 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> PinnedRepository:
     return PinnedRepository.open(repo.git_dir, base, head)
 
 
-def finding(**overrides: Any) -> dict[str, Any]:
-    value: dict[str, Any] = {
-        "severity": "high",
-        "title": "Validation occurs after the write",
-        "explanation": "Invalid state can be saved.",
-        "path": "src/service.py",
-        "line": 2,
-        "evidence": "save executes before validate_name.",
-        "recommendation": "Validate before save.",
-    }
-    value.update(overrides)
-    return value
+finding = partial(support.finding, path="src/service.py", line=2)
 
 
 def document(**overrides: Any) -> str:
-    value: dict[str, Any] = {"summary": "One problem.", "findings": [finding()], "notes": []}
-    value.update(overrides)
-    return json.dumps(value)
+    """The final review as the model's text: one finding, any field replaced."""
+    return json.dumps(final_review(finding(), summary="One problem.") | overrides)
 
 
 def rejected(content: object, repository: PinnedRepository) -> None:
@@ -202,19 +193,19 @@ def test_uncommitted_file_is_not_an_existing_file(tmp_path: Path) -> None:
 
 
 def test_schema_matches_the_model_on_required_fields() -> None:
-    # `checks` is CONTRACT 20's, `walkthrough` and `linked_issues` CONTRACT 21's.
+    # `checks` is specification §20's, `walkthrough` and `linked_issues` specification §21's.
     added = {"checks", "walkthrough", "linked_issues"}
     assert set(FINAL_REVIEW_SCHEMA["required"]) == set(FinalReview.model_fields) - added
     item = FINAL_REVIEW_SCHEMA["properties"]["findings"]["items"]
     from pr_review_api.model import Finding
 
-    # `suggestion` is CONTRACT 14's, not section 8's (tests/loop/test_suggestions.py).
+    # `suggestion` is specification §14's, not section 8's (tests/loop/test_suggestions.py).
     assert set(item["required"]) == set(Finding.model_fields) - {"suggestion"}
     assert FINAL_REVIEW_SCHEMA["additionalProperties"] is False
     assert item["additionalProperties"] is False
 
 
-# --- CONTRACT 8: one file, one spelling (issue 9 item 8) -----------------------------------
+# --- specification §8: one file, one spelling -----------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -238,7 +229,7 @@ def test_a_path_with_a_trailing_slash_names_no_file(repository: PinnedRepository
     rejected(document(findings=[finding(path="src/service.py/", line=None)]), repository)
 
 
-# --- issue 9 item 4: messages are fixed sentences ------------------------------------------
+# --- specification §5: messages are fixed sentences - ------------------------------------------
 
 HOSTILE_KEY = "\x1b]52;c;ZXZpbA==\x07\x1b[2J" + "k" * 5000
 

@@ -20,7 +20,7 @@ REPAIR_AGAIN = (
 )
 
 
-# --- REVIEW_REPAIR_ATTEMPTS (CONTRACT 12) -------------------------------------------------
+# --- REVIEW_REPAIR_ATTEMPTS (specification §12) -------------------------------------------------
 
 BAD_LINE = {**REVIEW, "findings": [{**REVIEW["findings"][0], "line": 999}]}  # type: ignore[dict-item]
 
@@ -119,7 +119,7 @@ def test_each_repair_message_names_the_rule_in_fixed_words(
     assert "\x1b" not in repair["content"]
 
 
-# --- REVIEW_TOLERANT_FINAL_JSON (CONTRACT 12) ---------------------------------------------
+# --- REVIEW_TOLERANT_FINAL_JSON (specification §12) ---------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -160,7 +160,7 @@ def test_tolerant_final_json_unwraps_nothing_else(
         scripted_review(model, widget, review_tolerant_final_json=True)
 
 
-# --- the setting that would have helped, named in the error (CONTRACT 12) ------------------
+# --- the setting that would have helped, named in the error (specification §12) ------------------
 
 PROFILE = " (REVIEW_PROFILE=local sets both)."
 TOLERANT = " REVIEW_TOLERANT_FINAL_JSON=true unwraps one fenced JSON object" + PROFILE

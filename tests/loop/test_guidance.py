@@ -1,5 +1,6 @@
 """loop/guidance.py: path instructions and instruction files reach the model from the BASE
-commit only (CONTRACT 16), through a real review of a local repository and the scripted provider.
+commit only (specification §16), through a real review of a local repository and the scripted
+provider.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pr_review_api.loop.repo_config import RepoConfig
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import load_settings
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.builders import final_turn
+from tests.fakes.provider_server import ScriptedProvider
 from tests.gitrepo import GitRepo
 
 CONFIG = """\
@@ -45,7 +47,7 @@ def _guidance(
 ) -> str | None:
     base_sha = repo.commit_files(base, "base")
     head_sha = repo.commit_files(head, "head")
-    provider.script(stop_turn({"summary": "s", "findings": [], "notes": []}))
+    provider.script(final_turn(summary="s"))
     settings = load_settings(opencode_api_key="key", opencode_base_url=provider.base_url)
     asyncio.run(run_review(LocalTarget(repo.path, base_sha, head_sha), settings))
     message = provider.requests[0].json["messages"][1]["content"]

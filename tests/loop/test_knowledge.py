@@ -1,4 +1,4 @@
-"""The block that gives checks and learnings to the model (loop/knowledge.py, CONTRACT 20)."""
+"""The block that gives checks and learnings to the model (loop/knowledge.py, specification §20)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""loop/linked_issues.py: closing references in each forge's syntax (CONTRACT 21), what is read
-and what is only named in notes, and the check of the model's verdicts."""
+"""loop/linked_issues.py: closing references in each forge's syntax (specification §21), what is
+read and what is only named in notes, and the check of the model's verdicts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""loop/policy.py: the skip rules of `.pr-review.toml` (CONTRACT 16), and every glob key (the
+"""loop/policy.py: the skip rules of `.pr-review.toml` (specification §16), and every glob key (the
 skip rules' and `[[path_instructions]]`'s) matched in time linear in its input, with the
 hostile globs of tests/test_globs.py.
 """

@@ -11,7 +11,7 @@ from pr_review_api.llm.testing import stop_turn as scripted_stop
 from tests.gitrepo import GitRepo, git
 from tests.loop.support import REVIEW, scripted_review
 
-# --- REVIEW_INLINE_DIFF_BYTES (CONTRACT 12) -----------------------------------------------
+# --- REVIEW_INLINE_DIFF_BYTES (specification §12) -----------------------------------------------
 
 
 def untrusted_block(message: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from functools import partial
 
 import pytest
 
@@ -34,9 +34,11 @@ from pr_review_api.loop.repo_config import (
 )
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
-from pr_review_api.model import FinalReview, Finding, ReviewResult
+from pr_review_api.model import FinalReview, ReviewResult
 from pr_review_api.settings import load_settings
-from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests import builders
+from tests.builders import final_review, final_turn
+from tests.fakes.provider_server import ScriptedProvider
 from tests.gitrepo import GitRepo
 
 APP = "def save(item):\n    store.write(item)\n    validate(item)\n"
@@ -45,23 +47,14 @@ DOC = "# Notes\n\nSome text.\n"
 SECRET_MARKER = "CONFIG-CONTENT-7d1e"
 
 
-def _finding(path: str, severity: str, line: int | None = 1) -> dict[str, Any]:
-    return {
-        "severity": severity,
-        "title": f"{severity} in {path}",
-        "explanation": "x",
-        "path": path,
-        "line": line,
-        "evidence": "x",
-        "recommendation": "x",
-    }
+_finding = partial(builders.finding, line=1, explanation="x", evidence="x", recommendation="x")
 
 
 FINDINGS = [
-    _finding("app.py", "low", 2),
-    _finding("docs/notes.md", "high", 1),
-    _finding("app.py", "critical", 3),
-    _finding("app.py", "medium", 2),
+    _finding("low", title="low in app.py", path="app.py", line=2),
+    _finding("high", title="high in docs/notes.md", path="docs/notes.md", line=1),
+    _finding("critical", title="critical in app.py", path="app.py", line=3),
+    _finding("medium", title="medium in app.py", path="app.py", line=2),
 ]
 
 
@@ -79,7 +72,7 @@ def _review(
     if head_config is not None:
         head_files[".pr-review.toml"] = head_config
     head = repo.commit_files(head_files, "head")
-    provider.script(stop_turn({"summary": "s", "findings": FINDINGS, "notes": ["model note"]}))
+    provider.script(final_turn(*FINDINGS, summary="s", notes=["model note"]))
     settings = load_settings(opencode_api_key="key", opencode_base_url=provider.base_url)
     result = asyncio.run(run_review(LocalTarget(repo.path, base, head), settings))
     provider.assert_complete()
@@ -270,13 +263,12 @@ def test_exclude_globs(path: str, glob: str, expected: bool) -> None:
 
 
 def _final(*severities: str) -> FinalReview:
-    return FinalReview(
-        summary="s",
-        findings=[
-            Finding.model_validate(_finding(f"f{i}.py", s)) for i, s in enumerate(severities)
-        ],
-        notes=[],
-    )
+    """A review with one finding of each severity, in the order given, each in its own file."""
+    found = [
+        _finding(severity, title=f"{severity} in f{i}.py", path=f"f{i}.py")
+        for i, severity in enumerate(severities)
+    ]
+    return FinalReview.model_validate(final_review(*found, summary="s"))
 
 
 def test_max_findings_keeps_the_most_severe_in_the_models_order() -> None:

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from pr_review_api.errors import InvalidPullRequestUrl, PullRequestNotFound
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
@@ -35,7 +36,9 @@ def settings_for(
 
 
 def run(url: str, settings: Settings, *, include_trace: bool = False) -> ReviewResult:
-    return asyncio.run(run_review(PullRequestTarget(url), settings, include_trace=include_trace))
+    return asyncio.run(
+        run_review(ChangeTarget(url), settings, ReviewOptions(include_trace=include_trace))
+    )
 
 
 def test_pull_request_review_end_to_end(
@@ -63,7 +66,7 @@ def test_pull_request_review_end_to_end(
     }
     scripted_provider.script(
         tool_call_turn([("d1", "inspect_git_diff", {})]),
-        stop_turn({"summary": "One problem.", "findings": [finding], "notes": []}),
+        final_turn(finding, summary="One problem."),
     )
     settings = settings_for(fake_github, scripted_provider, tmp_path / "cache")
     result = run(pull.url + "/files?diff=split#top", settings, include_trace=True)

@@ -23,7 +23,7 @@ from pr_review_api.errors import (
     UpstreamResponseTooLarge,
 )
 from pr_review_api.llm.testing import ScriptedModel
-from pr_review_api.loop.run import NO_CHANGES_SUMMARY, Progress, run_review
+from pr_review_api.loop.run import NO_CHANGES_SUMMARY, Progress, ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import MAX_TRACE_PREVIEW_BYTES, load_settings
 from pr_review_api.tools import TOOLS
@@ -276,7 +276,7 @@ def test_progress_reports_rounds_and_tool_calls(
         run_review(
             LocalTarget(repo.path, base, head),
             settings_for(scripted_provider),
-            progress=events.append,
+            ReviewOptions(progress=events.append),
         )
     )
     stages = [(event.stage, event.round) for event in events]
@@ -301,7 +301,7 @@ def test_nothing_secret_or_local_in_logs(
         assert str(repo.path) not in text
 
 
-# --- no changes, no tokens (CONTRACT 5) ---------------------------------------------------
+# --- no changes, no tokens (specification §5) ---------------------------------------------------
 
 
 def test_no_changes_makes_no_request(scripted_provider: ScriptedProvider, tmp_path: Path) -> None:
@@ -309,7 +309,9 @@ def test_no_changes_makes_no_request(scripted_provider: ScriptedProvider, tmp_pa
     base = repo.commit_files({"a.py": "x\n"})
     head = repo.commit_files({}, message="empty commit, same tree")
     target = LocalTarget(repo.path, base, head)
-    result = asyncio.run(run_review(target, settings_for(scripted_provider), include_trace=True))
+    result = asyncio.run(
+        run_review(target, settings_for(scripted_provider), ReviewOptions(include_trace=True))
+    )
     assert scripted_provider.requests == []
     document = result.model_dump(mode="json")
     assert document["termination_reason"] == "no_changes"
@@ -330,7 +332,7 @@ def test_no_changes_when_head_is_the_merge_base(tmp_path: Path) -> None:
     assert result.termination_reason == "no_changes"
 
 
-# --- issue 14 item 1: which option named no commit ----------------------------------------
+# --- which option named no commit --------------- ----------------------------------------
 
 
 @pytest.mark.parametrize("option", ["--base", "--head"])
@@ -352,7 +354,7 @@ def test_a_revision_that_names_no_commit_says_which_option_and_what_was_given(
     assert len(message) < 200
 
 
-# --- issue 9 item 7: 1e999 from the model --------------------------------------------------
+# --- 1e999 from the model --------------- --------------------------------------------------
 
 
 def test_an_infinite_number_in_the_assistant_message_is_an_invalid_model_response(
@@ -369,7 +371,7 @@ def test_an_infinite_number_in_the_assistant_message_is_an_invalid_model_respons
     assert len(scripted_provider.requests) == 1
 
 
-# --- OPENCODE_MAX_RETRIES through a whole review (CONTRACT 12) -----------------------------
+# --- OPENCODE_MAX_RETRIES through a whole review (specification §12) -----------------------------
 
 
 def test_a_500_then_success_completes_the_review(

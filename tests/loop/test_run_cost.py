@@ -1,4 +1,4 @@
-"""REVIEW_PRICE_INPUT_PER_MTOK and REVIEW_PRICE_OUTPUT_PER_MTOK (issue 29 item 3): an estimated
+"""REVIEW_PRICE_INPUT_PER_MTOK and REVIEW_PRICE_OUTPUT_PER_MTOK (specification §2): an estimated
 cost in the document, the reports and the metrics only when a price is set.
 
 Run in process with `ScriptedModel` over a real git repository; each scripted turn reports
@@ -15,7 +15,7 @@ import pytest
 
 from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.llm.testing import USAGE, ScriptedModel, stop_turn, tool_turn
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.metrics import Metrics
 from pr_review_api.model import ReviewResult, Usage, estimated_cost
@@ -48,7 +48,7 @@ def _run(
     values: dict[str, Any] = {"opencode_api_key": PROVIDER_KEY, "review_timeout_seconds": 30}
     settings = load_settings(**(values | overrides))
     target = LocalTarget(path.path, base, head)
-    result = asyncio.run(run_review(target, settings, model=model, metrics=metrics))
+    result = asyncio.run(run_review(target, settings, ReviewOptions(model=model, metrics=metrics)))
     model.assert_complete()
     assert len(model.requests) == 2
     return result
@@ -98,7 +98,8 @@ def test_one_price_counts_the_other_kind_of_token_as_free() -> None:
 def test_a_review_that_ends_with_an_error_counts_what_it_spent(
     small: tuple[GitRepo, str, str],
 ) -> None:
-    # Issue 40: two turns spent, then a final review the checks refuse (not JSON).
+    # A failed review still has a cost: two turns spent, then a final review the checks
+    # refuse (not JSON).
     path, base, head = small
     model = ScriptedModel(
         tool_turn([("c1", "read_repository_file", {"path": PATH})]), stop_turn("not json")
@@ -111,7 +112,11 @@ def test_a_review_that_ends_with_an_error_counts_what_it_spent(
     metrics = Metrics()
     with pytest.raises(InvalidModelResponse) as raised:
         asyncio.run(
-            run_review(LocalTarget(path.path, base, head), settings, model=model, metrics=metrics)
+            run_review(
+                LocalTarget(path.path, base, head),
+                settings,
+                ReviewOptions(model=model, metrics=metrics),
+            )
         )
     spent = USAGE + USAGE
     assert raised.value.run is not None

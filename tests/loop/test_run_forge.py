@@ -1,6 +1,6 @@
 """run_review over the forge seam (forge/base.py): a review speaks to its forge only through the
-`ChangeForge` it is given (or the one its URL names), in the order CONTRACT 10, 15 and 16 set:
-open, check, preflight, what was published before, then dismissals and publishing."""
+`ChangeForge` it is given (or the one its URL names), in the order specification §§10, 15 and 16
+set: open, check, preflight, what was published before, then dismissals and publishing."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from pr_review_api.fetch.cache import PreparedPullRequest
+from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.forge.github import GitHubForge
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import Publication, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.settings import Settings
@@ -37,7 +37,7 @@ class RecordingForge(GitHubForge):
         self.calls: list[str] = []
 
     @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
+    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
         self.calls.append("open_change")
         async with super().open_change(url) as prepared:
             yield prepared
@@ -94,7 +94,7 @@ def _review(
         async with GitHubClient(settings) as github:
             forge = RecordingForge(settings, github)
             result = await run_review(
-                PullRequestTarget(url), settings, model=model, post=post, forge=forge
+                ChangeTarget(url), settings, ReviewOptions(model=model, post=post, forge=forge)
             )
             return result, forge.calls
 

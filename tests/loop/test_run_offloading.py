@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,12 @@ from pr_review_api.loop import review as review_module
 from pr_review_api.loop import verify
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.repo_config import NOTE_DROPPED
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget, LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import load_settings
+from tests import builders
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
@@ -39,16 +42,9 @@ SOURCE_HEAD = SOURCE + "    return item\n"
 WAIT_SECONDS = 10.0  # a deadline the test sets: the loop must tick long before it
 
 
-def _finding(path: str) -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": "t",
-        "explanation": "x",
-        "path": path,
-        "line": 2,
-        "evidence": "x",
-        "recommendation": "x",
-    }
+_finding = partial(
+    builders.finding, title="t", line=2, explanation="x", evidence="x", recommendation="x"
+)
 
 
 def _hostile_review(repo: GitRepo, provider: ScriptedProvider) -> ReviewResult:
@@ -63,7 +59,11 @@ def _hostile_review(repo: GitRepo, provider: ScriptedProvider) -> ReviewResult:
     provider.script(
         tool_call_turn([("call-1", "read_repository_file", read)]),
         stop_turn(
-            {"summary": "s", "findings": [_finding(DEEP_PATH), _finding("app.py")], "notes": []}
+            {
+                "summary": "s",
+                "findings": [_finding(path=DEEP_PATH), _finding(path="app.py")],
+                "notes": [],
+            }
         ),
     )
     settings = load_settings(opencode_api_key="key", opencode_base_url=provider.base_url)
@@ -155,7 +155,7 @@ def test_the_event_loop_keeps_ticking_while_a_review_works(
     head = repo.commit_files({"app.py": SOURCE_HEAD}, "head")
     scripted_provider.script(
         tool_call_turn([("call-1", "read_repository_file", {"path": "app.py"})]),
-        stop_turn({"summary": "s", "findings": [_finding("app.py")], "notes": []}),
+        final_turn(_finding(path="app.py"), summary="s"),
         stop_turn({"verdict": "confirmed", "evidence": "store.write(item)"}),
     )
     result = asyncio.run(review_beside_a_heartbeat(LocalTarget(repo.path, base, head)))
@@ -189,14 +189,12 @@ def test_the_event_loop_keeps_ticking_while_a_review_is_rendered_for_publishing(
     fixture = fake_github.pull_request(
         "acme", "widget", 7, base={"app.py": SOURCE}, head={"app.py": SOURCE_HEAD}
     )
-    scripted_provider.script(
-        stop_turn({"summary": "s", "findings": [_finding("app.py")], "notes": []})
-    )
+    scripted_provider.script(final_turn(_finding(path="app.py"), summary="s"))
 
     async def review_beside_a_heartbeat() -> ReviewResult:
         beating = asyncio.create_task(heartbeat.beat())
         try:
-            return await run_review(PullRequestTarget(fixture.url), settings, post=True)
+            return await run_review(ChangeTarget(fixture.url), settings, ReviewOptions(post=True))
         finally:
             beating.cancel()
 

@@ -1,4 +1,4 @@
-"""The loop's rules (loop/run.py, loop/checks.py, loop/final_review.py), driven in process by
+"""The loop's rules (loop/run.py, loop/turn_checks.py, loop/final_review.py), driven in process by
 `ScriptedModel`: tool failures go back to the model, round-atomic validation, call ids, the
 order of results, and every limit.
 """

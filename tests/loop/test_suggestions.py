@@ -1,4 +1,4 @@
-"""CONTRACT 14's checks of a suggestion: each rule drops the suggestion with one fixed note,
+"""specification §14's checks of a suggestion: each rule drops the suggestion with one fixed note,
 never the finding or the review; off, a suggestion is an unknown field as in section 8."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,14 @@ from pr_review_api.loop.final_review import (
     review_schema_json,
 )
 from pr_review_api.loop.prompts import system_prompt
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.suggestions import RULES, HeadText, dropped_note
 from pr_review_api.loop.syntax_process import Counts, SyntaxProcess
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import FinalReview, Suggestion
 from pr_review_api.settings import MAX_SYNTAX_CHECK_MEMORY, load_settings
+from tests import builders
+from tests.builders import suggestion
 from tests.gitrepo import FILE, GitRepo
 
 SERVICE = "def save(user):\n    validate(user)\n    store(user)\n    return user\n"
@@ -55,19 +58,16 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> PinnedRepository:
     return PinnedRepository.open(repo.git_dir, base, head)
 
 
-def finding(suggestion: object = None, **overrides: Any) -> dict[str, Any]:
-    value: dict[str, Any] = {
-        "severity": "high",
-        "title": "Stored before validation",
-        "explanation": "x",
-        "path": "src/service.py",
-        "line": 2,
-        "evidence": "x",
-        "recommendation": "x",
-        "suggestion": suggestion,
-    }
-    value.update(overrides)
-    return value
+finding = partial(
+    builders.finding,
+    title="Stored before validation",
+    path="src/service.py",
+    line=2,
+    explanation="x",
+    evidence="x",
+    recommendation="x",
+    suggestion=None,
+)
 
 
 def parsed(repository: PinnedRepository, *findings: dict[str, Any]) -> FinalReview:
@@ -75,12 +75,8 @@ def parsed(repository: PinnedRepository, *findings: dict[str, Any]) -> FinalRevi
     return parse_final_review(content, repository, suggestions=True)
 
 
-def fix(start: int, end: int, replacement: str) -> dict[str, Any]:
-    return {"start_line": start, "end_line": end, "replacement": replacement}
-
-
 def test_a_good_suggestion_is_kept_and_adds_no_note(repository: PinnedRepository) -> None:
-    review = parsed(repository, finding(fix(2, 3, "    store(validate(user))")))
+    review = parsed(repository, finding(suggestion=suggestion(2, 3, "    store(validate(user))")))
     assert review.findings[0].offered() == Suggestion(
         start_line=2, end_line=3, replacement="    store(validate(user))"
     )
@@ -90,7 +86,7 @@ def test_a_good_suggestion_is_kept_and_adds_no_note(repository: PinnedRepository
 def test_every_finding_carries_the_field_when_on(repository: PinnedRepository) -> None:
     without = finding()
     del without["suggestion"]
-    review = parsed(repository, without, finding(None))
+    review = parsed(repository, without, finding(suggestion=None))
     documents = review.model_dump(mode="json")["findings"]
     assert [d["suggestion"] for d in documents] == [None, None]
     assert review.notes == ["kept"]
@@ -99,22 +95,22 @@ def test_every_finding_carries_the_field_when_on(repository: PinnedRepository) -
 @pytest.mark.parametrize(
     ("suggested", "rule", "overrides"),
     [
-        (fix(2, 5, "x"), "range", {}),  # past the end of a 4-line file
-        (fix(3, 2, "x"), "range", {"line": 2}),  # end before start
-        (fix(1, 51, "x"), "range", {"path": "src/long.txt", "line": 1}),  # 51 lines
-        (fix(1, 1, "x"), "range", {"path": "src/image.bin", "line": 1}),  # not text
-        (fix(2, 2, "y" * 8193), "size", {}),
-        (fix(2, 3, "    validate(user)\n    store(user)"), "unchanged", {}),
-        (fix(3, 4, "    return store(user)"), "line", {"line": 2}),
-        (fix(2, 2, "    validate(user"), "syntax", {}),
-        (fix(1, 1, "def save(user)"), "syntax", {"line": 1}),
+        (suggestion(2, 5, "x"), "range", {}),  # past the end of a 4-line file
+        (suggestion(3, 2, "x"), "range", {"line": 2}),  # end before start
+        (suggestion(1, 51, "x"), "range", {"path": "src/long.txt", "line": 1}),  # 51 lines
+        (suggestion(1, 1, "x"), "range", {"path": "src/image.bin", "line": 1}),  # not text
+        (suggestion(2, 2, "y" * 8193), "size", {}),
+        (suggestion(2, 3, "    validate(user)\n    store(user)"), "unchanged", {}),
+        (suggestion(3, 4, "    return store(user)"), "line", {"line": 2}),
+        (suggestion(2, 2, "    validate(user"), "syntax", {}),
+        (suggestion(1, 1, "def save(user)"), "syntax", {"line": 1}),
     ],
 )
 def test_each_rule_drops_the_suggestion_with_one_fixed_note(
     repository: PinnedRepository, suggested: dict[str, Any], rule: str, overrides: dict[str, Any]
 ) -> None:
-    other = finding(fix(4, 4, "    return None"), line=4)
-    review = parsed(repository, other, finding(suggested, **overrides))
+    other = finding(suggestion=suggestion(4, 4, "    return None"), line=4)
+    review = parsed(repository, other, finding(suggestion=suggested, **overrides))
     assert review.findings[0].offered() is not None  # the other finding's stays
     assert review.findings[1].offered() is None
     assert review.findings[1].title == "Stored before validation"  # the finding stands
@@ -124,34 +120,44 @@ def test_each_rule_drops_the_suggestion_with_one_fixed_note(
 
 
 def test_fifty_lines_are_allowed(repository: PinnedRepository) -> None:
-    review = parsed(repository, finding(fix(1, 50, "one line"), path="src/long.txt", line=7))
+    review = parsed(
+        repository, finding(suggestion=suggestion(1, 50, "one line"), path="src/long.txt", line=7)
+    )
     assert review.findings[0].offered() is not None
 
 
 def test_a_null_line_needs_no_range(repository: PinnedRepository) -> None:
-    review = parsed(repository, finding(fix(3, 3, "    store(user)  # checked"), line=None))
+    review = parsed(
+        repository, finding(suggestion=suggestion(3, 3, "    store(user)  # checked"), line=None)
+    )
     assert review.findings[0].offered() is not None
 
 
 def test_deleting_lines_is_a_suggestion(repository: PinnedRepository) -> None:
-    review = parsed(repository, finding(fix(2, 2, "")))
+    review = parsed(repository, finding(suggestion=suggestion(2, 2, "")))
     assert review.findings[0].offered() == Suggestion(start_line=2, end_line=2, replacement="")
 
 
 def test_a_file_that_did_not_parse_may_stay_no_worse(repository: PinnedRepository) -> None:
-    review = parsed(repository, finding(fix(2, 2, "    return 1"), path="src/broken.py"))
+    review = parsed(
+        repository, finding(suggestion=suggestion(2, 2, "    return 1"), path="src/broken.py")
+    )
     assert review.findings[0].offered() is not None
 
 
 def test_a_fix_that_repairs_the_parse_is_kept(repository: PinnedRepository) -> None:
-    review = parsed(repository, finding(fix(1, 1, "def f():"), path="src/broken.py", line=1))
+    review = parsed(
+        repository, finding(suggestion=suggestion(1, 1, "def f():"), path="src/broken.py", line=1)
+    )
     assert review.findings[0].offered() is not None
 
 
 def test_crlf_lines_compare_and_apply_in_the_files_own_endings(
     repository: PinnedRepository,
 ) -> None:
-    same = parsed(repository, finding(fix(1, 1, "a = 1"), path="src/crlf.py", line=1))
+    same = parsed(
+        repository, finding(suggestion=suggestion(1, 1, "a = 1"), path="src/crlf.py", line=1)
+    )
     assert same.notes == ["kept", dropped_note(1, "unchanged")]
     head = HeadText.of(CRLF)
     applied = head.applied(Suggestion(start_line=2, end_line=2, replacement="b = 3\nc = 4"))
@@ -160,17 +166,17 @@ def test_crlf_lines_compare_and_apply_in_the_files_own_endings(
 
 def test_a_malformed_suggestion_fails_the_schema(repository: PinnedRepository) -> None:
     with pytest.raises(FinalReviewRejected) as caught:
-        parsed(repository, finding({"start_line": 1, "end_line": 1, "replacement": 3}))
+        parsed(repository, finding(suggestion={"start_line": 1, "end_line": 1, "replacement": 3}))
     assert "findings.0.suggestion" in str(caught.value)
     with pytest.raises(FinalReviewRejected) as unknown:
-        parsed(repository, finding({**fix(1, 1, "x"), "why": "x"}))
+        parsed(repository, finding(suggestion={**suggestion(1, 1, "x"), "why": "x"}))
     assert 'unknown field "why"' not in str(unknown.value)  # not a name of ours
 
 
 def test_off_a_suggestion_is_an_unknown_field_as_in_section_8(
     repository: PinnedRepository,
 ) -> None:
-    content = json.dumps({"summary": "s", "findings": [finding(None)], "notes": []})
+    content = json.dumps({"summary": "s", "findings": [finding(suggestion=None)], "notes": []})
     with pytest.raises(FinalReviewRejected) as caught:
         parse_final_review(content, repository)
     assert str(caught.value) == "The final review has an unknown field at findings.0."
@@ -222,9 +228,11 @@ def test_parses_past_the_reviews_budget_drop_the_suggestion(
     monkeypatch.setattr(suggestions, "MAX_SYNTAX_CHECK_SECONDS", -1.0)
     review = parsed(
         repository,
-        finding(fix(2, 2, "    validate(user)  # first")),
-        finding(fix(3, 3, "    store(user)  # again"), line=3),
-        finding(fix(1, 1, "line one"), path="src/long.txt", line=1),  # not parsed: kept
+        finding(suggestion=suggestion(2, 2, "    validate(user)  # first")),
+        finding(suggestion=suggestion(3, 3, "    store(user)  # again"), line=3),
+        finding(
+            suggestion=suggestion(1, 1, "line one"), path="src/long.txt", line=1
+        ),  # not parsed: kept
     )
     assert [f.offered() is None for f in review.findings] == [True, True, False]
     assert review.notes == ["kept", dropped_note(1, "syntax_time"), dropped_note(2, "syntax_time")]
@@ -242,9 +250,9 @@ def test_a_file_the_child_cannot_parse_drops_its_suggestions_only(
             {
                 "summary": "s",
                 "findings": [
-                    finding(fix(1, 1, "b"), path="src/dense.py", line=1),
-                    finding(fix(2, 2, "    validate(user)  # first")),
-                    finding(fix(5, 5, "c"), path="src/dense.py", line=5),
+                    finding(suggestion=suggestion(1, 1, "b"), path="src/dense.py", line=1),
+                    finding(suggestion=suggestion(2, 2, "    validate(user)  # first")),
+                    finding(suggestion=suggestion(5, 5, "c"), path="src/dense.py", line=5),
                 ],
                 "notes": [],
             }
@@ -269,13 +277,16 @@ def test_the_syntax_proof_runs_on_a_worker_thread(
         return real(process, *args)
 
     monkeypatch.setattr(SyntaxProcess, "errors", recording)
-    reply = {"summary": "s", "findings": [finding(fix(2, 3, "    store(validate(user))"))]}
+    reply = {
+        "summary": "s",
+        "findings": [finding(suggestion=suggestion(2, 3, "    store(validate(user))"))],
+    }
     model = ScriptedModel(stop_turn({**reply, "notes": []}))
     settings = load_settings(
         opencode_api_key="key", review_suggestions=True, pr_review_cache_dir=tmp_path / "c"
     )
     target = LocalTarget(repo.path, base, head)
-    result = asyncio.run(run_review(target, settings, model=model))
+    result = asyncio.run(run_review(target, settings, ReviewOptions(model=model)))
     assert result.review.findings[0].offered() is not None
     assert threads
     assert threading.main_thread().name not in threads
@@ -304,12 +315,13 @@ print(json.dumps([own, children, kept, review.notes]))
 @pytest.mark.e2e
 def test_the_memory_of_the_syntax_proof_is_bounded(repo: GitRepo, tmp_path: Path) -> None:
     # 256 KiB of one-letter lines parses to a tree of about 80 MB: four such files held at
-    # once took over 300 MB in the review's own process (issue 34, scaled down from 14 MiB).
+    # once took over 300 MB in the review's own process (docs/performance.md; scaled down
+    # from 14 MiB).
     dense = "a\n" * (128 * 1024)
     names = [f"src/dense{n}.py" for n in range(4)]
     base = repo.commit_files({"README": "x\n"})
     head = repo.commit_files(dict.fromkeys(names, dense))
-    findings = [finding(fix(10, 10, "b"), path=name, line=10) for name in names]
+    findings = [finding(suggestion=suggestion(10, 10, "b"), path=name, line=10) for name in names]
     reply = tmp_path / "reply.json"
     reply.write_text(json.dumps({"summary": "s", "findings": findings, "notes": []}))
     done = subprocess.run(

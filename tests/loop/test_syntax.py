@@ -1,4 +1,4 @@
-"""Syntax errors counted per language by extension, for the suggestion check (CONTRACT 14)."""
+"""Syntax errors counted per language by extension, for the suggestion check (specification §14)."""
 
 from __future__ import annotations
 

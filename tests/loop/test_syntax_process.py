@@ -1,5 +1,5 @@
 """The suggestion check's parses in a child process: its counts, its memory limit and its
-deadline (CONTRACT 14, issue 34). Each test starts real child processes."""
+deadline (specification §14). Each test starts real child processes."""
 
 from __future__ import annotations
 

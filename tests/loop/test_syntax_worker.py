@@ -1,4 +1,4 @@
-"""The child's side of the syntax proof: frames in, one line per parse out (issue 34)."""
+"""The child's side of the syntax proof: frames in, one line per parse out."""
 
 from __future__ import annotations
 

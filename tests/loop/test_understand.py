@@ -1,11 +1,12 @@
-"""CONTRACT 21 end to end through `run_review`: the walkthrough checked against the change's own
-files, and the issues a description closes read from the same forge (fake GitHub, fake GitLab,
+"""specification §21 end to end through `run_review`: the walkthrough checked against the change's
+own files, and the issues a description closes read from the same forge (fake GitHub, fake GitLab,
 real git, the in-process scripted model)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,11 @@ import pytest
 from pr_review_api.errors import InvalidModelResponse
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.final_review import review_schema_json
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
+from tests.builders import final_review
 from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.gitlab_issues import FakeIssues
@@ -33,8 +35,7 @@ WALKTHROUGH = [
 VERDICT = {"ref": "#12", "addressed": "yes", "explanation": "run() now returns 2."}
 
 
-def final(**extra: Any) -> dict[str, Any]:
-    return {"summary": "Small change.", "findings": [], "notes": [], **extra}
+final = partial(final_review, summary="Small change.")
 
 
 def github_settings(fake: FakeGitHub, cache: Path, **overrides: Any) -> Settings:
@@ -43,7 +44,9 @@ def github_settings(fake: FakeGitHub, cache: Path, **overrides: Any) -> Settings
 
 
 def review(url: str, settings: Settings, model: ScriptedModel, *, post: bool) -> ReviewResult:
-    return asyncio.run(run_review(PullRequestTarget(url), settings, model=model, post=post))
+    return asyncio.run(
+        run_review(ChangeTarget(url), settings, ReviewOptions(model=model, post=post))
+    )
 
 
 def first_message(model: ScriptedModel) -> str:

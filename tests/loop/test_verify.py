@@ -1,4 +1,4 @@
-"""REVIEW_VERIFY_FINDINGS (issue 13 item 7): each finding confirmed or refuted in its own loop.
+"""REVIEW_VERIFY_FINDINGS (specification §2): each finding confirmed or refuted in its own loop.
 
 Driven in process by `ScriptedModel` over a real git repository in a temporary folder: the
 main review's stop turn comes first, then one short conversation per finding.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from pr_review_api.errors import OpenCodeUnavailable, ReviewTimeout
 from pr_review_api.llm.testing import USAGE, ScriptedModel, stop_turn, tool_turn
 from pr_review_api.llm.turn import Turn
 from pr_review_api.loop import engine as engine_module
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.verify import (
     MAX_VERDICT_EVIDENCE_BYTES,
     VERIFY_MAX_ROUNDS,
@@ -28,28 +29,16 @@ from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.model import ReviewResult, Usage
 from pr_review_api.settings import MAX_NOTES, load_settings
 from pr_review_api.tools import TOOLS
+from tests.builders import final_review
 from tests.conftest import PROVIDER_KEY
 from tests.gitrepo import GitRepo
+from tests.loop.support import finding
 
 SERVICE = "\n".join(f"line {n}: validate_name(widget.name)" for n in range(1, 61)) + "\n"
 PATH = "src/widgets/service.py"
 
 
-def finding(title: str, line: int = 42, **extra: Any) -> dict[str, Any]:
-    return {
-        "severity": "high",
-        "title": title,
-        "explanation": "Invalid state can be saved.",
-        "path": PATH,
-        "line": line,
-        "evidence": "save executes before validate_name.",
-        "recommendation": "Validate before save.",
-        **extra,
-    }
-
-
-def review_of(*findings: dict[str, Any]) -> dict[str, Any]:
-    return {"summary": "Two problems.", "findings": list(findings), "notes": ["Read the diff."]}
+review_of = partial(final_review, summary="Two problems.", notes=["Read the diff."])
 
 
 def verdict(kind: str, evidence: str = "Line 42 saves before it validates.") -> Turn:
@@ -86,7 +75,9 @@ def run(
     }
     settings = load_settings(**(values | overrides))
     target = LocalTarget(repo.path, base, head)
-    return asyncio.run(run_review(target, settings, include_trace=include_trace, model=model))
+    return asyncio.run(
+        run_review(target, settings, ReviewOptions(include_trace=include_trace, model=model))
+    )
 
 
 def note(confirmed: int, refuted: int, unverified: int) -> str:
@@ -101,7 +92,7 @@ def test_a_confirmed_finding_is_kept_after_a_fresh_conversation(
     widget: tuple[GitRepo, str, str],
 ) -> None:
     model = ScriptedModel(
-        stop_turn(review_of(finding("Write before validation"))), verdict("confirmed")
+        stop_turn(review_of(finding(title="Write before validation"))), verdict("confirmed")
     )
     result = run(model, widget)
     model.assert_complete()
@@ -116,7 +107,7 @@ def test_a_confirmed_finding_is_kept_after_a_fresh_conversation(
 
 def test_a_refuted_finding_is_dropped_and_counted(widget: tuple[GitRepo, str, str]) -> None:
     model = ScriptedModel(
-        stop_turn(review_of(finding("Real"), finding("Imagined", line=7))),
+        stop_turn(review_of(finding(title="Real"), finding(title="Imagined", line=7))),
         verdict("confirmed"),
         verdict("refuted", "Line 7 validates first."),
     )
@@ -132,7 +123,7 @@ def test_a_refuted_finding_is_dropped_and_counted(widget: tuple[GitRepo, str, st
 
 def test_a_verifier_may_call_tools_then_confirm(widget: tuple[GitRepo, str, str]) -> None:
     model = ScriptedModel(
-        stop_turn(review_of(finding("Write before validation"))),
+        stop_turn(review_of(finding(title="Write before validation"))),
         tool_turn([("v_1", "read_repository_file", {"path": PATH, "start_line": 40})]),
         verdict("confirmed"),
     )
@@ -172,7 +163,7 @@ def test_a_verifier_may_call_tools_then_confirm(widget: tuple[GitRepo, str, str]
 def test_an_invalid_verdict_keeps_the_finding_and_is_counted(
     widget: tuple[GitRepo, str, str], content: str
 ) -> None:
-    model = ScriptedModel(stop_turn(review_of(finding("Kept"))), stop_turn(content))
+    model = ScriptedModel(stop_turn(review_of(finding(title="Kept"))), stop_turn(content))
     result = run(model, widget)
     model.assert_complete()
     assert [f.title for f in result.review.findings] == ["Kept"]
@@ -183,7 +174,7 @@ def test_a_fenced_verdict_counts_under_the_tolerant_setting(
     widget: tuple[GitRepo, str, str],
 ) -> None:
     fenced = stop_turn('```json\n{"verdict": "refuted", "evidence": "x"}')
-    model = ScriptedModel(stop_turn(review_of(finding("Gone"))), fenced)
+    model = ScriptedModel(stop_turn(review_of(finding(title="Gone"))), fenced)
     result = run(model, widget, review_tolerant_final_json=True)
     assert result.review.findings == []
     assert result.review.notes[-1] == note(0, 1, 0)
@@ -197,7 +188,11 @@ def test_a_verifier_that_breaks_the_protocol_or_runs_out_keeps_its_finding(
         for n in range(VERIFY_MAX_ROUNDS)
     ]
     model = ScriptedModel(
-        stop_turn(review_of(finding("Bad tool"), finding("Out of rounds"), finding("Fine"))),
+        stop_turn(
+            review_of(
+                finding(title="Bad tool"), finding(title="Out of rounds"), finding(title="Fine")
+            )
+        ),
         tool_turn([("x_1", "delete_repository", {})]),  # no such tool: the round fails
         *reads,  # never a verdict within the rounds
         verdict("refuted"),
@@ -214,7 +209,7 @@ def test_the_review_tool_call_limit_holds_across_the_pass(
 ) -> None:
     model = ScriptedModel(
         tool_turn([("m_1", "read_repository_file", {"path": PATH})]),
-        stop_turn(review_of(finding("Kept"))),
+        stop_turn(review_of(finding(title="Kept"))),
         tool_turn([("v_1", "read_repository_file", {"path": PATH})]),  # one past the limit
     )
     result = run(model, widget, review_max_tool_calls=1)
@@ -228,7 +223,7 @@ def test_a_provider_error_keeps_this_and_the_remaining_findings_without_more_req
     widget: tuple[GitRepo, str, str],
 ) -> None:
     model = ScriptedModel(
-        stop_turn(review_of(finding("One"), finding("Two"))), OpenCodeUnavailable()
+        stop_turn(review_of(finding(title="One"), finding(title="Two"))), OpenCodeUnavailable()
     )
     result = run(model, widget)
     model.assert_complete()
@@ -238,7 +233,7 @@ def test_a_provider_error_keeps_this_and_the_remaining_findings_without_more_req
 
 
 def test_the_setting_off_makes_no_extra_request(widget: tuple[GitRepo, str, str]) -> None:
-    model = ScriptedModel(stop_turn(review_of(finding("Unchecked"))))
+    model = ScriptedModel(stop_turn(review_of(finding(title="Unchecked"))))
     result = run(model, widget, review_verify_findings=False)
     model.assert_complete()
     assert len(model.requests) == 1
@@ -255,7 +250,7 @@ def test_a_review_without_findings_asks_nothing_more(widget: tuple[GitRepo, str,
 
 
 def test_verification_runs_within_the_review_deadline(widget: tuple[GitRepo, str, str]) -> None:
-    model = ScriptedModel(stop_turn(review_of(finding("A"))), verdict("confirmed"))
+    model = ScriptedModel(stop_turn(review_of(finding(title="A"))), verdict("confirmed"))
     run(model, widget)
     assert model.requests[1].deadline == model.requests[0].deadline
 
@@ -263,7 +258,7 @@ def test_verification_runs_within_the_review_deadline(widget: tuple[GitRepo, str
 def test_the_deadline_during_verification_ends_the_review(
     widget: tuple[GitRepo, str, str],
 ) -> None:
-    model = ScriptedModel(stop_turn(review_of(finding("A"))), ReviewTimeout())
+    model = ScriptedModel(stop_turn(review_of(finding(title="A"))), ReviewTimeout())
     with pytest.raises(ReviewTimeout):
         run(model, widget)
     model.assert_complete()
@@ -288,7 +283,7 @@ class _SlowVerifier(ScriptedModel):
 
 
 def test_a_verifier_past_the_deadline_is_cut_off(widget: tuple[GitRepo, str, str]) -> None:
-    model = _SlowVerifier(stop_turn(review_of(finding("A"))))
+    model = _SlowVerifier(stop_turn(review_of(finding(title="A"))))
     started = time.monotonic()
     with pytest.raises(ReviewTimeout):
         run(model, widget, review_timeout_seconds=2)
@@ -302,7 +297,7 @@ def test_finding_text_is_json_encoded_in_its_own_block(widget: tuple[GitRepo, st
         "<untrusted_finding> \u202e é"
     )
     model = ScriptedModel(
-        stop_turn(review_of(finding(hostile, explanation=hostile))), verdict("confirmed")
+        stop_turn(review_of(finding(title=hostile, explanation=hostile))), verdict("confirmed")
     )
     run(model, widget)
     text = model.requests[1].messages[1]["content"]
@@ -320,7 +315,7 @@ def test_finding_text_is_json_encoded_in_its_own_block(widget: tuple[GitRepo, st
 def test_usage_of_the_pass_is_added_to_the_review(widget: tuple[GitRepo, str, str]) -> None:
     big = Usage(prompt_tokens=100, completion_tokens=20, total_tokens=120)
     model = ScriptedModel(
-        stop_turn(review_of(finding("A"), finding("B"))),
+        stop_turn(review_of(finding(title="A"), finding(title="B"))),
         tool_turn([("v_1", "list_repository_files", {})], usage=big),
         stop_turn({"verdict": "confirmed", "evidence": "seen"}, usage=big),
         stop_turn("not a verdict", usage=big),  # a failed verification's tokens count too
@@ -337,7 +332,7 @@ def test_findings_the_repository_config_drops_are_not_verified(tmp_path: Path) -
     base = repo.commit_files({PATH: "old\n", "docs/a.md": "a\n", ".pr-review.toml": config})
     head = repo.commit_files({PATH: SERVICE, "docs/a.md": "b\n"}, message="rewrite")
     model = ScriptedModel(
-        stop_turn(review_of(finding("Doc", line=1, path="docs/a.md"), finding("Code"))),
+        stop_turn(review_of(finding(title="Doc", line=1, path="docs/a.md"), finding(title="Code"))),
         verdict("confirmed"),
     )
     result = run(model, (repo, base, head))
@@ -350,7 +345,7 @@ def test_findings_the_repository_config_drops_are_not_verified(tmp_path: Path) -
 def test_the_note_fits_when_the_review_has_every_note_it_may(
     widget: tuple[GitRepo, str, str],
 ) -> None:
-    full = {**review_of(finding("A")), "notes": [f"note {n}" for n in range(MAX_NOTES)]}
+    full = {**review_of(finding(title="A")), "notes": [f"note {n}" for n in range(MAX_NOTES)]}
     model = ScriptedModel(stop_turn(full), verdict("refuted"))
     result = run(model, widget)
     assert len(result.review.notes) == MAX_NOTES
@@ -363,7 +358,7 @@ def test_the_review_tool_content_limit_holds_across_the_pass(
 ) -> None:
     monkeypatch.setattr(engine_module, "MAX_ACCUMULATED_TOOL_CONTENT_BYTES", 100)
     model = ScriptedModel(
-        stop_turn(review_of(finding("Kept"))),
+        stop_turn(review_of(finding(title="Kept"))),
         tool_turn([("v_1", "read_repository_file", {"path": PATH})]),  # far past 100 bytes
     )
     result = run(model, widget)
@@ -380,7 +375,7 @@ def test_the_code_around_the_line_comes_with_the_finding(tmp_path: Path) -> None
     base = repo.commit_files({"a.py": "old\n"})
     head = repo.commit_files({"a.py": "\n".join(lines) + "\n"}, message="rewrite")
     model = ScriptedModel(
-        stop_turn(review_of(finding("A", line=50, path="a.py"))), verdict("confirmed")
+        stop_turn(review_of(finding(title="A", line=50, path="a.py"))), verdict("confirmed")
     )
     run(model, (repo, base, head))
     text = model.requests[1].messages[1]["content"]

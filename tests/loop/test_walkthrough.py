@@ -1,6 +1,6 @@
 """loop/walkthrough.py: the files a walkthrough must name come from git (a rename by its new
 path, a deletion by its old one), each exactly once; a batched review checks each batch against
-its own files and merges their entries (CONTRACT 21)."""
+its own files and merges their entries (specification §21)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from pr_review_api.llm.testing import stop_turn
 from pr_review_api.llm.turn import Turn
-from pr_review_api.loop.run import run_review
+from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.understanding import Understanding, merge_understanding
 from pr_review_api.loop.walkthrough import (
     batch_files,
@@ -109,7 +109,9 @@ def test_a_batched_review_is_checked_per_batch_and_merged(tmp_path: Path) -> Non
         opencode_api_key=PROVIDER_KEY, review_batch_max_files=1, review_walkthrough=True
     )
     model = BatchWalker()
-    result = asyncio.run(run_review(LocalTarget(repo.path, base, head), settings, model=model))
+    result = asyncio.run(
+        run_review(LocalTarget(repo.path, base, head), settings, ReviewOptions(model=model))
+    )
     assert len(model.schemas) == 3
     assert all('"walkthrough"' in schema for schema in model.schemas)
     named = sorted(path for e in result.review.walkthrough_entries() for path in e.paths)

@@ -1,4 +1,4 @@
-"""Custom checks in every output and the gate (CONTRACT 20): text, Markdown, JSON, SARIF, the
+"""Custom checks in every output and the gate (specification §20): text, Markdown, JSON, SARIF, the
 GitHub and GitLab bodies and the gate's outcome; their words escaped wherever shown; without
 checks, nothing changes (tests/output/test_suggestion_outputs.py holds every output byte for
 byte)."""

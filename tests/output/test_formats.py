@@ -25,6 +25,7 @@ from pr_review_api.output.json import render_json
 from pr_review_api.output.markdown import md_code, md_escape, md_inline, render_markdown
 from pr_review_api.output.sarif import render_sarif
 from pr_review_api.output.text import render_text
+from tests.builders import finding_model
 from tests.conftest import examples
 from tests.github.test_publish_text import FORBIDDEN, GITHUB_RULES, rendered, visible_text
 from tests.results import (
@@ -33,7 +34,6 @@ from tests.results import (
     MERGE_BASE_SHA,
     PR_URL,
     every_severity,
-    finding,
     review_result,
 )
 
@@ -55,7 +55,7 @@ def test_json_is_the_compact_success_document() -> None:
 
 
 def test_json_keeps_hostile_text_exactly() -> None:
-    result = review_result([finding(title=HOSTILE, explanation=HOSTILE)], summary=HOSTILE)
+    result = review_result([finding_model(title=HOSTILE, explanation=HOSTILE)], summary=HOSTILE)
     document = json.loads(formats.render(result, "json"))
     assert document["review"]["summary"] == HOSTILE
     assert document["review"]["findings"][0]["title"] == HOSTILE
@@ -89,7 +89,7 @@ def test_text_shows_location_summary_notes_and_usage_footer() -> None:
 
 
 def test_text_location_without_a_line_is_the_path_alone() -> None:
-    text = render_text(review_result([finding(path="README.md", line=None)]))
+    text = render_text(review_result([finding_model(path="README.md", line=None)]))
     assert "  README.md  Validation occurs after the write" in text
 
 
@@ -116,7 +116,7 @@ def test_text_has_colour_when_asked_and_the_same_words() -> None:
 
 
 def test_text_strips_terminal_controls_and_bidi_overrides_from_model_text() -> None:
-    hostile = finding(title=HOSTILE, explanation=HOSTILE, evidence=HOSTILE, path="a\x1bb.py")
+    hostile = finding_model(title=HOSTILE, explanation=HOSTILE, evidence=HOSTILE, path="a\x1bb.py")
     result = review_result([hostile], summary=HOSTILE, notes=[HOSTILE])
     for color in (False, True):
         text = ANSI.sub("", render_text(result, color=color))
@@ -144,7 +144,10 @@ def test_text_with_trace_lists_rounds_and_tool_calls() -> None:
             "Already published: https://x.test/r/1",
         ),
         (
-            Publication(status="failed", error=PublicationError(message="GitHub said no.")),
+            Publication(
+                status="failed",
+                error=PublicationError(code="github_publish_failed", message="GitHub said no."),
+            ),
             "Publishing failed: GitHub said no.",
         ),
     ],
@@ -178,7 +181,7 @@ def _inline_text(token: Token) -> str:
 
 def _expected_paragraphs(text: str) -> list[str]:
     """The paragraphs md_escape must show for `text`: cleaned, lines trimmed, GitHub's
-    mention, reference and autolink filters defused (issue 9 item 8)."""
+    mention, reference and autolink filters defused (specification §10)."""
     lines = [break_references(line.strip()) for line in clean(text).split("\n")]
     joined = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
     return [paragraph for paragraph in joined.split("\n\n") if paragraph]
@@ -217,7 +220,7 @@ def test_markdown_report_text_matches_no_github_filter(text: str) -> None:
     """Bare URLs, `#12`, `acme/widget#7`, `GH-3` and mentions in model text stay plain text in
     the `--format markdown` report, by GitHub's own rules (as tests/github/test_publish_text.py has
     them), so pasting the report into a comment links and notifies nobody."""
-    result = review_result([finding(title=text, explanation=text, evidence=text)])
+    result = review_result([finding_model(title=text, explanation=text, evidence=text)])
     result = result.model_copy(
         update={"review": result.review.model_copy(update={"summary": text, "notes": [text]})}
     )
@@ -246,14 +249,16 @@ def test_markdown_has_heading_summary_and_a_section_per_severity() -> None:
 
 
 def test_markdown_structure_survives_hostile_model_text() -> None:
-    hostile = finding(
+    hostile = finding_model(
         title=HOSTILE,
         explanation=HOSTILE,
         evidence=HOSTILE,
         recommendation=HOSTILE,
         path="src/a|b `c`.py",
     )
-    result = review_result([hostile, finding("low")], summary=HOSTILE, notes=[HOSTILE, "fine"])
+    result = review_result(
+        [hostile, finding_model("low")], summary=HOSTILE, notes=[HOSTILE, "fine"]
+    )
     tokens = _markdown().parse(render_markdown(result))
 
     headings = [
@@ -344,7 +349,7 @@ def test_sarif_has_one_run_with_the_pr_review_driver_and_rules() -> None:
     driver = run["tool"]["driver"]
     assert driver["name"] == "pr-review"
     assert driver["semanticVersion"] == __version__
-    # Optional in SARIF 2.1.0, and no page would be true to name (issue 23 item 8).
+    # Optional in SARIF 2.1.0, and no page would be true to name.
     assert "informationUri" not in driver
     rule_ids = [rule["id"] for rule in driver["rules"]]
     assert rule_ids == [f"pr-review/{severity}" for severity in SEVERITIES]
@@ -362,7 +367,7 @@ def test_sarif_has_one_run_with_the_pr_review_driver_and_rules() -> None:
     ],
 )
 def test_sarif_level_follows_severity(severity: Any, level: str) -> None:
-    document = _sarif(review_result([finding(severity)]))
+    document = _sarif(review_result([finding_model(severity)]))
     (result,) = document["runs"][0]["results"]
     assert result["level"] == level
     assert result["ruleId"] == f"pr-review/{severity}"
@@ -386,7 +391,7 @@ def test_sarif_result_location_message_and_region() -> None:
 
 
 def test_sarif_finding_without_a_line_has_no_region() -> None:
-    document = _sarif(review_result([finding(line=None)]))
+    document = _sarif(review_result([finding_model(line=None)]))
     physical = document["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
     assert "region" not in physical
 
@@ -396,7 +401,7 @@ def test_sarif_finding_without_a_line_has_no_region() -> None:
     ["my dir/a b.py", "c:/x.py", "a#b?c%d.py", "ünï/côdé.py", "a|b`c<d>.py", "x:y/z.py"],
 )
 def test_sarif_uri_is_a_relative_reference_to_the_same_path(path: str) -> None:
-    document = _sarif(review_result([finding(path=path)]))
+    document = _sarif(review_result([finding_model(path=path)]))
     uri = document["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"][
         "uri"
     ]
@@ -408,7 +413,7 @@ def test_sarif_uri_is_a_relative_reference_to_the_same_path(path: str) -> None:
 
 def test_sarif_fingerprint_is_stable_when_lines_move() -> None:
     def fingerprint(**changes: Any) -> str:
-        document = _sarif(review_result([finding(**changes)]))
+        document = _sarif(review_result([finding_model(**changes)]))
         value: str = document["runs"][0]["results"][0]["partialFingerprints"]["prReviewFinding/v1"]
         return value
 
@@ -425,7 +430,7 @@ def test_sarif_points_at_the_reviewed_commit() -> None:
 
 
 def test_sarif_keeps_hostile_text_as_data() -> None:
-    document = _sarif(review_result([finding(title=HOSTILE)], summary=HOSTILE))
+    document = _sarif(review_result([finding_model(title=HOSTILE)], summary=HOSTILE))
     result = document["runs"][0]["results"][0]
     assert result["message"]["text"].startswith(HOSTILE)
     assert document["runs"][0]["properties"]["summary"] == HOSTILE

@@ -1,4 +1,4 @@
-"""Every output with suggestions (CONTRACT 14), and without: off, byte for byte as before.
+"""Every output with suggestions (specification §14), and without: off, byte for byte as before.
 
 The files under tests/data/suggestions-off/ were rendered by the code before suggestions
 existed (commit e58bab1), from the same `review_result(every_severity(), trace=True)`.
@@ -17,8 +17,9 @@ from pr_review_api.model import Finding, Suggestion
 from pr_review_api.output import formats
 from pr_review_api.output.common import OutputFormat
 from pr_review_api.output.inert_markdown import code_block
+from tests.builders import finding_model
 from tests.output.test_formats import _sarif
-from tests.results import every_severity, finding, review_result
+from tests.results import every_severity, review_result
 
 BEFORE = Path(__file__).parents[1] / "data" / "suggestions-off"
 FILES: dict[OutputFormat, str] = {
@@ -32,7 +33,7 @@ REPLACEMENT = "    validate_name(name)\n    save(record)"
 
 def suggested(replacement: str = REPLACEMENT, start: int = 41, end: int = 43) -> Finding:
     suggestion = Suggestion(start_line=start, end_line=end, replacement=replacement)
-    return finding().model_copy(update={"suggestion": suggestion})
+    return finding_model().model_copy(update={"suggestion": suggestion})
 
 
 def test_off_every_output_is_byte_for_byte_as_before() -> None:
@@ -45,13 +46,13 @@ def test_off_every_output_is_byte_for_byte_as_before() -> None:
 
 
 def test_on_json_carries_the_field_null_or_kept() -> None:
-    without = finding().model_copy(update={"suggestion": None})
+    without = finding_model().model_copy(update={"suggestion": None})
     document = json.loads(formats.render(review_result([suggested(), without]), "json"))
     first, second = document["review"]["findings"]
     assert first["suggestion"] == {"start_line": 41, "end_line": 43, "replacement": REPLACEMENT}
     assert second["suggestion"] is None
     # A null suggestion changes nothing but the JSON's field.
-    plain = review_result([finding()])
+    plain = review_result([finding_model()])
     nulled = review_result([without])
     for output_format in ("text", "markdown", "sarif"):
         assert formats.render(plain, output_format) == formats.render(nulled, output_format)
@@ -83,7 +84,7 @@ def test_markdown_shows_it_as_a_diff_block_that_nothing_escapes() -> None:
 
 def test_sarif_gives_it_as_a_fix_valid_against_the_schema() -> None:
     deleting = suggested("", 7, 7)
-    document = _sarif(review_result([suggested(), deleting, finding()]))
+    document = _sarif(review_result([suggested(), deleting, finding_model()]))
     kept, deleted, plain = document["runs"][0]["results"]
     (fix,) = kept["fixes"]
     (change,) = fix["artifactChanges"]

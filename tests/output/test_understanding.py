@@ -1,5 +1,6 @@
-"""output/understanding.py: the walkthrough and linked issues in every output (CONTRACT 21), and
-kept suggestions shown whole in the text and Markdown reports (CONTRACT 14); off, nothing shows."""
+"""output/understanding.py: the walkthrough and linked issues in every output (specification §21),
+and kept suggestions shown whole in the text and Markdown reports (specification §14); off, nothing
+shows."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from pr_review_api.output.gate_outcome import CheckOutcome
 from pr_review_api.output.inert_markdown import escape_inline
 from pr_review_api.output.understanding import MAX_OPEN_WALKTHROUGH_ROWS, with_linked_issues
 from pr_review_api.publishing.placement import Placement
+from tests.builders import finding_model
 from tests.gitrepo import GitRepo
-from tests.results import HOSTILE, every_severity, finding, review_result
+from tests.results import HOSTILE, every_severity, review_result
 
 BEFORE = Path(__file__).parents[1] / "data" / "suggestions-off"
 ENTRIES = [
@@ -32,7 +34,7 @@ VERDICT = LinkedIssue(ref="#12", addressed="partly", explanation="Only the API v
 
 
 def understood(entries: list[WalkthroughEntry] | None = None, **extra: object) -> ReviewResult:
-    result = review_result([finding()])
+    result = review_result([finding_model()])
     update: dict[str, object] = {"walkthrough": ENTRIES if entries is None else entries, **extra}
     return result.model_copy(update={"review": result.review.model_copy(update=update)})
 
@@ -132,7 +134,7 @@ def test_reports_show_a_kept_suggestion_with_the_lines_it_replaces(tmp_path: Pat
 def test_sarif_carries_them_in_the_runs_properties_only_when_present() -> None:
     plain = json.loads(formats.render(understood([]), "sarif"))
     assert plain["runs"][0]["properties"]["walkthrough"] == []
-    off = json.loads(formats.render(review_result([finding()]), "sarif"))
+    off = json.loads(formats.render(review_result([finding_model()]), "sarif"))
     assert "walkthrough" not in off["runs"][0]["properties"]
     shown = json.loads(formats.render(understood(linked_issues=[VERDICT]), "sarif"))
     properties = shown["runs"][0]["properties"]

@@ -1,6 +1,6 @@
-"""What our earlier posts' markers say (publishing/markers.py, CONTRACT 10): which heads we reviewed
-and in what order, which review to name for a head, where our summary is kept, and which of our
-comments open a finding's thread. Only the publishing identity's posts count."""
+"""What our earlier posts' markers say (publishing/markers.py, specification §10): which heads we
+reviewed and in what order, which review to name for a head, where our summary is kept, and which of
+our comments open a finding's thread. Only the publishing identity's posts count."""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ from pr_review_api.model import Finding
 from pr_review_api.publishing.layout import render_comment
 from pr_review_api.publishing.placement import Placed
 from pr_review_api.publishing.threads import NEAR_LINES, same_finding
-from tests.results import HOSTILE, finding
+from tests.builders import finding_model
+from tests.results import HOSTILE
 
 TITLE = "average() drops the last [value] of @octocat's #12 <list>"
 
@@ -25,23 +26,31 @@ def comment_for(found: Finding) -> str:
 
 @pytest.mark.parametrize("title", [TITLE, HOSTILE[:120], "plain"])
 def test_the_same_title_near_the_line_is_the_same(title: str) -> None:
-    posted = finding(title=title, path="src/stats.py", line=10)
+    posted = finding_model(title=title, path="src/stats.py", line=10)
     body = comment_for(posted)
     for line in (10 - NEAR_LINES, 10, 10 + NEAR_LINES):
-        again = finding("low", title=title, path="src/stats.py", line=line, explanation="new")
+        again = finding_model("low", title=title, path="src/stats.py", line=line, explanation="new")
         assert same(again, "src/stats.py", 10, body)
 
 
 def test_another_title_path_or_a_farther_line_is_another_finding() -> None:
-    body = comment_for(finding(title=TITLE, path="src/stats.py", line=10))
+    body = comment_for(finding_model(title=TITLE, path="src/stats.py", line=10))
     assert not same(
-        finding(title=TITLE + ".", path="src/stats.py", line=10), "src/stats.py", 10, body
+        finding_model(title=TITLE + ".", path="src/stats.py", line=10), "src/stats.py", 10, body
     )
-    assert not same(finding(title=TITLE, path="src/other.py", line=10), "src/stats.py", 10, body)
-    assert not same(finding(title=TITLE, path="src/stats.py", line=14), "src/stats.py", 10, body)
-    assert not same(finding(title=TITLE, path="src/stats.py", line=None), "src/stats.py", 10, body)
-    assert not same(finding(title=TITLE, path="src/stats.py", line=10), "src/stats.py", None, body)
+    assert not same(
+        finding_model(title=TITLE, path="src/other.py", line=10), "src/stats.py", 10, body
+    )
+    assert not same(
+        finding_model(title=TITLE, path="src/stats.py", line=14), "src/stats.py", 10, body
+    )
+    assert not same(
+        finding_model(title=TITLE, path="src/stats.py", line=None), "src/stats.py", 10, body
+    )
+    assert not same(
+        finding_model(title=TITLE, path="src/stats.py", line=10), "src/stats.py", None, body
+    )
 
 
 def test_a_comment_that_shows_no_title_matches_nothing() -> None:
-    assert not same(finding(title="T", path="a.py", line=1), "a.py", 1, "T")
+    assert not same(finding_model(title="T", path="a.py", line=1), "a.py", 1, "T")

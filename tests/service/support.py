@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import shutil
 import signal
@@ -26,12 +25,14 @@ import uvicorn
 
 from pr_review_api.jobs.embedded import EmbeddedPostgres
 from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.service.app import create_app
 from pr_review_api.service.dependencies import get_reviewer
 from pr_review_api.settings import Settings, load_settings
 from tests.conftest import PROVIDER_KEY
+from tests.environment import process_environment, review_variables
 from tests.results import PR_URL, review_result
 
 SERVICE_KEY = "svc-key-SERVICE-SECRET-93c1"
@@ -61,7 +62,7 @@ class FakeReviewer:
         self.error = error
         self.delay = delay
         self.gate = gate
-        self.calls: list[tuple[PullRequestTarget, bool, ModelClient | None]] = []
+        self.calls: list[tuple[ChangeTarget, bool, ModelClient | None]] = []
         self.in_flight = 0
         self.peak_in_flight = 0
         # Each review waits until this many run at once (or 30 s pass): concurrency by count.
@@ -74,15 +75,9 @@ class FakeReviewer:
             await self._changed.wait_for(lambda: self.in_flight >= count)
 
     async def __call__(
-        self,
-        target: PullRequestTarget,
-        settings: Settings,
-        *,
-        include_trace: bool,
-        model: ModelClient | None,
-        post: bool = False,
+        self, target: ChangeTarget, settings: Settings, options: ReviewOptions
     ) -> ReviewResult:
-        self.calls.append((target, include_trace, model))
+        self.calls.append((target, options.include_trace, options.model))
         async with self._changed:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
@@ -176,13 +171,9 @@ def serve_data_dir() -> Iterator[Path]:
 def serve_environment(data: Path, cache: Path, **settings: str) -> dict[str, str]:
     """The environment of a `serve` process: this one's without provider, forge and service
     settings, then `settings` (OPENCODE_API_KEY=..., and so on)."""
-    prefixes = ("OPENCODE_", "GITHUB_", "GITLAB_", "PR_REVIEW_")
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith(prefixes)},
-        "PR_REVIEW_CACHE_DIR": str(cache),
-        "PR_REVIEW_DATA_DIR": str(data),
-        **settings,
-    }
+    return (
+        process_environment(review_variables(cache=cache, PR_REVIEW_DATA_DIR=str(data))) | settings
+    )
 
 
 @contextmanager

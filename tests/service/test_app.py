@@ -12,9 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget, LocalTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.service.app import create_app
 from pr_review_api.service.dependencies import get_reviewer
@@ -149,14 +148,9 @@ async def test_end_to_end_ten_local_reviews_share_the_server_concurrently(tmp_pa
 
     def local_reviewer() -> Any:
         async def reviewer(
-            target: PullRequestTarget,
-            settings: Settings,
-            *,
-            include_trace: bool,
-            model: ModelClient | None,
+            target: ChangeTarget, settings: Settings, options: ReviewOptions
         ) -> ReviewResult:
-            local = LocalTarget(repo.path, base, head)
-            return await run_review(local, settings, include_trace=include_trace, model=model)
+            return await run_review(LocalTarget(repo.path, base, head), settings, options)
 
         return reviewer
 

@@ -156,7 +156,7 @@ _JSONISH = hypothesis.strategies.recursive(
 
 
 def test_no_body_and_no_content_type_ever_makes_the_service_answer_500() -> None:
-    """CONTRACT 5: whatever the bytes, the nesting or the Content-Type, never a 500."""
+    """specification §5: whatever the bytes, the nesting or the Content-Type, never a 500."""
     reviewer = FakeReviewer()
     app = app_with(reviewer)
     transport = httpx.ASGITransport(app=app)

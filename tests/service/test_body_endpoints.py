@@ -1,5 +1,5 @@
 """service/body.py: one strict reader for every JSON request body, so each endpoint answers a
-bad body with the same words (CONTRACT section 5)."""
+bad body with the same words (specification §5)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import pytest
 
 from pr_review_api import errors
 from pr_review_api.llm.openai_chat import ProviderClient
+from pr_review_api.loop.run import ReviewOptions
 from pr_review_api.model import ReviewResult
 from pr_review_api.service.dependencies import get_reviewer
 from pr_review_api.settings import Settings
@@ -50,9 +51,9 @@ async def test_settings_and_the_model_client_are_dependencies_a_test_can_overrid
     app.dependency_overrides[get_model] = lambda: marker
     seen: list[Settings] = []
 
-    async def recording(target: Any, settings_: Settings, **kwargs: Any) -> ReviewResult:
+    async def recording(target: Any, settings_: Settings, options: ReviewOptions) -> ReviewResult:
         seen.append(settings_)
-        return await reviewer(target, settings_, **kwargs)
+        return await reviewer(target, settings_, options)
 
     app.dependency_overrides[get_reviewer] = lambda: recording
     async with client_for(app) as client:

@@ -8,8 +8,8 @@ import hypothesis
 import pytest
 
 from pr_review_api import errors
-from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 from tests.conftest import examples
@@ -41,7 +41,7 @@ async def test_openapi_documents_the_success_and_every_error_body() -> None:
     assert "Retry-After" in responses["503"]["headers"]
     error = schema["components"]["schemas"]["ErrorDocument"]
     assert set(error["required"]) == ERROR_KEYS
-    # `publication` (CONTRACT 10) arrives with the publishing work, `cost` only with a price
+    # `publication` (specification §10) arrives with the publishing work, `cost` only with a price
     # (REVIEW_PRICE_*_PER_MTOK); everything else is fixed.
     properties = set(schema["components"]["schemas"]["ReviewResult"]["properties"])
     assert properties - {"publication", "cost"} == {
@@ -65,17 +65,11 @@ class _UrlCheckingReviewer(FakeReviewer):
     """Accepts only PR_URL, as the real service accepts only its host's pull requests."""
 
     async def __call__(
-        self,
-        target: PullRequestTarget,
-        settings: Settings,
-        *,
-        include_trace: bool,
-        model: ModelClient | None,
-        post: bool = False,
+        self, target: ChangeTarget, settings: Settings, options: ReviewOptions
     ) -> ReviewResult:
         if target.url != PR_URL:
             raise errors.InvalidPullRequestUrl()
-        return review_result(trace=include_trace)
+        return review_result(trace=options.include_trace)
 
 
 def _operations(app: Any) -> list[Any]:

@@ -31,10 +31,12 @@ ERROR_CASES: list[tuple[ReviewError, int, str | None]] = [
     (errors.TokenBudget(), 502, "token_budget"),
     (errors.ReviewTimeout(), 504, "review_timeout"),
     (errors.ConfigurationError(), 500, None),
-    # A pull request's repository over the preparation budgets (CONTRACT 5: 422).
+    # A pull request's repository over the preparation budgets (specification §5: 422).
     (errors.InvalidRepository(), 422, None),
-    # A post whose token may not publish, said before the model is asked (CONTRACT 15).
+    # A post whose token may not publish, said before the model is asked (specification §15).
     (errors.PublishNotPossible(), 422, None),
+    (errors.GitLabPublishNotPossible(), 422, None),
+    (errors.GiteaPublishNotPossible(), 422, None),
     (errors.ServerBusy(), 503, None),
     (errors.InvalidSignature(), 401, None),
     (errors.JobNotFound(), 404, None),

@@ -1,5 +1,5 @@
-"""A keyless `serve` answers only loopback `Host` names and PR_REVIEW_ALLOWED_HOSTS (CONTRACT 5,
-issue 34 item 5): a page that rebinds its own name to 127.0.0.1 gets 421 before any route."""
+"""A keyless `serve` answers only loopback `Host` names and PR_REVIEW_ALLOWED_HOSTS
+(specification §5): a page that rebinds its own name to 127.0.0.1 gets 421 before any route."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`GET /metrics` (CONTRACT 18) on the real application: reviews through the scripted provider
+"""`GET /metrics` (specification §18) on the real application: reviews through the scripted provider
 and the fake GitHub, then a scrape that must count exactly what happened."""
 
 from __future__ import annotations

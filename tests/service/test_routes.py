@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.output.json import render_json
 from tests.results import PR_URL, as_json, review_result
 from tests.service.support import FakeReviewer, app_with, client_for, post_review
@@ -42,7 +42,7 @@ async def test_success_returns_the_review_document() -> None:
     assert response.json() == as_json(reviewer.result)
     assert response.content == render_json(as_json(reviewer.result)).encode()
     [(target, include_trace, _)] = reviewer.calls
-    assert target == PullRequestTarget(PR_URL)
+    assert target == ChangeTarget(PR_URL)
     assert include_trace is True
 
 

@@ -1,4 +1,4 @@
-"""Stopping `pr-review serve` stops its worker and its embedded database (issue 22 item 1).
+"""Stopping `pr-review serve` stops its worker and its embedded database (SECURITY.md).
 
 A real `serve` process (embedded PostgreSQL, worker process, uvicorn) is signalled as systemd,
 Docker and Kubernetes do (SIGTERM) and as a terminal does (SIGINT); afterwards no process of
@@ -209,7 +209,7 @@ def _wait_for(what: str, ready: Callable[[], bool], serving: Serving) -> None:
 def test_a_ctrl_c_during_start_up_exits_130_without_a_traceback(
     moment: str, tmp_path: Path
 ) -> None:
-    """Issue 40 item 7: wherever start-up is when Ctrl-C comes (the socket bound, initdb under
+    """Wherever start-up is when Ctrl-C comes (the socket bound, initdb under
     way), `serve` exits 130 quietly and leaves a data folder the next `serve` starts on (a
     Ctrl-C while the command line loads: tests/cli/test_main.py)."""
     with serve_data_dir() as data:

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.anyio
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-# --- slow clients (issue 9 item 3; the load test is tests/hostile/test_load.py) ----------------
+# --- slow clients (the load test is tests/hostile/test_load.py) -----------------------------
 
 
 @contextmanager
@@ -141,7 +141,7 @@ SHUTDOWN_SERVER = textwrap.dedent(
     from pr_review_api.settings import load_settings
     from tests.results import review_result
 
-    async def slow(target, settings, *, include_trace, model):
+    async def slow(target, settings, options):
         pathlib.Path("in-flight").touch()  # the test signals only once a review runs
         await asyncio.sleep(1.5)
         return review_result()

@@ -158,7 +158,7 @@ def test_pages_show_model_text_as_text_and_never_as_markup(database_url: str) ->
     for text in (SCRIPT, JS_LINK, ANCHOR, IMG, MARKDOWN_LINK, "javascript:alert(5)"):
         assert text in detail.all_text, text  # shown, as the characters the model wrote
     assert "</script><script>alert(6)</script>" in detail.all_text  # the trace's arguments
-    assert "walk " + IMG in detail.all_text  # CONTRACT 21's tables, as text too
+    assert "walk " + IMG in detail.all_text  # specification §21's tables, as text too
     assert "why " + ANCHOR in detail.all_text
     assert "2 of 3 changed files inspected." in detail.all_text
     assert "<b>model</b>" in detail.all_text

@@ -197,7 +197,7 @@ def test_a_browser_signs_in_with_a_key_sees_the_jobs_and_signs_out(
     fake_github: FakeGitHub,
     scripted_provider: ScriptedProvider,
 ) -> None:
-    """Issue 40 item 5: with PR_REVIEW_API_KEYS set, a browser types a key into the sign-in
+    """specification §18: with PR_REVIEW_API_KEYS set, a browser types a key into the sign-in
     form, gets a session cookie that is not the key, sees the jobs, and signs out."""
     fake_github.pull_request("acme", "widget", 7, head={"app.py": "print('hi')\n"})
     scripted_provider.script(stop_turn(REVIEW))

@@ -1,6 +1,6 @@
 """`/ui/learnings/{repository}` (service/ui_learnings.py) through the real application on a real
-embedded PostgreSQL (CONTRACT 20): a repository's learnings shown as text, never markup; a form
-adds one and a button removes one, each only from the service's own pages; guarded like /ui."""
+embedded PostgreSQL (specification §20): a repository's learnings shown as text, never markup; a
+form adds one and a button removes one, each only from the service's own pages; guarded like /ui."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Signing in to `/ui` (CONTRACT 18, issue 40 item 5): the signed session, where a browser is
+"""Signing in to `/ui` (specification §18): the signed session, where a browser is
 sent, and the same-origin check of every `/ui` form. The routes are tested through the real
 application (its job routes need PostgreSQL); a real browser is in test_ui_browser.py."""
 

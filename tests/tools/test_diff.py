@@ -1,4 +1,4 @@
-"""inspect_git_diff, rule by rule (seed/tool-calling.md, CONTRACT 7)."""
+"""inspect_git_diff, rule by rule (seed/tool-calling.md, specification §7)."""
 
 from __future__ import annotations
 

@@ -52,4 +52,4 @@ def test_the_package_exports_its_public_names_in_a_sorted_all() -> None:
     modules = {"arguments", "budget", "execute", "schemas"}
     modules |= {"list_files", "read_file", "search", "diff"}  # one per tool
     assert public - modules == set(tools.__all__)
-    assert "tools_json" not in public  # dead code of issue 10 item 7: tests dump TOOLS
+    assert "tools_json" not in public  # dead code once: tests dump TOOLS

@@ -1,11 +1,11 @@
 """The one git error edge: a git failure while a review reads its pinned repository.
 
-Issue 10 item 4 and issue 9 item 7. A `GitError`, an `OSError` or a timeout raised while a
-tool runs, or while the final review's paths and lines are checked, becomes a contract error
-(`tools.map_git_errors`): `invalid_repository` for a local `--repo` review, `github_unavailable`
-(502) for a pull request. Never an exception outside the contract, never a 500, never a path.
-A real corrupt loose object (its zlib checksum broken after committing, so git still reads the
-header and the size but not the content) proves the same for the real readers.
+A `GitError`, an `OSError` or a timeout raised while a tool runs, or while the final review's
+paths and lines are checked, becomes a contract error (`tools.map_git_errors`):
+`invalid_repository` for a local `--repo` review, `github_unavailable` (502) for a pull request.
+Never an exception outside the contract, never a 500, never a path. A real corrupt loose object
+(its zlib checksum broken after committing, so git still reads the header and the size but not
+the content) proves the same for the real readers.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The one git error edge, end to end: `run_review` and the HTTP service (issue 9 item 7).
+"""The one git error edge, end to end: `run_review` and the HTTP service (specification §5).
 
 A git failure while a review prepares or reads its repository, or a corrupt object in the
 pull-request cache, ends the review with a contract code: `invalid_repository` for a local
@@ -30,7 +30,9 @@ from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings, load_settings
 from pr_review_api.tools.execute import REPOSITORY_UNREADABLE
+from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.environment import Environment
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitrepo import GitRepo, git
@@ -113,7 +115,7 @@ def test_a_git_failure_preparing_a_local_review_is_invalid_repository(
 def test_the_cli_reviewing_a_corrupt_object_exits_2_with_invalid_repository(
     scripted_provider: ScriptedProvider,
     widget: tuple[GitRepo, str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
     output_format: str,
 ) -> None:
     repo, base, head = widget
@@ -121,9 +123,7 @@ def test_the_cli_reviewing_a_corrupt_object_exits_2_with_invalid_repository(
     scripted_provider.script(
         tool_call_turn([("call_1", "read_repository_file", {"path": "src/app.py"})])
     )
-    monkeypatch.setenv("OPENCODE_API_KEY", PROVIDER_KEY)
-    monkeypatch.setenv("OPENCODE_BASE_URL", scripted_provider.base_url)
-    monkeypatch.setenv("REVIEW_TIMEOUT_SECONDS", "30")
+    environment(scripted_provider, timeout=30)
     args = ["review", "--repo", str(repo.path), "--base", base, "--head", head]
     result = CliRunner().invoke(cli.main, [*args, "--format", output_format], prog_name="pr-review")
     assert result.exit_code == 2, result.output
@@ -283,7 +283,7 @@ async def test_a_corrupt_object_in_the_cache_is_github_unavailable_not_500(
     script: list[dict[str, Any]],
 ) -> None:
     pull = fake_github.pull_request("acme", "widget", 7, base=BASE_FILES, head=HEAD_FILES)
-    scripted_provider.script(stop_turn({"summary": "ok", "findings": [], "notes": []}), *script)
+    scripted_provider.script(final_turn(summary="ok"), *script)
     async with service(pull_settings(fake_github, scripted_provider, tmp_path)) as client:
         body = {"pull_request_url": pull.url}
         warm = await client.post("/v1/reviews", json=body)

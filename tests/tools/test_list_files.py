@@ -1,4 +1,4 @@
-"""list_repository_files, rule by rule (seed/tool-calling.md, CONTRACT 7)."""
+"""list_repository_files, rule by rule (seed/tool-calling.md, specification §7)."""
 
 from __future__ import annotations
 

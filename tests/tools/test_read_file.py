@@ -1,4 +1,4 @@
-"""read_repository_file, rule by rule (seed/tool-calling.md, CONTRACT 7)."""
+"""read_repository_file, rule by rule (seed/tool-calling.md, specification §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `tools` value: the seed's four schemas, verbatim and in order (CONTRACT 6)."""
+"""The `tools` value: the seed's four schemas, verbatim and in order (specification §6)."""
 
 from __future__ import annotations
 

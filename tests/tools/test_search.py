@@ -1,4 +1,4 @@
-"""search_repository, rule by rule (seed/tool-calling.md, CONTRACT 7)."""
+"""search_repository, rule by rule (seed/tool-calling.md, specification §7)."""
 
 from __future__ import annotations
 

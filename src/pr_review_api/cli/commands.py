@@ -1,4 +1,4 @@
-"""The `pr-review` command line (CONTRACT section 4): a thin shell over `run_review()`.
+"""The `pr-review` command line (specification §4): a thin shell over `run_review()`.
 
 Errors are mapped in one place, `_fail()`: `--format json` prints the HTTP API's error body on
 stdout; every other format prints one line, `error: <message> (<code>)`, on stderr. Nothing
@@ -29,8 +29,8 @@ from pr_review_api.cli.progress import live_progress
 from pr_review_api.cli.worker import worker as worker_command
 from pr_review_api.errors import ConfigurationError, Interrupted, InvalidRequest, ReviewError
 from pr_review_api.loop.final_review import review_schema_json
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import LocalTarget, PullRequestTarget, ReviewTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget, LocalTarget, ReviewTarget
 from pr_review_api.output.common import OUTPUT_FORMATS, LocalSubject, OutputFormat
 from pr_review_api.output.formats import render
 from pr_review_api.output.gate_outcome import CheckOutcome
@@ -141,11 +141,13 @@ def review(  # noqa: PLR0913  (one keyword per option)
                 run_review(
                     target,
                     settings,
-                    include_trace=trace,
-                    progress=progress,
-                    post=post,
-                    automatic=automatic,
-                    on_check=None if check_file is None else _check_writer(check_file),
+                    ReviewOptions(
+                        post=post,
+                        automatic=automatic,
+                        include_trace=trace,
+                        progress=progress,
+                        on_check=None if check_file is None else _check_writer(check_file),
+                    ),
                 )
             )
     except ReviewError as exc:
@@ -162,7 +164,7 @@ def review(  # noqa: PLR0913  (one keyword per option)
     click.echo(text.rstrip("\n"), color=color)
     publication = result.publication
     if publication is not None and publication.error is not None:
-        # CONTRACT 4: the review is printed, then the reason its publication failed.
+        # specification §4: the review is printed, then the reason its publication failed.
         click.echo(f"error: {publication.error.message} ({publication.error.code})", err=True)
         sys.exit(EXIT_NO_REVIEW)
 
@@ -201,7 +203,7 @@ def _target(
         _usage("--base and --head go with --repo.", output_format)
     if pr_url is None:
         _usage("give a pull request URL, or --repo with --base and --head.", output_format)
-    return PullRequestTarget(pr_url)
+    return ChangeTarget(pr_url)
 
 
 def _usage(message: str, output_format: OutputFormat) -> NoReturn:
@@ -277,12 +279,13 @@ def _serve(host: str, port: int) -> None:
     # uvicorn says where it listens only when it binds the socket itself.
     bound_port = listener.getsockname()[1]
     logging.getLogger("pr_review_api.service").info("serving on http://%s:%d", host, bound_port)
-    from pr_review_api.jobs.service import service_database  # noqa: PLC0415
+    from pr_review_api.jobs.serve_database import service_database  # noqa: PLC0415
     from pr_review_api.metrics import serve_metrics  # noqa: PLC0415
 
     try:
         # Entered before the database starts: a stop signal from here on unwinds through its
-        # cleanup. CONTRACT 11: the jobs database (an embedded one and its worker without a URL).
+        # cleanup. specification §11: the jobs database (an embedded one and its worker without a
+        # URL).
         with StopSignals(), service_database(settings) as settings_with_jobs:
             app = create_app(settings_with_jobs, metrics=serve_metrics(settings))
             try:

@@ -1,4 +1,4 @@
-"""`pr-review dismissals list|remove`: the findings repositories dismissed (CONTRACT 15).
+"""`pr-review dismissals list|remove`: the findings repositories dismissed (specification §15).
 
 `ignore` in one of our findings' threads stores a dismissal (jobs/dismissals.py); later reviews
 of that repository do not post the finding. `list` shows them, `remove` undoes one. The database

@@ -1,4 +1,4 @@
-"""`pr-review eval CORPUS [--runs N] [--jobs N] [--format text|json|html]` (CONTRACT sections 4
+"""`pr-review eval CORPUS [--runs N] [--jobs N] [--format text|json|html]` (specification §§4
 and 13), and `pr-review eval compare A.json B.json`.
 
 `eval` is a group whose default command is `run`: a first argument that names no subcommand
@@ -192,7 +192,7 @@ def _progress(done: int, total: int, outcome: ReviewOutcome) -> None:
 
 
 def _understood(outcome: ReviewOutcome) -> str:
-    """What the line adds of CONTRACT 21 when it was measured ("" otherwise)."""
+    """What the line adds of specification §21 when it was measured ("" otherwise)."""
     seen = outcome.understood
     parts = [] if seen.walkthrough is None else [f"walkthrough {seen.walkthrough:.2f}"]
     if seen.expected is not None:

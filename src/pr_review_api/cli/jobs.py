@@ -252,14 +252,14 @@ def _pull_request(record: JobRecord) -> str:
 
 def jobs_table(jobs: list[JobRecord]) -> str:
     """One line per job, columns aligned; `(no jobs)` for an empty page."""
-    from pr_review_api.jobs.summary import JobSummary  # noqa: PLC0415
+    from pr_review_api.jobs.figures import JobFigures  # noqa: PLC0415
 
     if not jobs:
         return "(no jobs)"
     header = ["JOB", "STATUS", "PULL REQUEST", "HEAD", "CREATED", "FINDINGS", "TOKENS", "TIME"]
     rows = [header]
     for record in jobs:
-        summary = JobSummary.of(record)
+        figures = JobFigures.of(record)
         rows.append(
             [
                 str(record.id),
@@ -267,9 +267,9 @@ def jobs_table(jobs: list[JobRecord]) -> str:
                 _pull_request(record),
                 (record.head_sha or "-")[:_HEAD_CHARS],
                 record.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                summary.severity_text(),
-                "-" if summary.total_tokens is None else str(summary.total_tokens),
-                summary.duration_text(),
+                figures.severity_text(),
+                "-" if figures.total_tokens is None else str(figures.total_tokens),
+                figures.duration_text(),
             ]
         )
     widths = [max(len(_plain(row[i])) for row in rows) for i in range(len(header))]
@@ -283,9 +283,9 @@ def jobs_table(jobs: list[JobRecord]) -> str:
 
 def job_details(record: JobRecord) -> str:
     """One job for people: its figures, then its findings or its error."""
-    from pr_review_api.jobs.summary import JobSummary  # noqa: PLC0415
+    from pr_review_api.jobs.figures import JobFigures  # noqa: PLC0415
 
-    summary = JobSummary.of(record)
+    figures = JobFigures.of(record)
     lines = [
         f"job:          {record.id}",
         f"status:       {record.status}",
@@ -293,18 +293,18 @@ def job_details(record: JobRecord) -> str:
         f"head:         {record.head_sha or '-'}",
         f"created:      {record.created_at.isoformat()}",
         f"attempts:     {record.attempts}",
-        f"duration:     {summary.duration_text()}",
-        f"tokens:       {'-' if summary.total_tokens is None else summary.total_tokens}",
-        f"findings:     {summary.severity_text()}",
+        f"duration:     {figures.duration_text()}",
+        f"tokens:       {'-' if figures.total_tokens is None else figures.total_tokens}",
+        f"findings:     {figures.severity_text()}",
     ]
-    if summary.termination_reason is not None:
-        lines.append(f"ended:        {summary.termination_reason}")
-    if summary.error_code is not None:
-        lines.append(f"error:        {summary.error_code}")
-    if summary.publication_status is not None:
-        published = summary.publication_status
-        if summary.published_url is not None:
-            published += f" {_plain(summary.published_url)}"
+    if figures.termination_reason is not None:
+        lines.append(f"ended:        {figures.termination_reason}")
+    if figures.error_code is not None:
+        lines.append(f"error:        {figures.error_code}")
+    if figures.publication_status is not None:
+        published = figures.publication_status
+        if figures.published_url is not None:
+            published += f" {_plain(figures.published_url)}"
         lines.append(f"publication:  {published}")
     review = record.result.get("review") if isinstance(record.result, dict) else None
     for finding in review.get("findings", []) if isinstance(review, dict) else []:

@@ -1,4 +1,5 @@
-"""`pr-review learnings list|add|remove|export`: what writers taught the reviewer (CONTRACT 20).
+"""`pr-review learnings list|add|remove|export`: what writers taught the reviewer
+(specification §20).
 
 `remember <text>` in a comment stores a learning for the repository (jobs/learnings.py); every
 later review of it is given the newest. `list` shows them, `add` stores one, `remove` deletes

@@ -1,4 +1,4 @@
-"""The live status line a review shows on stderr when stderr is a terminal (CONTRACT 4).
+"""The live status line a review shows on stderr when stderr is a terminal (specification §4).
 
 While the model is being waited for (a CPU model may take minutes a turn), the line counts the
 seconds: it is re-drawn several times a second from the monotonic clock, not from the loop.

@@ -1,10 +1,10 @@
 """`pr-review worker [--concurrency N] [--metrics-port N]`: run review jobs from the database
-(CONTRACT 11).
+(specification §11).
 
 Any number of workers, on any machine, may run against one `PR_REVIEW_DATABASE_URL`.
 SIGINT or SIGTERM stops fetching new jobs and lets the ones in flight finish.
 
-With `--metrics-port`, the worker serves its own `GET /metrics` (CONTRACT 18) on loopback
+With `--metrics-port`, the worker serves its own `GET /metrics` (specification §18) on loopback
 (`--metrics-host` to change that; another address needs `PR_REVIEW_API_KEYS`, whose keys the
 endpoint then requires, as `serve`'s does).
 """
@@ -51,9 +51,9 @@ if TYPE_CHECKING:
 )
 def worker(concurrency: int, metrics_port: int | None, metrics_host: str) -> None:
     """Run review jobs from PR_REVIEW_DATABASE_URL until stopped (SIGTERM lets jobs finish)."""
-    from pr_review_api.jobs.service import ending_with_parent  # noqa: PLC0415
+    from pr_review_api.jobs.serve_database import ending_with_parent  # noqa: PLC0415
 
-    # A worker of `serve` ends with it, and then stops its embedded database (issue 22 item 1).
+    # A worker of `serve` ends with it, and then stops its embedded database (SECURITY.md).
     with ending_with_parent():
         _run_worker(concurrency, metrics_port, metrics_host)
 

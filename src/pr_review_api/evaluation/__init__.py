@@ -1,4 +1,4 @@
-"""Review quality on a corpus (CONTRACT section 13): cases, scoring, running, the report.
+"""Review quality on a corpus (specification §13): cases, scoring, running, the report.
 
 A corpus source (`eval/` in this repository) describes each case in a TOML file: the base files,
 the edits that make the head, and the golden issues planted there. `build_corpus()` turns it into

@@ -150,7 +150,7 @@ def ratio_intervals(
     cases: Sequence[dict[str, tuple[int, int]]], *, resamples: int = RESAMPLES, seed: int = SEED
 ) -> dict[str, Interval | None]:
     """For figures that are one count over another (a custom check's accuracy: right results
-    over expected results, CONTRACT 20), each case giving (numerator, denominator) per name:
+    over expected results, specification §20), each case giving (numerator, denominator) per name:
     the interval of each figure of the total, resampling cases as `intervals` does."""
     names = sorted({name for case in cases for name in case})
     values: dict[str, list[float]] = {name: [] for name in names}

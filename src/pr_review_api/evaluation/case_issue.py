@@ -1,4 +1,4 @@
-"""A corpus case's linked issue (CONTRACT 21; docs/eval.md): the issue its change says it
+"""A corpus case's linked issue (specification §21; docs/eval.md): the issue its change says it
 closes, and the verdict a review should give on it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Custom checks in the evaluation (CONTRACT 20): how often the review's result of a check is
+"""Custom checks in the evaluation (specification §20): how often the review's result of a check is
 the one its case expects, per expected result kind, beside precision and recall.
 
 A case of kind `check` (evaluation/corpus.py) holds custom checks in its base's

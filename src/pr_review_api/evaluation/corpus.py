@@ -103,7 +103,7 @@ class GoldenIssue(_Strict):
     lines: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]]
     issue: Annotated[str, Field(min_length=1)]
     # The fixed text of `lines` (lines joined by \n; "" deletes them), when the base holds
-    # the correct code: a kept suggestion that makes it counts as a fix (CONTRACT 14).
+    # the correct code: a kept suggestion that makes it counts as a fix (specification §14).
     fix: Annotated[str, Field(max_length=8192)] | None = None
 
     @model_validator(mode="after")

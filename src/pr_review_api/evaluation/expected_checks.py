@@ -1,4 +1,4 @@
-"""What a case of the corpus expects of its custom checks (CONTRACT 20): the `[[checks]]` of a
+"""What a case of the corpus expects of its custom checks (specification §20): the `[[checks]]` of a
 case file (evaluation/corpus.py), scored by evaluation/check_scoring.py. Apart from both, so
 the corpus format imports no scoring."""
 

@@ -1,7 +1,7 @@
 """The evaluation report: one JSON document, or a text table for people.
 
 Per case and in total: reviews run, the share that ended `final_review`, findings, precision,
-recall, F1, tokens, rounds and wall time (CONTRACT section 13), plus the termination reasons
+recall, F1, tokens, rounds and wall time (specification §13), plus the termination reasons
 seen and, when reviews report it, the inspected share of changed files (`coverage`). Unmatched
 findings are split into duplicates (of a matched golden issue) and false positives, and the
 findings REVIEW_REQUIRE_EVIDENCE dropped are counted. The total carries 95% bootstrap intervals
@@ -87,13 +87,13 @@ def _figures(outcomes: Sequence[ReviewOutcome]) -> dict[str, Any]:
         "suggestions": _suggestion_figures(
             sum((o.suggestions for o in outcomes), SuggestionCounts())
         ),
-        # CONTRACT 21: only when measured, so a report without them reads as before.
+        # specification §21: only when measured, so a report without them reads as before.
         **understanding_figures([o.understood for o in outcomes]),
     }
 
 
 def _suggestion_figures(counts: SuggestionCounts) -> dict[str, Any]:
-    """CONTRACT 14: suggestions offered, kept, dropped by rule; fixes of golden issues."""
+    """specification §14: suggestions offered, kept, dropped by rule; fixes of golden issues."""
     return {
         "offered": counts.offered,
         "kept": counts.kept,
@@ -176,7 +176,7 @@ def report_document(
         "bootstrap": bootstrap.METHOD,
     }
     scores = [[s for o in report.outcomes for s in o.checks] for report in reports]
-    if any(scores):  # CONTRACT 20: only for a corpus whose cases expect custom checks
+    if any(scores):  # specification §20: only for a corpus whose cases expect custom checks
         document["total"]["checks"] = {
             **check_figures([s for case in scores for s in case]),
             "intervals": check_intervals(scores),

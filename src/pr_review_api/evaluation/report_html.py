@@ -111,7 +111,7 @@ def _cell(value: Any) -> str:
 
 
 def understanding_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """CONTRACT 21, per case that measured it: the walkthrough's coverage, the linked issue's
+    """specification §21, per case that measured it: the walkthrough's coverage, the linked issue's
     expected verdict and the runs' verdicts, and the first run's walkthrough (its table)."""
     rows = []
     for case in document["cases"]:

@@ -36,7 +36,7 @@ from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GitError, run_git
 from pr_review_api.loop.evidence import ungrounded_count
 from pr_review_api.loop.final_review import FinalReviewRejected
-from pr_review_api.loop.run import Progress, run_review
+from pr_review_api.loop.run import Progress, ReviewOptions, run_review
 from pr_review_api.loop.suggestions import dropped_rules
 from pr_review_api.loop.workspace import LocalTarget, repository_store
 from pr_review_api.model import ReviewResult
@@ -50,7 +50,7 @@ MAX_EVAL_JOBS = 16
 @dataclass(frozen=True)
 class RunError:
     """Why a review ended without a review: the error's code and fixed message (never model
-    text, CONTRACT 5), and for a refused final review the check that failed."""
+    text, specification §5), and for a refused final review the check that failed."""
 
     code: str
     message: str
@@ -79,9 +79,9 @@ class ReviewOutcome:
     ungrounded: int = 0
     suggestions: SuggestionCounts = field(default_factory=SuggestionCounts)
     error: RunError | None = None  # None when the review ended with a review
-    # The case's expected custom checks and the results the review gave (CONTRACT 20).
+    # The case's expected custom checks and the results the review gave (specification §20).
     checks: tuple[CheckScore, ...] = ()
-    # CONTRACT 21: the walkthrough's coverage and the linked-issue verdict (when measured).
+    # specification §21: the walkthrough's coverage and the linked-issue verdict (when measured).
     understood: Understood = field(default_factory=Understood)
 
 
@@ -97,7 +97,7 @@ OutcomeCallback = Callable[[int, int, ReviewOutcome], None]
 
 
 def coverage_share(result: ReviewResult) -> float:
-    """Inspected files over changed files, from the review document's `coverage` (CONTRACT 5);
+    """Inspected files over changed files, from the review document's `coverage` (specification §5);
     a change with no changed files counts as fully inspected."""
     coverage = result.coverage
     if not coverage.changed_files:
@@ -125,7 +125,7 @@ async def review_case(
     started = time.perf_counter()
     error: RunError | None
     try:
-        result = await run_review(target, settings, progress=progress, store=store)
+        result = await run_review(target, settings, ReviewOptions(progress=progress, store=store))
     except ReviewError as exc:
         reason = exc.termination_reason or exc.code
         error = RunError.of(exc)
@@ -166,7 +166,7 @@ def _with_fix(case: BuiltCase) -> int:
 
 
 def _suggestions(repository: Path, case: BuiltCase, result: ReviewResult) -> SuggestionCounts:
-    """Kept, dropped by rule, and fixes of one review's suggestions (CONTRACT 14)."""
+    """Kept, dropped by rule, and fixes of one review's suggestions (specification §14)."""
     kept = [
         Kept(f.path, s.start_line, s.end_line, s.replacement)
         for f in result.review.findings

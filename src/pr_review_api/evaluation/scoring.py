@@ -1,6 +1,6 @@
-"""Matching findings with golden issues, and precision, recall and F1 (CONTRACT section 13).
+"""Matching findings with golden issues, and precision, recall and F1 (specification §13).
 
-Suggestions (CONTRACT 14) are counted too: offered, kept, dropped by rule, and fixes: a golden
+Suggestions (specification §14) are counted too: offered, kept, dropped by rule, and fixes: a golden
 issue with a `fix` is fixed when a kept suggestion on its file, over lines that meet the issue's,
 turns the head's file into the file with the issue's lines replaced by the fix (compared token
 by token, whitespace aside), each suggestion fixing at most one issue.

@@ -1,4 +1,5 @@
-"""What the evaluation measures of understanding the change (CONTRACT 21; docs/walkthrough.md).
+"""What the evaluation measures of understanding the change (specification §21;
+docs/walkthrough.md).
 
 - Walkthrough coverage: the share of a case's changed files (git's list: a rename by its new
   path, a deletion by its old one) that the review's walkthrough names; a review that ended

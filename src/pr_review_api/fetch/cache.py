@@ -71,8 +71,9 @@ _KEY = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
-class PreparedPullRequest:
-    """A pull request whose base and head commits are in a local bare repository."""
+class PreparedChange:
+    """A change (a pull or merge request) whose base and head commits are in a local bare
+    repository."""
 
     info: PullRequestInfo
     metadata: PullRequestMetadata
@@ -141,7 +142,7 @@ class RepositoryCache:
             raise CacheFailure(CACHE_BUSY)
         try:
             # Space first: a full disk fails the fetch, and a cache that heals itself does not
-            # stay wedged by what a killed fetch left behind (issue 9 items 6 and 8).
+            # stay wedged by what a killed fetch left behind.
             self._evict_quietly(keep=key, reserve=True)
             git_dir = self._ensure_repository(key)
             heal(git_dir)
@@ -376,12 +377,12 @@ async def prepare_in_thread(prepare: Callable[[], Lease]) -> Lease:
 @asynccontextmanager
 async def pinned_change(
     prepare: Callable[[], Lease], info: PullRequestInfo, metadata: PullRequestMetadata
-) -> AsyncIterator[PreparedPullRequest]:
+) -> AsyncIterator[PreparedChange]:
     """A change whose commits `prepare` fetches and pins, held until exit: every forge's last
     step of opening one."""
     lease = await prepare_in_thread(prepare)
     try:
-        yield PreparedPullRequest(info=info, metadata=metadata, git_dir=lease.git_dir)
+        yield PreparedChange(info=info, metadata=metadata, git_dir=lease.git_dir)
     finally:
         lease.release()
 

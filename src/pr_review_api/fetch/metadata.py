@@ -1,4 +1,4 @@
-"""A change's metadata as every forge's parser leaves it (CONTRACT 3), and its limits.
+"""A change's metadata as every forge's parser leaves it (specification §3), and its limits.
 
 The SHAs must be full lower-case hex, the base branch a name `git check-ref-format --branch`
 accepts (and no option); the title, body, author and labels are cut to the bounds here.
@@ -34,7 +34,7 @@ class PullRequestMetadata:
     title: str
     body: str
     # Who opened it, its labels and whether it is a draft: the skip rules of .pr-review.toml
-    # (loop/policy.py, CONTRACT 16) read them.
+    # (loop/policy.py, specification §16) read them.
     author: str = ""
     labels: tuple[str, ...] = ()
     draft: bool = False

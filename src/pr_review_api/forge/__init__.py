@@ -1,1 +1,1 @@
-"""The forge seam: which forge a change URL names (CONTRACT 17)."""
+"""The forge seam: which forge a change URL names (specification §17)."""

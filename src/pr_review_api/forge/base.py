@@ -1,4 +1,5 @@
-"""What a review needs from the forge of its change, as one interface (issue 27's seam).
+"""What a review needs from the forge of its change, as one interface: the forge seam
+(docs/architecture.md).
 
 loop/ speaks to a forge only through `ChangeForge`: open the change (its commits pinned in the
 cache, its metadata), the preflight of publishing, what was published before (the service's
@@ -17,14 +18,13 @@ from collections.abc import Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, TypedDict
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pr_review_api.errors import ReviewError
-from pr_review_api.fetch.cache import PreparedPullRequest
+from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.checkout import unavailable_error
-from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.forge.gate import GateReporter
-from pr_review_api.ledger import DismissedFindings, Learnings, PublishLedger
+from pr_review_api.ledger import DismissedFindings, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 from pr_review_api.permissions import PermissionCache
 
@@ -50,19 +50,6 @@ class ChangeMetadata(Protocol):
     def author(self) -> str: ...
     @property
     def labels(self) -> tuple[str, ...]: ...
-
-
-class Lent(TypedDict, total=False):
-    """What a review's holder (the CLI, the service, a job) lends `run_review` for the forges:
-    the clients of its identity (at most one per forge; where the change's forge has none, the
-    review makes its own with the settings' token), the service's ledger of published heads and
-    dismissed findings, and the holder's cache of who may dismiss."""
-
-    clients: ForgeClients | None
-    ledger: PublishLedger | None
-    dismissals: DismissedFindings | None
-    permissions: PermissionCache | None
-    learnings: Learnings | None  # the service's (CONTRACT 20): given to every review
 
 
 @dataclass(frozen=True)
@@ -91,7 +78,7 @@ class IssueText:
     body: str
 
 
-# What reading a linked issue gave (CONTRACT 21): its text, a number that names a pull
+# What reading a linked issue gave (specification §21): its text, a number that names a pull
 # request, or nothing readable (missing, not visible to the review's identity, a failure).
 IssueAnswer = IssueText | Literal["pull_request", "unreadable"]
 
@@ -107,12 +94,12 @@ class ChangeForge(ABC):
         return unavailable_error(self.name)
 
     @abstractmethod
-    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedPullRequest]:
+    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
         """Parse the URL, read the metadata, fetch and pin both commits until exit."""
 
     @abstractmethod
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
-        """The merge gate's mark on the head (CONTRACT 16), or None: the forge has none."""
+        """The merge gate's mark on the head (specification §16), or None: the forge has none."""
 
     @abstractmethod
     async def ensure_can_publish(self, info: PullRequestInfo) -> None:
@@ -137,7 +124,7 @@ class ChangeForge(ABC):
         """The counts by severity our posted review's body states, or None (unknown)."""
 
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
-        """Our posted review's body (its custom checks are read back from it, CONTRACT 20), or
+        """Our posted review's body (its custom checks are read back from it, specification §20), or
         None: unknown (a forge that cannot read it back says None, and the gate fails closed
         on its `error` checks)."""
         return None
@@ -183,6 +170,7 @@ class ChangeForge(ABC):
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         """The issue `number` of `project` (`owner/repo`, or GitLab's full path) on this forge,
-        read with the review's identity (CONTRACT 21); a forge that reads none: "unreadable"."""
+        read with the review's identity (specification §21); a forge that reads none:
+        "unreadable"."""
         del project, number
         return "unreadable"

@@ -1,4 +1,4 @@
-"""The merge gate of one published review (CONTRACT 16): the check's outcomes, told to the
+"""The merge gate of one published review (specification §16): the check's outcomes, told to the
 forge's reporter (a `GateReporter`: github/checks.py's check run, gitlab/status.py's commit
 status) and to `on_outcome` (the CLI's --check-file, the Action). loop/gate.py decides when
 each is told; a Gate never raises for the reporter's requests.
@@ -64,19 +64,19 @@ class Gate:
     reporter: GateReporter | None
     fail_on: FailOn
     git_dir: Path | None = None
-    # Fingerprints dismissed in this repository (the review conversation): never fail the check.
+    # Fingerprints dismissed in this repository (the comment commands): never fail the check.
     dismissed: Collection[str] = frozenset()
     started_already: bool = False
     # Told every outcome the check is completed with (the CLI's --check-file; the Action).
     on_outcome: OnOutcome | None = None
-    # The custom checks' modes by name, from the base commit (CONTRACT 20).
+    # The custom checks' modes by name, from the base commit (specification §20).
     check_modes: Mapping[str, Mode] = field(default_factory=dict)
 
     async def skipped(self, rule: str, *, author_controlled: bool) -> None:
         """A skip rule stopped the review; `author_controlled`: the rule reads what the
         author sets (title, labels), which must not pass a gated head."""
         outcome = skipped_outcome(rule, self.fail_on, author_controlled)
-        # CONTRACT 20: a skip the author controls must not pass an error check either.
+        # specification §20: a skip the author controls must not pass an error check either.
         await self._complete(
             closed_on_checks(outcome, self.check_modes if author_controlled else {})
         )
@@ -106,9 +106,10 @@ class Gate:
         outcome = review_outcome(
             findings, self.fail_on, self.dismissed, result.coverage, url, counts
         )
-        # CONTRACT 20: an `error` check that did not pass fails the gate, whatever fail_on says.
+        # specification §20: an `error` check that did not pass fails the gate, whatever fail_on
+        # says.
         outcome = gate_with_checks(outcome, result.review.check_results(), self.check_modes)
-        outcome = with_linked_issues(outcome, result.review, escape_inline)  # CONTRACT 21
+        outcome = with_linked_issues(outcome, result.review, escape_inline)  # specification §21
         await self._complete(outcome, url)
 
     def _gate_findings(self, result: ReviewResult) -> list[GateFinding]:

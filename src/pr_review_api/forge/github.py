@@ -3,7 +3,7 @@
 Every step is what loop/run.py did on GitHub before the seam: the preflight
 (github/preflight.py), the ledger's `HeadKey` under our login, our reviews' markers
 (github/history.py), the check run (github/checks.py), dismissals by `-1` reaction and
-`ignore` reply (github/conversation.py), publishing (github/publish.py) and resolving our fixed
+`ignore` reply (github/comments.py), publishing (github/publish.py) and resolving our fixed
 threads (github/resolve.py).
 """
 
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from pr_review_api.errors import GitHubUnavailable, ServerBusy
-from pr_review_api.fetch.cache import PreparedPullRequest
+from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import (
+from pr_review_api.github.comments import (
     Repository,
     dismissed_on_pull_request,
     downvoted,
@@ -63,7 +63,7 @@ class GitHubForge(ChangeForge):
         self.github = github
 
     @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
+    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
         async with open_pull_request(url, self.settings, self.github) as prepared:
             yield prepared
 
@@ -147,7 +147,7 @@ class GitHubForge(ChangeForge):
         has_findings: bool,
     ) -> Collection[str]:
         """The repository's dismissed fingerprints, after storing the `-1` reactions of writers
-        on our findings' comments of this pull request (CONTRACT 15). `permissions` (the
+        on our findings' comments of this pull request (specification §15). `permissions` (the
         holder's) keeps GitHub's answers of who may dismiss, else the review keeps its own."""
         permissions = permissions or PermissionCache()
         repository = Repository(info.owner, info.repo)

@@ -1,4 +1,4 @@
-"""A GitLab merge request behind the forge seam (CONTRACT 10, 17): what loop/run.py and
+"""A GitLab merge request behind the forge seam (specification §§10, 17): what loop/run.py and
 loop/merge_request_post.py did on GitLab before the seam.
 
 Before the model is asked: the preflight (gitlab/preflight.py: no GITLAB_TOKEN, or a token
@@ -7,7 +7,7 @@ markers: a head already published answers `already_published` without a provider
 on GitHub; a re-review names the files changed since our last reviewed head. After the review:
 gitlab/publish.py posts the discussions and the note.
 
-Dismissals (CONTRACT 15; gitlab/dismissals.py): in the service, the `thumbsdown` awards of
+Dismissals (specification §15; gitlab/dismissals.py): in the service, the `thumbsdown` awards of
 Developers on our findings' first notes are read at each review and stored for the project
 (key `gitlab:group/project`, as the `ignore` replies the webhook stores); the first message
 names the findings dismissed in the changed files, and a finding whose fingerprint was
@@ -16,7 +16,7 @@ re-review with findings reads the merge request's own `ignore` replies and `thum
 and suppresses those. After a re-review is published, the discussions of ours its new head
 fixed are resolved (gitlab/resolve.py; `publication.resolved`).
 
-The merge gate (CONTRACT 16) is a commit status `pr-review` on the head (gitlab/status.py); a
+The merge gate (specification §16) is a commit status `pr-review` on the head (gitlab/status.py); a
 head published before completes it with the counts by severity our note states.
 """
 
@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError, ServerBusy
-from pr_review_api.fetch.cache import PreparedPullRequest
+from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import AccessLevels
+from pr_review_api.gitlab.comments import AccessLevels
 from pr_review_api.gitlab.discussions import finding_discussions
 from pr_review_api.gitlab.dismissals import dismissed_on_merge_request, thumbs_down
 from pr_review_api.gitlab.history import our_note_body, prior_state
@@ -75,7 +75,7 @@ class GitLabForge(ChangeForge):
         self.gitlab = gitlab
 
     @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedPullRequest]:
+    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
         async with open_merge_request(url, self.settings, self.gitlab) as prepared:
             yield prepared
 
@@ -144,7 +144,7 @@ class GitLabForge(ChangeForge):
         has_findings: bool,
     ) -> Collection[str]:
         """The project's dismissed fingerprints, after storing the `thumbsdown` awards of
-        Developers on our findings' first notes of this merge request (CONTRACT 15).
+        Developers on our findings' first notes of this merge request (specification §15).
         `permissions` (the holder's) keeps GitLab's answers of who may dismiss, else the review
         keeps its own."""
         ref, access = _ref(info), AccessLevels(permissions)

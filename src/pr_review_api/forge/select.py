@@ -2,14 +2,14 @@
 rule) with its client.
 
 `FORGES` holds one `RegisteredForge` per forge: its API client's type, its `ChangeForge`, the
-client a job of its changes speaks through, and its `ChangeConversation`. Everything below
+client a job of its changes speaks through, and its `ChangeComments`. Everything below
 picks from it by the change's URL, so a new forge is its own modules, an entry here and its URL
 rule in forge/urls.py; loop/, jobs/ and service/ name none.
 
 The callers (the CLI, the service, a job) hold clients for the review's identity and lend them
 (`ForgeClients`, at most one per forge); where the change's forge has none, it gets a client of
 its own with the settings' token, closed when the review ends. A lent client is never closed
-here. A command job's conversation (`open_conversation`) and a job's review (`job_clients`) get
+here. A command job's comments (`open_comments`) and a job's review (`job_clients`) get
 a client of the job's identity (forge/clients.py's `JobIdentities`), closed when the job ends.
 """
 
@@ -20,17 +20,18 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass
 from typing import Any
 
-from pr_review_api.errors import InvalidRequest
 from pr_review_api.forge.base import ChangeForge
 from pr_review_api.forge.clients import ForgeClients, JobIdentities
-from pr_review_api.forge.conversation import ChangeConversation, CommandRecord
+from pr_review_api.forge.comments import ChangeComments, CommandRecord
 from pr_review_api.forge.gitea import GiteaForge
+from pr_review_api.forge.gitea_comments import GiteaComments
 from pr_review_api.forge.github import GitHubForge
-from pr_review_api.forge.github_conversation import GitHubConversation
+from pr_review_api.forge.github_comments import GitHubComments
 from pr_review_api.forge.gitlab import GitLabForge
-from pr_review_api.forge.gitlab_conversation import GitLabConversation
+from pr_review_api.forge.gitlab_comments import GitLabComments
 from pr_review_api.forge.urls import forge_of, route
 from pr_review_api.gitea.client import GiteaClient
+from pr_review_api.gitea.urls import parse_pull_request_url as parse_gitea_url
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import parse_merge_request_url
@@ -50,30 +51,30 @@ class RegisteredForge:
     job_client: Callable[
         [JobIdentities, Settings, int | None], AbstractAsyncContextManager[ApiClient]
     ]
-    # A command job's conversation: (client, record, settings, the delivery's command).
-    conversation: Callable[[Any, CommandRecord, Settings, dict[str, Any]], ChangeConversation]
+    # A command job's comments: (client, record, settings, the delivery's command).
+    comments: Callable[[Any, CommandRecord, Settings, dict[str, Any]], ChangeComments]
     # Whether the settings name this forge's server: a client is made only then.
     configured: Callable[[Settings], bool] = lambda settings: True
 
 
-def _github_conversation(
+def _github_comments(
     github: GitHubClient, record: CommandRecord, settings: Settings, command: dict[str, Any]
-) -> ChangeConversation:
-    return GitHubConversation(github, record.owner, record.repo, record.number, command)
+) -> ChangeComments:
+    return GitHubComments(github, record.owner, record.repo, record.number, command)
 
 
-def _gitlab_conversation(
+def _gitlab_comments(
     gitlab: GitLabClient, record: CommandRecord, settings: Settings, command: dict[str, Any]
-) -> ChangeConversation:
+) -> ChangeComments:
     ref = parse_merge_request_url(record.pull_request_url, settings)
-    return GitLabConversation(gitlab, ref, command)
+    return GitLabComments(gitlab, ref, command)
 
 
-def _gitea_conversation(
+def _gitea_comments(
     gitea: GiteaClient, record: CommandRecord, settings: Settings, command: dict[str, Any]
-) -> ChangeConversation:
-    # No Gitea delivery queues a command job yet (its webhook lands with publishing).
-    raise InvalidRequest("Comment commands on Gitea are not supported yet.")
+) -> ChangeComments:
+    ref = parse_gitea_url(record.pull_request_url, settings)
+    return GiteaComments(gitea, ref, command)
 
 
 FORGES: tuple[RegisteredForge, ...] = (
@@ -83,7 +84,7 @@ FORGES: tuple[RegisteredForge, ...] = (
         GitHubForge,
         # A pull request's job is its App installation's, or GITHUB_TOKEN's.
         lambda identities, settings, installation: identities.github(settings, installation),
-        _github_conversation,
+        _github_comments,
     ),
     RegisteredForge(
         "gitlab",
@@ -91,7 +92,7 @@ FORGES: tuple[RegisteredForge, ...] = (
         GitLabForge,
         # GitLab has no App installations: every merge request's job is GITLAB_TOKEN's.
         lambda identities, settings, installation: GitLabClient(settings),
-        _gitlab_conversation,
+        _gitlab_comments,
     ),
     RegisteredForge(
         "gitea",
@@ -99,7 +100,7 @@ FORGES: tuple[RegisteredForge, ...] = (
         GiteaForge,
         # Gitea has no App installations: every pull request's job is GITEA_TOKEN's.
         lambda identities, settings, installation: GiteaClient(settings),
-        _gitea_conversation,
+        _gitea_comments,
         # Unset GITEA_SERVER_URL: no URL is routed to Gitea, and no client is made.
         lambda settings: settings.gitea_server_url is not None,
     ),
@@ -154,10 +155,10 @@ async def open_forge(
 
 
 @asynccontextmanager
-async def open_conversation(
+async def open_comments(
     record: CommandRecord, settings: Settings, identities: JobIdentities
-) -> AsyncIterator[ChangeConversation]:
-    """The conversation of a command job's change, through a client of the job's identity."""
+) -> AsyncIterator[ChangeComments]:
+    """The comments of a command job's change, through a client of the job's identity."""
     forge = registered(record.pull_request_url)
     async with forge.job_client(identities, settings, record.installation_id) as client:
-        yield forge.conversation(client, record, settings, record.command or {})
+        yield forge.comments(client, record, settings, record.command or {})

@@ -25,8 +25,8 @@ ENTRY_OVERHEAD_BYTES = 300
 class RepositoryTooLarge(InvalidRepository):
     """Preparing the repository would exceed one of its budgets (entries, links, memory).
 
-    The code stays `invalid_repository` (CONTRACT 5): the CLI exits 2, the HTTP service answers
-    422. The message names the budget's setting, never the repository's content."""
+    The code stays `invalid_repository` (specification §5): the CLI exits 2, the HTTP service
+    answers 422. The message names the budget's setting, never the repository's content."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Whether a line a review comment was anchored on changed between two commits (CONTRACT 15).
+"""Whether a line a review comment was anchored on changed between two commits (specification §15).
 
 A thread of ours is resolved as fixed only when the line it was posted on changed since the
 head it was posted on (github/resolve.py, gitlab/resolve.py): `git diff -U0` of that file

@@ -18,17 +18,23 @@ from pathlib import Path
 
 from pr_review_api.errors import ToolError
 from pr_review_api.git.blobs import ask_once
+from pr_review_api.git.first_page import HeadTree, Uncertain
 from pr_review_api.git.hunks import DIFF_CONFIG
 from pr_review_api.git.limits import Work
 from pr_review_api.git.search import GrepMatch, grep
 from pr_review_api.git.search_index.reader import SearchIndex
+from pr_review_api.git.snapshots import Background
 from pr_review_api.git.store import RepositoryStore, close_when_collected
 from pr_review_api.git.symlinks import ResolvedPath, resolve_in
-from pr_review_api.git.tree import (
-    files_under,
-    is_searchable,
+from pr_review_api.git.tree import Snapshot, files_under, is_searchable
+from pr_review_api.git_runner import (
+    GIT_FAILURES,
+    GitError,
+    check_exit,
+    is_sha,
+    run_git,
+    stream_git,
 )
-from pr_review_api.git_runner import GitError, check_exit, is_sha, run_git, stream_git
 from pr_review_api.settings import MAX_SOURCE_FILE_BYTES
 
 
@@ -54,6 +60,7 @@ class PinnedRepository:
         *,
         store: RepositoryStore | None = None,
         work: Work | None = None,
+        early: bool = False,
     ) -> None:
         for sha in (revisions.base_sha, revisions.head_sha, revisions.merge_base_sha):
             if not is_sha(sha):
@@ -64,7 +71,21 @@ class PinnedRepository:
         self.git_dir = git_dir
         self.revisions = revisions
         self._store = store
-        self.snapshot = store.snapshot(git_dir, revisions.head_sha, work)
+        self._work = work if work is not None else store.work()
+        self._snapshot: Snapshot | None = None
+        self._building: Background[Snapshot] | None = None
+        if early:
+            self._building = Background(store.snapshot, git_dir, revisions.head_sha, self._work)
+        else:
+            self._snapshot = store.snapshot(git_dir, revisions.head_sha, self._work)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The head's index (for an `early` view, waited for: its error is raised here)."""
+        if self._snapshot is None:
+            assert self._building is not None
+            self._snapshot = self._building.result(self._work)
+        return self._snapshot
 
     @classmethod
     def open(
@@ -75,15 +96,22 @@ class PinnedRepository:
         *,
         store: RepositoryStore | None = None,
         work: Work | None = None,
+        early: bool = False,
     ) -> PinnedRepository:
-        """Pin a base and a head commit; the diff will run from their merge base."""
+        """Pin a base and a head commit; the diff will run from their merge base.
+
+        With `early`, return before the head's index is made: it is made on a thread, the
+        first use of `snapshot` waits for it (and raises what made it fail, a budget's
+        `invalid_repository` too), and a first list page may be read before it is done
+        (`first_listed`)."""
         if store is None:
             store = RepositoryStore(threads=1)
-            pinned = cls.open(git_dir, base_sha, head_sha, store=store, work=work)
+            pinned = cls.open(git_dir, base_sha, head_sha, store=store, work=work, early=early)
             close_when_collected(pinned, store)
             return pinned
         merge_base = store.merge_base(git_dir, base_sha, head_sha)
-        return cls(git_dir, Revisions(base_sha, head_sha, merge_base), store=store, work=work)
+        revisions = Revisions(base_sha, head_sha, merge_base)
+        return cls(git_dir, revisions, store=store, work=work, early=early)
 
     # --- paths ---
 
@@ -108,6 +136,25 @@ class PinnedRepository:
         if raw.endswith("/") or resolved.entry is None or resolved.entry.kind != "file":
             raise ToolError("not_a_file", "The requested path is not a regular file.")
         return resolved
+
+    def first_listed(self, raw: str, count: int) -> tuple[str, list[str]] | None:
+        """While the head's index is still being made: the real directory a requested path
+        names and its first `count` listable files, read from the tree objects they lie in
+        (first_page.py), as the index will list them. None once the index is made, or when
+        those trees cannot show its answer (then the index is waited for, as it is for an
+        error: the path's own, or one the whole tree would raise)."""
+        if self._building is None or self._building.done():
+            return None
+        head = HeadTree(self._store.readers.source(self.git_dir), self.revisions.head_sha)
+        try:
+            resolved = resolve_in(head, raw)
+            if resolved.entry is not None:
+                return None  # not a directory: the index says so
+            return resolved.path, head.listed(resolved.path, count)
+        except (Uncertain, ToolError):
+            return None
+        except GIT_FAILURES:
+            return None
 
     def files_under(self, directory: str) -> tuple[int, int]:
         """The slice of `snapshot.files` inside a real directory ("" is the root)."""
@@ -139,8 +186,8 @@ class PinnedRepository:
     def line_counts(self, files: Iterable[ResolvedPath]) -> dict[str, int]:
         """Lines of regular files, as an editor numbers them, by blob id.
 
-        A file is read as a stream and no further than the tools may read (1 MiB, CONTRACT
-        8): a larger file counts the lines that begin within its first 1 MiB + 1 bytes."""
+        A file is read as a stream and no further than the tools may read (1 MiB, specification
+        §8): a larger file counts the lines that begin within its first 1 MiB + 1 bytes."""
         oids = (file.entry.oid for file in files if file.entry)
         reader = self._store.readers.reader(self.git_dir)
         return reader.count_lines(oids, MAX_SOURCE_FILE_BYTES)

@@ -17,7 +17,7 @@ from typing import IO
 
 from pr_review_api.git.search_index.postings import query_grams
 from pr_review_api.git.search_index.reader import MAX_QUERY_VARIABLES, SearchIndex
-from pr_review_api.git.search_index.schedule import SearchIndexes
+from pr_review_api.git.search_index.schedule import Partial, SearchIndexes
 from pr_review_api.git.search_index.schema import IndexUnavailable
 from pr_review_api.git.tree import Snapshot, files_under, is_searchable
 from pr_review_api.git_runner import GitConfig, GitError, check_exit, stream_git
@@ -32,6 +32,9 @@ MAX_LOOKED_UP_CANDIDATES = 16384
 # While at least one file in this many holds the literal, a search reads on in path order
 # rather than asking the trigram index (see grep_index).
 DENSE_FILES = 16
+# At most this many files are read at a time by a search of a head stored in part.
+PARTIAL_WINDOW_FILES = 1024
+PARTIAL_WINDOW_BYTES = 8 * 1024**2
 # grep.column=true in a repository's config inserts a column field into `-z` records.
 GREP_CONFIG = GitConfig(values=(("grep.column", "false"),))
 
@@ -59,25 +62,45 @@ def grep(
     When the head is complete in the repository's search index (git/search_index/), the
     hits come from it: the lines `git grep -F -n -I` finds, in its order, in the files a
     search may report (regular, reachable, at most 1 MiB, no NUL byte; attributes do not hide
-    a text file). Otherwise `git grep` runs, and the index is completed for next time.
+    a text file). Otherwise the index is completed for next time, and meanwhile, when at
+    least PARTIAL_MIN_SHARE of the head's text is stored already (a build under way), the
+    stored part is read from the index and only the rest from git (`grep_partial`); with
+    less, `git grep` runs.
     """
     index = indexes.complete_index(git_dir, snapshot, head_sha)
     if index is not None:
-        hits = grep_index(index, snapshot, query, pathspec)
-        try:
-            first = next(hits, None)
-        except IndexUnavailable:
-            index = None  # unreadable before anything was shown: git grep answers instead
-        else:
-            if first is not None:
-                yield first
-            try:
-                yield from hits
-            except IndexUnavailable:
-                raise GitError(["search index"], -1, b"") from None
+        answered, hits = _answered(grep_index(index, snapshot, query, pathspec))
+        if answered:
+            yield from hits
             return
+    partial = indexes.partial_index(git_dir, snapshot)
     with indexes.searching(git_dir, snapshot):
+        if partial is not None:
+            answered, hits = _answered(grep_partial(partial, snapshot, query, pathspec))
+            if answered:
+                yield from hits
+                return
         yield from git_grep(git_dir, head_sha, query, pathspec)
+
+
+def _answered(hits: Iterator[GrepMatch]) -> tuple[bool, Iterator[GrepMatch]]:
+    """Whether an index search got as far as its first hit (or its end), and its hits. An
+    index unreadable before anything was shown lets `git grep` answer instead; after, the
+    search fails as git would (a part shown cannot be taken back)."""
+    try:
+        first = next(hits, None)
+    except IndexUnavailable:
+        return False, iter(())
+    return True, _after(first, hits)
+
+
+def _after(first: GrepMatch | None, hits: Iterator[GrepMatch]) -> Iterator[GrepMatch]:
+    if first is not None:
+        yield first
+    try:
+        yield from hits
+    except IndexUnavailable:
+        raise GitError(["search index"], -1, b"") from None
 
 
 def git_grep(git_dir: Path, head_sha: str, query: str, pathspec: str) -> Iterator[GrepMatch]:
@@ -95,16 +118,73 @@ def grep_index(
     index: SearchIndex, snapshot: Snapshot, query: str, pathspec: str
 ) -> Iterator[GrepMatch]:
     """The index's hits in the listed files of `pathspec`, in path order."""
-    files = snapshot.files
-    start, end = files_under(files, pathspec)
-    if pathspec:  # a literal pathspec: the path itself, or everything under it
-        exact = _listed_at(files, pathspec)
-        if exact >= 0:
-            start, end = exact, exact + 1  # a file has nothing under it
+    start, end = _pathspec_range(snapshot.files, pathspec)
     needle = query.encode("utf-8", "surrogateescape")
     for path, line, text in _index_hits(index, snapshot, start, end, needle):
         snapshot.has_nul[snapshot.entries[path].oid] = False
         yield GrepMatch(path, line, text)
+
+
+def grep_partial(
+    partial: Partial, snapshot: Snapshot, query: str, pathspec: str
+) -> Iterator[GrepMatch]:
+    """The hits of a head stored in part in its index, in path order, as `grep_index` finds
+    them: the stored blobs the trigram index names are read from it, every other search blob
+    from git (its text holds a NUL byte: skipped, as the index skips it), each file once."""
+    files = snapshot.files
+    start, end = _pathspec_range(files, pathspec)
+    needle = query.encode("utf-8", "surrogateescape")
+    grams = trigram_query(needle)
+    candidates = partial.index.candidates(grams) if grams is not None else None
+    if candidates is not None and len(candidates) <= MAX_LOOKED_UP_CANDIDATES:
+        # Only the candidates and the blobs not stored are read: found by blob id, not by a
+        # walk over the tree's every file (most of them stored and not candidates).
+        found = snapshot.entries.paths_of(candidates | partial.missing)
+        paths = sorted(path for path in found if start <= _listed_at(files, path) < end)
+    else:  # too short for a trigram, or common: walked in order until the cap is full
+        paths = files[start:end]
+    position, window = 0, 1
+    while position < len(paths):  # windows that double: a common literal fills the cap early
+        part = _window(snapshot, paths, position, min(len(paths), position + window))
+        position, window = position + len(part), min(2 * window, PARTIAL_WINDOW_FILES)
+        oids = [oid for _, oid in part if oid is not None]
+        wanted = [oid for oid in oids if candidates is None or oid in candidates]
+        bodies = partial.index.bodies([oid for oid in wanted if oid in partial.stored])
+        read = partial.read([oid for oid in oids if oid not in partial.stored])
+        for path, oid in part:
+            if oid is None:
+                continue
+            data = bodies.get(oid) if oid in partial.stored else read.get(oid)
+            if data is None or (oid not in partial.stored and b"\0" in data):
+                continue
+            for line, text in matching_lines(data, needle):
+                snapshot.has_nul[snapshot.entries[path].oid] = False
+                yield GrepMatch(path, line, text)
+
+
+def _window(
+    snapshot: Snapshot, files: list[str], start: int, end: int
+) -> list[tuple[str, str | None]]:
+    """`_scope` of files[start:end], cut once its search blobs reach PARTIAL_WINDOW_BYTES
+    (at least one file): a window's text is held in memory at once."""
+    part: list[tuple[str, str | None]] = []
+    size = 0
+    for path, oid in _scope(snapshot, files[start:end]):
+        part.append((path, oid))
+        size += snapshot.entries[path].size if oid is not None else 0
+        if size >= PARTIAL_WINDOW_BYTES:
+            break
+    return part
+
+
+def _pathspec_range(files: list[str], pathspec: str) -> tuple[int, int]:
+    """The slice of the listing a literal pathspec searches: the path itself, or all under it."""
+    start, end = files_under(files, pathspec)
+    if pathspec:
+        exact = _listed_at(files, pathspec)
+        if exact >= 0:
+            start, end = exact, exact + 1  # a file has nothing under it
+    return start, end
 
 
 def _index_hits(

@@ -172,8 +172,7 @@ def _snapshot(fields: object, header_head: str) -> tuple[str, Snapshot] | None:
         targets,
         list(compress(paths, listable)),
     )
-    snapshot._links = set(links)
-    snapshot._link_deps = deps
+    snapshot.note_links(set(links), deps)
     return head_sha, snapshot
 
 

@@ -46,7 +46,7 @@ SAVE_YIELD_SECONDS = 10.0
 _T = TypeVar("_T")
 
 
-class _Background(Generic[_T]):
+class Background(Generic[_T]):
     """A call run on a daemon thread of its own; `result()` waits for it (within a
     preparation's deadline) and raises what it raised."""
 
@@ -64,6 +64,9 @@ class _Background(Generic[_T]):
             self._error = error
         finally:
             self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
 
     def result(self, work: Work) -> _T:
         _wait(self._done, work)
@@ -172,8 +175,8 @@ class SnapshotCache:
             return None
         # While the file is read, git compares the two trees and the size reader starts (on a
         # cold page cache each costs tens of milliseconds, mostly waiting for the disk).
-        changes = _Background(tree_changes, git_dir, saved_sha, head_sha)
-        _Background(blobs.describe, [head_sha])
+        changes = Background(tree_changes, git_dir, saved_sha, head_sha)
+        Background(blobs.describe, [head_sha])
         saved = snapshot_file.load(directory, work.limits.max_index_bytes)
         if saved is None or saved[0] != saved_sha:
             return None

@@ -10,9 +10,9 @@ counts its hops and the bytes of the targets it expands against the preparation'
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Container
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from pr_review_api.errors import ToolError
 from pr_review_api.git.entries import TreeEntry
@@ -20,16 +20,22 @@ from pr_review_api.git.limits import Work
 from pr_review_api.git.paths import CONTROL, DRIVE, is_dot_git, split_path
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SYMLINK_HOPS
 
+_V_co = TypeVar("_V_co", covariant=True)
+
+
+class _Lookup(Protocol[_V_co]):
+    def get(self, path: str, /) -> _V_co | None: ...
+
 
 class TreeView(Protocol):
-    """What resolution reads of an index (tree.Snapshot)."""
+    """What resolution reads of an index (tree.Snapshot, or first_page.HeadTree)."""
 
     @property
-    def entries(self) -> Mapping[str, TreeEntry]: ...
+    def entries(self) -> _Lookup[TreeEntry]: ...
     @property
-    def directories(self) -> set[str]: ...
+    def directories(self) -> Container[str]: ...
     @property
-    def link_targets(self) -> dict[str, bytes]: ...
+    def link_targets(self) -> _Lookup[bytes]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from pr_review_api.git.hunks import DIFF_CONFIG
 from pr_review_api.git.limits import Work
 from pr_review_api.git.ls_tree import ls_tree
 from pr_review_api.git.paths import reachable
-from pr_review_api.git.symlinks import resolve_in
+from pr_review_api.git.symlinks import TreeView, resolve_in
 from pr_review_api.git_runner import run_git
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES
 
@@ -81,6 +81,25 @@ class Snapshot:
     _search_bytes: int | None = field(default=None, repr=False, compare=False)
     _links: set[str] | None = field(default=None, repr=False)
     _link_deps: dict[str, frozenset[str]] | None = field(default=None, repr=False)
+
+    def note_links(self, links: set[str], deps: dict[str, frozenset[str]] | None = None) -> None:
+        """What its maker already knows of the tree's links (their paths, and for each
+        reachable one the paths its resolution looked at), so they are not found again."""
+        self._links = links
+        if deps is not None:
+            self._link_deps = deps
+
+    def note_link_deps(self, deps: dict[str, frozenset[str]]) -> None:
+        """The paths each reachable link's resolution looked at, as a listing found them."""
+        self._link_deps = deps
+
+    def note_search_bytes(self, total: int | None) -> None:
+        """What a search of the whole tree reads, when its maker counted it (None: not yet)."""
+        self._search_bytes = total
+
+    def counted_search_bytes(self) -> int | None:
+        """`search_bytes()` once it has been counted, else None (nothing is counted here)."""
+        return self._search_bytes
 
     def link_paths(self) -> set[str]:
         """The paths of every symbolic link of the tree."""
@@ -191,9 +210,9 @@ def derive_snapshot(  # noqa: C901  (each early None is a case a full load must 
     targets = source.read(fresh.values())
     link_targets.update({path: targets.get(oid, b"") for path, oid in fresh.items()})
     snapshot = Snapshot(entries, directories, link_targets, has_nul=known.has_nul)
-    snapshot._links = links | (known.link_paths() - touched)
+    snapshot.note_links(links | (known.link_paths() - touched))
     snapshot.origin = _origin_of(known, known_sha, edits)
-    snapshot._search_bytes = _search_bytes_after(known, edits)
+    snapshot.note_search_bytes(_search_bytes_after(known, edits))
     # What a resolution or a listing sees of a path is whether it is a directory, the kind of
     # its entry and, for a link, its target: a file whose content changed is the same to both.
     reshaped = {path for path in touched if _shape(known, path) != _shape(snapshot, path)}
@@ -205,9 +224,9 @@ def _search_bytes_after(known: Snapshot, edits: dict[str, TreeEntry | None]) -> 
     """What a search of the head derived from `known` by `edits` reads, counted from what one
     of `known` reads (None while that is not counted yet): a whole-tree walk spared for each
     derived head."""
-    if known._search_bytes is None:
+    total = known.counted_search_bytes()
+    if total is None:
         return None
-    total = known._search_bytes
     for path, entry in edits.items():
         old = known.entries.get(path)
         if old is not None and is_searchable(path, old):
@@ -298,7 +317,7 @@ def _derived_files(known: Snapshot, snapshot: Snapshot, touched: set[str], work:
         for path in stale
         if path in entries and is_listable(snapshot, path, entries[path], deps, work)
     )
-    snapshot._link_deps = deps
+    snapshot.note_link_deps(deps)
     if len(stale) + len(listable) > 1000:
         files = [path for path in known.files if path not in stale] + listable
         files.sort()
@@ -325,11 +344,11 @@ def _listable(snapshot: Snapshot, entries: dict[str, TreeEntry], work: Work) -> 
                 yield path
         elif is_listable(snapshot, path, entry, deps, work):
             yield path
-    snapshot._link_deps = deps
+    snapshot.note_link_deps(deps)
 
 
 def is_listable(
-    snapshot: Snapshot,
+    snapshot: TreeView,
     path: str,
     entry: TreeEntry,
     deps: dict[str, frozenset[str]],

@@ -1,1 +1,1 @@
-"""Gitea and Forgejo pull requests (CONTRACT section 19): URLs, REST v1, checkout, hooks."""
+"""Gitea and Forgejo pull requests (specification §19): URLs, REST v1, checkout, hooks."""

@@ -1,4 +1,4 @@
-"""A Gitea pull request's commits, fetched into the shared repository cache (CONTRACT 19).
+"""A Gitea pull request's commits, fetched into the shared repository cache (specification §19).
 
 `open_pull_request` is the Gitea twin of gitlab/checkout.py's `open_merge_request`: parse the
 URL, read the metadata (gitea/metadata.py), then fetch `refs/pull/<index>/head` and the base
@@ -19,7 +19,7 @@ from typing import Final
 from pydantic import SecretStr
 
 from pr_review_api.errors import GiteaUnavailable
-from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache, pinned_change
+from pr_review_api.fetch.cache import PreparedChange, RepositoryCache, pinned_change
 from pr_review_api.fetch.remote import ForgeWords, Remote
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.git_http import fetch_config
@@ -47,7 +47,7 @@ def pull_request_remote(ref: PullRequestRef, settings: Settings, token: SecretSt
 @asynccontextmanager
 async def open_pull_request(
     url: str, settings: Settings, gitea: GiteaClient | None = None
-) -> AsyncIterator[PreparedPullRequest]:
+) -> AsyncIterator[PreparedChange]:
     """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit.
 
     `gitea` is the API client of the review's identity (None: a short-lived one with

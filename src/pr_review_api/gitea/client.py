@@ -1,4 +1,5 @@
-"""The Gitea (and Forgejo) REST v1 client of a process (CONTRACT 19): one pool, the token, caps.
+"""The Gitea (and Forgejo) REST v1 client of a process (specification §19): one pool, the token,
+caps.
 
 `GiteaClient` is the shared pooled client of `http/api_client.py` (no proxy, netrc or CA
 settings from the environment, redirects never followed). The token (`GITEA_TOKEN`) goes as

@@ -1,4 +1,4 @@
-"""What a Gitea or Forgejo webhook delivery asks for (CONTRACT 19), read from its bytes alone.
+"""What a Gitea or Forgejo webhook delivery asks for (specification §19), read from its bytes alone.
 
 `read_delivery` is the whole reading, in the order that keeps a hostile sender out:
 
@@ -19,10 +19,10 @@ What it asks for:
     pull_request, pull_request_sync, `opened`, `reopened`, `synchronized` (new commits),
     pull_request_label               `edited` when the title or the base branch changed, and
                                      `label_updated`, `label_cleared` (the skip rules read
-                                     them: CONTRACT 16): a review of an open, non-draft pull
+                                     them: specification §16): a review of an open, non-draft pull
                                      request
     pull_request_comment,            a comment `created` on a pull request (`is_pull`) by a
-    issue_comment                    user: a command (CONTRACT 15)
+    issue_comment                    user: a command (specification §15)
 
 Everything else, well formed, is `None` (ignored). The pull request is named by OUR
 `GITEA_SERVER_URL`, the payload's `repository.full_name` (each half checked against Gitea's
@@ -61,9 +61,9 @@ DELIVERY_HEADERS = ("x-gitea-delivery", "x-forgejo-delivery")
 PULL_REQUEST_KINDS = frozenset({"pull_request", "pull_request_sync", "pull_request_label"})
 COMMENT_KINDS = frozenset({"pull_request_comment", "issue_comment"})
 REVIEWED_ACTIONS = frozenset({"opened", "reopened", "synchronized"})
-# Labels added or removed (`pull_request_label`): the skip rules read them (CONTRACT 16).
+# Labels added or removed (`pull_request_label`): the skip rules read them (specification §16).
 LABEL_ACTIONS = frozenset({"label_updated", "label_cleared"})
-# What an `edited` may change that the skip rules read (CONTRACT 16): ChangesPayload's fields.
+# What an `edited` may change that the skip rules read (specification §16): ChangesPayload's fields.
 SKIP_INPUT_CHANGES = ("title", "ref")
 MAX_COMMENT_CHARS = 65_536  # a command is its first words; Gitea stores up to a LONGTEXT
 MAX_LOGIN_CHARS = 255

@@ -1,4 +1,4 @@
-"""Model text as Gitea Markdown that renders as itself and does nothing (CONTRACT 10, 19).
+"""Model text as Gitea Markdown that renders as itself and does nothing (specification §§10, 19).
 
 Gitea renders Markdown with goldmark, then post-processes the rendered HTML
 (modules/markup/html.go, `PostProcessDefault`): on every text node outside `<code>` and `<pre>`
@@ -92,3 +92,9 @@ def code_span(text: str) -> str:
     fence = "`" * (longest + 1)
     pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) or not text else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def code_text(text: str) -> str:
+    """Raw text for a code block (a suggestion's diff): its line breaks made `\\n`, every
+    control and bidirectional override removed; the block itself shows it verbatim."""
+    return _clean(text)

@@ -1,4 +1,4 @@
-"""The pull request's metadata document (CONTRACT 19), validated before anything reaches git.
+"""The pull request's metadata document (specification §19), validated before anything reaches git.
 
 `GET /repos/{owner}/{repo}/pulls/{index}` (Gitea's `PullRequest` structure) names the commits a
 review is pinned to: `base.sha` (the base branch's tip), `head.sha`, and `merge_base`, which

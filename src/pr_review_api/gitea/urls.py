@@ -1,4 +1,4 @@
-"""Gitea and Forgejo pull-request URLs (CONTRACT 19) and the API URLs built from them.
+"""Gitea and Forgejo pull-request URLs (specification §19) and the API URLs built from them.
 
 `parse_pull_request_url` accepts only `{GITEA_SERVER_URL}/<owner>/<repo>/pulls/<index>` (the
 server may have a path prefix and any port), with an optional trailing slash, `/files`,
@@ -149,3 +149,9 @@ def parse_pull_request_url(url: str, settings: Settings) -> PullRequestRef:
     return PullRequestRef(
         owner=owner, repo=repo, number=index, url=canonical, server_url=server, api_base=api_base
     )
+
+
+def ref_of(info: PullRequestInfo, settings: Settings) -> PullRequestRef:
+    """The reference of a reviewed pull request (its canonical URL parsed again, so every API
+    URL built from it is on the configured origins)."""
+    return parse_pull_request_url(info.url, settings)

@@ -1,4 +1,4 @@
-"""GitHub App credentials: an App JWT exchanged for installation tokens (CONTRACT 11).
+"""GitHub App credentials: an App JWT exchanged for installation tokens (specification §11).
 
 With `GITHUB_APP_ID` and `GITHUB_APP_PRIVATE_KEY_FILE`, each review job uses the token of the
 installation its delivery came from:
@@ -113,7 +113,7 @@ class AppCredentials:
             return fresh.token
 
     async def app_login(self) -> str | None:
-        """`<slug>[bot]`, the App's publishing identity (CONTRACT 10), from `GET /app`."""
+        """`<slug>[bot]`, the App's publishing identity (specification §10), from `GET /app`."""
         if self._login is None:
             response = await self._request("GET", f"{self._api_url}/app")
             if response.status_code != 200 or len(response.content) > MAX_RESPONSE_BYTES:

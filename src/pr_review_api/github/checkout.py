@@ -18,7 +18,7 @@ from typing import Final
 from pydantic import SecretStr
 
 from pr_review_api.errors import GitHubUnavailable
-from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache, pinned_change
+from pr_review_api.fetch.cache import PreparedChange, RepositoryCache, pinned_change
 from pr_review_api.fetch.files import Lease
 from pr_review_api.fetch.metadata import PullRequestMetadata
 from pr_review_api.fetch.remote import (
@@ -83,7 +83,7 @@ class GitHubCache(RepositoryCache):
 @asynccontextmanager
 async def open_pull_request(
     url: str, settings: Settings, github: GitHubClient | None = None
-) -> AsyncIterator[PreparedPullRequest]:
+) -> AsyncIterator[PreparedChange]:
     """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit.
 
     `github` is the API client of the review's identity (None: a short-lived one with the

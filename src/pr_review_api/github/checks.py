@@ -1,4 +1,4 @@
-"""The merge gate on GitHub: a check run `pr-review` on the head (CONTRACT 16).
+"""The merge gate on GitHub: a check run `pr-review` on the head (specification §16).
 
 What the check says (`CheckOutcome`: the conclusion, a title, a summary, the findings) is
 output/gate_outcome.py's, the same on every forge. Here are GitHub's requests: one annotation
@@ -177,7 +177,7 @@ def status_of(outcome: CheckOutcome) -> tuple[str, str]:
     """A commit status's state and description for `outcome`: its one-line brief (a status
     has no title or summary). Statuses have neither `neutral` (shown as `success`, the brief
     saying "Neutral": neither blocks a merge) nor `timed_out` or `action_required` (shown as
-    `failure`, the brief saying which: the gate fails closed, CONTRACT 16)."""
+    `failure`, the brief saying which: the gate fails closed, specification §16)."""
     state = "failure" if outcome.conclusion in FAILING else "success"
     return state, outcome.brief or outcome.title
 

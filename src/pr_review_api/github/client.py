@@ -193,7 +193,7 @@ class GitHubClient(ApiClient):
         return parse_metadata(response.body, ref)
 
     async def login(self) -> str:
-        """The publishing identity (CONTRACT 10): `<slug>[bot]`, the token's login, or
+        """The publishing identity (specification §10): `<slug>[bot]`, the token's login, or
         `github-actions[bot]` for a workflow token, which may not read `/user`."""
         if self._login is None:
             login = await self.credentials.app_login()

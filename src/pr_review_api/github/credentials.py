@@ -11,7 +11,7 @@ identity follow from them, so no caller below the job passes an installation id.
   A personal or workflow token is fixed; an App installation's (`InstallationCredentials`) is
   minted and cached by the process's `AppCredentials` until shortly before it expires.
 - `app_login()`: the App's bot login, `<slug>[bot]`, which is the publishing identity whose
-  markers count (CONTRACT section 10); None for a plain token, whose identity the client asks
+  markers count (specification §10); None for a plain token, whose identity the client asks
   `GET /user` for.
 
 Tokens are `SecretStr` until the one line that builds a header, and reach only

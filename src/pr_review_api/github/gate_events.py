@@ -1,4 +1,4 @@
-"""What a GitHub delivery asks of the merge gate (CONTRACT 16), read from its payload alone.
+"""What a GitHub delivery asks of the merge gate (specification §16), read from its payload alone.
 
 Two kinds of delivery run a review again without a new head:
 

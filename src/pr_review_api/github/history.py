@@ -1,5 +1,5 @@
 """What our own earlier posts on a pull request say: markers by the publishing identity, and
-the files changed since our last reviewed head for a re-review's first message (CONTRACT 10).
+the files changed since our last reviewed head for a re-review's first message (specification §10).
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ async def re_review(
     git_dir: Path,
     head_sha: str,
 ) -> ReReview | None:
-    """What the first user message of a re-review names (CONTRACT 10), or None.
+    """What the first user message of a re-review names (specification §10), or None.
 
     None when we never reviewed this pull request, when our last reviewed head is this one or
     not an ancestor of it (a force-push), when its commit is not in the cache, or when GitHub

@@ -1,4 +1,4 @@
-"""GitHub's pull-request document (CONTRACT 3), validated before anything reaches git.
+"""GitHub's pull-request document (specification §3), validated before anything reaches git.
 
 The SHAs must be full lower-case hex, the base branch a name `git check-ref-format --branch`
 accepts (and no option), the number the one asked for; the title and body are cut to

@@ -1,4 +1,4 @@
-"""Whether a review may be published at all, asked before the model is (CONTRACT 10, 15).
+"""Whether a review may be published at all, asked before the model is (specification §§10, 15).
 
 A `--post` (or a published job) that cannot publish must not pay for a review first: no token
 at all is a configuration error; a token GitHub refuses (`GET /user` answers 401), or a

@@ -1,4 +1,4 @@
-"""Publishing a validated review on its pull request (CONTRACT section 10): GitHub's steps of
+"""Publishing a validated review on its pull request (specification §10): GitHub's steps of
 the one publication driver (`publishing/driver.py`).
 
 1. In the service, its ledger (`ledger.py`) of this head answers first. Then read our
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import Repository
+from pr_review_api.github.comments import Repository
 from pr_review_api.github.history import GITHUB_PUBLISH, MAX_LIST_PAGES, PostWire, prior_state
 from pr_review_api.github.layout import render_review_body, render_short_body
 from pr_review_api.github.review_requests import post_review, send_review
@@ -70,7 +70,7 @@ async def publish(  # noqa: PLR0913  (what one publication needs: the review, wh
 ) -> Publication:
     """Publish `result` on the pull request; never raises for a GitHub failure.
 
-    A finding whose fingerprint the repository dismissed (`dismissed`, CONTRACT 15) is not
+    A finding whose fingerprint the repository dismissed (`dismissed`, specification §15) is not
     posted; `suppressed` counts them.
 
     With a `ledger` (the service), its record of this head answers first, and a publication
@@ -87,6 +87,7 @@ class _GitHubSteps(ForgeSteps):
     comments (the first in full, a later head's short), and our first review rewritten."""
 
     errors = (GitHubUnavailable,)
+    failed_code = "github_publish_failed"
     too_many_posts = (
         f"The pull request has more reviews than the {MAX_LIST_PAGES} pages read; nothing "
         "was published, so that no head is reviewed twice."

@@ -1,4 +1,4 @@
-"""Fixed findings' threads resolved (CONTRACT 15, issue 25 item 5).
+"""Fixed findings' threads resolved (specification §15).
 
 When a new head is reviewed and published, each unresolved review thread of ours (its first
 comment ours, with a finding's marker) is resolved with GraphQL `resolveReviewThread` when
@@ -19,7 +19,7 @@ from pathlib import Path
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.git.line_changes import line_changed
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import Repository, ReviewComment, review_comments
+from pr_review_api.github.comments import Repository, ReviewComment, review_comments
 from pr_review_api.github.threads import graphql, review_threads
 from pr_review_api.model import Finding
 from pr_review_api.output.inert_markdown import escape_inline

@@ -1,4 +1,4 @@
-"""The requests that publish a review on a pull request (CONTRACT 10): create one, or edit the
+"""The requests that publish a review on a pull request (specification §10): create one, or edit the
 body of one of ours.
 
 `POST /repos/{o}/{r}/pulls/{n}/reviews` with `event: COMMENT`, `commit_id` the head, the body
@@ -96,7 +96,7 @@ def _payload(result: ReviewResult, placement: Placement, render: Render) -> dict
 
 
 def _comment(placed: Placed) -> dict[str, Any]:
-    """An inline comment; a committable suggestion's spans its lines (CONTRACT 14)."""
+    """An inline comment; a committable suggestion's spans its lines (specification §14)."""
     comment: dict[str, Any] = {"path": placed.finding.path}
     if placed.start_line is not None:
         comment |= {"start_line": placed.start_line, "start_side": "RIGHT"}

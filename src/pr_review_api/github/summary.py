@@ -1,4 +1,5 @@
-"""Our first review on a pull request: the one place its summary is kept current (issue 25).
+"""Our first review on a pull request: the one place its summary is kept current
+(specification §10).
 
 The first review we publish on a pull request is the full one (publishing/layout.py). A later
 head posts no second full review: its new findings go in a short review

@@ -1,4 +1,4 @@
-"""Our review threads on a pull request, and the findings they stand for (CONTRACT 10, 15).
+"""Our review threads on a pull request, and the findings they stand for (specification §§10, 15).
 
 GitHub's GraphQL `reviewThreads` says which threads are resolved and which comments each holds
 (the REST API says neither). A finding stands for the same thing as one of our threads when its
@@ -19,7 +19,7 @@ from typing import Any
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.github.conversation import Repository
+from pr_review_api.github.comments import Repository
 from pr_review_api.model import Finding
 from pr_review_api.output.inert_markdown import escape_inline
 from pr_review_api.publishing.markers import Post

@@ -1,4 +1,4 @@
-"""Pull-request URLs (CONTRACT section 3) and the API URLs built from them.
+"""Pull-request URLs (specification §3) and the API URLs built from them.
 
 `parse_pull_request_url` accepts only `{GITHUB_SERVER_URL}/{owner}/{repo}/pull/{number}`, with
 an optional trailing slash, `/files`, `/commits` or `/checks` suffix, query and fragment, and

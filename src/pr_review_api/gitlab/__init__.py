@@ -1,1 +1,1 @@
-"""GitLab merge requests (CONTRACT section 17): URLs, the REST v4 client, checkout, publishing."""
+"""GitLab merge requests (specification §17): URLs, the REST v4 client, checkout, publishing."""

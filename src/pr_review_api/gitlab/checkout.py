@@ -1,4 +1,4 @@
-"""A merge request's two commits, fetched into the shared repository cache (CONTRACT 17).
+"""A merge request's two commits, fetched into the shared repository cache (specification §17).
 
 `open_merge_request` is the GitLab twin of github/checkout.py's `open_pull_request`: parse the
 URL, read the metadata (gitlab/metadata.py), then fetch `refs/merge-requests/<iid>/head` and the
@@ -19,7 +19,7 @@ from typing import Final
 from pydantic import SecretStr
 
 from pr_review_api.errors import GitLabUnavailable
-from pr_review_api.fetch.cache import PreparedPullRequest, RepositoryCache, pinned_change
+from pr_review_api.fetch.cache import PreparedChange, RepositoryCache, pinned_change
 from pr_review_api.fetch.remote import ForgeWords, Remote
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.git_http import fetch_config
@@ -49,7 +49,7 @@ def merge_request_remote(
 @asynccontextmanager
 async def open_merge_request(
     url: str, settings: Settings, gitlab: GitLabClient | None = None
-) -> AsyncIterator[PreparedPullRequest]:
+) -> AsyncIterator[PreparedChange]:
     """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit.
 
     `gitlab` is the API client of the review's identity (None: a short-lived one with

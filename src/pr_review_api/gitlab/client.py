@@ -1,4 +1,5 @@
-"""The GitLab REST v4 client of a process (CONTRACT 17): one pooled connection, the token, caps.
+"""The GitLab REST v4 client of a process (specification §17): one pooled connection, the token,
+caps.
 
 `GitLabClient` is the shared pooled client (`http/api_client.py`: one long-lived
 `httpx.AsyncClient`, no proxy, netrc or CA settings from the environment, certifi's CA bundle,

@@ -1,4 +1,4 @@
-"""Our findings' discussions on a merge request, as GitLab lists them (CONTRACT 15, 17).
+"""Our findings' discussions on a merge request, as GitLab lists them (specification §§15, 17).
 
 `GET .../merge_requests/:iid/discussions` lists every discussion, oldest first, each with its
 notes (standalone notes are `individual_note` discussions of one note). One of our findings'
@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import DiscussionNote
+from pr_review_api.gitlab.comments import DiscussionNote
 from pr_review_api.gitlab.hooks import DISCUSSION_ID
 from pr_review_api.gitlab.urls import MergeRequestRef
 

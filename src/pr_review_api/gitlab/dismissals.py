@@ -1,4 +1,4 @@
-"""Findings dismissed on a merge request itself (CONTRACT 15 on GitLab, section 17).
+"""Findings dismissed on a merge request itself (specification §15 on GitLab, section 17).
 
 GitLab's counterpart of GitHub's `-1` reaction is a `thumbsdown` award emoji on the first note
 of one of our findings' discussions (gitlab/discussions.py). GitLab sends no webhook for an
@@ -9,7 +9,7 @@ budget of one review), at most `AWARD_READ_CONCURRENCY` at a time. A note whose 
 does not give is read again at the next review.
 
 An award counts when its user is not us, not a bot (gitlab/hooks.py's rule), and has Developer
-(30) or higher access to the project (`AccessLevels`, gitlab/conversation.py: the same check,
+(30) or higher access to the project (`AccessLevels`, gitlab/comments.py: the same check,
 and cache, as an `ignore` reply's). In the service, each one is stored in the project's
 dismissals (forge/gitlab.py); outside it (the CLI, a GitLab CI job: no database),
 `dismissed_on_merge_request` also reads the `ignore` replies in our discussions, and the
@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import AccessLevels
+from pr_review_api.gitlab.comments import AccessLevels
 from pr_review_api.gitlab.discussions import FindingDiscussion, finding_discussions
 from pr_review_api.gitlab.hooks import is_bot
 from pr_review_api.gitlab.urls import MergeRequestRef
@@ -113,7 +113,7 @@ async def dismissed_on_merge_request(
 ) -> set[str]:
     """Outside service mode, the fingerprints dismissed on this merge request itself: an
     `ignore` reply, or a `thumbsdown` on the first note, by a Developer (or higher) in one of
-    our findings' discussions (CONTRACT 15)."""
+    our findings' discussions (specification §15)."""
     username = await gitlab.username()
     discussions = await finding_discussions(gitlab, ref)
     found: set[str] = set()

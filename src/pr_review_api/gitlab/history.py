@@ -1,5 +1,5 @@
-"""What our own earlier notes on a merge request say (CONTRACT 10, 17), and the fixed sentences
-a GitLab publication fails with.
+"""What our own earlier notes on a merge request say (specification §§10, 17), and the fixed
+sentences a GitLab publication fails with.
 
 GitLab lists every note of a merge request in one listing (`GET .../notes`): our review notes
 and the first notes of our discussions alike, newest first. Markers count only in notes whose

@@ -1,15 +1,15 @@
-"""What a GitLab webhook delivery asks for (CONTRACT 17), read from its payload alone.
+"""What a GitLab webhook delivery asks for (specification §17), read from its payload alone.
 
 Two hooks matter, each read here into a neutral value, never trusted further than that:
 
     Merge Request Hook  `open`, `reopen`, or an `update` that moved the head (GitLab sends
                         `object_attributes.oldrev` only when commits were pushed), took the
                         merge request out of draft, or changed what the skip rules read
-                        (`changes.title`, `changes.labels`, `changes.target_branch`: CONTRACT
-                        16, the rules evaluated again on the same head); a draft (`draft`, or
+                        (`changes.title`, `changes.labels`, `changes.target_branch`: specification
+                        §16, the rules evaluated again on the same head); a draft (`draft`, or
                         the older `work_in_progress`) or a merge request that is not open asks
                         for nothing
-    Note Hook           a note created by a person on a merge request (a command, CONTRACT 15)
+    Note Hook           a note created by a person on a merge request (a command, specification §15)
 
 The merge request is named by OUR `GITLAB_SERVER_URL`, the payload's `project.path_with_namespace`
 (each segment checked against GitLab's path rules first, so no `..`, `?`, `#` or
@@ -38,7 +38,7 @@ from pr_review_api.settings import Settings
 MERGE_REQUEST_HOOK = "Merge Request Hook"
 NOTE_HOOK = "Note Hook"
 OPENING_ACTIONS = frozenset({"open", "reopen"})
-# What an `update` without a new head may change that the skip rules read (CONTRACT 16).
+# What an `update` without a new head may change that the skip rules read (specification §16).
 SKIP_INPUT_CHANGES = ("title", "labels", "target_branch")
 # GitLab's own length limit of a note is 1,000,000 characters; a command is its first words.
 MAX_NOTE_CHARS = 65_536

@@ -1,4 +1,4 @@
-"""An issue a merge request's description closes (CONTRACT 21), read from GitLab's REST API:
+"""An issue a merge request's description closes (specification §21), read from GitLab's REST API:
 `GET /projects/:id/issues/:iid` (the project's path URL-encoded as its id). A refusal (404,
 403) or any failure of the host is an issue that could not be read, never the review's error.
 """

@@ -1,4 +1,4 @@
-"""Model text as GitLab Markdown that renders as itself and does nothing (CONTRACT 10, 17).
+"""Model text as GitLab Markdown that renders as itself and does nothing (specification §§10, 17).
 
 GitLab renders more than GitHub does, and part of it after Markdown, on the rendered text (its
 reference filters), where a backslash escape has already been consumed. So every piece of

@@ -1,4 +1,4 @@
-"""The merge request's metadata document (CONTRACT 17), validated before anything reaches git.
+"""The merge request's metadata document (specification §17), validated before anything reaches git.
 
 `GET /projects/:id/merge_requests/:iid` names the two commits a review is pinned to in its
 `diff_refs`: `start_sha` (the target branch's tip the diff was made against) is our base,

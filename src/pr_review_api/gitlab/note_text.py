@@ -1,4 +1,4 @@
-"""The note and discussion texts posted on a merge request (CONTRACT 10, 14, 17).
+"""The note and discussion texts posted on a merge request (specification §§10, 14, 17).
 
 The note holds what GitHub's review body holds, laid out by the same code
 (publishing/layout.py) with GitLab's `Layout`: the summary, the counts by severity, the

@@ -1,5 +1,5 @@
-"""Whether a review may be published on a merge request, asked before the model is (CONTRACT
-10, 17), as github/preflight.py asks it of GitHub.
+"""Whether a review may be published on a merge request, asked before the model is (specification
+§§10, 17), as github/preflight.py asks it of GitHub.
 
 No token at all is a configuration error. A token GitLab refuses (`GET /user` answers 401), or
 one without the scope to read the user (403: a token with the `api` scope, which posting notes
@@ -8,7 +8,7 @@ needs, may always read it) cannot publish: a publication failure, before any rev
 
 from __future__ import annotations
 
-from pr_review_api.errors import ConfigurationError, PublishNotPossible
+from pr_review_api.errors import ConfigurationError, GitLabPublishNotPossible
 from pr_review_api.gitlab.client import GitLabClient
 
 NEEDS_CREDENTIALS = (
@@ -24,12 +24,12 @@ MAX_USER_BYTES = 256 * 1024
 
 
 async def ensure_can_publish(gitlab: GitLabClient) -> None:
-    """Raise `ConfigurationError` (no token) or `PublishNotPossible` (refused) before any
+    """Raise `ConfigurationError` (no token) or `GitLabPublishNotPossible` (refused) before any
     provider request; return when publishing may work (GitLab decides at the end)."""
     if gitlab.anonymous:
         raise ConfigurationError(NEEDS_CREDENTIALS)
     user = await gitlab.request("GET", gitlab.api_url("/user"), limit=MAX_USER_BYTES)
     if user.status == 401:
-        raise PublishNotPossible(REFUSED)
+        raise GitLabPublishNotPossible(REFUSED)
     if user.status == 403:
-        raise PublishNotPossible(NO_SCOPE)
+        raise GitLabPublishNotPossible(NO_SCOPE)

@@ -1,5 +1,5 @@
-"""Publishing a validated review on its merge request (CONTRACT 10, 14, 17): GitLab's steps of
-the one publication driver (`publishing/driver.py`).
+"""Publishing a validated review on its merge request (specification §§10, 14, 17): GitLab's steps
+of the one publication driver (`publishing/driver.py`).
 
 GitLab has no review object that carries a body and inline comments in one request, so a
 publication is one discussion per inline finding, then one note:
@@ -22,8 +22,8 @@ publication is one discussion per inline finding, then one note:
    already in discussions are skipped by their markers).
 
 A GitLab rate limit (429) is waited out within the deadline. Failures end `failed` with a
-fixed sentence (`github_publish_failed`, the code CONTRACT 10 gives every forge); the review
-itself is returned whatever happens here.
+fixed sentence (`gitlab_publish_failed`: GitLab's own code, as GitHub's is
+`github_publish_failed`); the review itself is returned whatever happens here.
 """
 
 from __future__ import annotations
@@ -128,6 +128,7 @@ class _GitLabSteps(ForgeSteps):
     and the note last."""
 
     errors = (ReviewError,)  # GitLabUnavailable, PullRequestNotFound: fixed sentences
+    failed_code = "gitlab_publish_failed"
     too_many_posts = (
         f"The merge request has more notes than the {MAX_LIST_PAGES} pages read; nothing "
         "was published, so that no head is reviewed twice."

@@ -1,4 +1,5 @@
-"""Fixed findings' discussions resolved on a merge request (CONTRACT 15 on GitLab, section 17).
+"""Fixed findings' discussions resolved on a merge request (specification §15 on GitLab, section
+17).
 
 When a new head is reviewed and published, each unresolved, resolvable discussion of one of our
 findings (gitlab/discussions.py) is resolved
@@ -28,7 +29,7 @@ from pydantic import ValidationError
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound
 from pr_review_api.git.line_changes import line_changed
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import DiscussionNote
+from pr_review_api.gitlab.comments import DiscussionNote
 from pr_review_api.gitlab.discussions import (
     DiscussionWire,
     FindingDiscussion,

@@ -1,5 +1,5 @@
 """The merge gate on a GitLab merge request: a commit status `pr-review` on the head
-(CONTRACT 16, 17).
+(specification §§16, 17).
 
 `StatusReporter` is forge/gate.py's `GateReporter` on GitLab: `POST /projects/:id/statuses/:sha`
 with `name` `pr-review`, a `state`, a `description` and, when our note's page is known, a
@@ -9,7 +9,7 @@ base stopped it) is `success` with a description that starts "Neutral" and says 
 `skipped` state would block a merge request whose project requires "Pipelines must succeed"
 (unless it also allows skipped pipelines), and a review that did not run says nothing against
 the change. With `fail_on` set, a review without a validated final review, or a skip by the
-title or labels, is `failed` (the gate fails closed: CONTRACT 16), its description saying why.
+title or labels, is `failed` (the gate fails closed: specification §16), its description saying why.
 
 The description is one line of ours (output/gate_outcome.py's `brief`: counts by severity,
 coverage as numbers, or why the gate is neutral), never model text, cut to GitLab's 255
@@ -25,26 +25,20 @@ characters. GitLab's answers, none of which fails the review:
 
 from __future__ import annotations
 
-import logging
-import re
 from typing import Any
 
-from pr_review_api.errors import GitLabUnavailable
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.jsonutil import loads_strict
 from pr_review_api.output.gate_outcome import CheckOutcome, Conclusion
-
-logger = logging.getLogger(__name__)
+from pr_review_api.publishing.commit_status import CommitStatus, StatusWords, one_line
 
 STATUS_NAME = "pr-review"
 MAX_DESCRIPTION_CHARS = 255  # what GitLab keeps of a status's description
 MAX_TARGET_URL_CHARS = 255  # GitLab refuses a longer target_url
-MAX_STATUS_RESPONSE_BYTES = 64 * 1024
-NO_ACCESS = (401, 403, 404)
 RUNNING_DESCRIPTION = "pr-review is reviewing this head."
 # A neutral outcome is `success`: `skipped` would block "Pipelines must succeed" (module doc).
-# The gate failing closed (`timed_out`, `action_required`: CONTRACT 16) is `failed`, the
+# The gate failing closed (`timed_out`, `action_required`: specification §16) is `failed`, the
 # description (the outcome's brief) saying which.
 STATE: dict[Conclusion, str] = {
     "success": "success",
@@ -53,17 +47,16 @@ STATE: dict[Conclusion, str] = {
     "timed_out": "failed",
     "action_required": "failed",
 }
+GITLAB_STATUS = StatusWords(
+    "GitLab", "a token without the Developer role, or a head the project does not hold"
+)
 _SAME_STATE = "Cannot transition status via"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def description_text(text: str) -> str:
     """`text` on one line, without controls, cut to GitLab's 255 characters (an ellipsis
     marks the cut)."""
-    line = " ".join(_CONTROL.sub(" ", text).split())
-    if len(line) <= MAX_DESCRIPTION_CHARS:
-        return line
-    return line[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
+    return one_line(text, MAX_DESCRIPTION_CHARS)
 
 
 def status_payload(state: str, description: str, target_url: str | None) -> dict[str, Any]:
@@ -78,8 +71,10 @@ def status_payload(state: str, description: str, target_url: str | None) -> dict
     return payload
 
 
-def _same_state(body: bytes) -> bool:
-    """Whether a 400's body is GitLab's refusal to post a state the status already has."""
+def _same_state(status: int, body: bytes) -> bool:
+    """Whether an answer is GitLab's 400 refusing to post a state the status already has."""
+    if status != 400:
+        return False
     try:
         document = loads_strict(body)
     except ValueError:
@@ -92,40 +87,14 @@ class StatusReporter:
     """The `pr-review` commit status on one head of a merge request (see the module doc)."""
 
     def __init__(self, gitlab: GitLabClient, ref: MergeRequestRef, head_sha: str) -> None:
-        self.gitlab = gitlab
-        self.url = ref.project_api_url(gitlab.settings, f"/statuses/{head_sha}")
-        self.refused = False  # GitLab said no to this token: the gate is given up
+        url = ref.project_api_url(gitlab.settings, f"/statuses/{head_sha}")
+        self.status = CommitStatus(gitlab, url, GITLAB_STATUS, _same_state)
 
     async def start(self) -> None:
         """The status `running`."""
-        await self._post("running", RUNNING_DESCRIPTION, None)
+        await self.status.post(status_payload("running", RUNNING_DESCRIPTION, None))
 
     async def complete(self, outcome: CheckOutcome, review_url: str | None = None) -> None:
         """The status of `outcome`, linking our note when known."""
-        await self._post(STATE[outcome.conclusion], outcome.brief or outcome.title, review_url)
-
-    async def _post(self, state: str, description: str, target_url: str | None) -> None:
-        if self.refused:
-            return
-        payload = status_payload(state, description, target_url)
-        try:
-            response = await self.gitlab.request(
-                "POST", self.url, json=payload, limit=MAX_STATUS_RESPONSE_BYTES
-            )
-        except GitLabUnavailable as exc:
-            logger.info("the commit status could not be sent: %s", exc.message)
-            return
-        status = response.status
-        if 200 <= status < 300:
-            return
-        if status in NO_ACCESS:
-            self.refused = True
-            logger.info(
-                "GitLab refused the commit status (status %d: a token without the Developer "
-                "role, or a head the project does not hold); the merge gate is not set",
-                status,
-            )
-        elif status == 400 and _same_state(response.body):
-            logger.debug("the commit status was already %s", state)
-        else:
-            logger.info("GitLab refused the commit status (status %d)", status)
+        description = outcome.brief or outcome.title
+        await self.status.post(status_payload(STATE[outcome.conclusion], description, review_url))

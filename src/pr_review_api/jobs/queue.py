@@ -1,4 +1,4 @@
-"""Durable review jobs on procrastinate over PostgreSQL (CONTRACT section 11).
+"""Durable review jobs on procrastinate over PostgreSQL (specification §11).
 
 One procrastinate task, `review_pull_request(job_id)`, runs one record of `review_jobs`. Every
 job of a pull request is deferred with that pull request's key as both locks:
@@ -23,7 +23,7 @@ records always agree on which job waits:
 A review is never published twice for one head: the default runner records every publication
 in `published_heads` (jobs/published_heads.py) as GitHub accepts it, and a later job of that
 head answers `already_published` from it before asking the model; the markers on GitHub
-(CONTRACT section 10) stand behind it.
+(specification §10) stand behind it.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ from pr_review_api.errors import (
     ServerBusy,
 )
 from pr_review_api.forge.clients import JobIdentities
-from pr_review_api.jobs import records, recovery
-from pr_review_api.jobs.conversation import ConversationJobs
+from pr_review_api.jobs import affinity, records, recovery
+from pr_review_api.jobs.comments import CommentJobs
 from pr_review_api.jobs.dismissals import DatabaseDismissals
 from pr_review_api.jobs.fairness import FairJobManager
 from pr_review_api.jobs.learnings import DatabaseLearnings
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TASK_NAME = "pr_review.review_pull_request"
-QUEUE_NAME = "reviews"
+QUEUE_NAME = affinity.SHARED_QUEUE  # each worker host also has its own (jobs/affinity.py)
 # A forge's outage (any forge's) passes: the job is tried again later.
 RETRYABLE_ERRORS = (
     OpenCodeRateLimited,
@@ -82,12 +82,12 @@ RETRYABLE_ERRORS = (
 WORKER_RESTART_SECONDS = 1.0
 DATABASE_DOWN = "The job database is not available; try again shortly."
 
-ConversationRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
-"""Runs one command job of a comment (jobs/conversation.py) -> its result document."""
+CommentRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
+"""Runs one command job of a comment (jobs/comments.py) -> its result document."""
 ReviewRunner = Callable[[JobRecord, Settings], Awaitable[dict[str, Any]]]
-"""Runs one job's review from its record -> the review document (CONTRACT 5): its change's
+"""Runs one job's review from its record -> the review document (specification §5): its change's
 URL, whether it publishes, who it is (the installation id), and whether it is automatic (a
-webhook's job honours the base's skip rules, CONTRACT 16; jobs/runner.py's `ReviewOptions`).
+webhook's job honours the base's skip rules, specification §16; jobs/runner.py's `job_options`).
 Raises `ReviewError` for a review that ended without one. The runner decides who it is on the
 forge from the installation id (forge/clients.py, with the queue's `identities`); the settings
 are the queue's own."""
@@ -108,6 +108,8 @@ class QueueTuning:
     stalled_after: float = 15.0
     stalled_check_interval: float = 5.0
     retry_base_seconds: float = 2.0
+    # A job waiting in another worker host's queue this long may run here (jobs/affinity.py).
+    spill_after: float = affinity.SPILL_AFTER_SECONDS
 
 
 class JobQueue:
@@ -145,12 +147,12 @@ class JobQueue:
                 self.identities, ledger, metrics, dismissals, self.permissions, learnings
             )
         self.runner: ReviewRunner = runner
-        # Command jobs of comments (CONTRACT 15); reviews forced by `review` go through the
+        # Command jobs of comments (specification §15); reviews forced by `review` go through the
         # default reviewer (a queue given its own runner still runs them with it).
         reviewer = self._own_runner or JobReviewer(
             self.identities, None, metrics, permissions=self.permissions
         )
-        self.conversation: ConversationRunner = ConversationJobs(
+        self.comments: CommentRunner = CommentJobs(
             lambda: self.connector.pool.connection(),  # noqa: PLW0108
             self.identities,
             reviewer,
@@ -158,8 +160,12 @@ class JobQueue:
         self.app = procrastinate.App(connector=self.connector)
         # Workers fetch through it: the next job is a fair turn between tenants.
         self.app.job_manager = FairJobManager(
-            self.connector, tenant_cap=settings.pr_review_installation_max_running
+            self.connector,
+            tenant_cap=settings.pr_review_installation_max_running,
+            spill_after=self.tuning.spill_after,
         )
+        # This worker process on its host (jobs/affinity.py): its heartbeat row's key.
+        self.host, self.process = settings.pr_review_worker_host, uuid.uuid4()
         self.task = self.app.task(name=TASK_NAME, queue=QUEUE_NAME, pass_context=True)(
             self._run_job
         )
@@ -277,7 +283,9 @@ class JobQueue:
     ) -> int:
         """`queueing` False (a command job): not counted as the pull request's one waiting
         review; it still never runs beside another job of the pull request."""
-        options: dict[str, Any] = {"lock": key, "connection": connection}
+        # The queue of the host whose cache holds the repository (or the shared one).
+        queue = await affinity.queue_for(connection, key, self.tuning.stalled_after)
+        options: dict[str, Any] = {"lock": key, "connection": connection, "queue": queue}
         if queueing:
             options["queueing_lock"] = key
         if schedule_in is not None and schedule_in > 0:
@@ -311,7 +319,9 @@ class JobQueue:
         signals = (signal.SIGINT, signal.SIGTERM) if install_signal_handlers else ()
         for number in signals:
             loop.add_signal_handler(number, stopping.set)
-        recovery = asyncio.create_task(self._recover_stalled_forever())
+        # Recovery sweeps, and this process's heartbeat on its host (jobs/affinity.py).
+        sweeping = asyncio.create_task(recovery.recover_forever(self, self.tuning))
+        beating = asyncio.create_task(affinity.keep_alive(self, concurrency))
         run: asyncio.Task[None] | None = None
         try:
             while not stopping.is_set():
@@ -334,15 +344,16 @@ class JobQueue:
                 await asyncio.gather(run, return_exceptions=True)
             for number in signals:
                 loop.remove_signal_handler(number)
-            recovery.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await recovery
+            for task in (sweeping, beating):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if self._own_runner is not None:
                 self._own_runner.close()
 
     async def _run_worker_once(self, concurrency: int) -> None:
         await self.app.run_worker_async(
-            queues=[QUEUE_NAME],
+            queues=[QUEUE_NAME, affinity.host_queue(self.host)],
             concurrency=concurrency,
             wait=True,
             install_signal_handlers=False,
@@ -351,15 +362,6 @@ class JobQueue:
             stalled_worker_timeout=self.tuning.stalled_after,
             shutdown_graceful_timeout=self.settings.review_timeout_seconds + 10,
         )
-
-    async def _recover_stalled_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.tuning.stalled_check_interval)
-            try:
-                await self.recover_stalled()
-                await self.recover_orphans()
-            except Exception as exc:  # the database restarting, say: try again next time
-                logger.warning("stalled-job check failed: %s", type(exc).__name__)
 
     async def recover_stalled(self) -> int:
         """Put jobs of workers that stopped sending heartbeats back in the queue."""
@@ -389,8 +391,8 @@ class JobQueue:
             return
         try:
             settings = self.settings
-            if record.command is not None:  # a command in a comment (CONTRACT 15)
-                document = await self.conversation(record, settings)
+            if record.command is not None:  # a command in a comment (specification §15)
+                document = await self.comments(record, settings)
             else:
                 document = await self.runner(record, settings)
         except ReviewError as exc:
@@ -418,7 +420,7 @@ class JobQueue:
             if record.queue_job_id != queue_job_id:
                 return None  # a stale queue job: the record moved on to another
             # The fetch already kept the tenant under its cap (jobs.fairness).
-            await records.mark_running(connection, record.id)
+            await records.mark_running(connection, record.id, host=self.host)
             return await records.fetch(connection, record.id)
 
     async def _finish(

@@ -47,7 +47,7 @@ class JobRecord:
     started_at: datetime | None
     finished_at: datetime | None
     result: dict[str, Any] | None
-    # The review conversation (CONTRACT 15): `review` (also a pull request's own review),
+    # The comment commands (specification §15): `review` (also a pull request's own review),
     # `answer`, `dismiss`, `help`; `command` is what the comment asked (jobs/commands.py).
     kind: JobKind = "review"
     command: dict[str, Any] | None = None
@@ -59,7 +59,7 @@ class JobRecord:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
     def document(self) -> dict[str, Any]:
-        """`GET /v1/review-jobs/{id}` (CONTRACT 11)."""
+        """`GET /v1/review-jobs/{id}` (specification §11)."""
         return {
             "job_id": str(self.id),
             "status": self.status,
@@ -245,7 +245,8 @@ async def set_queue_job(
     connection: AsyncConnection[Any], job_id: uuid.UUID, queue_job_id: int
 ) -> None:
     await connection.execute(
-        "UPDATE review_jobs SET queue_job_id = %s, status = 'queued' WHERE id = %s",
+        "UPDATE review_jobs SET queue_job_id = %s, status = 'queued', queued_at = now() "
+        "WHERE id = %s",
         (queue_job_id, job_id),
     )
 
@@ -260,11 +261,14 @@ async def supersede(
     )
 
 
-async def mark_running(connection: AsyncConnection[Any], job_id: uuid.UUID) -> None:
+async def mark_running(
+    connection: AsyncConnection[Any], job_id: uuid.UUID, *, host: str | None = None
+) -> None:
+    """`host`: the worker host that runs it (jobs/affinity.py)."""
     await connection.execute(
         "UPDATE review_jobs SET status = 'running', attempts = attempts + 1, "
-        "started_at = coalesce(started_at, now()) WHERE id = %s",
-        (job_id,),
+        "started_at = coalesce(started_at, now()), worker_host = %s WHERE id = %s",
+        (host, job_id),
     )
 
 
@@ -277,7 +281,7 @@ async def finish(
     spent: RunRecord | None = None,
 ) -> None:
     """Store the outcome: the document and the figures an operator sums up. An error's
-    document has no usage (CONTRACT 5): `spent` gives what its review spent (issue 40)."""
+    document has no usage (specification §5): `spent` gives what its review spent."""
     review = document.get("review")
     usage = document.get("usage") if isinstance(document.get("usage"), dict) else {}
     rounds, tool_calls = document.get("rounds"), document.get("tool_calls")

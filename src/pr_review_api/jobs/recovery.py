@@ -1,4 +1,4 @@
-"""Recovering jobs that lost their worker or their queue job (CONTRACT 11: no job is lost).
+"""Recovering jobs that lost their worker or their queue job (specification §11: no job is lost).
 
 Any live worker runs these every few seconds (`JobQueue.run_worker`). Each recovery happens in
 one transaction that first takes the pull request's advisory lock, as enqueueing does, so the
@@ -7,6 +7,7 @@ queue and the records keep agreeing on which job waits.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import uuid
@@ -19,7 +20,7 @@ from procrastinate import sql as queue_sql
 from psycopg import AsyncConnection
 
 from pr_review_api.errors import OpenCodeRateLimited, ReviewError
-from pr_review_api.jobs import records
+from pr_review_api.jobs import affinity, records
 from pr_review_api.jobs.records import FINAL_STATUSES, JobRecord
 from pr_review_api.settings import Settings
 
@@ -59,11 +60,33 @@ class Queue(Protocol):
     ) -> int: ...
 
 
+class Tuning(Protocol):
+    """The timings recovery reads (`jobs.queue.QueueTuning`)."""
+
+    stalled_after: float
+    stalled_check_interval: float
+
+
+async def recover_forever(queue: Queue, tuning: Tuning) -> None:
+    """Every few seconds, in any live worker: the jobs of stalled workers, the records that
+    lost their queue job, and the jobs waiting on a dead host's queue (jobs/affinity.py)."""
+    while True:
+        await asyncio.sleep(tuning.stalled_check_interval)
+        try:
+            await recover_stalled(queue, tuning.stalled_after)
+            await recover_orphans(queue)
+            async with queue.transaction() as connection:
+                await affinity.rehome(connection, tuning.stalled_after)
+        except Exception as exc:  # the database restarting, say: try again next time
+            logger.warning("stalled-job check failed: %s", type(exc).__name__)
+
+
 async def recover_stalled(queue: Queue, stalled_after: float) -> int:
     """Put jobs of workers that sent no heartbeat for `stalled_after` seconds back in the
     queue."""
+    # Every queue: the shared one and each worker host's (jobs/affinity.py).
     stalled = await queue.app.job_manager.get_stalled_jobs(
-        queue=queue.task.queue,
+        queue=None,
         task_name=queue.task.name,
         seconds_since_heartbeat=stalled_after,
     )

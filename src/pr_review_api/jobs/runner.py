@@ -1,4 +1,4 @@
-"""The review a worker runs for one job: `run_review`, published when asked (CONTRACT 10/11).
+"""The review a worker runs for one job: `run_review`, published when asked (specification §§10/11).
 
 A worker process keeps one `RepositoryStore` (indexes, `cat-file` readers, search text, git
 threads) for every job it runs, so the second job of a repository starts warm. Each job's
@@ -10,7 +10,7 @@ the repository's dismissed findings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pr_review_api.forge.clients import JobIdentities
@@ -18,8 +18,8 @@ from pr_review_api.forge.select import job_clients
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.jobs.records import JobRecord
 from pr_review_api.ledger import DismissedFindings, Learnings, PublishLedger
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import PullRequestTarget, repository_store
+from pr_review_api.loop.run import PLAIN, ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget, repository_store
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.settings import Settings
 
@@ -27,22 +27,15 @@ if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
 
 
-@dataclass(frozen=True)
-class ReviewOptions:
-    """How a job's review runs, read from its record in this one place: `post` publishes it;
-    `automatic` (a webhook's job) honours the base's skip rules (CONTRACT 16); `force` (the
-    `review` command in a comment, CONTRACT 15) publishes past a head already published,
+def job_options(record: JobRecord, shared: ReviewOptions = PLAIN) -> ReviewOptions:
+    """How a job's review runs (`shared`: what the worker lends every review), read from its
+    record in this one place: `post` publishes it;
+    `automatic` (a webhook's job) honours the base's skip rules (specification §16); `force` (the
+    `review` command in a comment, specification §15) publishes past a head already published,
     and is never automatic."""
-
-    post: bool
-    automatic: bool
-    force: bool
-
-    @classmethod
-    def of(cls, record: JobRecord) -> ReviewOptions:
-        if record.command is not None:  # the `review` command in a comment
-            return cls(post=True, automatic=False, force=True)
-        return cls(post=record.post, automatic=record.source == "webhook", force=False)
+    if record.command is not None:  # the `review` command in a comment
+        return replace(shared, post=True, automatic=False, force=True)
+    return replace(shared, post=record.post, automatic=record.source == "webhook", force=False)
 
 
 class JobReviewer:
@@ -58,13 +51,15 @@ class JobReviewer:
         learnings: Learnings | None = None,
     ) -> None:
         """`permissions`: the holder's answers of who may write (its own when not given);
-        `learnings`: the repositories' learnings, given to every review (CONTRACT 20)."""
-        self._learnings = learnings
+        `learnings`: the repositories' learnings, given to every review (specification §20)."""
         self._identities = identities
-        self._ledger = ledger
-        self._dismissals = dismissals
-        self._permissions = permissions or PermissionCache()
-        self._metrics = metrics
+        self._shared = ReviewOptions(
+            metrics=metrics,
+            ledger=ledger,
+            dismissals=dismissals,
+            permissions=permissions or PermissionCache(),
+            learnings=learnings,
+        )
         self._store: RepositoryStore | None = None
 
     def store_for(self, settings: Settings) -> RepositoryStore:
@@ -74,26 +69,13 @@ class JobReviewer:
         return self._store
 
     async def __call__(self, record: JobRecord, settings: Settings) -> dict[str, Any]:
-        """The review of `record`'s change, as its `ReviewOptions` say, as its identity."""
-        url, options = record.pull_request_url, ReviewOptions.of(record)
-        target = PullRequestTarget(url)
+        """The review of `record`'s change, as its `job_options` say, as its identity."""
+        url, options = record.pull_request_url, job_options(record, self._shared)
         store = self.store_for(settings)
         clients = job_clients(self._identities, settings, record.installation_id, url)
         async with clients as lent:
-            result = await run_review(
-                target,
-                settings,
-                post=options.post,
-                clients=lent,
-                store=store,
-                ledger=self._ledger,
-                metrics=self._metrics,
-                automatic=options.automatic,
-                force=options.force,
-                dismissals=self._dismissals,
-                permissions=self._permissions,
-                learnings=self._learnings,
-            )
+            options = replace(options, clients=lent, store=store)
+            result = await run_review(ChangeTarget(url), settings, options)
         return result.model_dump(mode="json")
 
     def close(self) -> None:

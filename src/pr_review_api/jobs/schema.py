@@ -1,15 +1,15 @@
 """Versioned database migrations, applied at start by every process that uses the database.
 
 Migration 1 is procrastinate's own schema (the queue); the others are ours (the review-job
-records, in 4 the tenants and the fair fetch of `jobs.fairness`, in 6 GitLab's tenants). Each
-runs in its own transaction and is recorded in `pr_review_migrations`; a transaction-level
-advisory lock makes concurrent starts (a server and several workers) apply each migration
-exactly once. A later
+records, in 4 the tenants and the fair fetch of `jobs.fairness`, in 6 GitLab's tenants, in 8
+the worker hosts of `jobs.affinity`). Each runs in its own transaction and is recorded in
+`pr_review_migrations`; a transaction-level advisory lock makes concurrent starts (a server
+and several workers) apply each migration exactly once. A later
 schema change appends a migration; none is ever edited.
 
 `review_jobs` holds what an operator needs ("what did we review today, and what did it cost")
 and what `GET /v1/review-jobs/{id}` answers. It never holds a token, a key or a provider body:
-`result` is the review or error document of CONTRACT section 5, which carries none.
+`result` is the review or error document of specification §5, which carries none.
 `published_heads` (migration 3) is the service's ledger of published reviews, one per head; it
 holds the same review documents, and fingerprints, ids and URLs: no secret either.
 """
@@ -101,7 +101,7 @@ CREATE TABLE published_heads (
 );
 """
 
-# Issue 22 item 4. Every job belongs to a tenant: its App installation, or, for a job without
+# Fairness (docs/service.md): every job has a tenant: its App installation, or, for a job without
 # one (a plain webhook, the API), the pull request's owner: the account an installation would
 # be. `pr_review_fetch_job` is procrastinate's `procrastinate_fetch_job_v2` with the same
 # eligibility (status, queue, schedule, the pull request's lock) and a fair order: the tenant
@@ -190,7 +190,7 @@ END;
 $$;
 """
 
-# The review conversation (CONTRACT 15): a job's kind and the comment that asked for it (the
+# The review conversation (specification §15): a job's kind and the comment that asked for it (the
 # delivery's own words, never re-fetched), and the findings a repository dismissed.
 _CONVERSATION = """
 ALTER TABLE review_jobs
@@ -209,7 +209,7 @@ CREATE TABLE dismissals (
 );
 """
 
-# GitLab merge requests (CONTRACT 17): a merge request's job belongs to its top-level group,
+# GitLab merge requests (specification §17): a merge request's job belongs to its top-level group,
 # the account an installation would be on GitHub (`owner` is the full namespace path there, and
 # every subgroup of one group is one customer). Its `pr_key` starts with `gitlab:`
 # (records.PullRequestJob.key), so a GitLab group and a GitHub owner of the same name are two
@@ -223,7 +223,7 @@ ALTER TABLE review_jobs ADD COLUMN tenant text GENERATED ALWAYS AS (
 ) STORED;
 """
 
-# Team knowledge (CONTRACT 20): `remember` and `forget` are command jobs, and a repository's
+# Team knowledge (specification §20): `remember` and `forget` are command jobs, and a repository's
 # learnings are rows (jobs/learnings.py). `origin` names the comment that stored a learning, so
 # a job run again after its worker died stores it once. Repository keys are the dismissals'.
 _LEARNINGS = """
@@ -242,6 +242,46 @@ CREATE TABLE learnings (
 CREATE INDEX learnings_repository ON learnings (repository, id DESC);
 """
 
+
+# Jobs go where the cache is (jobs/affinity.py): every worker process's heartbeat and host id, so
+# that a job is deferred to the queue of the host whose cache holds its repository; the host
+# that ran a job (for the operator and the tests); when a job was last deferred. The fair fetch
+# of migration 4 gains one rule: a job waiting in another host's queue for `spill_after`
+# seconds (since it was deferred or became due, whichever is later) may be taken by any worker,
+# so a busy host holds a job back for a bounded time. Its text is migration 4's, changed in
+# these two places only (`_stealing_fetch`); migration 4 itself is never edited, and its
+# function (three arguments) stays for workers of an older release during a rolling upgrade.
+def _stealing_fetch() -> str:
+    function = _FAIR_FETCH[_FAIR_FETCH.index("CREATE FUNCTION") :]
+    changes = {
+        "    tenant_cap integer\n)": "    tenant_cap integer,\n    spill_after double precision\n)",
+        "jobs.queue_name = ANY(target_queue_names))": (
+            "jobs.queue_name = ANY(target_queue_names)\n"
+            "                OR (jobs.queue_name LIKE 'reviews@%'\n"
+            "                    AND greatest(r.queued_at, jobs.scheduled_at)\n"
+            "                        <= now() - make_interval(secs => spill_after)))"
+        ),
+    }
+    for old, new in changes.items():
+        assert function.count(old) == 1, old
+        function = function.replace(old, new)
+    return (
+        """
+CREATE TABLE pr_review_worker_hosts (
+    process uuid PRIMARY KEY,
+    host text NOT NULL,
+    slots integer NOT NULL CHECK (slots > 0),
+    seen_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX pr_review_worker_hosts_seen ON pr_review_worker_hosts (seen_at);
+-- The waiting jobs of one queue, counted at every defer (procrastinate keeps ended jobs).
+CREATE INDEX pr_review_waiting_by_queue ON procrastinate_jobs (queue_name) WHERE status = 'todo';
+ALTER TABLE review_jobs ADD COLUMN worker_host text, ADD COLUMN queued_at timestamptz;
+"""
+        + function
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "procrastinate queue schema", _procrastinate_schema),
     Migration(2, "review_jobs records", lambda: _REVIEW_JOBS),
@@ -250,6 +290,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "conversation: job kinds and dismissals", lambda: _CONVERSATION),
     Migration(6, "gitlab: a merge request's tenant is its group", lambda: _GITLAB_TENANTS),
     Migration(7, "team knowledge: learnings and their command jobs", lambda: _LEARNINGS),
+    Migration(8, "worker hosts: jobs go where the cache is", _stealing_fetch),
 )
 
 

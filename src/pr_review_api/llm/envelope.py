@@ -8,7 +8,7 @@
   3. finish_reason is a supported primitive (`tool_calls` or `stop`; `length`,
      `content_filter`, null or another string end the review as unsupported).
 
-Checks 4 to 9 (the calls themselves) belong to the loop (`loop/checks.py`).
+Checks 4 to 9 (the calls themselves) belong to the loop (`loop/turn_checks.py`).
 """
 
 from __future__ import annotations

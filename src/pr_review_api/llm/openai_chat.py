@@ -14,7 +14,7 @@ contract's errors:
     2xx that is not a JSON object              InvalidModelResponse
     decoded body above 2 MiB                   UpstreamResponseTooLarge
 
-Retries (CONTRACT 12): a 429, a 5xx or a network failure is sent again up to
+Retries (specification §12): a 429, a 5xx or a network failure is sent again up to
 `OPENCODE_MAX_RETRIES` times, after an exponential backoff with full jitter (tenacity), or after
 the provider's `Retry-After` when it gave one. A wait that would end past the review's deadline,
 or a `Retry-After` above 10 s, is not waited for: the last error is raised at once.

@@ -6,7 +6,7 @@ was never used or a request found the queue empty.
 
     model = ScriptedModel(tool_turn([("call_1", "read_repository_file", {"path": "a.py"})]),
                           stop_turn({"summary": "ok", "findings": [], "notes": []}))
-    result = await run_review(target, settings, model=model)
+    result = await run_review(target, settings, ReviewOptions(model=model))
     model.assert_complete()
 """
 

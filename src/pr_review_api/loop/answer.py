@@ -1,4 +1,4 @@
-"""An answer to a question in one of our findings' threads (CONTRACT 15): a third policy over
+"""An answer to a question in one of our findings' threads (specification §15): a third policy over
 the conversation engine (`loop/engine.py`), beside the review and the verification.
 
 The first messages: a system prompt with the answer's own final schema, then the finding (as
@@ -8,7 +8,7 @@ metadata. The same four read-only tools read the head the finding was posted on,
 the forge its URL names (forge/select.py; a pull request or a GitLab merge request alike:
 nothing here knows which). The stop turn must be one JSON object `{"text": str, "severity":
 null | severity, "finding_stands": bool}` (strict, bounded); the text is escaped as a review's
-when it is posted (jobs/conversation.py, through forge/conversation.py's seam).
+when it is posted (jobs/comments.py, through forge/comments.py's seam).
 Nothing in the answer changes a finding's state: `severity` and `finding_stands` are shown,
 never acted on.
 """
@@ -37,9 +37,9 @@ from pr_review_api.git_runner import GIT_FAILURES
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
-from pr_review_api.loop.checks import CheckedTurn
 from pr_review_api.loop.engine import Engine, Repair, Stages
 from pr_review_api.loop.final_review import FinalReviewRejected, naming_the_setting, unwrap_fence
+from pr_review_api.loop.turn_checks import CheckedTurn
 from pr_review_api.loop.workspace import Prepared, context_for
 from pr_review_api.settings import Settings
 from pr_review_api.tools import map_git_errors

@@ -1,4 +1,5 @@
-"""Whole coverage of large pull requests: the changed files reviewed in batches (issue 29 item 2).
+"""Whole coverage of large pull requests: the changed files reviewed in batches
+(docs/large-pull-requests.md).
 
 When the changed files will not fit one loop, more than REVIEW_BATCH_MAX_FILES files or a
 diff of more than REVIEW_BATCH_MAX_DIFF_BYTES, they are split into batches of related files
@@ -167,7 +168,7 @@ async def _review_batch(
         messages = await first_messages(engine, paths=list(batch))
         messages[1]["content"] += batch_words(batch, number, count)
         max_rounds = engine.settings.review_max_rounds
-        # CONTRACT 21: the batch's walkthrough is checked against its own files.
+        # specification §21: the batch's walkthrough is checked against its own files.
         understanding = engine.prepared.context.understanding.for_batch(batch)
         checks = conversation_checks(engine.prepared.context, list(batch))
         policy = ReviewPolicy(engine, checks, understanding)
@@ -214,7 +215,7 @@ def merge_reviews(
         findings=findings[:MAX_FINDINGS],
         notes=[*fixed, *model_notes][:MAX_NOTES],
     )
-    understood = merge_understanding(reviews)  # CONTRACT 21: {} when nothing was asked
+    understood = merge_understanding(reviews)  # specification §21: {} when nothing was asked
     if understood:
         merged = merged.model_copy(update=understood)
     if not checks:

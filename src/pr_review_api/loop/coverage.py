@@ -1,4 +1,4 @@
-"""Review coverage: which of the changed files the model actually looked at (CONTRACT 5).
+"""Review coverage: which of the changed files the model actually looked at (specification §5).
 
 Every tool result passes through the loop, so the loop can say exactly what the model saw. The
 changed files are the prompt's list (`PinnedRepository.changed_files()`: merge base to head,

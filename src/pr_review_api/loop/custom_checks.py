@@ -1,4 +1,4 @@
-"""Custom checks (CONTRACT 20): rules a team states in `.pr-review.toml` at the base commit,
+"""Custom checks (specification §20): rules a team states in `.pr-review.toml` at the base commit,
 checked on every change they apply to, and able to block the merge gate.
 
     [[checks]]
@@ -171,7 +171,7 @@ def take_checks(
 ) -> tuple[object, list[CheckResult] | None]:
     """Split a stop turn's JSON document into the review without `checks` and the validated
     results (in the file's order). With no applicable check, the document is returned as it
-    is (a `checks` key is then an unknown field, as in CONTRACT 8) and the results are None.
+    is (a `checks` key is then an unknown field, as in specification §8) and the results are None.
     """
     if not checks or not isinstance(document, dict):
         return document, None

@@ -5,7 +5,7 @@ question are each a small policy over this engine. `Engine` holds what every con
 one review shares: the model client, the pinned repository and the store's threads its reads
 run on, the tool-call limits, the deadline, the coverage and the `Tally` (rounds, tool calls,
 tool content, usage, trace). `Engine.converse()` runs one conversation: it sends the messages,
-checks each turn (`loop/checks.py`: the seed's checks 4 to 9, round-atomic), runs a tool
+checks each turn (`loop/turn_checks.py`: the seed's checks 4 to 9, round-atomic), runs a tool
 round's calls and appends their results in call order, until the `Policy` accepts a stop turn.
 
 What a stop turn means is the policy's alone: its own schema and checks, whether a rejected
@@ -31,9 +31,9 @@ from pr_review_api.errors import (
 )
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.checks import CallLimits, CheckedTurn, ToolCall, check_turn
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.evidence import ReceivedCode
+from pr_review_api.loop.turn_checks import CallLimits, CheckedTurn, ToolCall, check_turn
 from pr_review_api.loop.workspace import Prepared
 from pr_review_api.model import RunRecord, TraceToolCall, TraceTurn, Usage, preview
 from pr_review_api.settings import MAX_ACCUMULATED_TOOL_CONTENT_BYTES, Settings
@@ -134,7 +134,7 @@ class Engine:
         # Calls checked and running but not yet in the tally: conversations that run at once
         # (loop/batches.py) check their rounds against the same total, so each reserves first.
         self._running_calls = 0
-        # REVIEW_REQUIRE_EVIDENCE, or a custom check's `fail` (CONTRACT 20): what the model
+        # REVIEW_REQUIRE_EVIDENCE, or a custom check's `fail` (specification §20): what the model
         # received, for loop/evidence.py's rule.
         grounding = settings.review_require_evidence or bool(prepared.context.checks)
         self.coverage = CoverageTracker(

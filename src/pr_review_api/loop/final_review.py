@@ -82,7 +82,7 @@ FINAL_REVIEW_SCHEMA: dict[str, Any] = {
 }
 
 
-# CONTRACT 14 (REVIEW_SUGGESTIONS on): a finding may carry this; it is not required.
+# specification §14 (REVIEW_SUGGESTIONS on): a finding may carry this; it is not required.
 SUGGESTION_SCHEMA: dict[str, Any] = {
     "description": (
         "Optional. A small fix of this finding's own lines that the author can commit as is: "
@@ -114,9 +114,9 @@ def final_review_schema(
     checks: bool = False,
     understanding: Understanding = NO_UNDERSTANDING,
 ) -> dict[str, Any]:
-    """The schema the model is given: section 8's exactly, or with `suggestion` (CONTRACT 14),
-    or with `checks` when a custom check applies (CONTRACT 20), or with the walkthrough and
-    linked issues `understanding` asks for (CONTRACT 21)."""
+    """The schema the model is given: section 8's exactly, or with `suggestion` (specification §14),
+    or with `checks` when a custom check applies (specification §20), or with the walkthrough and
+    linked issues `understanding` asks for (specification §21)."""
     schema = FINAL_REVIEW_SCHEMA
     if suggestions:
         schema = copy.deepcopy(FINAL_REVIEW_SCHEMA)
@@ -162,7 +162,7 @@ RULES = (
     "schema",
     "path",
     "line",
-    "walkthrough",  # CONTRACT 21: not every changed file once (loop/walkthrough.py)
+    "walkthrough",  # specification §21: not every changed file once (loop/walkthrough.py)
     "linked_issues",  # not one verdict per issue read (loop/linked_issues.py)
 )
 
@@ -176,8 +176,9 @@ def naming_the_setting(
     last_round: bool,
 ) -> FinalReviewRejected:
     """The rejection that ends a conversation, naming the setting that would have accepted it
-    or let the model correct it (CONTRACT 12: a fenced review names REVIEW_TOLERANT_FINAL_JSON;
-    with repairs off and a round left, REVIEW_REPAIR_ATTEMPTS); as it is when none would."""
+    or let the model correct it (specification §12: a fenced review names
+    REVIEW_TOLERANT_FINAL_JSON; with repairs off and a round left, REVIEW_REPAIR_ATTEMPTS); as it is
+    when none would."""
     text = content.strip() if isinstance(content, str) else ""
     if not tolerant and text.startswith(_FENCE) and unwrap_fence(text) is not None:
         hint = "REVIEW_TOLERANT_FINAL_JSON=true unwraps one fenced JSON object"
@@ -205,14 +206,14 @@ def parse_final_review(
     """Apply every stop-turn check to a stop turn's content.
 
     With `tolerant` (REVIEW_TOLERANT_FINAL_JSON), one JSON object inside one Markdown code
-    fence, closed or not, is unwrapped first. Paths come back in canonical form (CONTRACT 8).
+    fence, closed or not, is unwrapped first. Paths come back in canonical form (specification §8).
     A git failure while checking paths and lines raises `unreadable` (`map_git_errors`).
     With `suggestions` (REVIEW_SUGGESTIONS), a finding may carry a suggestion; each is then
     checked (loop/suggestions.py), and one that fails is dropped with a note, never rejected.
-    `checks` (the custom checks that apply, CONTRACT 20): the review must give each one's
-    result (loop/custom_checks.py); without any, a `checks` field is unknown, as in CONTRACT 8.
-    `understanding` (CONTRACT 21) adds the walkthrough and linked-issue verdicts it asks for,
-    checked against the change (loop/understanding.py).
+    `checks` (the custom checks that apply, specification §20): the review must give each one's
+    result (loop/custom_checks.py); without any, a `checks` field is unknown, as in
+    specification §8. `understanding` (specification §21) adds the walkthrough and linked-issue
+    verdicts it asks for, checked against the change (loop/understanding.py).
     """
     if not isinstance(content, str) or not content.strip():
         raise FinalReviewRejected(
@@ -262,8 +263,8 @@ def parse_final_review(
 
 
 def _split(document: object, understanding: Understanding) -> tuple[object, dict[str, object]]:
-    """The document without the fields `understanding` asks for, and those fields (CONTRACT
-    21); one of them it does not ask for is an unknown field."""
+    """The document without the fields `understanding` asks for, and those fields (specification
+    §21); one of them it does not ask for is an unknown field."""
     rest, ours, unknown = split_document(document, understanding)
     if unknown is not None:
         raise FinalReviewRejected(unknown[0], unknown[1] + _AGAIN, "unknown_field")

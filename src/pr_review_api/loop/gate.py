@@ -1,4 +1,4 @@
-"""A published review's merge gate (CONTRACT 16): which check to set, and when.
+"""A published review's merge gate (specification §16): which check to set, and when.
 
 `open_gate` gives a `Gate` for a review: a real one when the review is published
 (`--post`, the Action, a job), of a pull request, with `PR_REVIEW_CHECK_RUNS` on; otherwise one
@@ -53,7 +53,7 @@ def open_gate(
     if forge is not None and info is not None and settings.pr_review_check_runs:
         reporter = forge.check_reporter(info, prepared.repository.revisions.head_sha)
     gate = gate_of(reporter, fail_on, settings.pr_review_fail_on, git_dir, on_outcome)
-    gate.check_modes = check_modes(prepared.context.checks)  # CONTRACT 20: the base's modes
+    gate.check_modes = check_modes(prepared.context.checks)  # specification §20: the base's modes
     return gate
 
 
@@ -98,7 +98,7 @@ async def already_posted(
     posted: PostedHead,
     gate: Gate,
 ) -> ReviewResult:
-    """A head our markers say is published: no provider request (CONTRACT 15); the check is
+    """A head our markers say is published: no provider request (specification §15); the check is
     completed again from the counts by severity that our posted review's body states."""
     result = _empty_result(prepared, settings, "already_published", ALREADY_PUBLISHED_SUMMARY, [])
     result.publication = Publication(
@@ -107,7 +107,7 @@ async def already_posted(
     if gate.reporter is not None or gate.on_outcome is not None:
         info = prepared.pull_request
         counts = None if info is None else await forge.posted_counts(info, posted.review_id)
-        if gate.check_modes and info is not None:  # CONTRACT 20: the checks it published
+        if gate.check_modes and info is not None:  # specification §20: the checks it published
             body = await forge.posted_body(info, posted.review_id)
             checks = posted_results(body, gate.check_modes, escape_inline)
             result.review = result.review.model_copy(update={"checks": checks})

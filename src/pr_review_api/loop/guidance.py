@@ -1,4 +1,4 @@
-"""Repository guidance for the model (CONTRACT 16), all of it from the BASE commit.
+"""Repository guidance for the model (specification §16), all of it from the BASE commit.
 
 Three sources, joined into the one `<repository_instructions>` block of the first user message
 (loop/repo_config.py's `instructions_block`), each part labelled with where it came from:

@@ -1,4 +1,4 @@
-"""What a team taught the reviewer, in the first user message (CONTRACT 20).
+"""What a team taught the reviewer, in the first user message (specification §20).
 
 Two kinds of knowledge join the maintainers' instructions (loop/guidance.py) in the one
 `<repository_instructions>` block, never in the system message:

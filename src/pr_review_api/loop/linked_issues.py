@@ -1,5 +1,5 @@
-"""Linked issues (CONTRACT 21): the issues a change's description says it closes, read from the
-same forge, given to the model as untrusted data, and the model's verdict on each checked.
+"""Linked issues (specification §21): the issues a change's description says it closes, read from
+the same forge, given to the model as untrusted data, and the model's verdict on each checked.
 
 References are parsed in each forge's syntax (`closing_references`): GitHub's `Fixes #12`,
 `Closes owner/repo#3`, `Resolves <issue URL>`; GitLab's `Closes #4`, `group/project#4` and issue

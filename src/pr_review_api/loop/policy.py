@@ -1,4 +1,4 @@
-"""The repository's skip rules for automatic reviews (CONTRACT 16), from the BASE commit's
+"""The repository's skip rules for automatic reviews (specification §16), from the BASE commit's
 `.pr-review.toml`.
 
 An automatic review (a webhook job, or `review --automatic`, which the Action passes) of a pull
@@ -25,8 +25,8 @@ from pr_review_api.loop.repo_config import RepoConfig
 BOT_SUFFIX = "[bot]"
 LABEL_RULE = "a label matches skip_labels"
 TITLE_RULE = "the title contains a skip_title string"
-# The rules whose input the pull request's author sets (CONTRACT 16): with `fail_on` set, a skip
-# by one of these must not leave a passing check on the head. The others rest on who the author
+# The rules whose input the pull request's author sets (specification §16): with `fail_on` set, a
+# skip by one of these must not leave a passing check on the head. The others rest on who the author
 # is or on the base branch the repository chose not to gate (docs/configuration-file.md).
 AUTHOR_CONTROLLED_RULES = frozenset({LABEL_RULE, TITLE_RULE})
 

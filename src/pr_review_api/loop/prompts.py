@@ -59,7 +59,8 @@ a minor defect with little impact; "info" is an observation worth knowing, not a
 _FINAL_RULE = "- When you are done, reply with the final review only"
 
 
-# REVIEW_SUGGESTIONS (CONTRACT 14): when a finding should carry a committable fix, and when not.
+# REVIEW_SUGGESTIONS (specification §14): when a finding should carry a committable fix, and when
+# not.
 SUGGESTION_RULES = """\
 - A finding may carry a "suggestion": a fix the author can commit with one click. Give one \
 only for a small, local fix of the finding's own lines: start_line..end_line of the file at the \
@@ -82,7 +83,7 @@ def system_prompt(
 
     `require_evidence` adds EVIDENCE_RULES before the final-review rule; `suggestions`
     (REVIEW_SUGGESTIONS) adds SUGGESTION_RULES and `suggestion` to the schema; `checks` (a
-    custom check applies, CONTRACT 20) adds CHECK_RULES and `checks`. With none, the message
+    custom check applies, specification §20) adds CHECK_RULES and `checks`. With none, the message
     is exactly as before those settings existed (tests hold it byte for byte).
     """
     rules = SYSTEM_PROMPT_RULES
@@ -92,7 +93,7 @@ def system_prompt(
         rules = rules.removesuffix(_SCHEMA_HEADING) + SUGGESTION_RULES + _SCHEMA_HEADING
     if checks:
         rules = rules.removesuffix(_SCHEMA_HEADING) + CHECK_RULES + _SCHEMA_HEADING
-    added = understanding_rules(understanding)  # CONTRACT 21; "" when it asks for nothing
+    added = understanding_rules(understanding)  # specification §21; "" when it asks for nothing
     if added:
         rules = rules.removesuffix(_SCHEMA_HEADING) + added + _SCHEMA_HEADING
     schema = final_review_schema(
@@ -114,17 +115,18 @@ class ReviewContext:
     description: str | None = None
     # `instructions` of .pr-review.toml at the base commit (loop/repo_config.py), if any.
     repository_instructions: str | None = None
-    # A re-review (CONTRACT 10): the head our last published review reviewed, when it is an
+    # A re-review (specification §10): the head our last published review reviewed, when it is an
     # ancestor of this head, and the files changed since then (github/publish.py).
     last_reviewed_head: str | None = None
     changed_since_last_review: tuple[str, ...] = ()
-    # CONTRACT 15: titles of findings the team dismissed in the files under review (untrusted).
+    # specification §15: titles of findings the team dismissed in the files under review
+    # (untrusted).
     dismissed_titles: tuple[str, ...] = ()
-    # CONTRACT 20: the custom checks that apply to the files under review, and the learnings
+    # specification §20: the custom checks that apply to the files under review, and the learnings
     # of the repository (id, text; newest first, already bounded: loop/knowledge.py).
     checks: tuple[CustomCheck, ...] = ()
     learnings: tuple[tuple[int, str], ...] = ()
-    # CONTRACT 21: the walkthrough's files and the linked issues read (loop/understanding.py).
+    # specification §21: the walkthrough's files and the linked issues read (loop/understanding.py).
     understanding: Understanding = NO_UNDERSTANDING
 
 

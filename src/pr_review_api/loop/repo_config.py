@@ -9,13 +9,13 @@ base: a head that adds or edits `.pr-review.toml` changes nothing. Keys (all opt
     exclude = ["docs/**", ...]  path globs; findings in matching files are dropped
     min_severity = "medium"     findings below this severity are dropped
     max_findings = 20           at most this many findings are kept (the most severe first)
-    fail_on = "high"            the check run fails on a posted finding this severe (CONTRACT 16)
-    skip_authors, skip_labels, skip_base_branches = [globs], skip_title = [substrings],
-    review_bots = false         an automatic review of a matching pull request is skipped
-    [[path_instructions]]       paths = [globs], instructions = "..." for matching changed files
-    instruction_files = true    AGENTS.md, CLAUDE.md, .github/copilot-instructions.md as guidance
-    [[checks]]                  name, instructions, paths, mode: loop/custom_checks.py
-    walkthrough = true          the review carries a walkthrough of the change (CONTRACT 21);
+    fail_on = "high"            the check run fails on a posted finding this severe
+    (specification §16) skip_authors, skip_labels, skip_base_branches = [globs], skip_title =
+    [substrings], review_bots = false         an automatic review of a matching pull request is
+    skipped [[path_instructions]]       paths = [globs], instructions = "..." for matching changed
+    files instruction_files = true    AGENTS.md, CLAUDE.md, .github/copilot-instructions.md as
+    guidance [[checks]]                  name, instructions, paths, mode: loop/custom_checks.py
+    walkthrough = true          the review carries a walkthrough of the change (specification §21);
                                 false here wins over REVIEW_WALKTHROUGH
 
 An invalid file (not a regular file, larger than 64 KiB, not UTF-8, not TOML, an unknown key,
@@ -105,7 +105,7 @@ class RepoConfig(BaseModel):
     exclude: Globs = ()
     min_severity: Severity | None = None
     max_findings: Annotated[int, Field(ge=0, le=1000)] | None = None
-    # The merge gate and the repository's policy (CONTRACT 16).
+    # The merge gate and the repository's policy (specification §16).
     fail_on: FailOn = "none"
     skip_authors: Globs = ()
     skip_labels: Globs = ()
@@ -120,7 +120,7 @@ class RepoConfig(BaseModel):
     ] = ()
     instruction_files: bool = True
     checks: Annotated[tuple[CustomCheck, ...], Field(max_length=MAX_CUSTOM_CHECKS)] = ()
-    # CONTRACT 21: None (unset) leaves it to REVIEW_WALKTHROUGH; false wins over the variable.
+    # specification §21: None (unset) leaves it to REVIEW_WALKTHROUGH; false wins over the variable.
     walkthrough: bool | None = None
 
     _lists = field_validator(

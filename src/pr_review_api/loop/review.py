@@ -16,7 +16,6 @@ from dataclasses import replace
 from typing import Any
 
 from pr_review_api.git_runner import run_git
-from pr_review_api.loop.checks import CheckedTurn
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.custom_checks import CustomCheck, applicable, ground_checks
 from pr_review_api.loop.engine import Engine, Repair, Stages
@@ -29,6 +28,7 @@ from pr_review_api.loop.final_review import (
 from pr_review_api.loop.linked_issues import with_linked_notes
 from pr_review_api.loop.prompts import ReviewContext, system_prompt, user_message
 from pr_review_api.loop.repo_config import apply_repo_config
+from pr_review_api.loop.turn_checks import CheckedTurn
 from pr_review_api.loop.understanding import Understanding
 from pr_review_api.loop.verify import verify_findings
 from pr_review_api.loop.workspace import Prepared
@@ -51,7 +51,7 @@ class ReviewPolicy:
         self.repairs = engine.settings.review_repair_attempts
         # The custom checks this conversation must decide (a batch's: loop/batches.py).
         self.checks = engine.prepared.context.checks if checks is None else checks
-        # CONTRACT 21: what this conversation's review adds (a batch's: its own files).
+        # specification §21: what this conversation's review adds (a batch's: its own files).
         self.understanding = understanding or engine.prepared.context.understanding
 
     async def stop(self, turn: CheckedTurn, *, last_round: bool) -> FinalReview | Repair:

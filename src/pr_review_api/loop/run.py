@@ -14,17 +14,17 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TypeVar, Unpack
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, TypeVar
 
 from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout, ServerBusy
-from pr_review_api.forge.base import ChangeForge, Lent
-from pr_review_api.forge.gate import Gate, OnOutcome
+from pr_review_api.forge.base import ChangeForge
+from pr_review_api.forge.gate import Gate
 from pr_review_api.forge.select import open_forge
 from pr_review_api.git.store import RepositoryStore
-from pr_review_api.ledger import Learnings, repository_key
+from pr_review_api.ledger import DismissedFindings, Learnings, repository_key
 from pr_review_api.llm.client import ModelClient
 from pr_review_api.llm.openai_chat import ProviderClient
 from pr_review_api.loop.background_index import one_shot_store
@@ -32,13 +32,14 @@ from pr_review_api.loop.batches import batched_review
 from pr_review_api.loop.engine import Engine, StageHook, Tally
 from pr_review_api.loop.gate import already_posted, gated, open_gate, skip_review
 from pr_review_api.loop.knowledge import bounded_learnings
+from pr_review_api.loop.options import Progress, ProgressCallback, ReviewOptions
 from pr_review_api.loop.repo_config import apply_repo_config
 from pr_review_api.loop.review import final_review, same_tree
 from pr_review_api.loop.understand import with_understanding
 from pr_review_api.loop.workspace import (
+    ChangeTarget,
     LocalTarget,
     Prepared,
-    PullRequestTarget,
     ReviewTarget,
     prepare,
     with_repo_config,
@@ -56,12 +57,14 @@ from pr_review_api.settings import Settings
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
 
-# The targets live in loop/workspace.py; callers import them from here, beside run_review.
+# The targets live in loop/workspace.py and the options in loop/options.py; callers import
+# them from here, beside run_review.
 __all__ = [
+    "ChangeTarget",
     "LocalTarget",
     "Progress",
     "ProgressCallback",
-    "PullRequestTarget",
+    "ReviewOptions",
     "ReviewTarget",
     "run_review",
 ]
@@ -73,218 +76,180 @@ NO_CHANGES_SUMMARY = (
 _Client = TypeVar("_Client")
 _Outcome = TypeVar("_Outcome", ReviewResult, BaseException)
 
-
-@dataclass(frozen=True)
-class Progress:
-    """What a review has done so far, for live progress output."""
-
-    stage: str  # "preparing", "waiting_for_model", "running_tools", "validating", "verifying"
-    round: int
-    tool_calls: int
-    usage: Usage
+PLAIN = ReviewOptions()  # a local review, not published, with clients of its own
 
 
-ProgressCallback = Callable[[Progress], None]
-
-
-async def run_review(  # noqa: PLR0913  (the one review function: each shell passes what it shares, and each early answer of CONTRACT 15 and 16 is one branch)
-    target: ReviewTarget,
-    settings: Settings,
-    *,
-    include_trace: bool = False,
-    progress: ProgressCallback | None = None,
-    model: ModelClient | None = None,
-    post: bool = False,
-    store: RepositoryStore | None = None,
-    metrics: Metrics | None = None,
-    automatic: bool = False,
-    on_check: OnOutcome | None = None,
-    force: bool = False,
-    forge: ChangeForge | None = None,
-    **lent: Unpack[Lent],
+async def run_review(
+    target: ReviewTarget, settings: Settings, options: ReviewOptions = PLAIN
 ) -> ReviewResult:
-    """Prepare the repository, run the validated tool-calling loop, return the review.
+    """Prepare the repository, run the validated tool-calling loop, return the review, as
+    `options` say (loop/options.py: what the review does, what its holder lends it).
 
-    `post` publishes the validated review on the pull request (CONTRACT 10) and sets the
-    result's `publication`. Of what the holder lends (`lent`: forge/base.py's `Lent`, by
-    keyword), `clients` are the forge clients of the review's identity (the process's shared
-    ones, or a job's bound to its identity; where the change's forge has none, one is made
-    with the settings' token): every read, fetch, check and publication goes through it.
-    With a `ledger` (the service's record of what it published), a head already published
-    answers its earlier review document, `already_published`, before the model is asked.
-    `automatic` (a webhook job, `review --automatic`) honours the base's skip rules; a
-    published review sets the `pr-review` check (loop/gate.py, CONTRACT 16); `on_check` is
-    told the check's outcome (the CLI's --check-file), set or not. `force` (the `review`
-    command in a comment, CONTRACT 15) reviews and publishes a head already published; the
-    findings already posted are still not repeated. A `post` that cannot publish (no token, a
-    token GitHub refuses) fails before the model is asked (github/preflight.py). With
-    `dismissals` (the service's), a finding the repository dismissed is not published;
-    `permissions` (the holder's) keeps GitHub's answers of who may dismiss, else the review
-    keeps its own. Every forge's step goes through the change's `ChangeForge`
-    (forge/base.py): `forge` when given, else the one its URL names (forge/select.py) over
-    its client.
+    Every forge's step goes through the change's `ChangeForge` (forge/base.py): the options'
+    `forge` when given, else the one its URL names (forge/select.py) over the options'
+    `clients`: every read, fetch, check and publication goes through it.
 
     Raises a `ReviewError` subclass for every failure the contract names, carrying what the
-    review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers. A shared
-    `model` client may be passed in (the HTTP service keeps one; tests pass a `ScriptedModel`);
-    otherwise an OpenAI-compatible `ProviderClient` is made from the settings. Without a
-    shared `store`, the review makes its own (`background_index.one_shot_store`). `metrics`
-    (the process's `Metrics`) counts how the review ended, its tool calls and its provider use.
+    review had spent (`ReviewError.run`: rounds, usage, trace) for internal callers.
     """
     settings.require_provider_key()
-    if post:
+    if options.post:
         _check_publishable(target)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + settings.review_timeout_seconds
+    deadline = asyncio.get_running_loop().time() + settings.review_timeout_seconds
     # The store's work stops at the deadline (loop.time() is time.monotonic()) or on cancel.
     cancel = threading.Event()
     tally = Tally()  # every conversation of this review spends from it
-    on_stage = _stage_hook(progress, tally)
-    with _ending(metrics, tally, settings) as ending, _set_at_exit(cancel):
-        async with (
-            asyncio.timeout_at(deadline),
-            _shared_or_own(model, lambda: ProviderClient(settings, metrics=metrics)) as client,
-            _forge_of(target, settings, forge, lent) as change_forge,
-            _shared_or_own(store, lambda: one_shot_store(settings)) as repo_store,
-        ):
-            if on_stage is not None:
-                on_stage("preparing", 0)
-            work = repo_store.work(deadline, cancel)
-            async with prepare(target, change_forge, repo_store, work) as pinned:
-                prepared = await repo_store.run(with_repo_config, pinned)
-                prepared = await _with_learnings(prepared, lent.get("learnings"))
-                publisher = change_forge if post else None
-                gate = open_gate(prepared, settings, publisher, on_outcome=on_check)
-                if automatic and (skipped := await skip_review(prepared, settings, gate)):
-                    return ending.of(skipped)
-                if publisher is not None:
-                    prepared, done = await _before_model(
-                        prepared,
-                        settings,
-                        publisher,
-                        gate,
-                        lent,
-                        force=force,
-                    )
-                    if done is not None:
-                        return ending.of(done)
-                # CONTRACT 21: the walkthrough's files, the linked issues read (no model asked).
-                prepared = await with_understanding(prepared, change_forge, settings, repo_store)
-                engine = Engine(
-                    client,
-                    prepared,
-                    settings,
-                    deadline,
-                    store=repo_store,
-                    tally=tally,
-                    on_stage=on_stage,
-                    metrics=metrics,
+    with _ending(options.metrics, tally, settings) as ending, _set_at_exit(cancel):
+        async with asyncio.timeout_at(deadline), _opened(target, settings, options) as parts:
+            review = _Review(settings, options, deadline, tally, *parts)
+            async with review.pinned(target, cancel) as pinned:
+                return ending.of(await review.run(pinned))
+
+
+@dataclass
+class _Review:
+    """One review's parts, shared by its steps: its model client, forge (None for a local
+    repository) and repository store, as `_opened` gave them."""
+
+    settings: Settings
+    options: ReviewOptions
+    deadline: float
+    tally: Tally
+    model: ModelClient
+    forge: ChangeForge | None
+    store: RepositoryStore
+    on_stage: StageHook | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.on_stage = _stage_hook(self.options.progress, self.tally)
+
+    @contextlib.asynccontextmanager
+    async def pinned(
+        self, target: ReviewTarget, cancel: threading.Event
+    ) -> AsyncIterator[Prepared]:
+        """The target's commits pinned for the review (loop/workspace.py), once `preparing`
+        is reported."""
+        if self.on_stage is not None:
+            self.on_stage("preparing", 0)
+        work = self.store.work(self.deadline, cancel)
+        async with prepare(target, self.forge, self.store, work) as pinned:
+            yield pinned
+
+    async def run(self, pinned: Prepared) -> ReviewResult:
+        """The review of `pinned`: skipped, answered before the model is asked, or the model's
+        final review (published when the options `post` it), its check completed."""
+        settings, options = self.settings, self.options
+        prepared = await self.store.run(with_repo_config, pinned)
+        prepared = await _with_learnings(prepared, options.learnings)
+        publisher = self.forge if options.post else None
+        gate = open_gate(prepared, settings, publisher, on_outcome=options.on_check)
+        if options.automatic and (skipped := await skip_review(prepared, settings, gate)):
+            return skipped
+        if publisher is not None:
+            prepared, done = await self._before_model(prepared, publisher, gate)
+            if done is not None:
+                return done
+        # specification §21: the walkthrough's files, the linked issues read (no model asked).
+        prepared = await with_understanding(prepared, self.forge, settings, self.store)
+        reviewed = functools.partial(_review, self._engine(prepared), options.include_trace)
+        result = await gated(gate, self.deadline, reviewed)
+        if publisher is not None:
+            await self._publish(result, prepared, publisher, gate)
+        await gate.finished(result)
+        return result
+
+    def _engine(self, prepared: Prepared) -> Engine:
+        return Engine(
+            self.model,
+            prepared,
+            self.settings,
+            self.deadline,
+            store=self.store,
+            tally=self.tally,
+            on_stage=self.on_stage,
+            metrics=self.options.metrics,
+        )
+
+    async def _before_model(
+        self, prepared: Prepared, forge: ChangeForge, gate: Gate
+    ) -> tuple[Prepared, ReviewResult | None]:
+        """What `post` does before the model is asked: (prepared, None) to go on, or (prepared,
+        the early answer: a head already published). A review that cannot be published fails
+        here (no token, a token the forge refuses); a head the ledger or our markers say is
+        published answers `already_published` (no model asked; the check completed from what
+        was posted); a re-review names the files changed since our last reviewed head."""
+        info = prepared.pull_request
+        assert info is not None  # `post` publishes a change, never a local repository
+        git_dir, head = prepared.repository.git_dir, prepared.repository.revisions.head_sha
+        options = self.options
+        await forge.ensure_can_publish(info)
+        posted = None
+        if options.ledger is not None and not options.force:
+            posted = await forge.published_in_ledger(info, head, options.ledger)
+        if posted is None:
+            prior = await forge.prior_review(info, git_dir, head, force=options.force)
+            if prior.last_head is not None:
+                context = replace(
+                    prepared.context,
+                    last_reviewed_head=prior.last_head,
+                    changed_since_last_review=prior.changed,
                 )
-                result = await gated(
-                    gate, deadline, functools.partial(_review, engine, include_trace)
-                )
-                if publisher is not None:
-                    await _publish(
-                        result,
-                        prepared,
-                        publisher,
-                        gate,
-                        lent,
-                        deadline=deadline,
-                        metrics=metrics,
-                        force=force,
-                    )
-                await gate.finished(result)
-                return ending.of(result)
+                prepared = replace(prepared, context=context)
+            posted = None if options.force else prior.posted
+        if posted is not None:
+            return prepared, await already_posted(prepared, self.settings, forge, posted, gate)
+        return await _with_dismissed_titles(prepared, forge, options.dismissals), None
+
+    async def _publish(
+        self, result: ReviewResult, prepared: Prepared, forge: ChangeForge, gate: Gate
+    ) -> None:
+        """Publish the review (specification §§10, 17): `result.publication` says what happened.
+        Findings the repository dismissed (specification §15) are not published and never fail the
+        check."""
+        info = prepared.pull_request
+        assert info is not None
+        git_dir, options = prepared.repository.git_dir, self.options
+        reviewed_before = prepared.context.last_reviewed_head is not None
+        dismissed = await forge.dismissed(
+            info,
+            options.dismissals,
+            options.permissions,
+            reviewed_before=reviewed_before,
+            has_findings=bool(result.review.findings),
+        )
+        gate.dismissed = dismissed
+        result.publication = publication = await forge.publish(
+            result,
+            git_dir,
+            deadline=self.deadline,
+            ledger=options.ledger,
+            metrics=options.metrics,
+            force=options.force,
+            dismissed=dismissed,
+        )
+        if publication is None or publication.status != "published" or not reviewed_before:
+            return  # a first review (or one after a rewritten history): no thread of ours to fix
+        resolved = await forge.resolve_fixed(result, info, git_dir)
+        if resolved is not None:
+            publication.resolved = resolved
 
 
-async def _before_model(
-    prepared: Prepared,
-    settings: Settings,
-    forge: ChangeForge,
-    gate: Gate,
-    lent: Lent,
-    *,
-    force: bool,
-) -> tuple[Prepared, ReviewResult | None]:
-    """What `post` does before the model is asked: (prepared, None) to go on, or (prepared,
-    the early answer: a head already published). A review that cannot be published fails
-    here (no token, a token the forge refuses); a head the ledger or our markers say is
-    published answers `already_published` (no model asked; the check completed from what was
-    posted); a re-review names the files changed since our last reviewed head."""
+async def _with_dismissed_titles(
+    prepared: Prepared, forge: ChangeForge, dismissals: DismissedFindings | None
+) -> Prepared:
+    """The first message names the findings the team dismissed on the change's files."""
     info = prepared.pull_request
-    assert info is not None  # `post` publishes a change, never a local repository
-    git_dir, head = prepared.repository.git_dir, prepared.repository.revisions.head_sha
-    await forge.ensure_can_publish(info)
-    posted = None
-    ledger, dismissals = lent.get("ledger"), lent.get("dismissals")
-    if ledger is not None and not force:
-        posted = await forge.published_in_ledger(info, head, ledger)
-    if posted is None:
-        prior = await forge.prior_review(info, git_dir, head, force=force)
-        if prior.last_head is not None:
-            context = replace(
-                prepared.context,
-                last_reviewed_head=prior.last_head,
-                changed_since_last_review=prior.changed,
-            )
-            prepared = replace(prepared, context=context)
-        posted = None if force else prior.posted
-    if posted is not None:
-        return prepared, await already_posted(prepared, settings, forge, posted, gate)
-    if dismissals is not None:
-        paths = [path for _, path in prepared.context.changed_files]
-        titles = await forge.dismissed_titles(info, paths, dismissals)
-        if titles is not None:  # the first message names the findings the team dismissed
-            context = replace(prepared.context, dismissed_titles=titles)
-            prepared = replace(prepared, context=context)
-    return prepared, None
-
-
-async def _publish(  # noqa: PLR0913  (as _before_model)
-    result: ReviewResult,
-    prepared: Prepared,
-    forge: ChangeForge,
-    gate: Gate,
-    lent: Lent,
-    *,
-    deadline: float,
-    metrics: Metrics | None,
-    force: bool,
-) -> None:
-    """Publish the review (CONTRACT 10, 17): `result.publication` says what happened. Findings
-    the repository dismissed (CONTRACT 15) are not published and never fail the check."""
-    info = prepared.pull_request
-    assert info is not None
-    git_dir = prepared.repository.git_dir
-    reviewed_before = prepared.context.last_reviewed_head is not None
-    dismissed = await forge.dismissed(
-        info,
-        lent.get("dismissals"),
-        lent.get("permissions"),
-        reviewed_before=reviewed_before,
-        has_findings=bool(result.review.findings),
-    )
-    gate.dismissed = dismissed
-    result.publication = await forge.publish(
-        result,
-        git_dir,
-        deadline=deadline,
-        ledger=lent.get("ledger"),
-        metrics=metrics,
-        force=force,
-        dismissed=dismissed,
-    )
-    publication = result.publication
-    if publication is None or publication.status != "published" or not reviewed_before:
-        return  # a first review (or one after a rewritten history): no thread of ours to fix
-    resolved = await forge.resolve_fixed(result, info, git_dir)
-    if resolved is not None:
-        publication.resolved = resolved
+    if dismissals is None or info is None:
+        return prepared
+    paths = [path for _, path in prepared.context.changed_files]
+    titles = await forge.dismissed_titles(info, paths, dismissals)
+    if titles is None:
+        return prepared
+    return replace(prepared, context=replace(prepared.context, dismissed_titles=titles))
 
 
 async def _with_learnings(prepared: Prepared, learnings: Learnings | None) -> Prepared:
-    """The repository's learnings in the first message (CONTRACT 20), newest first and
+    """The repository's learnings in the first message (specification §20), newest first and
     bounded; a database that does not answer leaves them out (the review goes on)."""
     info = prepared.pull_request
     if learnings is None or info is None:
@@ -299,7 +264,7 @@ async def _with_learnings(prepared: Prepared, learnings: Learnings | None) -> Pr
 
 
 class _Ending:
-    """How a review ended, counted once (CONTRACT 18): the result it returns (`of`), else what
+    """How a review ended, counted once (specification §18): the result it returns (`of`), else what
     it raised, with its seconds and, for an error, what it had spent."""
 
     def __init__(self) -> None:
@@ -329,10 +294,10 @@ def _ending(metrics: Metrics | None, tally: Tally, settings: Settings) -> Iterat
     except TimeoutError:
         timeout = ReviewTimeout()
         timeout.run = tally.record()
-        raise counted(timeout, _spent_cost(tally, settings)) from None
+        raise counted(timeout, _cost(tally.usage, settings)) from None
     except ReviewError as error:
         error.run = tally.record()
-        counted(error, _spent_cost(tally, settings))
+        counted(error, _cost(tally.usage, settings))
         raise
     except BaseException as exc:
         counted(exc)
@@ -350,10 +315,10 @@ def _set_at_exit(event: threading.Event) -> Iterator[None]:
         event.set()
 
 
-def _spent_cost(tally: Tally, settings: Settings) -> Cost | None:
-    """The estimated cost of what a review spent before it failed (issue 40)."""
+def _cost(usage: Usage, settings: Settings) -> Cost | None:
+    """The estimated cost of `usage` at the settings' prices (a failed review's too)."""
     input_price = settings.review_price_input_per_mtok
-    return estimated_cost(tally.usage, input_price, settings.review_price_output_per_mtok)
+    return estimated_cost(usage, input_price, settings.review_price_output_per_mtok)
 
 
 def _check_publishable(target: ReviewTarget) -> None:
@@ -364,15 +329,27 @@ def _check_publishable(target: ReviewTarget) -> None:
 
 
 def _forge_of(
-    target: ReviewTarget,
-    settings: Settings,
-    forge: ChangeForge | None,
-    lent: Lent,
+    target: ReviewTarget, settings: Settings, options: ReviewOptions
 ) -> AbstractAsyncContextManager[ChangeForge | None]:
     """The caller's forge, else the one the change's URL names; None for a local repository."""
-    if forge is not None or not isinstance(target, PullRequestTarget):
-        return contextlib.nullcontext(forge)
-    return open_forge(target.url, settings, clients=lent.get("clients"))
+    if options.forge is not None or not isinstance(target, ChangeTarget):
+        return contextlib.nullcontext(options.forge)
+    return open_forge(target.url, settings, clients=options.clients)
+
+
+@contextlib.asynccontextmanager
+async def _opened(
+    target: ReviewTarget, settings: Settings, options: ReviewOptions
+) -> AsyncIterator[tuple[ModelClient, ChangeForge | None, RepositoryStore]]:
+    """The review's model client, forge and repository store: the holder's as they are (never
+    closed here), else the review's own, closed when it ends."""
+    metrics = options.metrics
+    async with (
+        _shared_or_own(options.model, lambda: ProviderClient(settings, metrics=metrics)) as model,
+        _forge_of(target, settings, options) as forge,
+        _shared_or_own(options.store, lambda: one_shot_store(settings)) as store,
+    ):
+        yield model, forge, store
 
 
 def _shared_or_own(
@@ -422,9 +399,5 @@ def _result(engine: Engine, review: FinalReview, include_trace: bool) -> ReviewR
         tool_calls=tally.tool_calls,
         coverage=engine.coverage.coverage(),
         trace=tally.trace if include_trace else None,
-        cost=estimated_cost(
-            tally.usage,
-            settings.review_price_input_per_mtok,
-            settings.review_price_output_per_mtok,
-        ),
+        cost=_cost(tally.usage, settings),
     )

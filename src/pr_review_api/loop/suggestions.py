@@ -1,4 +1,4 @@
-"""The checks of a finding's suggestion (CONTRACT 14), after the final-review checks.
+"""The checks of a finding's suggestion (specification §14), after the final-review checks.
 
 REVIEW_SUGGESTIONS on: a finding may carry a replacement of lines `start_line`..`end_line` of
 its file at the head. Each suggestion is checked in the order of `RULES`; the first rule it

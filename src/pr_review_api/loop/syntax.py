@@ -1,4 +1,4 @@
-"""How many syntax errors a source file holds, for the languages we parse (CONTRACT 14).
+"""How many syntax errors a source file holds, for the languages we parse (specification §14).
 
 A suggestion is kept only when the file with the replacement applied has no more syntax
 errors than the file at the head: a fix must not break the parse (a file that did not parse

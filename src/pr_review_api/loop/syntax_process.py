@@ -1,4 +1,4 @@
-"""The syntax proof of one review's suggestions, in a child process (CONTRACT 14, issue 34).
+"""The syntax proof of one review's suggestions, in a child process (specification §14).
 
 A tree-sitter tree of 1 MiB of dense code takes hundreds of megabytes (bench/syntax.py), and a
 review may change many such files: kept in the review's own process, their trees once peaked at

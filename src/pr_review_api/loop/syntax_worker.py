@@ -1,4 +1,4 @@
-"""The child process that parses one review's files for the suggestion check (CONTRACT 14).
+"""The child process that parses one review's files for the suggestion check (specification §14).
 
 `python -I -m pr_review_api.loop.syntax_worker SECONDS BYTES` limits its own address space to
 BYTES before it parses anything, then answers requests from its standard input until it ends.

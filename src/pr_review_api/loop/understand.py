@@ -1,5 +1,5 @@
 """Before the model is asked: what the review's final review must add to understand the change
-(CONTRACT 21), from the repository's configuration, the settings and the change's description.
+(specification §21), from the repository's configuration, the settings and the change's description.
 
 The walkthrough is on when `.pr-review.toml` at the base says `walkthrough = true`, or it says
 nothing and REVIEW_WALKTHROUGH is set; its files are git's (loop/walkthrough.py). Linked issues

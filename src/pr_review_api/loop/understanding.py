@@ -1,5 +1,5 @@
-"""Understanding the change (CONTRACT 21): what the final review gains when the walkthrough is on
-(loop/walkthrough.py) or linked issues were read (loop/linked_issues.py).
+"""Understanding the change (specification §21): what the final review gains when the walkthrough is
+on (loop/walkthrough.py) or linked issues were read (loop/linked_issues.py).
 
 `Understanding` is what one conversation must answer: the files its walkthrough names (None:
 no walkthrough) and the issues it judges. It adds its fields to the final-review schema and its
@@ -99,7 +99,7 @@ def split_document(
     document: object, understanding: Understanding
 ) -> tuple[object, dict[str, object], Problem | None]:
     """(the document without our fields, our fields, the problem): a field of ours that this
-    review did not ask for is an unknown field, as CONTRACT 8's schema makes it."""
+    review did not ask for is an unknown field, as specification §8's schema makes it."""
     if not isinstance(document, dict):
         return document, {}, None
     wanted = understanding.fields

@@ -2,7 +2,7 @@
 
 After a final review has passed every final-review check, each finding is given back to the
 model in a fresh, short conversation over the review's conversation engine (`loop/engine.py`):
-the same four read-only tools and the same checks (`loop/checks.py`, round-atomic; the
+the same four read-only tools and the same checks (`loop/turn_checks.py`, round-atomic; the
 review's tool-call and tool-content limits; its one deadline). The verifier ends in a stop
 turn whose content is one strict JSON verdict (`VerifyPolicy`). A refuted finding is dropped;
 a verification that fails in any other way keeps the finding (a misbehaving verifier never
@@ -28,10 +28,10 @@ from pr_review_api.errors import (
 )
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
-from pr_review_api.loop.checks import CheckedTurn
 from pr_review_api.loop.engine import Engine, Stages
 from pr_review_api.loop.final_review import unwrap_fence
 from pr_review_api.loop.prompts import ReviewContext
+from pr_review_api.loop.turn_checks import CheckedTurn
 from pr_review_api.model import FinalReview, Finding
 from pr_review_api.settings import MAX_NOTES
 from pr_review_api.tools import execute_tool

@@ -1,4 +1,4 @@
-"""The walkthrough (CONTRACT 21): every changed file in exactly one entry, checked against the
+"""The walkthrough (specification §21): every changed file in exactly one entry, checked against the
 change's own file list, never the model's word.
 
 The files a walkthrough must describe come from git (`walkthrough_files`): a rename by its new

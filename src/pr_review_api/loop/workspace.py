@@ -36,8 +36,8 @@ MAX_SHOWN_REVISION_CHARS = 80
 
 
 @dataclass(frozen=True)
-class PullRequestTarget:
-    """Review a GitHub pull request, or a GitLab merge request, given by URL."""
+class ChangeTarget:
+    """Review a change (a pull request, a merge request) given by its URL on its forge."""
 
     url: str
 
@@ -45,7 +45,8 @@ class PullRequestTarget:
 @dataclass(frozen=True)
 class LocalTarget:
     """Review two revisions of a local repository. `linked` (the evaluation's cases) are
-    issues the caller already holds, given to the model as a forge's would be (CONTRACT 21)."""
+    issues the caller already holds, given to the model as a forge's would be
+    (specification §21)."""
 
     repo: Path
     base: str
@@ -53,7 +54,7 @@ class LocalTarget:
     linked: LinkedIssues = NO_LINKED_ISSUES
 
 
-ReviewTarget = PullRequestTarget | LocalTarget
+ReviewTarget = ChangeTarget | LocalTarget
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ def with_repo_config(prepared: Prepared) -> Prepared:
     instructions = repository_guidance(
         repository.git_dir, repository.revisions.base_sha, loaded.config, changed
     )
-    checks = applicable(loaded.config.checks, changed)  # CONTRACT 20: only those that apply
+    checks = applicable(loaded.config.checks, changed)  # specification §20: only those that apply
     context = replace(prepared.context, repository_instructions=instructions, checks=checks)
     return replace(prepared, context=context, repo_config=loaded)
 

@@ -128,8 +128,8 @@ def suggestion_heading(suggestion: Suggestion) -> str:
 
 
 def suggestion_diff(suggestion: Suggestion, replaced: Sequence[str] | None = None) -> str:
-    """A kept suggestion as a small diff (CONTRACT 14): a hunk header, `-` each line it replaces
-    (when the head's text is at hand) and `+` each line of its replacement."""
+    """A kept suggestion as a small diff (specification §14): a hunk header, `-` each line it
+    replaces (when the head's text is at hand) and `+` each line of its replacement."""
     start, end = suggestion.start_line, suggestion.end_line
     new = [] if suggestion.replacement == "" else suggestion.replacement.split("\n")
     header = f"@@ -{start},{end - start + 1} +{start},{len(new)} @@"

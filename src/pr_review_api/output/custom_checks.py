@@ -1,4 +1,4 @@
-"""Custom checks in every output (CONTRACT 20): the text and Markdown reports, SARIF, the
+"""Custom checks in every output (specification §20): the text and Markdown reports, SARIF, the
 published bodies and the merge gate's summary.
 
 A report shows each check's name, result, explanation and (for a check that did not pass) its

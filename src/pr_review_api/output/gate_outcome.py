@@ -1,8 +1,8 @@
-"""What the merge gate says of a review (CONTRACT 16), whatever the forge that shows it.
+"""What the merge gate says of a review (specification §16), whatever the forge that shows it.
 
 Pure functions of the review, the repository's `fail_on` and the dismissed fingerprints: the
 conclusion (`success`, `failure`, `neutral`; `timed_out` and `action_required` when the gate
-fails closed, CONTRACT 16), a title, a Markdown summary (counts by severity,
+fails closed, specification §16), a title, a Markdown summary (counts by severity,
 coverage, the review's link), a one-line plain-text `brief` for short fields (a commit
 status's description) and the undismissed findings (GitHub's annotations). Each forge's
 reporter (github/checks.py's check run, gitlab/status.py's commit status) shows an outcome
@@ -28,7 +28,7 @@ Conclusion = Literal["success", "failure", "neutral", "timed_out", "action_requi
 FailOn = Literal["critical", "high", "medium", "low", "info", "none"]
 FAILING: frozenset[Conclusion] = frozenset({"failure", "timed_out", "action_required"})
 RERUN_HINT = "Re-run the check, or comment `/pr-review review`, to review it again."
-# A brief is a commit status's description: a status has no re-run button (CONTRACT 16).
+# A brief is a commit status's description: a status has no re-run button (specification §16).
 BRIEF_RERUN_HINT = "Comment `/pr-review review` to review it again."
 
 
@@ -166,8 +166,8 @@ def unknown_outcome(fail_on: FailOn) -> CheckOutcome:
 
 def ended_outcome(code: str, fail_on: FailOn) -> CheckOutcome:
     """The check of a review that ended without a final review (`code`: its termination
-    reason). With `fail_on` set the gate fails closed (CONTRACT 16): the author writes what the
-    model reads, so a review the author can make end early must not pass; `timed_out` for the
+    reason). With `fail_on` set the gate fails closed (specification §16): the author writes what
+    the model reads, so a review the author can make end early must not pass; `timed_out` for the
     review's deadline, `failure` for every other reason."""
     if fail_on == "none":
         return CheckOutcome(

@@ -1,4 +1,4 @@
-"""Model text rendered as Markdown that cannot misbehave on GitHub (CONTRACT section 10).
+"""Model text rendered as Markdown that cannot misbehave on GitHub (specification §10).
 
 Everything the model wrote (titles, explanations, evidence, recommendations, the summary and
 notes) and every path goes through `escape()` before it reaches a review body or comment:
@@ -77,7 +77,7 @@ _BACKTICK_RUN = re.compile(r"`+")
 
 
 def code_block(info: str, text: str, indent: str = "") -> str:
-    """`text` exactly, in a fenced code block (CONTRACT 14): fenced with more backticks than
+    """`text` exactly, in a fenced code block (specification §14): fenced with more backticks than
     any run inside it (three at least), so no line of it can close the block; inside a block
     Markdown and GitHub's mentions and references are not read. `indent` prefixes every line,
     fence and blank lines included, so that a block inside a list item stays inside it."""

@@ -77,7 +77,7 @@ def render_markdown(result: ReviewResult) -> str:
     parts = [f"## pr-review: {md_inline(subject(result))}", _md_overview(result)]
     parts.append(coverage_line(result.coverage, md_code))
     parts += ["### Summary", md_escape(result.review.summary)]
-    understood = markdown_sections(  # CONTRACT 21: the walkthrough, the linked issues
+    understood = markdown_sections(  # specification §21: the walkthrough, the linked issues
         result.review, heading="###", cell=md_inline, path=md_code, max_chars=MAX_SECTION_CHARS
     )
     if understood:
@@ -85,7 +85,7 @@ def render_markdown(result: ReviewResult) -> str:
     for severity, findings in by_severity(result):
         parts.append(f"### {_ICONS[severity]} {severity.capitalize()} ({len(findings)})")
         parts += [_md_finding(finding) for finding in findings]
-    if checks := result.review.check_results():  # CONTRACT 20: only when a check applied
+    if checks := result.review.check_results():  # specification §20: only when a check applied
         parts.append(custom_checks.markdown_section(checks, md_inline, md_escape))
     if result.review.notes:
         notes = "\n".join(f"- {md_inline(note)}" for note in result.review.notes)

@@ -15,7 +15,7 @@ from pr_review_api.output.common import suggestion_heading
 
 TOOL_NAME = "pr-review"
 # No `informationUri`: it is optional in SARIF 2.1.0, and the project has no public home page
-# to name yet (the package index project it named does not exist; issue 23).
+# to name yet (the package index project it named does not exist).
 SARIF_SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 )
@@ -56,9 +56,9 @@ def sarif_document(result: ReviewResult) -> dict[str, Any]:
             "coverage": result.coverage.model_dump(mode="json"),
         },
     }
-    if checks := result.review.check_results():  # CONTRACT 20: only when a check applied
+    if checks := result.review.check_results():  # specification §20: only when a check applied
         run["properties"]["checks"] = custom_checks.sarif_properties(checks)
-    # CONTRACT 21: only when the review has them, so a review without is as before.
+    # specification §21: only when the review has them, so a review without is as before.
     review = result.review.model_dump(mode="json", include={"walkthrough", "linked_issues"})
     run["properties"].update(review)
     if result.pull_request is not None:
@@ -113,7 +113,7 @@ def _sarif_result(finding: Finding) -> dict[str, Any]:
 
 
 def _sarif_fix(path: str, suggestion: Suggestion) -> dict[str, Any]:
-    """A kept suggestion as a SARIF fix (CONTRACT 14): the whole lines start..end, without the
+    """A kept suggestion as a SARIF fix (specification §14): the whole lines start..end, without the
     last one's line break (a region without columns, SARIF 3.30.5), become the replacement."""
     return {
         "description": {"text": f"Suggested change ({suggestion_heading(suggestion)})."},

@@ -80,13 +80,13 @@ def _text_report(result: ReviewResult, local: LocalSubject | None = None) -> Tex
     report.append(coverage_line(result.coverage, clean) + "\n")
     report.append("\nSummary\n", style="bold underline")
     report.append(_indented(result.review.summary, 2) + "\n")
-    report.append("".join(text_sections(result.review, _indented)))  # CONTRACT 21, if any
+    report.append("".join(text_sections(result.review, _indented)))  # specification §21, if any
     report.append(f"\nFindings: {counts_line(result)}\n", style="bold")
     for severity, findings in by_severity(result):
         report.append(f"\n{severity.upper()} ({len(findings)})\n", style=_STYLES[severity])
         for finding in findings:
             _append_text_finding(report, finding)
-    if checks := result.review.check_results():  # CONTRACT 20: only when a check applied
+    if checks := result.review.check_results():  # specification §20: only when a check applied
         report.append("\n" + "\n".join(custom_checks.text_lines(checks, clean)) + "\n")
     if result.review.notes:
         report.append("\nNotes\n", style="bold underline")

@@ -1,4 +1,4 @@
-"""The walkthrough and the linked issues (CONTRACT 21) as each destination shows them: tables
+"""The walkthrough and the linked issues (specification §21) as each destination shows them: tables
 in Markdown (the report, the published body on every forge, the gate's summary) and indented
 lines in the text report. Each destination passes its own escapers and size; a review without
 them shows nothing, so its outputs are as before.

@@ -1,4 +1,4 @@
-"""The one publication driver of every forge (CONTRACT 10): what a publication does in the
+"""The one publication driver of every forge (specification §10): what a publication does in the
 same order whatever the forge, with the forge's own steps (`ForgeSteps`) in between.
 
 1. Within the review's deadline (less a margin), the service's ledger (`ledger.py`) of
@@ -36,6 +36,7 @@ from pr_review_api.model import (
     Forge,
     Publication,
     PublicationError,
+    PublishFailedCode,
     PullRequestInfo,
     ReviewResult,
 )
@@ -67,6 +68,8 @@ class ForgeSteps(ABC):
 
     # The forge's errors that end a publication `failed` with their own sentence.
     errors: tuple[type[ReviewError], ...]
+    # The code of a failed publication's `error` on this forge.
+    failed_code: PublishFailedCode
     # Why nothing was published when the listing outran its budget.
     too_many_posts: str
 
@@ -106,11 +109,14 @@ async def publish_with(
         async with asyncio.timeout_at(deadline - DEADLINE_MARGIN_SECONDS):
             return await _publish(steps, result, git_dir, deadline, ledger, force, dismissed)
     except PublishFailure as failure:
-        return _failed(failure.message)
+        message = failure.message
     except steps.errors as exc:
-        return _failed(exc.message)
+        message = exc.message
     except TimeoutError:
-        return _failed("Publishing did not finish before the review's deadline.")
+        message = "Publishing did not finish before the review's deadline."
+    logger.info("publishing the review failed: %s", message)
+    error = PublicationError(code=steps.failed_code, message=message)
+    return Publication(status="failed", error=error)
 
 
 async def publish_finished(
@@ -129,11 +135,6 @@ async def publish_finished(
     if metrics is not None:
         metrics.publication(publication.status)
     return publication
-
-
-def _failed(message: str) -> Publication:
-    logger.info("publishing the review failed: %s", message)
-    return Publication(status="failed", error=PublicationError(message=message))
 
 
 async def _publish(
@@ -186,7 +187,7 @@ async def _ledger_fingerprints(ledger: PublishLedger | None, key: HeadKey) -> se
 async def read_findings(
     result: ReviewResult, git_dir: Path, dismissed: Collection[str]
 ) -> Findings:
-    """The findings the repository did not dismiss (CONTRACT 15), with what placing them
+    """The findings the repository did not dismiss (specification §15), with what placing them
     needs, read from git off the event loop."""
     head, findings = result.revisions.head_sha, result.review.findings
     wanted = {f.path for f in findings}

@@ -1,4 +1,4 @@
-"""The review body and inline comment texts as posted (CONTRACT 10); model text is escaped.
+"""The review body and inline comment texts as posted (specification §10); model text is escaped.
 
 The layout is one for every forge: GitLab's note and discussions (gitlab/note_text.py) are
 these texts with GitLab's `Layout`, which names its escapers, its size limit, its few words
@@ -118,6 +118,28 @@ def render_body(result: ReviewResult, placement: Placement, layout: Layout) -> t
     return "\n".join(parts), shown
 
 
+def render_short_body(
+    result: ReviewResult, placement: Placement, layout: Layout, *, summary_where: str
+) -> tuple[str, int]:
+    """A later head's review: one line, with the counts of the whole review at this head as a
+    full body states them (a run of this head again completes its check from them), where the
+    summary is (`summary_where`), then this head's checks, the findings that cannot go
+    inline, and the head's marker; and how many body findings it holds."""
+    head = result.revisions.head_sha
+    new = len(placement.inline) + len(placement.body)
+    what = f"{new} of them new" if new else "none of them new"
+    counts = tally(result)
+    line = (
+        f"**Findings:** {counts} at `{head[:7]}`"
+        + ("" if counts == "none" else f", {what}")
+        + f"; {summary_where}."
+    )
+    size = len(line) + 200
+    section, shown, _ = findings_section(placement, size, layout)
+    checks = checks_lines(result, layout)  # this head's: a run again reads them back
+    return "\n".join([line, *checks, *section, "", head_marker(head)]), shown
+
+
 def tally(result: ReviewResult) -> str:
     """The counts by severity of the review's findings, as `**Findings:**` states them."""
     counts = Counter(f.severity for f in result.review.findings)
@@ -134,7 +156,7 @@ def summary_lines(result: ReviewResult, layout: Layout) -> list[str]:
         f"**Findings:** {tally(result)}",
     ]
     parts += ["", coverage_line(result.coverage, layout.escape_inline)]
-    # CONTRACT 21: the walkthrough and linked issues, within a quarter of the body's size.
+    # specification §21: the walkthrough and linked issues, within a quarter of the body's size.
     understood = markdown_sections(
         result.review,
         heading="####",
@@ -146,7 +168,7 @@ def summary_lines(result: ReviewResult, layout: Layout) -> list[str]:
 
 
 def checks_lines(result: ReviewResult, layout: Layout) -> list[str]:
-    """The custom checks' section (CONTRACT 20); nothing when no check applied."""
+    """The custom checks' section (specification §20); nothing when no check applied."""
     checks = result.review.check_results()
     if not checks:
         return []

@@ -2,7 +2,7 @@
 
 `<!-- pr-review:head=<sha> -->` says which head a review reviewed; `<!-- pr-review:finding=<fp>
 -->` says which finding a review, a body entry or an inline comment carries. Markers are read
-only from reviews and comments whose author is the publishing identity (CONTRACT section 10):
+only from reviews and comments whose author is the publishing identity (specification §10):
 anyone can write the same text in a comment of their own, and it must change nothing. Model
 text can never contain a marker of ours: `markdown.escape` turns its `<` into `\\<`, and the
 pattern below refuses a marker preceded by a backslash. A suggestion's replacement, which a

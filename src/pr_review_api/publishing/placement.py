@@ -1,10 +1,10 @@
-"""Where each finding goes: inline on a hunk line of its file, or in the body (CONTRACT 10).
+"""Where each finding goes: inline on a hunk line of its file, or in the body (specification §10).
 
 A finding is inline when its line is an added or context line of a hunk of its file's diff
 from the merge base to the head; at most `max_inline` are, most severe first, then path, then
 line. Its fingerprint uses the text of its line at the head, so it survives lines moving.
 
-A finding with a suggestion (CONTRACT 14) whose whole range lies in one hunk is committable:
+A finding with a suggestion (specification §14) whose whole range lies in one hunk is committable:
 inline over that range (`start_line`..`line`, `line` its last line), its body ending with a
 `suggestion` block. Any other suggestion is shown as a diff, clearly not committable.
 """
@@ -117,7 +117,7 @@ def _editor_lines(text: str) -> list[str]:
 
 
 def fingerprint_of(finding: Finding, texts: dict[str, list[str]]) -> str:
-    """The finding's fingerprint with the text of its line at the head (CONTRACT 10)."""
+    """The finding's fingerprint with the text of its line at the head (specification §10)."""
     lines = texts.get(finding.path)
     if finding.line is None or lines is None or finding.line > len(lines):
         return finding.fingerprint()

@@ -1,4 +1,4 @@
-"""A re-review's first message (CONTRACT 10): our last reviewed head, read from our markers on
+"""A re-review's first message (specification §10): our last reviewed head, read from our markers on
 any forge, and the files changed since it, when it is an ancestor of this head."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which finding one of our threads stands for, on any forge (CONTRACT 10, 15): same path,
+"""Which finding one of our threads stands for, on any forge (specification §§10, 15): same path,
 same title as the thread's first comment shows it, a line within `NEAR_LINES` of the
 comment's. Such a finding is not posted again while its thread is open, and its thread is not
 resolved as fixed (github/resolve.py, gitlab/resolve.py)."""

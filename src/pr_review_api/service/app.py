@@ -1,4 +1,4 @@
-"""The HTTP service: a thin FastAPI shell over `run_review()` (CONTRACT section 5).
+"""The HTTP service: a thin FastAPI shell over `run_review()` (specification §5).
 
 The parts, each in its own module:
 
@@ -11,7 +11,7 @@ The parts, each in its own module:
     dependencies  settings, model client, review slots and the reviewer, as `Depends`
     errors        `error_response()`: the one place a `ReviewError` becomes an answer
     server        how `pr-review serve` runs it: timeouts, a connection cap, quiet EMFILE
-    metrics_route GET /metrics (CONTRACT 18), behind the keys when set
+    metrics_route GET /metrics (specification §18), behind the keys when set
     hosts         without keys, only loopback and PR_REVIEW_ALLOWED_HOSTS `Host` names are
                   answered (421 before routing; `server_config` puts it in front)
     ui, ui_session  /ui's pages; a browser's sign-in with a key, its signed session cookie,
@@ -78,19 +78,20 @@ def create_app(settings: Settings | None = None, *, metrics: Metrics | None = No
     app.add_middleware(AccessLog)
     add_routes(app, secured=bool(settings.pr_review_api_keys))
     install_metrics_route(app, secured=bool(settings.pr_review_api_keys))
-    install_job_routes(app, settings)  # CONTRACT 11: only when a database is configured
+    install_job_routes(app, settings)  # specification §11: only when a database is configured
     return app
 
 
 def install_job_routes(app: FastAPI, settings: Settings) -> None:
-    """The job routes, the webhook receivers (GitHub's, GitLab's), the `/ui` pages (which read
-    the same records) and the queue's lifespan, when the settings name a database (`pr-review
-    serve` always does: an embedded one without `PR_REVIEW_DATABASE_URL`). The queue's
+    """The job routes, the webhook receivers (GitHub's, GitLab's, Gitea's), the `/ui` pages
+    (which read the same records) and the queue's lifespan, when the settings name a database
+    (`pr-review serve` always does: an embedded one without `PR_REVIEW_DATABASE_URL`). The queue's
     connection pool opens in the application's lifespan and migrations are applied then."""
     if settings.pr_review_database_url is None:
         return
     # Imported here: the queue's libraries (and the pages' templates) load only with a database.
     from pr_review_api.jobs.queue import JobQueue  # noqa: PLC0415
+    from pr_review_api.service.gitea_webhooks import gitea_webhook_router  # noqa: PLC0415
     from pr_review_api.service.gitlab_webhooks import gitlab_webhook_router  # noqa: PLC0415
     from pr_review_api.service.jobs_routes import jobs_router  # noqa: PLC0415
     from pr_review_api.service.ui import ui_router  # noqa: PLC0415
@@ -111,10 +112,13 @@ def install_job_routes(app: FastAPI, settings: Settings) -> None:
     router = jobs_router(secured=bool(settings.pr_review_api_keys))
     router.lifespan_context = lifespan
     app.include_router(router)
-    app.include_router(ui_router())  # CONTRACT 18
-    app.include_router(learnings_router())  # CONTRACT 20
+    app.include_router(ui_router())  # specification §18
+    app.include_router(learnings_router())  # specification §20
     install_sign_in_handler(app)
     if settings.pr_review_webhook_secret is not None:
         app.include_router(webhook_router())
-    if settings.pr_review_gitlab_webhook_secret is not None:  # CONTRACT 17
+    if settings.pr_review_gitlab_webhook_secret is not None:  # specification §17
         app.include_router(gitlab_webhook_router())
+    # specification §19: a secret alone routes nothing while no Gitea server is configured.
+    if settings.pr_review_gitea_webhook_secret is not None and settings.gitea_server_url:
+        app.include_router(gitea_webhook_router())

@@ -6,7 +6,7 @@ itself (not by FastAPI) so that:
   is refused before a byte is read;
 - it must be sent as `application/json`, and the answer says so when it is not;
 - it is strict JSON: duplicate keys (a proxy may have checked the other one), NaN, and any
-  nesting depth are `invalid_request`, never a 400 or a 500 (CONTRACT section 5).
+  nesting depth are `invalid_request`, never a 400 or a 500 (specification §5).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ The application keeps its settings, review slots and pooled model client on `app
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from fastapi import Request
@@ -18,8 +18,8 @@ from pr_review_api.errors import ServerBusy
 from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.run import run_review
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions, run_review
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.metrics import Metrics
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
@@ -35,13 +35,7 @@ class Reviewer(Protocol):
     """What the service calls to review a pull request: `run_review`, or a test's stand-in."""
 
     def __call__(
-        self,
-        target: PullRequestTarget,
-        settings: Settings,
-        *,
-        include_trace: bool,
-        model: ModelClient | None,
-        post: bool = False,
+        self, target: ChangeTarget, settings: Settings, options: ReviewOptions
     ) -> Awaitable[ReviewResult]: ...
 
 
@@ -71,18 +65,16 @@ def get_reviewer(request: Request) -> Reviewer:
     store: RepositoryStore | None = getattr(request.app.state, "store", None)
     # One API client per forge (a connection pool, the credentials each) per service, too.
     forges: ForgeClients | None = getattr(request.app.state, "forges", None)
-    shared: dict[str, object] = {}
-    # The application's metrics count every review it runs (CONTRACT 18).
+    # The application's metrics count every review it runs (specification §18).
     metrics: Metrics | None = getattr(request.app.state, "metrics", None)
-    if metrics is not None:
-        shared["metrics"] = metrics
-    if store is not None:
-        shared["store"] = store
-    if forges is not None:
-        shared["clients"] = forges
-    if not shared:
-        return run_review
-    return functools.partial(run_review, **shared)  # type: ignore[arg-type]
+
+    def review(
+        target: ChangeTarget, settings: Settings, options: ReviewOptions
+    ) -> Awaitable[ReviewResult]:
+        lent = replace(options, store=store, clients=forges, metrics=metrics)
+        return run_review(target, settings, lent)
+
+    return review
 
 
 def get_settings(request: Request) -> Settings:

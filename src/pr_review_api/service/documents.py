@@ -1,4 +1,4 @@
-"""The documents of the HTTP API (CONTRACT section 5), as OpenAPI shows them."""
+"""The documents of the HTTP API (specification §5), as OpenAPI shows them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`POST /v1/webhooks/gitlab`: GitLab deliveries become review jobs (CONTRACT 17, 11 and 15).
+"""`POST /v1/webhooks/gitlab`: GitLab deliveries become review jobs (specification §§17, 11 and 15).
 
 Present only when `PR_REVIEW_GITLAB_WEBHOOK_SECRET` is set. The secret token, not a service key,
 guards it: `X-Gitlab-Token` must equal the secret (compared in constant time), else 401
@@ -6,7 +6,7 @@ guards it: `X-Gitlab-Token` must equal the secret (compared in constant time), e
 
     Merge Request Hook  open, reopen, or update that moved the head, marked it ready or changed
                         the title, labels or target branch (the skip rules evaluated again,
-                        CONTRACT 16); not a draft; open  202 {"job_id": ..., "status": ...}
+                        specification §16); not a draft; open  202 {"job_id": ..., "status": ...}
     Note Hook           a note on a merge request whose first word is `@<our username>` or
                         `/pr-review`, then `review` or `help`, or (in a discussion) `ignore` or
                         a question, by a user with Developer (30) or higher access (a question
@@ -16,10 +16,10 @@ guards it: `X-Gitlab-Token` must equal the secret (compared in constant time), e
     a malformed payload                                  422 invalid_request
 
 What a payload asks for is read by gitlab/hooks.py (the merge request is always one on OUR
-`GITLAB_SERVER_URL`); who may ask is GitLab's member API (gitlab/conversation.py, cached
+`GITLAB_SERVER_URL`); who may ask is GitLab's member API (gitlab/comments.py, cached
 briefly), never the note's own claims; our own notes and bots (`user.bot`, or a bot's
 username) are ignored before it is asked. Whether a discussion is one of our findings' is the
-job's to find out (jobs/conversation.py, forge/gitlab_conversation.py): a delivery is
+job's to find out (jobs/comments.py, forge/gitlab_comments.py): a delivery is
 answered within a second.
 
 A repeated `X-Gitlab-Event-UUID` answers the job the first one queued (stored as
@@ -51,7 +51,7 @@ from pr_review_api.errors import (
 )
 from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.conversation import AccessLevels
+from pr_review_api.gitlab.comments import AccessLevels
 from pr_review_api.gitlab.hooks import (
     MERGE_REQUEST_HOOK,
     NOTE_HOOK,
@@ -196,7 +196,7 @@ async def _note_answer(
     delivery: str | None,
     checks: _Checks,
 ) -> tuple[Response, str]:
-    """A Note Hook: the command job it asks for (CONTRACT 15), or ignored."""
+    """A Note Hook: the command job it asks for (specification §15), or ignored."""
     note = merge_request_note(event, settings)
     if (
         note is None
@@ -227,7 +227,7 @@ async def _permitted_command(note: MergeRequestNote, checks: _Checks) -> Command
     kind = None if text is None else kind_of(text, note)
     if text is None or kind is None:
         return None
-    # The merge request's author may ask questions, nothing else (CONTRACT 15).
+    # The merge request's author may ask questions, nothing else (specification §15).
     author_asks = kind == "answer" and note.author_id == note.merge_request_author_id
     if not author_asks and not await checks.access.may_ask(checks.gitlab, note.ref, note.author_id):
         return None

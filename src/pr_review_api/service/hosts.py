@@ -6,7 +6,7 @@ on another site can resolve its own name to 127.0.0.1 (DNS rebinding) and then r
 a developer's service as a same-origin page. The browser still sends that page's name in
 `Host`, so without keys `HostCheck` answers only the loopback names (`127.0.0.1`, `localhost`,
 `[::1]`, with or without a port) and the names listed in `PR_REVIEW_ALLOWED_HOSTS` (a reverse
-proxy's), and refuses anything else with 421 before routing (CONTRACT section 5). Webhooks are
+proxy's), and refuses anything else with 421 before routing (specification §5). Webhooks are
 not exempt: a keyless service reached through a proxy or a tunnel lists that public name.
 
 Imports stay light: the command line reads `is_loopback` before the web stack loads.
@@ -86,5 +86,5 @@ class HostCheck:
 
 
 def host_checked(app: ASGIApp, *, keys: bool, allowed: tuple[str, ...]) -> ASGIApp:
-    """`app`, behind `HostCheck` unless service keys are set (CONTRACT section 5)."""
+    """`app`, behind `HostCheck` unless service keys are set (specification §5)."""
     return app if keys else HostCheck(app, allowed)

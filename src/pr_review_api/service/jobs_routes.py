@@ -1,5 +1,5 @@
 """`POST /v1/review-jobs`, `GET /v1/review-jobs` (a page of jobs, service/job_listing.py) and
-`GET /v1/review-jobs/{id}` (CONTRACT section 11).
+`GET /v1/review-jobs/{id}` (specification §11).
 
 `service.app.install_job_routes` adds them, with the webhook receiver and the `/ui` pages,
 when the settings name a database. Every job route needs a service key when keys are set.
@@ -42,7 +42,7 @@ class ReviewJobRequest(BaseModel):
 
     pull_request_url: str = Field(
         description="A pull request on the configured GitHub host, or a merge request on the "
-        "configured GitLab host (CONTRACT 17)."
+        "configured GitLab host (specification §17)."
     )
     post: bool = Field(default=False, description="Publish the review on the pull request.")
 

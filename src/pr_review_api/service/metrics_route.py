@@ -1,4 +1,4 @@
-"""`GET /metrics` (CONTRACT 18): the process's `Metrics` in Prometheus's text format.
+"""`GET /metrics` (specification §18): the process's `Metrics` in Prometheus's text format.
 
 Behind the service keys when they are set, with the same dependency as /v1. The job gauge is
 read from the database at scrape time, within `JOBS_READ_TIMEOUT_SECONDS`: a database that is

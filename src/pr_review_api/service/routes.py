@@ -21,7 +21,8 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from pr_review_api.llm.client import ModelClient
-from pr_review_api.loop.workspace import PullRequestTarget
+from pr_review_api.loop.run import ReviewOptions
+from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.service.auth import require_service_key
 from pr_review_api.service.body import review_request
@@ -77,15 +78,10 @@ def v1_router(*, secured: bool) -> APIRouter:
         reviewer: Annotated[Reviewer, Depends(get_reviewer)],
     ) -> Response:
         with slots.hold():
-            target = PullRequestTarget(body.pull_request_url)
-            if body.post:  # CONTRACT 10: no write request is ever made without it
-                result = await reviewer(
-                    target, settings, include_trace=body.include_trace, model=model, post=True
-                )
-            else:
-                result = await reviewer(
-                    target, settings, include_trace=body.include_trace, model=model
-                )
+            target = ChangeTarget(body.pull_request_url)
+            # specification §10: no write request is ever made without `post`.
+            options = ReviewOptions(post=body.post, include_trace=body.include_trace, model=model)
+            result = await reviewer(target, settings, options)
         return ContractJSONResponse(result.model_dump(mode="json"))
 
     return router

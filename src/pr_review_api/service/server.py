@@ -3,7 +3,7 @@
 uvicorn bounds neither how long a client may take to send a request head nor how many
 connections it holds: `timeout_keep_alive` is armed only after a response, and
 `limit_concurrency` answers 503 only once a head is complete, so 400 connections that send
-one byte every 10 s keep 400 file descriptors until the process runs out (issue 9 item 3).
+one byte every 10 s keep 400 file descriptors until the process runs out.
 The guard is below ASGI, on the connection: `GuardedH11Protocol` is uvicorn's h11 protocol
 (selected through the public `http=` setting) with
 
@@ -21,7 +21,7 @@ The guard is below ASGI, on the connection: `GuardedH11Protocol` is uvicorn's h1
 The cap is sized from the process's file-descriptor limit, leaving room for what reviews
 open (git processes and their pipes, upstream connections, cache files).
 
-Stopping (issue 22 item 1): uvicorn catches SIGTERM and SIGINT, shuts down gracefully, then
+Stopping (SECURITY.md): uvicorn catches SIGTERM and SIGINT, shuts down gracefully, then
 raises the signal again for the handler that was there before it. With Python's defaults,
 SIGTERM then killed `serve` on the spot, before the embedded database and its worker were
 stopped. `StopSignals` is that earlier handler: it raises `StopRequested`, so `serve`

@@ -1,4 +1,4 @@
-"""`/ui`: pages for people (CONTRACT section 18), server-rendered, no JavaScript.
+"""`/ui`: pages for people (specification §18), server-rendered, no JavaScript.
 
     /ui                                              recent jobs (the listing's filters and
                                                      pages, as GET /v1/review-jobs reads them)
@@ -32,9 +32,9 @@ from pr_review_api.errors import InvalidRequest, JobNotFound, Unauthorized
 from pr_review_api.forge.urls import is_repository_name
 from pr_review_api.jobs.admin import list_jobs
 from pr_review_api.jobs.dismissals import DatabaseDismissals, repository_key
+from pr_review_api.jobs.figures import JobFigures
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import JobFilter, JobRecord
-from pr_review_api.jobs.summary import JobSummary
 from pr_review_api.model import SEVERITIES
 from pr_review_api.service.auth import is_service_key, service_keys
 from pr_review_api.service.body import form_body
@@ -91,7 +91,7 @@ def safe_link(url: Any) -> str | None:
 
 
 async def dismissed_findings(queue: JobQueue, owner: str, repo: str) -> list[dict[str, Any]]:
-    """The repository's dismissed findings (CONTRACT 15: `ignore` in one of our threads),
+    """The repository's dismissed findings (specification §15: `ignore` in one of our threads),
     newest first, from the `dismissals` table."""
     dismissals = DatabaseDismissals(queue.connector.pool.connection)
     found = await dismissals.listed(repository_key(owner, repo))
@@ -239,7 +239,7 @@ def _query(where: JobFilter, limit: int, after: uuid.UUID) -> str:
 
 
 def _job_row(request: Request, record: JobRecord) -> dict[str, Any]:
-    summary = JobSummary.of(record)
+    figures = JobFigures.of(record)
     return {
         "id": str(record.id),
         "page": f"{ui_path(request)}/jobs/{record.id}",
@@ -248,14 +248,14 @@ def _job_row(request: Request, record: JobRecord) -> dict[str, Any]:
         "head": (record.head_sha or "")[:_HEAD_CHARS],
         "status": record.status,
         "created": record.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "severities": summary.severities,
-        "findings": summary.findings,
-        "tokens": summary.total_tokens,
-        "duration": summary.duration_text(),
-        "error_code": summary.error_code,
-        "publication_status": summary.publication_status,
-        "published_link": safe_link(summary.published_url),
-        "published_url": summary.published_url,
+        "severities": figures.severities,
+        "findings": figures.findings,
+        "tokens": figures.total_tokens,
+        "duration": figures.duration_text(),
+        "error_code": figures.error_code,
+        "publication_status": figures.publication_status,
+        "published_link": safe_link(figures.published_url),
+        "published_url": figures.published_url,
     }
 
 
@@ -279,7 +279,7 @@ def _job_view(request: Request, record: JobRecord) -> dict[str, Any]:
         "summary": review.get("summary"),
         "findings_list": [f for f in _list(review.get("findings")) if isinstance(f, dict)],
         "notes": [note for note in _list(review.get("notes")) if isinstance(note, str)],
-        # CONTRACT 21, when the review has them.
+        # specification §21, when the review has them.
         "walkthrough": [e for e in _list(review.get("walkthrough")) if isinstance(e, dict)],
         "linked_issues": [i for i in _list(review.get("linked_issues")) if isinstance(i, dict)],
         "coverage": coverage or None,

@@ -1,4 +1,4 @@
-"""`/ui/learnings/{repository}`: a repository's learnings (CONTRACT 20), for people.
+"""`/ui/learnings/{repository}`: a repository's learnings (specification §20), for people.
 
     GET  /ui/learnings/{repository}                  the learnings, newest first, and a form
     POST /ui/learnings/{repository}                  add one (`text`), then back to the page

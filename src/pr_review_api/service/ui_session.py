@@ -1,4 +1,4 @@
-"""Signing in to `/ui` from a browser (CONTRACT 18), and what guards every `/ui` request.
+"""Signing in to `/ui` from a browser (specification §18), and what guards every `/ui` request.
 
 With `PR_REVIEW_API_KEYS` set, a browser cannot send `Authorization: Bearer <key>`; it signs in
 on a form that takes a key, and gets a session cookie that is never the key itself:

@@ -1,4 +1,4 @@
-"""`POST /v1/webhooks/github`: GitHub deliveries become review jobs (CONTRACT section 11).
+"""`POST /v1/webhooks/github`: GitHub deliveries become review jobs (specification §11).
 
 Present only when `PR_REVIEW_WEBHOOK_SECRET` is set. The signature, not a service key, guards
 it: `X-Hub-Signature-256` must be `sha256=` and the HMAC-SHA256 of the raw body under the
@@ -9,17 +9,17 @@ is parsed. Then:
     pull_request opened/synchronize/reopened/ready_for_review, not a draft, still open
                                                            202 {"job_id": ..., "status": ...}
     pull_request edited (title or base changed), labeled, unlabeled: the skip rules' inputs
-    changed (CONTRACT 16), evaluated again on the head     202 {"job_id": ..., "status": ...}
+    changed (specification §16), evaluated again on the head     202 {"job_id": ..., "status": ...}
     check_run rerequested, our check on a pull request's head (github/gate_events.py)
                                                            202 {"job_id": ..., "status": ...}
     issue_comment / pull_request_review_comment created, addressed to us by a user who may
-    ask it (CONTRACT 15; `remember` and `forget`, writers only: CONTRACT 20)
+    ask it (specification §15; `remember` and `forget`, writers only: specification §20)
                                                            202 {"job_id": ..., "status": ...}
     anything else                                          202 {"status": "ignored"}
 
 A comment is read from the delivery only (jobs/commands.py); our own comments and `[bot]`
 authors are ignored before any request; who may ask is the collaborator-permission API's
-answer (github/conversation.py, cached briefly), never the comment's own claims.
+answer (github/comments.py, cached briefly), never the comment's own claims.
 
 Every job carries its delivery's `installation.id`: with the GitHub App configured, that is who
 the job is on GitHub (forge/clients.py refuses a GitHub job without one, and a comment without
@@ -49,7 +49,7 @@ from pr_review_api.errors import (
     ReviewError,
     ServerBusy,
 )
-from pr_review_api.github.conversation import Repository, may_write
+from pr_review_api.github.comments import Repository, may_write
 from pr_review_api.github.gate_events import rerequested_run, skip_inputs_changed
 from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
@@ -113,7 +113,7 @@ def _job_of(event: dict[str, Any], settings: Settings) -> PullRequestJob | None:
 
 
 def _rerun_job(event: dict[str, Any], settings: Settings) -> PullRequestJob | None:
-    """The review a press of our check's re-run button asks for (CONTRACT 16): the pull
+    """The review a press of our check's re-run button asks for (specification §16): the pull
     request's head reviewed again, as a webhook job (skip rules evaluated again, a head already
     published not reviewed twice), with the delivery's installation like every other job."""
     rerun = rerequested_run(event, settings.github_app_id)
@@ -193,7 +193,7 @@ async def _command_answer(
     queue: JobQueue,
     delivery: str | None,
 ) -> tuple[Response, str]:
-    """A comment delivery: the command job it asks for (CONTRACT 15), or ignored."""
+    """A comment delivery: the command job it asks for (specification §15), or ignored."""
     the_comment = comment_of(event_name, event)
     if the_comment is None or is_bot(the_comment.author):
         return ignored(), "ignored"

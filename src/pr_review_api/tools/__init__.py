@@ -2,7 +2,7 @@
 
 `schemas.TOOLS` is what the model is offered; `arguments` holds the strict models that
 validate a call before it runs; one module per tool implements it over the pinned head
-commit and returns the result documents of CONTRACT section 7; `execute` dispatches a
+commit and returns the result documents of specification §7; `execute` dispatches a
 validated call and maps git failures (the one git error edge of a review's reads).
 """
 

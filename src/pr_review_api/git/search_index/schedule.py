@@ -16,6 +16,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,24 @@ STALE_FACTOR = 2
 STALE_SLACK_BYTES = 64 * 1024**2
 # How long after a head is opened its index is prepared in the background.
 PREPARE_DELAY_SECONDS = 0.5
+# A head not complete in its index is searched through the part stored (a build under way,
+# in this process or another) once at least this share of its text is: the rest is read blob
+# by blob through one `cat-file`, about 2.4 times what `git grep <sha>` (two threads) costs a
+# byte on the kernel tree (bench.partial: 1.18x its time at 50% stored, 0.52x at 75%), so
+# below about 58% `git grep` over the whole tree is the faster.
+PARTIAL_MIN_SHARE = 0.65
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A head's index in part: the generation, the head's search blobs it stored when asked
+    (stored blobs stay stored: a file only grows, and a remade one is another generation,
+    which `bodies` refuses), and where the other blobs are read from."""
+
+    index: SearchIndex
+    stored: frozenset[str]
+    missing: frozenset[str]  # the head's other search blobs
+    read: Callable[[list[str]], dict[str, bytes]]
 
 
 class SearchIndexes:
@@ -114,6 +133,26 @@ class SearchIndexes:
         self._record_incomplete(git_dir, head_sha)
         self._start_build(git_dir, index.path.parent, snapshot, head_sha, fresh=stale)
         return None
+
+    def partial_index(self, git_dir: Path, snapshot: Snapshot) -> Partial | None:
+        """The head's index in part, when it stores at least PARTIAL_MIN_SHARE of the text
+        a search of the head reads (and not all of it: then `complete_index` answers)."""
+        total = snapshot.search_bytes()
+        if not self.min_bytes <= total <= self.max_bytes or total == 0:
+            return None
+        index = self._index(git_dir)
+        if index is None:
+            return None
+        try:
+            ids = index.stored_ids()
+        except IndexUnavailable:
+            return None
+        blobs = dict(snapshot.search_blobs())
+        stored = frozenset(oid for oid in blobs if oid in ids)
+        if sum(blobs[oid] for oid in stored) < PARTIAL_MIN_SHARE * total:
+            return None
+        missing = frozenset(blobs.keys() - stored)
+        return Partial(index, stored, missing, self._readers.reader(git_dir).read)
 
     @staticmethod
     def _found_complete(index: SearchIndex, snapshot: Snapshot, head_sha: str) -> bool:

@@ -1,0 +1,86 @@
+"""Fixed findings' comments resolved on a Gitea pull request (specification §15 on Gitea, section
+19).
+
+When a new head is reviewed and published, each unresolved inline comment of ours that carries
+a finding (gitea/history.py) is resolved (`POST /repos/{owner}/{repo}/pulls/comments/{id}/
+resolve`, `repoResolvePullReviewComment`, answered 204) when, as on GitHub and GitLab:
+  - the new review does not report its fingerprint, nor the same finding near its line
+    (publishing/threads.py's `same_finding`, with Gitea's escape of the title), and
+  - its anchored line changed between the head it was posted on and the new head
+    (git/line_changes.py).
+Gitea resolves comment by comment (a conversation is its first comment). The endpoint is recent
+(Gitea 1.26); a server without it (older Gitea, Forgejo) answers 404 or 405 to the first
+request: then nothing is resolved and `publication.resolved` stays unset. At most
+`MAX_COMMENTS`, the most recent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+from pr_review_api.errors import GiteaUnavailable
+from pr_review_api.git.line_changes import line_changed
+from pr_review_api.gitea.client import GiteaClient
+from pr_review_api.gitea.history import FindingComment
+from pr_review_api.gitea.markdown import escape_inline
+from pr_review_api.gitea.urls import PullRequestRef
+from pr_review_api.model import Finding
+from pr_review_api.publishing.threads import same_finding
+
+logger = logging.getLogger(__name__)
+
+MAX_COMMENTS = 100
+NO_ENDPOINT = (404, 405)
+
+
+async def resolve_fixed(
+    gitea: GiteaClient,
+    ref: PullRequestRef,
+    git_dir: Path,
+    head_sha: str,
+    comments: Sequence[FindingComment],
+    reported: Collection[str],
+    findings: Sequence[Finding],
+) -> int | None:
+    """Resolve the comments of ours the new head fixed (module docstring): how many, or None
+    when the server cannot resolve a comment through its API."""
+    resolved = 0
+    for comment in comments[-MAX_COMMENTS:]:
+        if comment.resolved or comment.fingerprint in reported:
+            continue
+        if any(
+            same_finding(f, comment.path, comment.line, comment.body, shown_as=escape_inline)
+            for f in findings
+        ):
+            continue
+        if not await asyncio.to_thread(_line_changed, git_dir, comment, head_sha):
+            continue
+        answer = await _resolve(gitea, ref, comment.id)
+        if answer in NO_ENDPOINT and resolved == 0:
+            logger.info("this Gitea server cannot resolve a comment through its API")
+            return None
+        resolved += answer == 204 or 200 <= answer < 300
+    return resolved
+
+
+def _line_changed(git_dir: Path, comment: FindingComment, head_sha: str) -> bool:
+    if comment.posted_on is None or comment.line is None:
+        return False
+    return line_changed(git_dir, comment.path, comment.line, comment.posted_on, head_sha)
+
+
+async def _resolve(gitea: GiteaClient, ref: PullRequestRef, comment_id: int) -> int:
+    """Gitea's status for the request (0: Gitea out of reach)."""
+    try:
+        response = await gitea.request(
+            "POST", ref.repo_api_url(f"/pulls/comments/{comment_id}/resolve")
+        )
+    except GiteaUnavailable:
+        logger.info("a fixed comment could not be resolved")
+        return 0
+    if not 200 <= response.status < 300:
+        logger.info("Gitea refused to resolve a fixed comment (%d)", response.status)
+    return response.status

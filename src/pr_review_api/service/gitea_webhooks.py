@@ -1,0 +1,251 @@
+"""`POST /v1/webhooks/gitea`: Gitea and Forgejo deliveries become review jobs (specification §§19,
+11, 15 and 20).
+
+Present only when `PR_REVIEW_GITEA_WEBHOOK_SECRET` (and `GITEA_SERVER_URL`) are set. The
+signature, not a service key, guards it: the body's HMAC-SHA256 must equal `X-Gitea-Signature`
+(or `X-Forgejo-Signature`), compared in constant time before the body is parsed, else 401
+`invalid_signature` (gitea/hooks.py's `read_delivery` does it all, in that order). Then, by the
+kind `X-Gitea-Event-Type` names (else `X-Gitea-Event`'s family):
+
+    pull_request, pull_request_sync  `opened`, `reopened`, `synchronized`, and `edited` of the
+    (and pull_request_label)         title or base (the skip rules evaluated again, specification
+                                     §16); not a draft, still open
+                                                         202 {"job_id": ..., "status": ...}
+    pull_request_comment,            a comment created on a pull request whose first word is
+    issue_comment                    `@<our login>` or `/pr-review`, then `review`, `help`,
+                                     `remember`/`forget`, `ignore` or a question, by a user
+                                     with write access (a question also from the pull
+                                     request's author)
+                                                         202 {"job_id": ..., "status": ...}
+    anything else                                        202 {"status": "ignored"}
+    a malformed payload                                  422 invalid_request
+
+Gitea's comment delivery does not say whether a comment is a reply in a review's conversation
+(its `comment` has no path, line or review), so `ignore` and questions are queued for anyone who
+may ask them, and the job finds out whether the comment is in one of our findings' threads
+(forge/gitea_comments.py). Who may ask is Gitea's collaborator-permission API
+(gitea/permissions.py, cached briefly), never the comment's own claims; our own comments and
+`[bot]` authors are ignored before it is asked.
+
+A repeated `X-Gitea-Delivery` (or `X-Forgejo-Delivery`) answers the job the first one queued
+(stored as `gitea:<uuid>`, so it never meets another forge's id). The answer comes within a
+second whatever the queue holds (service/deliveries.py); a Gitea that does not say who may ask
+within a few seconds makes the answer `server_busy`, and Gitea may deliver again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from contextlib import AbstractAsyncContextManager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ReviewError, ServerBusy
+from pr_review_api.forge.clients import ForgeClients
+from pr_review_api.gitea.client import GiteaClient
+from pr_review_api.gitea.hooks import (
+    COMMENT_KINDS,
+    DELIVERY_HEADERS,
+    EVENT_HEADERS,
+    PULL_REQUEST_KINDS,
+    SIGNATURE_HEADERS,
+    PullRequestComment,
+    PullRequestPush,
+    read_delivery,
+)
+from pr_review_api.gitea.permissions import may_write
+from pr_review_api.gitea.urls import PullRequestRef
+from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
+from pr_review_api.jobs.commands import (
+    addressed_text,
+    is_bot,
+    is_knowledge_command,
+    knowledge_kind,
+)
+from pr_review_api.jobs.queue import JobQueue
+from pr_review_api.jobs.records import JobKind, PullRequestJob
+from pr_review_api.metrics import Metrics
+from pr_review_api.permissions import PermissionCache
+from pr_review_api.service.body import read_capped
+from pr_review_api.service.deliveries import (
+    COMMAND_CHECK_TIMEOUT_SECONDS,
+    ignored,
+    one_header,
+    queued,
+)
+from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
+from pr_review_api.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+GITEA_WEBHOOK_PATH = "/v1/webhooks/gitea"
+# Read whole before the signature is checked (it signs the body). A pull request's body may be
+# long and a delivery carries it with the repository's and users' documents: 4 MiB holds that.
+MAX_GITEA_WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
+DELIVERY_PREFIX = "gitea:"
+# What a comment may ask anywhere on a pull request; `ignore` and questions are the job's to
+# place in one of our findings' threads.
+_COMMANDS: dict[str, JobKind] = {"review": "review", "help": "help"}
+
+
+def gitea_webhook_router() -> APIRouter:
+    """The Gitea webhook route: no service-key dependency, the signature guards it."""
+    router = APIRouter()
+
+    @router.post(
+        GITEA_WEBHOOK_PATH, response_model=None, summary="Receive a Gitea or Forgejo delivery"
+    )
+    async def receive(
+        request: Request,
+        settings: Annotated[Settings, Depends(get_settings)],
+        queue: Annotated[JobQueue, Depends(get_jobs)],
+        metrics: Annotated[Metrics | None, Depends(get_metrics)],
+    ) -> Response:
+        headers = _headers(request)
+        label = event_label(next((headers[n] for n in EVENT_HEADERS if n in headers), None))
+        forges: ForgeClients | None = getattr(request.app.state, "forges", None)
+        shared = None if forges is None else forges.of(GiteaClient)
+        try:
+            async with _shared_or_own(shared, settings) as gitea:
+                response, outcome = await _answer(request, headers, settings, queue, gitea)
+        except ReviewError as exc:
+            if metrics is not None:
+                metrics.webhook_delivery(label, exc.code)
+            raise
+        if metrics is not None:
+            metrics.webhook_delivery(label, outcome)
+        return response
+
+    return router
+
+
+def event_label(kind: str | None) -> str:
+    """The `event` label of pr_review_webhook_deliveries_total: the kind's family (metrics.py
+    bounds anything else to `other`)."""
+    if kind in PULL_REQUEST_KINDS:
+        return "pull_request"
+    if kind in COMMENT_KINDS:
+        return "issue_comment"
+    return kind or ""
+
+
+def _headers(request: Request) -> dict[str, str]:
+    """The headers gitea/hooks.py reads, each when it was sent exactly once."""
+    names = (*SIGNATURE_HEADERS, *EVENT_HEADERS, *DELIVERY_HEADERS)
+    found = {name: one_header(request, name) for name in names}
+    return {name: value for name, value in found.items() if value is not None}
+
+
+def _shared_or_own(
+    shared: GiteaClient | None, settings: Settings
+) -> AbstractAsyncContextManager[GiteaClient]:
+    # A client opens no connection before its first request: one of our own costs nothing
+    # for a delivery that asks Gitea nothing.
+    return contextlib.nullcontext(shared) if shared is not None else GiteaClient(settings)
+
+
+async def _answer(
+    request: Request,
+    headers: dict[str, str],
+    settings: Settings,
+    queue: JobQueue,
+    gitea: GiteaClient,
+) -> tuple[Response, str]:
+    """The answer to one delivery, and its outcome for the metrics (`queued`, `ignored`)."""
+    secret = settings.pr_review_gitea_webhook_secret
+    assert secret is not None
+    body = await read_capped(request, MAX_GITEA_WEBHOOK_BODY_BYTES)
+    # Off the loop: up to a few MiB of JSON through Python hooks.
+    delivery = await asyncio.to_thread(read_delivery, body, headers, secret, settings)
+    delivery_id = None if delivery.delivery_id is None else DELIVERY_PREFIX + delivery.delivery_id
+    asks = delivery.asks
+    if isinstance(asks, PullRequestPush):
+        job = _job(asks.ref, asks.head_sha)
+        enqueueing = queue.enqueue(job, source="webhook", delivery_id=delivery_id)
+        return await queued(enqueueing), "queued"
+    if isinstance(asks, PullRequestComment):
+        return await _comment_answer(asks, settings, queue, gitea, delivery_id)
+    return ignored(), "ignored"
+
+
+def _job(ref: PullRequestRef, head_sha: str | None) -> PullRequestJob:
+    """A published review of the pull request (Gitea has no installations: GITEA_TOKEN)."""
+    return PullRequestJob(
+        url=ref.url, owner=ref.owner, repo=ref.repo, number=ref.number, head_sha=head_sha
+    )
+
+
+async def _comment_answer(
+    comment: PullRequestComment,
+    settings: Settings,
+    queue: JobQueue,
+    gitea: GiteaClient,
+    delivery_id: str | None,
+) -> tuple[Response, str]:
+    """A comment delivery: the command job it asks for (specification §15), or ignored."""
+    if is_bot(comment.author) or comment.body.strip()[:1] not in ("@", "/"):
+        return ignored(), "ignored"  # addressed to no one: no request to Gitea
+    if settings.gitea_token is None:
+        logger.warning("a Gitea comment asked for pr-review, but GITEA_TOKEN is not set")
+        return ignored(), "ignored"
+    try:
+        async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
+            command = await _permitted_command(comment, gitea, queue.permissions)
+    except (TimeoutError, GiteaUnavailable, PullRequestNotFound):
+        raise ServerBusy("Gitea did not say who may ask in time; redeliver shortly.") from None
+    if command is None:
+        return ignored(), "ignored"
+    return await queued(enqueue_command(queue, command, delivery_id=delivery_id)), "queued"
+
+
+async def _permitted_command(
+    comment: PullRequestComment, gitea: GiteaClient, permissions: PermissionCache
+) -> CommandJob | None:
+    """The command, when it is addressed to us and its author may ask it; else None."""
+    login = await gitea.login()
+    if comment.author.lower() == login.lower():
+        return None
+    text = addressed_text(comment.body, login)
+    kind = None if text is None else kind_of(text)
+    if text is None or kind is None:
+        return None
+    opener = comment.pull_request_author
+    # The pull request's author may ask questions, nothing else (specification §15).
+    author_asks = (
+        kind == "answer" and opener is not None and opener.lower() == comment.author.lower()
+    )
+    if not author_asks and not await may_write(gitea, comment.ref, comment.author, permissions):
+        return None
+    return CommandJob(_job(comment.ref, None), kind, command_of(comment, kind, text))
+
+
+def kind_of(text: str) -> JobKind | None:
+    """The job a comment's command asks for (jobs/commands.py's reading): `ignore` and
+    anything else non-empty are the job's to place in a finding's thread."""
+    if is_knowledge_command(text):  # remember / forget: anywhere on the pull request
+        return knowledge_kind(text)
+    word = text.lower()
+    if word in _COMMANDS:
+        return _COMMANDS[word]
+    if not text:
+        return None
+    return "dismiss" if word == "ignore" else "answer"
+
+
+def command_of(comment: PullRequestComment, kind: JobKind, text: str) -> dict[str, Any]:
+    """The job's `command` column: this comment and what it asks (forge/gitea_comments.py
+    reads it)."""
+    return {
+        "forge": "gitea",
+        "comment_id": comment.comment_id,
+        "body": comment.body,
+        "author": comment.author,
+        "pull_request_author": comment.pull_request_author,
+        "kind": kind,
+        "text": text,
+        "force": kind == "review",
+    }
