@@ -22,6 +22,7 @@ from pr_review_api.settings import load_settings
 
 GITHUB = "https://github.example"
 GITLAB = "https://gitlab.example/gl"
+GITEA = "http://127.0.0.1:3000/git"
 
 
 @pytest.mark.parametrize(
@@ -79,6 +80,29 @@ class Issues(GitHubForge):
 
 
 INFO = PullRequestInfo(url=f"{GITHUB}/acme/widget/pull/7", owner="acme", repo="widget", number=7)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Fixes #12", [IssueReference(None, 12)]),
+        ("closes: acme/other#3", [IssueReference("acme/other", 3)]),
+        (f"Fixes {GITEA}/acme/widget/issues/12.", [IssueReference("acme/widget", 12)]),
+        (
+            f"Resolves {GITEA}/acme/widget/pulls/4",
+            [IssueReference("acme/widget", 4, pull_request=True)],
+        ),
+        (f"Fixes {GITEA}/acme/widget/pull/4", [IssueReference(None, 0)]),  # GitHub's path
+        ("Fixes http://127.0.0.1:3000/acme/widget/issues/1", [IssueReference(None, 0, True)]),
+        (f"Fixes {GITHUB}/acme/widget/issues/1", [IssueReference(None, 0, True)]),
+        ("Fixes #1, #2", [IssueReference(None, 1)]),  # a keyword for each, as GitHub
+        ("Fixes a/b/c#1", []),  # no Gitea repository has three parts
+    ],
+)
+def test_gitea_references(text: str, expected: list[IssueReference]) -> None:
+    """Gitea's closing references (modules/references): GitHub's keywords and `owner/repo#N`,
+    its URLs under the server's own path (`ROOT_URL`), `/pulls/` for a pull request."""
+    assert closing_references(text, "gitea", GITEA) == expected
 
 
 def test_the_first_three_are_read_and_the_rest_named() -> None:

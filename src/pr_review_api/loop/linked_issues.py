@@ -3,7 +3,9 @@ the same forge, given to the model as untrusted data, and the model's verdict on
 
 References are parsed in each forge's syntax (`closing_references`): GitHub's `Fixes #12`,
 `Closes owner/repo#3`, `Resolves <issue URL>`; GitLab's `Closes #4`, `group/project#4` and issue
-URLs, with its lists (`Closes #4, #5 and #6`). The first MAX_LINKED_ISSUES on this forge are read
+URLs, with its lists (`Closes #4, #5 and #6`); Gitea's (and Forgejo's) as GitHub's, one keyword
+for each reference, its URLs `<server>/owner/repo/issues/N` and `.../pulls/N` (Gitea's
+modules/references). The first MAX_LINKED_ISSUES on this forge are read
 with the review's identity (`ChangeForge.read_issue`); a reference to another host is never
 fetched. What was not read (another host, a pull request's number, an issue the identity
 cannot read, references past the first few) is named in fixed notes, never an error.
@@ -122,11 +124,15 @@ class LinkedIssues:
 NO_LINKED_ISSUES = LinkedIssues()
 
 
+# Each forge's URL path of an issue and of a pull request, after its server's own path.
+_URL_KINDS = {"github": {"issues", "pull"}, "gitea": {"issues", "pulls"}}
+
+
 def closing_references(description: str, forge: str, server_url: str) -> list[IssueReference]:
     """The description's closing references in order, in `forge`'s syntax."""
-    if forge not in ("github", "gitlab"):
+    if forge not in ("github", "gitlab", "gitea"):
         return []
-    pattern = _GITHUB_REFERENCE if forge == "github" else _GITLAB_REFERENCE
+    pattern = _GITLAB_REFERENCE if forge == "gitlab" else _GITHUB_REFERENCE
     found: list[IssueReference] = []
     for match in pattern.finditer(description):
         for target in _ONE_TARGET.findall(match["targets"]):
@@ -149,7 +155,7 @@ def _reference(target: str, forge: str, server_url: str) -> IssueReference | Non
 
 def _valid_project(project: str, forge: str) -> bool:
     segments = project.split("/")
-    if len(segments) < 2 or (forge == "github" and len(segments) != 2):
+    if len(segments) < 2 or (forge != "gitlab" and len(segments) != 2):
         return False
     return all(_PROJECT_SEGMENT.fullmatch(s) and s not in (".", "..") for s in segments)
 
@@ -161,7 +167,7 @@ def _url_reference(target: str, forge: str, server_url: str) -> IssueReference |
     if not same or not url.path.startswith(prefix):
         return IssueReference(None, 0, foreign=True)
     parts = url.path[len(prefix) :].strip("/").split("/")
-    if forge == "github" and len(parts) == 4 and parts[2] in ("issues", "pull"):
+    if len(parts) == 4 and parts[2] in _URL_KINDS.get(forge, ()):
         project, kind, number = "/".join(parts[:2]), parts[2], parts[3]
     elif forge == "gitlab" and len(parts) >= 5 and parts[-3] == "-" and parts[-2] == "issues":
         project, kind, number = "/".join(parts[:-3]), "issues", parts[-1]
@@ -169,7 +175,7 @@ def _url_reference(target: str, forge: str, server_url: str) -> IssueReference |
         return IssueReference(None, 0)  # a URL on this host that names no issue
     if _NUMBER.fullmatch(number) is None or not _valid_project(project, forge):
         return IssueReference(None, 0)
-    return IssueReference(project, int(number), pull_request=kind == "pull")
+    return IssueReference(project, int(number), pull_request=kind != "issues")
 
 
 def shown_ref(reference: IssueReference, own_project: str) -> str:
@@ -187,7 +193,7 @@ async def read_linked_issues(
     review's identity, and the notes on the references that were not read."""
     if info is None or forge is None or not description:
         return NO_LINKED_ISSUES
-    server = settings.gitlab_server_url if info.forge == "gitlab" else settings.github_server_url
+    server = _server_url(info, settings)
     own = f"{info.owner}/{info.repo}"
     notes: list[str] = []
     wanted: dict[str, IssueReference] = {}
@@ -222,6 +228,15 @@ async def read_linked_issues(
     counted = ((foreign, NOTE_OTHER_HOST), (not_issue, NOTE_NOT_AN_ISSUE), (past, NOTE_PAST_LIMIT))
     notes += [template.format(count=count) for count, template in counted if count]
     return LinkedIssues(tuple(issues), tuple(dict.fromkeys(notes)))
+
+
+def _server_url(info: PullRequestInfo, settings: Settings) -> str:
+    """The server whose URLs name this change's forge's issues (any other host is foreign)."""
+    if info.forge == "gitlab":
+        return settings.gitlab_server_url
+    if info.forge == "gitea":
+        return settings.gitea_server_url or ""
+    return settings.github_server_url
 
 
 async def _read(forge: ChangeForge, project: str, number: int) -> IssueText | str:
