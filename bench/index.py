@@ -8,7 +8,8 @@ literal and a common one, 7 times each (median). The size is every file of the i
 (the SQLite generation and its write-ahead log) against the bytes of text the index holds
 (the head's searchable files without a NUL byte); the time's reference is `git grep <sha>`
 of the rare literal, measured in the same run. `--compare SRC` builds with the `src` folder
-of another version too, interleaved (an A/B).
+of another version too, interleaved (an A/B). The building process's peak RSS (VmHWM, the
+build's memory with the store's) is printed against the 300 MB a worker may use.
 
     uv run python -m bench.index [--quick] [--repo auto|kernel|synthetic|PATH] [--runs 1]
         [--compare SRC]
@@ -51,7 +52,11 @@ with tempfile.TemporaryDirectory() as cache:
         searches[name] = statistics.median(samples[1:])
     store.close()
     store.snapshots.wait_for_saves()  # the snapshot's save writes into the folder removed next
-print(json.dumps({"seconds": seconds, "bytes": size, "text": text, "searches": searches}))
+status = Path("/proc/self/status").read_text() if Path("/proc/self/status").exists() else ""
+peak = next((int(line.split()[1]) * 1024 for line in status.splitlines()
+             if line.startswith("VmHWM:")), 0)
+print(json.dumps({"seconds": seconds, "bytes": size, "text": text, "searches": searches,
+                  "peak_rss": peak}))
 """
 
 
@@ -92,6 +97,8 @@ def main() -> None:
         size = statistics.median(float(str(one["bytes"])) for one in built)
         text = float(str(built[0]["text"]))
         report.add_mb(f"size on disk{name}", size / 1e6, "the searchable files", text / 1e6)
+        peak = statistics.median(float(str(one.get("peak_rss", 0))) for one in built)
+        report.add_mb(f"peak RSS of the building process{name}", peak / 1e6, "target", 300)
         for kind in ("rare", "common"):
             found = [_search_seconds(one, kind) for one in built]
             report.add_samples(f"search, {kind} literal{name}", found, "git grep <sha>", greps)

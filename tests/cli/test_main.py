@@ -45,7 +45,7 @@ def test_console_script_and_module_run(tmp_path: Path) -> None:
         assert helped.stdout == run("--help").stdout
         # What it reviews, in its first sentence (docs/cli.md).
         first = " ".join(helped.stdout.split("\n\n")[1].split())
-        assert "GitHub pull requests, GitLab merge requests and local git revisions" in first
+        assert "Gitea and Forgejo pull requests, GitLab merge requests and local git" in first
         tools = _process([*command, "schema", "tools"])
         assert tools.returncode == 0
         assert json.loads(tools.stdout) == TOOLS

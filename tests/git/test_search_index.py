@@ -19,7 +19,7 @@ import textwrap
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pr_review_api.git import blobs, search
+from pr_review_api.git import search
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.search import MAX_QUERY_GRAMS, matching_lines, trigram_query
 from pr_review_api.git.search_index import build as index_build
@@ -35,7 +35,7 @@ from pr_review_api.git.search_index import folder as index_folder
 from pr_review_api.git.search_index import schedule as index_schedule
 from pr_review_api.git.search_index.folder import build_lock
 from pr_review_api.git.search_index.reader import SearchIndex
-from pr_review_api.git.search_index.schema import write_blobs
+from pr_review_api.git.search_index.schema import PreparedBlobs, write_blobs
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.tree import Snapshot, load_snapshot
 from pr_review_api.loop.workspace import repository_store
@@ -100,13 +100,13 @@ def held_builds(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Background builds wait for this event before they read a blob, so a test can see the
     state before a build has done anything, however fast the machine."""
     release = threading.Event()
-    real_stream = blobs.stream_blobs
+    real_batches = index_build.prepared_batches
 
-    def held(git_dir: Path, oids: list[str]) -> Iterator[tuple[str, bytes]]:
+    def held(git_dir: Path, oids: list[str]) -> Iterator[PreparedBlobs]:
         release.wait(30)
-        yield from real_stream(git_dir, oids)
+        yield from real_batches(git_dir, oids)
 
-    monkeypatch.setattr(index_build, "stream_blobs", held)
+    monkeypatch.setattr(index_build, "prepared_batches", held)
     return release
 
 
@@ -243,13 +243,14 @@ def test_index_search_numbers_lines_and_ends_as_git_does(
 
 def test_the_trigram_query_narrows_and_never_excludes(store: RepositoryStore) -> None:
     assert trigram_query(b"ab") is None
-    assert trigram_query(b'a"b') == '"a""b"'
+    assert trigram_query(b'a"b') == [0x612262]  # three bytes, one 24-bit number
+    assert trigram_query(b"abab") == [0x616261, 0x626162]
     long = bytes(range(33, 127))
-    expression = trigram_query(long)
-    assert expression is not None
-    assert expression.count(" AND ") == MAX_QUERY_GRAMS - 1
-    assert expression.startswith('"!""#"')  # the first trigram, its quote doubled
-    assert expression.endswith('"|}~"')  # and the last
+    grams = trigram_query(long)
+    assert grams is not None
+    assert len(grams) == MAX_QUERY_GRAMS
+    assert grams[0] == 0x212223  # the first trigram, "!\"#"
+    assert grams[-1] == 0x7C7D7E  # and the last, "|}~"
     text = b"alpha\nbeta gamma\n\nbeta"
     assert list(matching_lines(text, b"beta")) == [(2, b"beta gamma"), (4, b"beta")]
 
@@ -384,12 +385,12 @@ def test_a_dense_literal_is_read_in_order_and_a_sparse_one_asks_the_index(
     files |= {"f33.txt": "common rare\n", "f51.txt": "rare\n"}
     head = repo.commit_files(files)
     pinned = pin(store, repo.git_dir, head, head)
-    asked: list[str] = []
+    asked: list[Sequence[int]] = []
     real_candidates = SearchIndex.candidates
 
-    def counting(self: SearchIndex, expression: str) -> set[str]:
-        asked.append(expression)
-        return real_candidates(self, expression)
+    def counting(self: SearchIndex, grams: Sequence[int]) -> set[str]:
+        asked.append(grams)
+        return real_candidates(self, grams)
 
     monkeypatch.setattr(SearchIndex, "candidates", counting)
     for query, expected in (("common", []), ("rare", [trigram_query(b"rare")])):
@@ -447,13 +448,13 @@ def test_another_process_reads_the_index_without_building_it(
         )
         assert expected["matches"]
     streamed: list[int] = []
-    real_stream = blobs.stream_blobs
+    real_batches = index_build.prepared_batches
 
-    def counting(git_dir: Path, oids: list[str]) -> Iterator[tuple[str, bytes]]:
+    def counting(git_dir: Path, oids: list[str]) -> Iterator[PreparedBlobs]:
         streamed.append(len(oids))
-        yield from real_stream(git_dir, oids)
+        yield from real_batches(git_dir, oids)
 
-    monkeypatch.setattr(index_build, "stream_blobs", counting)
+    monkeypatch.setattr(index_build, "prepared_batches", counting)
     with indexed_store(cache) as second:
         pinned = pin(second, repo.git_dir, head, head)
         assert pinned._search_index() is not None
@@ -762,24 +763,25 @@ def test_closing_the_store_stops_a_build_inside_its_transaction(
     started = threading.Event()
     real_write = write_blobs
 
-    yielded: list[str] = []
+    written: list[str] = []
 
-    def slow(connection: sqlite3.Connection, blobs: Any, stop: Any = None) -> None:
-        def trickle() -> Iterator[tuple[str, bytes]]:
-            for blob in blobs:
+    class Trickle(list[tuple[str, bytes | None, bool]]):
+        def __iter__(self) -> Iterator[tuple[str, bytes | None, bool]]:
+            for blob in super().__iter__():
                 started.set()
                 time.sleep(0.05)  # 300 blobs: 15 s for one transaction
-                yielded.append(blob[0])
+                written.append(blob[0])
                 yield blob
 
-        real_write(connection, trickle(), stop)
+    def slow(connection: sqlite3.Connection, prepared: PreparedBlobs, stop: Any = None) -> None:
+        real_write(connection, PreparedBlobs(Trickle(prepared.blobs), prepared.postings), stop)
 
     monkeypatch.setattr(index_build, "write_blobs", slow)
     pinned = pin(store, repo.git_dir, head, head)
     assert pinned._search_index() is None
     assert started.wait(10)
     store.close()
-    assert len(yielded) < 300  # the build stopped, not waited out
+    assert len(written) < 300  # the build stopped, not waited out
     with sqlite3.connect(index_path(store, repo.git_dir)) as connection:
         assert connection.execute("SELECT count(*) FROM blobs").fetchone() == (0,)  # rolled back
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pr_review_api.jobs.queue import JobQueue
-from pr_review_api.jobs.records import JobRecord
+from pr_review_api.jobs.records import JobRecord, PullRequestJob
 from pr_review_api.settings import Settings
 from tests.jobs.test_jobs import (
     SERVER,
@@ -217,6 +217,37 @@ def test_running_cap_applies_to_an_owner_without_installation(database_url: str)
     assert url_of("other", 1) in gate.started[:2]
     tenants = rows(database_url, "SELECT DISTINCT tenant FROM review_jobs ORDER BY tenant")
     assert tenants == [("owner:flood",), ("owner:other",)]
+
+
+def test_an_owner_of_one_name_on_two_forges_is_two_tenants(database_url: str) -> None:
+    """A GitHub owner `acme` and a Gitea owner `acme` are different accounts on different
+    servers: each has its own cap of one running job (migration 9), so one of each runs at once
+    and neither waits for the other's turn."""
+    gate = Turnstile()
+    gitea = "https://gitea.example"
+    settings = settings_for(
+        database_url, pr_review_installation_max_running=1, gitea_server_url=gitea
+    )
+    github_jobs = [pull(n) for n in (1, 2)]
+    gitea_jobs = [
+        PullRequestJob(url=f"{gitea}/acme/widget/pulls/{n}", owner="acme", repo="widget", number=n)
+        for n in (1, 2)
+    ]
+
+    async def scenario() -> None:
+        async with worker(settings, gate, concurrency=4) as queue:
+            for job in github_jobs + gitea_jobs:
+                await queue.enqueue(job, source="api")
+            await started(gate, 2)
+            await asyncio.sleep(1.0)  # ten polls: no second job of either tenant starts
+            assert len(gate.started) == 2, gate.started
+            await release_until_all_succeeded(gate, database_url, 4)
+
+    asyncio.run(scenario())
+    assert sorted(gate.started[:2]) == [f"{gitea}/acme/widget/pulls/1", url_of("acme", 1)]
+    assert gate.most_running == {"acme": 2}  # one per forge, under a cap of one per tenant
+    tenants = rows(database_url, "SELECT DISTINCT tenant FROM review_jobs ORDER BY tenant")
+    assert tenants == [("gitea:acme",), ("owner:acme",)]
 
 
 def test_jobs_of_one_pull_request_still_wait_for_each_other(database_url: str) -> None:

@@ -306,6 +306,38 @@ def test_help_remember_and_the_hourly_limit(
     assert scripted_provider.requests == []  # no model asked
 
 
+def test_help_in_our_conversation_is_answered_there(
+    fake_gitea: FakeGitea,
+    fake_gitea_writes: GiteaWrites,
+    scripted_provider: ScriptedProvider,
+    gitea_service: GiteaService,
+) -> None:
+    """`help` as a reply in one of our findings' conversations: the list of commands is one
+    comment of ours in that conversation (a one-comment review on the finding's line, at the
+    head), and nothing on the pull request's own conversation."""
+    settings = settings_for(gitea_service, scripted_provider)
+    fixture = pull(fake_gitea)
+    finding = our_finding(fake_gitea, fixture)
+    _, event = reply(fake_gitea, fake_gitea_writes, finding, WRITER, f"@{BOT} help")
+
+    async def scenario() -> dict[str, Any]:
+        async with gitea_service.running(settings) as (client, _):
+            sent = await deliver(client, event, kind="pull_request_comment")
+            assert sent.status_code == 202, sent.text
+            return await finished(client, sent.json()["job_id"])
+
+    job = asyncio.run(scenario())
+    assert job["result"] == {"kind": "help", "outcome": "replied"}
+    (_, help_review) = our_reviews(fake_gitea_writes)
+    assert (help_review["commit_id"], help_review["body"]) == (fixture.head_sha, "")
+    (help_comment,) = fake_gitea_writes.review_comments[help_review["id"]]
+    assert (help_comment["path"], help_comment["position"]) == ("src/service.py", 3)
+    assert "`ignore`" in help_comment["body"]
+    assert fake_gitea_writes.comments.get((fixture.repo.id, 3), []) == []
+    assert fake_gitea_writes.misplaced == []
+    assert scripted_provider.requests == []  # no model asked
+
+
 def test_commands_outside_our_conversations_do_nothing(
     database_url: str,
     fake_gitea: FakeGitea,

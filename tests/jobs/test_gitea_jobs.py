@@ -59,7 +59,7 @@ def test_a_gitea_pull_request_job_is_reviewed_with_the_gitea_token(
     assert result["publication"] is None
     scripted_provider.assert_complete()
     assert rows(database_url, "SELECT pr_key, tenant FROM review_jobs") == [
-        ("gitea:acme/widget#3", "owner:acme")
+        ("gitea:acme/widget#3", "gitea:acme")
     ]
     # Every API request carried the token; nothing was written.
     requests = fake_gitea.api_requests()

@@ -120,7 +120,7 @@ def test_opened_reopened_synchronized_and_a_title_edit_queue_a_published_review(
     assert [row[0] for row in found] == [1, 2, 3, 4]
     for number, pr_key, tenant, source, post, kind, head in found:
         assert pr_key == f"gitea:acme/widget#{number}"
-        assert tenant == "owner:acme"
+        assert tenant == "gitea:acme"
         assert (source, post, kind, head) == ("webhook", True, "review", HEAD)
 
 

@@ -1,19 +1,15 @@
-"""loop/linked_issues.py: closing references in each forge's syntax (specification §21), what is
-read and what is only named in notes, and the check of the model's verdicts."""
+"""loop/linked_issues.py (specification §21): what is read and what is only named in notes, and the
+check of the model's verdicts. Each forge's syntax: tests/forge/test_issue_references.py."""
 
 from __future__ import annotations
 
 import asyncio
-
-import pytest
 
 from pr_review_api.forge.base import IssueAnswer, IssueText
 from pr_review_api.forge.github import GitHubForge
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.loop.linked_issues import (
     MAX_ISSUE_TEXT_BYTES,
-    IssueReference,
-    closing_references,
     linked_issues_problem,
     read_linked_issues,
 )
@@ -21,46 +17,6 @@ from pr_review_api.model import LinkedIssue, PullRequestInfo
 from pr_review_api.settings import load_settings
 
 GITHUB = "https://github.example"
-GITLAB = "https://gitlab.example/gl"
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("Fixes #12", [IssueReference(None, 12)]),
-        ("fixed: #12.", [IssueReference(None, 12)]),
-        ("This CLOSES acme/other#3", [IssueReference("acme/other", 3)]),
-        (f"Resolves {GITHUB}/acme/widget/issues/9", [IssueReference("acme/widget", 9)]),
-        (
-            f"Fixes {GITHUB}/acme/widget/pull/4",
-            [IssueReference("acme/widget", 4, pull_request=True)],
-        ),
-        ("Fixes https://elsewhere.example/acme/widget/issues/9", [IssueReference(None, 0, True)]),
-        (f"Fixes {GITHUB}/acme/widget/wiki", [IssueReference(None, 0)]),
-        ("prefixes #3, see #4, refs #5", []),
-        ("Fixes #1, #2", [IssueReference(None, 1)]),  # GitHub wants a keyword for each
-        ("Fixes a/b/c#1", []),  # no GitHub repository has three parts
-    ],
-)
-def test_github_references(text: str, expected: list[IssueReference]) -> None:
-    assert closing_references(text, "github", GITHUB) == expected
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("Closes #4", [IssueReference(None, 4)]),
-        (
-            "Implements #4, #5 and grp/sub/proj#6",
-            [IssueReference(None, 4), IssueReference(None, 5), IssueReference("grp/sub/proj", 6)],
-        ),
-        (f"Closing {GITLAB}/grp/proj/-/issues/7", [IssueReference("grp/proj", 7)]),
-        (f"Fixes {GITLAB}/grp/proj/-/merge_requests/7", [IssueReference(None, 0)]),
-        ("Resolves https://gitlab.com/grp/proj/-/issues/7", [IssueReference(None, 0, True)]),
-    ],
-)
-def test_gitlab_references(text: str, expected: list[IssueReference]) -> None:
-    assert closing_references(text, "gitlab", GITLAB) == expected
 
 
 class Issues(GitHubForge):

@@ -1,6 +1,6 @@
 """specification §21 end to end through `run_review`: the walkthrough checked against the change's
 own files, and the issues a description closes read from the same forge (fake GitHub, fake GitLab,
-real git, the in-process scripted model)."""
+fake Gitea, real git, the in-process scripted model)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
 from tests.builders import final_review
-from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN, PROVIDER_KEY
+from tests.conftest import GITEA_TOKEN, GITHUB_TOKEN, GITLAB_TOKEN, PROVIDER_KEY
+from tests.fakes.gitea_reviews import GiteaWrites
+from tests.fakes.gitea_server import FakeGitea
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.gitlab_issues import FakeIssues
 from tests.fakes.gitlab_server import FakeGitLab
@@ -214,6 +216,49 @@ def test_gitlab_closes_4_is_read_and_in_the_status(
     status = fake_gitlab_statuses.on(mr.head_sha)[-1]
     assert status.description is not None
     assert "linked issues: #4 no" in status.description
+
+
+def test_gitea_fixes_closes_and_an_issue_url_are_read_from_gitea(
+    fake_gitea: FakeGitea, fake_gitea_writes: GiteaWrites, tmp_path: Path
+) -> None:
+    """Gitea's three closing forms, each read once through `issueGetIssue` with the Gitea
+    token: `#12`, `owner/repo#3` and an issue URL under the server's path (`/git`); the same
+    issue by URL is not read twice, a pull request's URL is a note."""
+    fake_gitea.add_token(GITEA_TOKEN, "pr-review-bot")
+    fake_gitea.grant("acme/widget", "pr-review-bot", "write")
+    fake_gitea.grant("acme/other", "pr-review-bot", "read")
+    server = fake_gitea.server_url
+    description = (
+        f"Fixes #12. Closes acme/other#3\nFixes {server}/acme/widget/issues/14\n"
+        f"Fixes {server}/acme/widget/issues/12 and fixes {server}/acme/widget/pulls/7"
+    )
+    pull = fake_gitea.pull_request("acme/widget", 7, base=BASE, head=HEAD, body=description)
+    widget, other = fake_gitea.repository("acme/widget"), fake_gitea.repository("acme/other")
+    for repo, number in ((widget, 12), (other, 3), (widget, 14)):
+        issue = {"number": number, "title": f"Issue {number}", "body": "run() must return 2."}
+        fake_gitea_writes.issues[(repo.id, number)] = issue
+    refs = ["#12", "acme/other#3", "#14"]
+    verdicts = [{"ref": r, "addressed": "yes", "explanation": "It returns 2."} for r in refs]
+    settings = fake_gitea.settings(tmp_path / "c", token=GITEA_TOKEN, opencode_api_key=PROVIDER_KEY)
+    model = ScriptedModel(stop_turn(final(linked_issues=verdicts)))
+    result = review(pull.url, settings, model, post=True)
+    given = untrusted(first_message(model))["linked_issues"]
+    assert [(i["ref"], i["title"]) for i in given] == [
+        (r, f"Issue {r[-2:].strip('#')}") for r in refs
+    ]
+    reads = [r for r in fake_gitea.api_requests() if "/issues/" in r.path and r.method == "GET"]
+    assert sorted(r.path.rsplit("/repos/", 1)[1] for r in reads) == [
+        "acme/other/issues/3",
+        "acme/widget/issues/12",
+        "acme/widget/issues/14",
+    ]
+    assert all(r.authorization == f"token {GITEA_TOKEN}" for r in reads)
+    assert [v.ref for v in result.review.linked_issue_verdicts()] == refs
+    assert "Linked issue #7 is a pull request, not an issue; it was not read." in (
+        result.review.notes
+    )
+    [status] = fake_gitea_writes.statuses[(widget.id, pull.head_sha)][-1:]
+    assert "linked issues: #12 yes" in str(status["description"])
 
 
 def test_an_issue_cannot_close_the_untrusted_block_or_pose_as_us(

@@ -11,6 +11,7 @@ from pr_review_api import errors
 from pr_review_api.loop.run import ReviewOptions
 from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
+from pr_review_api.service.jobs_routes import ReviewJobRequest
 from pr_review_api.settings import Settings
 from tests.conftest import examples
 from tests.results import PR_URL, review_result
@@ -116,3 +117,16 @@ def test_the_api_keeps_its_openapi_document(keys: str) -> None:
             )
 
         check()
+
+
+async def test_openapi_names_every_forge_a_url_may_name() -> None:
+    """The summary and each `pull_request_url` name the forges the routes accept (forge/urls.py):
+    a reader of /docs learns that a Gitea or Forgejo pull request is reviewed too."""
+    async with client_for(app_with()) as client:
+        schema = (await client.get("/openapi.json")).json()
+    request = schema["paths"]["/v1/reviews"]["post"]["requestBody"]["content"]
+    review = request["application/json"]["schema"]["properties"]["pull_request_url"]
+    job = ReviewJobRequest.model_json_schema()["properties"]["pull_request_url"]
+    for text in (schema["info"]["summary"], review["description"], job["description"]):
+        for forge in ("GitHub", "GitLab", "Gitea", "Forgejo"):
+            assert forge in text, (forge, text)

@@ -57,8 +57,8 @@ CONTEXT_SETTINGS = {
 @click.group(context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="pr-review")
 def main() -> None:
-    """Review GitHub pull requests, GitLab merge requests and local git revisions with a
-    language model through validated, read-only tools.
+    """Review GitHub, Gitea and Forgejo pull requests, GitLab merge requests and local git
+    revisions with a language model through validated, read-only tools.
 
     Settings come from the environment and from .env in the working directory; a review needs
     OPENCODE_API_KEY. Run `pr-review review --help` for the exit statuses.
@@ -119,8 +119,13 @@ def review(  # noqa: PLR0913  (one keyword per option)
 ) -> None:
     """Review the pull request at PR_URL, or --base..--head of the repository at --repo.
 
+    PR_URL is a GitHub pull request, a GitLab merge request or a Gitea or Forgejo pull request
+    (on GITEA_SERVER_URL).
+
     \b
       pr-review review https://github.com/OWNER/REPO/pull/N
+      pr-review review https://gitlab.com/GROUP/PROJECT/-/merge_requests/N
+      pr-review review https://codeberg.org/OWNER/REPO/pulls/N
       pr-review review --repo . --base main --head HEAD --format markdown
 
     \b

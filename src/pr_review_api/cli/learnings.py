@@ -5,8 +5,9 @@
 later review of it is given the newest. `list` shows them, `add` stores one, `remove` deletes
 one by id, `export` prints them as `[[path_instructions]]` tables a team may commit to
 `.pr-review.toml` (each learning's text as one table's `instructions`, for every path). A
-repository is `OWNER/REPO` on GitHub, `gitlab:GROUP/PROJECT` on GitLab. The database is the jobs
-database. A learning's text is shown escaped: on one line, JSON-quoted, controls removed.
+repository is `OWNER/REPO` on GitHub, `gitlab:GROUP/PROJECT` on GitLab, `gitea:OWNER/REPO` on
+Gitea or Forgejo. The database is the jobs database. A learning's text is shown escaped: on
+one line, JSON-quoted, controls removed.
 Exit status: 0 done; 1 nothing to remove, or the database failed; 2 bad input or configuration.
 """
 
@@ -38,7 +39,9 @@ def _repository(value: str | None) -> str | None:
     from pr_review_api.jobs.learnings import is_repository_key  # noqa: PLC0415
 
     if not is_repository_key(value):
-        click.echo("error: a repository is OWNER/REPO, or gitlab:GROUP/PROJECT", err=True)
+        click.echo(
+            "error: a repository is OWNER/REPO, gitlab:GROUP/PROJECT or gitea:OWNER/REPO", err=True
+        )
         sys.exit(EXIT_BAD_INPUT)
     return value.lower()
 

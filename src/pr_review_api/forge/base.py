@@ -26,6 +26,7 @@ from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.checkout import unavailable_error
 from pr_review_api.forge.gate import GateReporter
+from pr_review_api.forge.issue_references import IssueReference, closing_references, issue_server
 from pr_review_api.ledger import DismissedFindings, HeadKey, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
 from pr_review_api.output.gate_outcome import severity_counts
@@ -34,6 +35,7 @@ from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.markers import PriorState
 from pr_review_api.publishing.placement import fingerprint_of, line_texts
 from pr_review_api.publishing.re_review import re_review_of
+from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
@@ -198,6 +200,11 @@ class ChangeForge(ABC):
     ) -> int | None:
         """After publishing a re-review, resolve the threads of ours the new head fixed: how
         many, or None when the forge resolves none."""
+
+    def closing_references(self, description: str, settings: Settings) -> list[IssueReference]:
+        """The issues `description` says the change closes, in this forge's syntax, an issue URL
+        being one on this forge's server (specification §21)."""
+        return closing_references(description, self.name, issue_server(self.name, settings))
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         """The issue `number` of `project` (`owner/repo`, or GitLab's full path) on this forge,

@@ -1,7 +1,9 @@
 """A Gitea (or Forgejo) pull request's command behind the comments seam (specification §15 on
 Gitea, section 19): gitea/comments.py's requests.
 
-- `help`: one comment on the pull request listing the commands.
+- `help`: the list of commands where the command was: a reply in one of our findings'
+  conversations is answered in it, as a question is; any other command is a comment on the
+  pull request (whose own conversation is flat on Gitea: a comment there is in place).
 - `ignore`: one `+1` reaction on the command's comment, no text; the repository's key in the
   dismissals table is `gitea:owner/repo`.
 - over the answers' hourly limit: one `eyes` reaction.
@@ -106,7 +108,12 @@ class GiteaComments(ChangeComments):
         return Command(comment.author, comment.text)
 
     async def help(self) -> None:
-        await post_comment(self.gitea, self.ref, GITEA_HELP_TEXT)
+        comment = self._known()
+        thread = await find_thread(self.gitea, self.ref, comment.comment_id, self._login)
+        if thread is None or thread.comments[0].id == comment.comment_id:
+            await post_comment(self.gitea, self.ref, GITEA_HELP_TEXT)
+        else:
+            await self._reply(thread, GITEA_HELP_TEXT)
 
     async def our_finding(self) -> CommandFinding | None:
         """The finding whose conversation the command replied in (see the module docstring)."""
@@ -152,8 +159,12 @@ class GiteaComments(ChangeComments):
         return f"{change_url}#issuecomment-{self._known().comment_id}"
 
     async def post_answer(self, text: str) -> int | None:
-        thread = self._found()
         body = escape(text) + "\n\n" + answer_marker(self._known().comment_id)
+        return await self._reply(self._found(), body)
+
+    async def _reply(self, thread: LineThread, body: str) -> int | None:
+        """`body` in the thread's conversation while the head is the one it was posted on;
+        after a new head the line may be off the diff: a comment naming the path and line."""
         head = await current_head(self.gitea, self.ref)
         if head == thread.head:
             return await post_line_reply(self.gitea, self.ref, head, thread, body)

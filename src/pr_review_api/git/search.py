@@ -2,7 +2,7 @@
 queries a search makes of the index, and the parsing of `git grep -z` output.
 
 The index (git/search_index/) stores blobs and answers two reads: the blobs whose text holds
-every trigram of an expression, and the text of given blobs. Which files a search reads, in
+every trigram of a literal, and the text of given blobs. Which files a search reads, in
 which order, how many at a time, and which lines match are decided here.
 """
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from pr_review_api.git.search_index.postings import query_grams
 from pr_review_api.git.search_index.reader import MAX_QUERY_VARIABLES, SearchIndex
 from pr_review_api.git.search_index.schedule import Partial, SearchIndexes
 from pr_review_api.git.search_index.schema import IndexUnavailable
@@ -133,8 +134,8 @@ def grep_partial(
     files = snapshot.files
     start, end = _pathspec_range(files, pathspec)
     needle = query.encode("utf-8", "surrogateescape")
-    expression = trigram_query(needle)
-    candidates = partial.index.candidates(expression) if expression is not None else None
+    grams = trigram_query(needle)
+    candidates = partial.index.candidates(grams) if grams is not None else None
     if candidates is not None and len(candidates) <= MAX_LOOKED_UP_CANDIDATES:
         # Only the candidates and the blobs not stored are read: found by blob id, not by a
         # walk over the tree's every file (most of them stored and not candidates).
@@ -212,8 +213,8 @@ def _index_hits(
             break  # the index narrows the rest
     if position >= end:
         return
-    expression = trigram_query(needle)
-    candidates = index.candidates(expression) if expression is not None else None
+    grams = trigram_query(needle)
+    candidates = index.candidates(grams) if grams is not None else None
     if candidates is not None and len(candidates) <= MAX_LOOKED_UP_CANDIDATES:
         found = snapshot.entries.paths_of(candidates)
         rest = sorted(path for path in found if position <= _listed_at(files, path) < end)
@@ -241,17 +242,16 @@ def index_lines(
                     yield path, line, text
 
 
-def trigram_query(query: bytes) -> str | None:
-    """An FTS5 query matching the bodies that hold every trigram of `query`, or None when the
-    literal is too short to have one."""
-    text = query.decode("latin-1")  # as the index stores bodies: one character a byte
-    grams = list(dict.fromkeys(text[i : i + 3] for i in range(len(text) - 2)))
+def trigram_query(query: bytes) -> list[int] | None:
+    """The trigrams whose blobs a search of `query` reads (search_index/postings.py), or None
+    when the literal is too short to have one."""
+    grams = query_grams(query)
     if not grams:
         return None
     if len(grams) > MAX_QUERY_GRAMS:  # spread over the literal: both ends and between
         step = (len(grams) - 1) / (MAX_QUERY_GRAMS - 1)
         grams = [grams[round(i * step)] for i in range(MAX_QUERY_GRAMS)]
-    return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+    return grams
 
 
 def matching_lines(data: bytes, query: bytes) -> Iterator[tuple[int, bytes]]:

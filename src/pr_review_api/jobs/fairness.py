@@ -9,6 +9,11 @@ Here every job belongs to a tenant (`review_jobs.tenant`, schema migration 4):
                         owner, lower-cased: the account an installation would be
     gitlab:<group>      a merge request's job (specification §17), by its top-level group,
                         lower-cased, whatever subgroup holds the project (migration 6)
+    gitea:<owner>       a Gitea pull request's job (specification §19), by its owner on the
+                        Gitea server, lower-cased (migration 9)
+
+Each forge's accounts are its own: a GitHub owner, a GitLab group and a Gitea owner of one
+name are three tenants, each with its own turn and its own cap.
 
 and a free slot takes, among the jobs procrastinate itself would run now (status, schedule,
 the pull request's lock), a job of the tenant with the fewest jobs running, then of the tenant

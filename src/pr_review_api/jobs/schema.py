@@ -282,6 +282,21 @@ ALTER TABLE review_jobs ADD COLUMN worker_host text, ADD COLUMN queued_at timest
     )
 
 
+# Gitea pull requests (specification §19): a pull request's job belongs to its owner on the Gitea
+# server, a different account from a GitHub owner or a GitLab group of the same name. Its
+# `pr_key` starts with `gitea:` (forge/urls.py's `change_key`). GitHub's tenants and GitLab's
+# stay as migrations 4 and 6 made them, so a running deployment keeps every turn it counted.
+_GITEA_TENANTS = """
+ALTER TABLE review_jobs DROP COLUMN tenant;
+ALTER TABLE review_jobs ADD COLUMN tenant text GENERATED ALWAYS AS (
+    CASE WHEN installation_id IS NOT NULL THEN 'installation:' || installation_id::text
+         WHEN left(pr_key, 7) = 'gitlab:' THEN 'gitlab:' || lower(split_part(owner, '/', 1))
+         WHEN left(pr_key, 6) = 'gitea:' THEN 'gitea:' || lower(owner)
+         ELSE 'owner:' || lower(owner) END
+) STORED;
+"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "procrastinate queue schema", _procrastinate_schema),
     Migration(2, "review_jobs records", lambda: _REVIEW_JOBS),
@@ -291,6 +306,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "gitlab: a merge request's tenant is its group", lambda: _GITLAB_TENANTS),
     Migration(7, "team knowledge: learnings and their command jobs", lambda: _LEARNINGS),
     Migration(8, "worker hosts: jobs go where the cache is", _stealing_fetch),
+    Migration(9, "gitea: a pull request's tenant names its forge", lambda: _GITEA_TENANTS),
 )
 
 

@@ -1,9 +1,8 @@
 """Linked issues (specification §21): the issues a change's description says it closes, read from
 the same forge, given to the model as untrusted data, and the model's verdict on each checked.
 
-References are parsed in each forge's syntax (`closing_references`): GitHub's `Fixes #12`,
-`Closes owner/repo#3`, `Resolves <issue URL>`; GitLab's `Closes #4`, `group/project#4` and issue
-URLs, with its lists (`Closes #4, #5 and #6`). The first MAX_LINKED_ISSUES on this forge are read
+References are parsed in the forge's own syntax (`ChangeForge.closing_references`,
+forge/issue_references.py). The first MAX_LINKED_ISSUES on this forge are read
 with the review's identity (`ChangeForge.read_issue`); a reference to another host is never
 fetched. What was not read (another host, a pull request's number, an issue the identity
 cannot read, references past the first few) is named in fixed notes, never an error.
@@ -12,12 +11,11 @@ cannot read, references past the first few) is named in fixed notes, never an er
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from pr_review_api.forge.base import ChangeForge, IssueText
+from pr_review_api.forge.issue_references import IssueReference
 from pr_review_api.jsonutil import truncate_utf8
 from pr_review_api.model import LINKED_ISSUE_VERDICTS, FinalReview, LinkedIssue, PullRequestInfo
 from pr_review_api.settings import MAX_FINAL_TEXT_BYTES, MAX_NOTES, Settings
@@ -26,25 +24,6 @@ MAX_LINKED_ISSUES = 3
 MAX_ISSUE_TEXT_BYTES = 8 * 1024  # an issue's title, and its body, each
 MAX_ISSUE_NUMBER = 10**9
 ISSUE_READ_TIMEOUT_SECONDS = 20.0
-
-_GITHUB_KEYWORDS = r"close[sd]?|fix(?:e[sd])?|resolve[sd]?"
-_GITLAB_KEYWORDS = (
-    r"clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?"
-)
-_TARGET = r"(?:https?://[^\s<>()\[\]'\"`,]+|[A-Za-z0-9_.\-/]*#[0-9]+)"
-_SEPARATOR = r"(?:\s*,\s*(?:and\s+)?|\s+and\s+)"
-_NUMBER = re.compile(r"[1-9][0-9]{0,9}")
-_PROJECT_SEGMENT = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.\-]*")
-
-
-def _pattern(keywords: str, lists: bool) -> re.Pattern[str]:
-    targets = f"{_TARGET}(?:{_SEPARATOR}{_TARGET})*" if lists else _TARGET
-    return re.compile(rf"(?<![\w/])(?:{keywords}):?\s+(?P<targets>{targets})", re.IGNORECASE)
-
-
-_GITHUB_REFERENCE = _pattern(_GITHUB_KEYWORDS, lists=False)
-_GITLAB_REFERENCE = _pattern(_GITLAB_KEYWORDS, lists=True)
-_ONE_TARGET = re.compile(_TARGET)
 
 NOTE_OTHER_HOST = (
     "{count} closing reference(s) in the description name an issue on another host; "
@@ -88,17 +67,6 @@ asks ("yes", "partly", "no", or "unclear") and why, from the code you read.
 
 
 @dataclass(frozen=True)
-class IssueReference:
-    """A closing reference: an issue of `project` (None: the change's own) on this forge, or
-    one on another host (`foreign`), or a URL on this host that names no issue (`number` 0)."""
-
-    project: str | None
-    number: int
-    foreign: bool = False
-    pull_request: bool = False
-
-
-@dataclass(frozen=True)
 class ReadIssue:
     """A linked issue as the model is given it (bounded, untrusted)."""
 
@@ -122,56 +90,6 @@ class LinkedIssues:
 NO_LINKED_ISSUES = LinkedIssues()
 
 
-def closing_references(description: str, forge: str, server_url: str) -> list[IssueReference]:
-    """The description's closing references in order, in `forge`'s syntax."""
-    if forge not in ("github", "gitlab"):
-        return []
-    pattern = _GITHUB_REFERENCE if forge == "github" else _GITLAB_REFERENCE
-    found: list[IssueReference] = []
-    for match in pattern.finditer(description):
-        for target in _ONE_TARGET.findall(match["targets"]):
-            reference = _reference(target, forge, server_url)
-            if reference is not None:
-                found.append(reference)
-    return found
-
-
-def _reference(target: str, forge: str, server_url: str) -> IssueReference | None:
-    if "://" in target:
-        return _url_reference(target, forge, server_url)
-    project, _, number = target.rpartition("#")
-    if _NUMBER.fullmatch(number) is None:
-        return None
-    if project and not _valid_project(project, forge):
-        return None
-    return IssueReference(project or None, int(number))
-
-
-def _valid_project(project: str, forge: str) -> bool:
-    segments = project.split("/")
-    if len(segments) < 2 or (forge == "github" and len(segments) != 2):
-        return False
-    return all(_PROJECT_SEGMENT.fullmatch(s) and s not in (".", "..") for s in segments)
-
-
-def _url_reference(target: str, forge: str, server_url: str) -> IssueReference | None:
-    url, server = urlsplit(target.rstrip(".;:!?")), urlsplit(server_url)
-    same = (url.scheme, url.netloc.lower()) == (server.scheme, server.netloc.lower())
-    prefix = server.path.rstrip("/") + "/"
-    if not same or not url.path.startswith(prefix):
-        return IssueReference(None, 0, foreign=True)
-    parts = url.path[len(prefix) :].strip("/").split("/")
-    if forge == "github" and len(parts) == 4 and parts[2] in ("issues", "pull"):
-        project, kind, number = "/".join(parts[:2]), parts[2], parts[3]
-    elif forge == "gitlab" and len(parts) >= 5 and parts[-3] == "-" and parts[-2] == "issues":
-        project, kind, number = "/".join(parts[:-3]), "issues", parts[-1]
-    else:
-        return IssueReference(None, 0)  # a URL on this host that names no issue
-    if _NUMBER.fullmatch(number) is None or not _valid_project(project, forge):
-        return IssueReference(None, 0)
-    return IssueReference(project, int(number), pull_request=kind == "pull")
-
-
 def shown_ref(reference: IssueReference, own_project: str) -> str:
     """`#N` for the change's own project, `owner/repo#N` otherwise."""
     project = reference.project
@@ -187,12 +105,11 @@ async def read_linked_issues(
     review's identity, and the notes on the references that were not read."""
     if info is None or forge is None or not description:
         return NO_LINKED_ISSUES
-    server = settings.gitlab_server_url if info.forge == "gitlab" else settings.github_server_url
     own = f"{info.owner}/{info.repo}"
     notes: list[str] = []
     wanted: dict[str, IssueReference] = {}
     foreign = not_issue = past = 0
-    for reference in closing_references(description, info.forge, server):
+    for reference in forge.closing_references(description, settings):
         if reference.foreign or reference.number == 0:
             foreign += reference.foreign
             not_issue += not reference.foreign

@@ -64,8 +64,8 @@ def create_app(settings: Settings | None = None, *, metrics: Metrics | None = No
         title="pr-review",
         version=__version__,
         summary=(
-            "Review GitHub pull requests and GitLab merge requests with a language model "
-            "through read-only tools."
+            "Review GitHub, Gitea and Forgejo pull requests and GitLab merge requests with a "
+            "language model through read-only tools."
         ),
         lifespan=lifespan,
         docs_url=None,  # served by routes.py, behind the service keys when they are set

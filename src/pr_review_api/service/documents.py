@@ -6,6 +6,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# What `pull_request_url` may name, for every body that takes one (forge/urls.py routes it).
+CHANGE_URL_DESCRIPTION = (
+    "A pull request on the configured GitHub host, a merge request on the configured GitLab "
+    "host (specification §17), or a pull request on the configured Gitea or Forgejo server "
+    "(`GITEA_SERVER_URL`, specification §19)."
+)
+
 
 class ReviewRequest(BaseModel):
     """The body of `POST /v1/reviews`: no other fields, no type coercion."""
@@ -13,7 +20,7 @@ class ReviewRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     pull_request_url: str = Field(
-        description="A pull request on the configured GitHub host.",
+        description=CHANGE_URL_DESCRIPTION,
         examples=["https://github.com/acme/widget/pull/7"],
     )
     include_trace: bool = Field(

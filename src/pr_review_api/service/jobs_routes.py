@@ -22,7 +22,7 @@ from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.service.auth import require_service_key
 from pr_review_api.service.body import json_body
 from pr_review_api.service.dependencies import get_jobs, get_settings
-from pr_review_api.service.documents import ERROR_RESPONSES
+from pr_review_api.service.documents import CHANGE_URL_DESCRIPTION, ERROR_RESPONSES
 from pr_review_api.service.errors import ContractJSONResponse
 from pr_review_api.service.job_listing import (
     LISTING_PARAMETERS,
@@ -40,10 +40,7 @@ class ReviewJobRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    pull_request_url: str = Field(
-        description="A pull request on the configured GitHub host, or a merge request on the "
-        "configured GitLab host (specification §17)."
-    )
+    pull_request_url: str = Field(description=CHANGE_URL_DESCRIPTION)
     post: bool = Field(default=False, description="Publish the review on the pull request.")
 
 

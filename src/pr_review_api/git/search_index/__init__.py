@@ -34,6 +34,8 @@ The modules:
 
 - `schema`: the file format: its tables and version, opening it to read or to write, and the
   two writes (storing blobs, marking a head complete);
+- `postings`: the trigram posting lists, made and read in bulk;
+- `prepare`: a build's other process, which reads, compresses and indexes its batches;
 - `reader`: `SearchIndex`, one generation read by any number of threads; reads never write;
 - `folder`: the index folder: its generations and its locks between processes;
 - `build`: adding missing blobs: inline, or by a build in the background;

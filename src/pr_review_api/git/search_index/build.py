@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pr_review_api.git.blobs import BlobReaders, lower_priority, stream_blobs
+from pr_review_api.git.blobs import BlobReaders, lower_priority
 from pr_review_api.git.search_index.folder import (
     build_lock,
     current_generation,
@@ -28,14 +30,17 @@ from pr_review_api.git.search_index.folder import (
     write_lock,
     yield_to_searches,
 )
+from pr_review_api.git.search_index.prepare import read_batch
 from pr_review_api.git.search_index.reader import SearchIndex
 from pr_review_api.git.search_index.schema import (
     BUSY_SECONDS,
     BuildStopped,
     IndexUnavailable,
+    PreparedBlobs,
     file_token,
     mark_complete,
     open_writer,
+    truncate_log,
     write_blobs,
 )
 from pr_review_api.git_runner import GitError
@@ -46,9 +51,13 @@ if TYPE_CHECKING:
 # How long an inline add waits for another writer (another head's inline add, or a build
 # between two transactions) before the search goes on with `git grep`.
 INLINE_LOCK_WAIT_SECONDS = 10.0
-# One transaction of a build: a killed build, or a process that exits, loses at most this.
-BATCH_BYTES = 4 * 1024**2
-BATCH_BLOBS = 4000
+# One transaction of a build, one segment of posting lists (search_index/postings.py): a
+# killed build, or a process that exits, loses at most this. Larger segments mean fewer rows
+# a trigram (a search reads one a segment) and the pairs sorted in bulk; the build holds a
+# segment's text and pairs in memory (some 32 + 40 MB on source code).
+BATCH_BYTES = 32 * 1024**2
+BATCH_BLOBS = 8192
+PREPARE_MODULE = "pr_review_api.git.search_index.prepare"
 # How long a build pauses before a transaction while a search runs `git grep` (a kernel-sized
 # one takes 2-3 s): searches then have the cores, and a stream of them cannot stop the build.
 YIELD_SECONDS = 2.0
@@ -105,6 +114,7 @@ def add_inline(
                 return False  # writers queue past the wait: git grep answers this once
             write_blobs(connection, blobs.items())
             mark_complete(connection, head_sha)
+            truncate_log(connection)
     except (sqlite3.Error, OSError, GitError, IndexUnavailable):
         return False
     return True
@@ -142,6 +152,7 @@ def build_head(  # noqa: PLR0913  (a build thread's whole brief: what to build, 
                     with write_lock(folder, BUSY_SECONDS) as writing:
                         if writing:
                             mark_complete(connection, head_sha)
+                            truncate_log(connection)
                             remove_older_generations(path)
                             on_complete()
             finally:
@@ -158,19 +169,60 @@ def _store_missing(
     stop: threading.Event,
 ) -> bool:
     """Store the blobs of `blobs` the generation lacks, a batch a transaction, yielding to
-    searches before each; whether all were stored."""
+    searches before each; whether all were stored. The batches are read and prepared by
+    another process (prepare.py) while this one writes."""
     present = {row[0] for row in connection.execute("SELECT oid FROM blobs")}
     wanted = [oid for oid in blobs if oid not in present]
     yield_to_searches(folder, stop, YIELD_SECONDS)
-    for batch in _batches(stream_blobs(git_dir, wanted)):
+    for prepared in prepared_batches(git_dir, wanted):
         if stop.is_set() or not folder.is_dir():
             return False  # closing, or the repository was evicted
         yield_to_searches(folder, stop, YIELD_SECONDS)
         with write_lock(folder, BUSY_SECONDS) as writing:
             if not writing:
                 return False
-            write_blobs(connection, batch, stop)
+            write_blobs(connection, prepared, stop)
+        del prepared  # before the next is read: one batch in memory at a time
     return True
+
+
+def prepared_batches(git_dir: Path, oids: list[str]) -> Iterator[PreparedBlobs]:
+    """The blobs `oids`, prepared in batches by a process of their own (prepare.py), at
+    the build's lower priority; ValueError when that process fails."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-m",
+            PREPARE_MODULE,
+            str(git_dir),
+            str(BATCH_BYTES),
+            str(BATCH_BLOBS),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    lower_priority(process.pid)
+    try:
+        with contextlib.suppress(BrokenPipeError):  # it failed at once: its status says
+            process.stdin.write("".join(f"{oid}\n" for oid in oids).encode())
+            process.stdin.close()
+        while True:
+            prepared = read_batch(process.stdout)
+            if prepared is None:
+                break
+            yield prepared
+            del prepared  # before the next is read: one batch in memory at a time
+        if process.wait() != 0:
+            raise ValueError("the preparing process failed")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stdout.close()
+        process.wait()
 
 
 def _build_connection(folder: Path, *, fresh: bool) -> tuple[Path, sqlite3.Connection]:
@@ -184,16 +236,3 @@ def _build_connection(folder: Path, *, fresh: bool) -> tuple[Path, sqlite3.Conne
     except (sqlite3.DatabaseError, IndexUnavailable):
         path = next_generation(folder)
         return path, open_writer(path)
-
-
-def _batches(blobs: Iterator[tuple[str, bytes]]) -> Iterator[list[tuple[str, bytes]]]:
-    batch: list[tuple[str, bytes]] = []
-    size = 0
-    for oid, data in blobs:
-        batch.append((oid, data))
-        size += len(data)
-        if size >= BATCH_BYTES or len(batch) >= BATCH_BLOBS:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch

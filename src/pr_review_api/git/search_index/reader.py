@@ -9,18 +9,29 @@ package's (search_index/__init__.py).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import threading
 import weakref
 import zlib
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from pr_review_api.git.search_index.postings import (
+    GRAM_MASK,
+    decode_rows,
+    intersect,
+    posting_key,
+)
 from pr_review_api.git.search_index.schema import IndexUnavailable, file_token, open_reader
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from pr_review_api.git.tree import Snapshot
 
 # Blob ids bound in one query (SQLite allows 999 or more).
@@ -30,7 +41,15 @@ _BODIES = (
     "LEFT JOIN bodies ON bodies.id = blobs.id "
     "WHERE blobs.oid IN ({})"  # one "?" a blob id: the ids themselves are bound
 )
-_CANDIDATES = "SELECT oid FROM blobs WHERE id IN (SELECT rowid FROM grams WHERE grams MATCH ?)"
+_SEGMENTS = "SELECT id, blobs FROM segments WHERE id > ? ORDER BY id"
+_POSTINGS = "SELECT key, ids FROM postings WHERE key IN ({}) ORDER BY key"  # a "?" a key
+_POSTING_SIZES = (
+    "SELECT key, length(ids) FROM postings WHERE key IN (SELECT value FROM json_each(?))"
+)
+# Reading one candidate body costs a search about as much as decoding this many list bytes.
+DECODED_PER_BODY_READ = 1024
+# The blob ids of the candidates, bound as one JSON array: one query however many they are.
+_OIDS = "SELECT oid FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
 
 
 def _text(body: bytes | None, packed: int | None) -> bytes | None:
@@ -61,6 +80,8 @@ class SearchIndex:
         self._ids: dict[str, int] = {}  # stored blobs (text or binary), by blob id
         self._last_id = 0
         self._complete: dict[int, weakref.ref[Snapshot]] = {}  # snapshots known complete
+        self._segment_at: dict[int, tuple[int, int]] = {}  # see _segments
+        self._segment_ids = np.empty(0, dtype=np.int64)
         self._lock = threading.Lock()
         self.token: str | None = None  # of the generation this object reads
         self.closed = False
@@ -158,10 +179,47 @@ class SearchIndex:
     def is_marked_complete(self, head_sha: str) -> bool:
         return bool(self._query("SELECT 1 FROM heads WHERE sha = ?", (head_sha,)))
 
-    def candidates(self, expression: str) -> set[str]:
-        """The blob ids of the text bodies matching an FTS5 `expression` (search.py makes
-        it from a literal's trigrams)."""
-        return {row[0] for row in self._query(_CANDIDATES, (expression,))}
+    def candidates(self, grams: Sequence[int]) -> set[str]:
+        """The blob ids of the text bodies holding every trigram of `grams` (search.py takes
+        them from a literal), or a few more: the lists are met shortest first, and once the
+        blobs left are far fewer than the next list is long, reading those few bodies costs
+        the search less than decoding the rest (the search finds the literal in them)."""
+        segments = self._segments()
+        keys = [posting_key(segment, gram) for gram in grams for segment in segments]
+        sizes = dict.fromkeys(grams, 0)
+        for key, size in self._query(_POSTING_SIZES, (json.dumps(keys),)):
+            sizes[key & GRAM_MASK] += size
+        found: NDArray[np.int64] | None = None
+        for gram in sorted(sizes, key=sizes.__getitem__):
+            if found is not None and len(found) * DECODED_PER_BODY_READ < sizes[gram]:
+                break
+            keys = [posting_key(segment, gram) for segment in segments]
+            rows = self._query(_POSTINGS.format(",".join("?" * len(keys))), tuple(keys))
+            numbers, per_row = decode_rows([row[1] for row in rows])
+            # A body's number within its segment, to its blob id (0: listed elsewhere).
+            offsets = np.array([segments[row[0] >> 24][1] for row in rows], dtype=np.int64)
+            ids = self._segment_ids[np.repeat(offsets, per_row) + numbers]
+            ids = ids[ids > 0]
+            found = ids if found is None else intersect(found, ids)
+            if not len(found):
+                return set()
+        if found is None:
+            return set()
+        return {row[0] for row in self._query(_OIDS, (json.dumps(found.tolist()),))}
+
+    def _segments(self) -> dict[int, tuple[int, int]]:
+        """Each segment's (count of bodies, where its blob ids start in `_segment_ids`), read
+        incrementally: a segment never changes once written."""
+        last = max(self._segment_at, default=0)
+        rows = self._query(_SEGMENTS, (last,))
+        with self._lock:
+            for segment, blobs in rows:
+                if segment in self._segment_at:
+                    continue
+                ids = np.frombuffer(blobs, dtype="<u4").astype(np.int64)
+                self._segment_at[segment] = (len(ids), len(self._segment_ids))
+                self._segment_ids = np.concatenate((self._segment_ids, ids))
+            return dict(self._segment_at)
 
     def bodies(self, oids: Collection[str]) -> dict[str, bytes | None]:
         """The stored text of each blob, None for one holding a NUL byte; IndexUnavailable

@@ -3,17 +3,26 @@
     blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE)   every stored blob, small rows
     bodies(id INTEGER PRIMARY KEY, body BLOB,        the text of each (none: holds a NUL
            packed INTEGER)                           byte), zlib-compressed when packed
-    grams   FTS5, trigram tokenizer, case-sensitive, contentless, by blobs.id
+    segments(id INTEGER PRIMARY KEY,          each write of blobs that stored text, in order:
+             blobs BLOB)                      the blob id of each body number (uint32, little-
+                                              endian; 0: stored before, listed there)
+    postings(key INTEGER PRIMARY KEY,         for each trigram of a segment's bodies, the
+             ids BLOB)                        numbers of the bodies holding it (postings.py),
+                                              keyed by segment and trigram (posting_key)
     heads(sha TEXT PRIMARY KEY)   the heads marked complete
     about(token)                  the generation's token: a remade file has another
 
 Each blob is stored once, by id, so every head of the repository shares the file and a new
-head adds only its missing blobs. Bodies are indexed as Latin-1 text, one character per
-byte, so a byte string and its trigrams map one to one whatever the file's encoding.
+head adds only its missing blobs. Trigrams are of bytes, so a byte string and its trigrams map
+one to one whatever the file's encoding. Each write (one transaction) is a segment, numbered
+in order, as its blobs' ids are: a trigram's rows read in segment order list its blobs
+ascending.
 
 Why SQLite (in the standard library): transactions make a killed build leave whole blobs or
-none, WAL lets any number of processes read while one writes, and FTS5 is the trigram index we
-would otherwise write by hand. The vocabulary is the package's (search_index/__init__.py).
+none, and WAL lets any number of processes read while one writes. The trigram index is our
+own (postings.py), not SQLite's FTS5: FTS5 indexed the kernel's text at about 12 MB/s, most
+of a build's time, where sorting the pairs in bulk is several times faster and the file no
+larger. The vocabulary is the package's (search_index/__init__.py).
 """
 
 from __future__ import annotations
@@ -26,9 +35,14 @@ import stat
 import threading
 import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 4  # 4: large bodies compressed
+import numpy as np
+
+from pr_review_api.git.search_index.postings import Postings, SegmentGrams, posting_key
+
+SCHEMA_VERSION = 5  # 4: large bodies compressed; 5: our own posting lists, not FTS5
 # Bodies of at least this size are compressed, at zlib's fastest level (source text shrinks
 # about 3x there). On the kernel tree they are 8% of the files and 53% of the text: the file
 # halves, and a search, whose first windows read mostly small files in path order, inflates
@@ -42,8 +56,11 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS blobs(id INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL)",
     "CREATE TABLE IF NOT EXISTS bodies("
     "id INTEGER PRIMARY KEY, body BLOB NOT NULL, packed INTEGER NOT NULL)",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS grams USING fts5("
-    "body, tokenize='trigram case_sensitive 1', detail='none', content='')",
+    # Keyed by segment, then trigram, in one integer (`posting_key`): a write appends its rows
+    # at the end of the table, and a rowid table keeps lists of up to 4 KB in its pages,
+    # where a WITHOUT ROWID one sends all past 1 KB to overflow pages, a third of them empty.
+    "CREATE TABLE IF NOT EXISTS postings(key INTEGER PRIMARY KEY, ids BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS segments(id INTEGER PRIMARY KEY, blobs BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS heads(sha TEXT PRIMARY KEY)",
     "CREATE TABLE IF NOT EXISTS about(token TEXT NOT NULL)",
 )
@@ -127,36 +144,81 @@ def file_token(connection: sqlite3.Connection) -> str:
     return str(row[0])
 
 
+@dataclass(frozen=True)
+class PreparedBlobs:
+    """Blobs made ready to store: each (blob id, its stored body or None when it holds a
+    NUL byte, whether that body is compressed), and the posting lists of their segment."""
+
+    blobs: list[tuple[str, bytes | None, bool]]
+    postings: Postings
+
+
+def prepare_blobs(
+    blobs: Iterable[tuple[str, bytes]], stop: threading.Event | None = None
+) -> PreparedBlobs:
+    """The work of storing blobs that needs no connection (compressing, finding trigrams,
+    the posting lists): a build has it done in another process (prepare.py)."""
+    prepared: list[tuple[str, bytes | None, bool]] = []
+    grams = SegmentGrams()
+    for oid, data in blobs:
+        if stop is not None and stop.is_set():
+            raise BuildStopped()
+        if b"\0" in data:
+            prepared.append((oid, None, False))  # binary: no text to search
+            continue
+        packed = len(data) >= PACKED_BODY_BYTES
+        body = zlib.compress(data, BODY_COMPRESSION_LEVEL) if packed else data
+        prepared.append((oid, body, packed))
+        grams.add(data)
+    return PreparedBlobs(prepared, grams.postings())
+
+
 def write_blobs(
     connection: sqlite3.Connection,
-    blobs: Iterable[tuple[str, bytes]],
+    blobs: Iterable[tuple[str, bytes]] | PreparedBlobs,
     stop: threading.Event | None = None,
 ) -> None:
-    """Store blobs in one transaction: all of them or, if anything fails or `stop` is set,
-    none (`BuildStopped`)."""
+    """Store blobs in one transaction, one segment of posting lists: all of them or, if
+    anything fails or `stop` is set, none (`BuildStopped`)."""
+    prepared = blobs if isinstance(blobs, PreparedBlobs) else prepare_blobs(blobs, stop)
     connection.execute("BEGIN IMMEDIATE")
     try:
-        for oid, data in blobs:
+        ids: list[int] = []  # of each text body by its number: 0 for one stored before
+        for oid, body, packed in prepared.blobs:
             if stop is not None and stop.is_set():
                 raise BuildStopped()
-            body = None if b"\0" in data else data
             cursor = connection.execute("INSERT OR IGNORE INTO blobs(oid) VALUES (?)", (oid,))
-            if cursor.rowcount == 1 and body is not None:
-                packed = len(body) >= PACKED_BODY_BYTES
-                stored = zlib.compress(body, BODY_COMPRESSION_LEVEL) if packed else body
-                connection.execute(
-                    "INSERT INTO bodies(id, body, packed) VALUES (?, ?, ?)",
-                    (cursor.lastrowid, stored, packed),
-                )
-                connection.execute(
-                    "INSERT INTO grams(rowid, body) VALUES (?, ?)",
-                    (cursor.lastrowid, body.decode("latin-1")),
-                )
+            if body is None:
+                continue
+            if cursor.rowcount != 1:
+                ids.append(0)  # listed by the segment that stored it
+                continue
+            assert cursor.lastrowid is not None
+            ids.append(cursor.lastrowid)
+            connection.execute(
+                "INSERT INTO bodies(id, body, packed) VALUES (?, ?, ?)",
+                (cursor.lastrowid, body, packed),
+            )
+        if any(ids):
+            segment = connection.execute(
+                "INSERT INTO segments(blobs) VALUES (?)", (np.asarray(ids, dtype="<u4").tobytes(),)
+            ).lastrowid
+            assert segment is not None
+            connection.executemany(
+                "INSERT INTO postings(key, ids) VALUES (?, ?)",
+                ((posting_key(segment, gram), ids) for gram, ids in prepared.postings.items()),
+            )
         connection.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
             connection.execute("ROLLBACK")
         raise
+
+
+def truncate_log(connection: sqlite3.Connection) -> None:
+    """Copy the write-ahead log into the file and empty it, if no reader holds it: a build's
+    last transactions would otherwise leave it as large as the largest (tens of MB)."""
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def mark_complete(connection: sqlite3.Connection, head_sha: str) -> None:
