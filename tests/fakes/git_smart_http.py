@@ -5,6 +5,9 @@ the fake's bare repositories, and the loopback plumbing both fake servers share.
 it reads a request's body (plain or chunked, as git sends a large fetch), writes an answer with
 an exact Content-Length, and runs the backend for a git request (`serve_git`); who may fetch,
 where a redirect sends git, and which methods a fake answers are the fake's own rules.
+Every request a fake answers goes one way (`GitHandler.dispatch`): the methods it answers
+(`methods`; any other gets the standard library's 501), its record made and kept (`record`),
+the body read, then the fake's own routing (`route`).
 `LoopbackServer` is the threading server under it, started by `serve_in_thread` and stopped by
 `stop`.
 """
@@ -16,10 +19,13 @@ import socket
 import subprocess
 import sys
 import threading
+from abc import abstractmethod
 from collections.abc import Mapping
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
+from urllib.parse import SplitResult, urlsplit
 
 GIT_EXEC_PATH = Path(
     subprocess.run(
@@ -58,10 +64,49 @@ def stop(server: LoopbackServer, thread: threading.Thread) -> None:
     thread.join(timeout=5)
 
 
-class GitHandler(BaseHTTPRequestHandler):
-    """A fake forge's request handler: body reading, answers, and git over smart HTTP."""
+Recorded = TypeVar("Recorded")
+
+
+class GitHandler(BaseHTTPRequestHandler, Generic[Recorded]):
+    """A fake forge's request handler: one dispatcher, body reading, answers, and git over
+    smart HTTP. The fake says which methods it answers, how a request is recorded and where
+    it goes."""
 
     protocol_version = "HTTP/1.1"
+    methods: ClassVar[frozenset[str]] = frozenset()
+
+    def do_GET(self) -> None:
+        self.dispatch()
+
+    def do_POST(self) -> None:
+        self.dispatch()
+
+    def do_PUT(self) -> None:
+        self.dispatch()
+
+    def do_PATCH(self) -> None:
+        self.dispatch()
+
+    def do_DELETE(self) -> None:
+        self.dispatch()
+
+    def dispatch(self) -> None:
+        """Record the request, read its body and route it; a method the fake does not answer
+        is refused as `BaseHTTPRequestHandler` refuses a method it has no `do_` for."""
+        if self.command not in self.methods:
+            self.send_error(HTTPStatus.NOT_IMPLEMENTED, f"Unsupported method ({self.command!r})")
+            return
+        parts = urlsplit(self.path)
+        record = self.record(parts)
+        self.route(record, parts, self._read_body())
+
+    @abstractmethod
+    def record(self, parts: SplitResult) -> Recorded:
+        """The request's record, kept by the fake."""
+
+    @abstractmethod
+    def route(self, record: Recorded, parts: SplitResult, body: bytes) -> None:
+        """Answer the request."""
 
     def setup(self) -> None:
         super().setup()

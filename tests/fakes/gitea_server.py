@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs
 
 import pytest
 from pydantic import SecretStr
@@ -336,34 +336,24 @@ class _Server(LoopbackServer):
     fake: FakeGitea
 
 
-class GiteaHandler(GitHandler):
+class GiteaHandler(GitHandler[RecordedRequest]):
     """The fake's request handler; routes of other fakes call its `send_json` and `send_page`."""
 
     server: _Server
+    methods = frozenset({"GET", "POST", "PATCH", "DELETE"})
 
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def do_PATCH(self) -> None:
-        self._dispatch()
-
-    def do_DELETE(self) -> None:
-        self._dispatch()
-
-    def _dispatch(self) -> None:
-        fake = self.server.fake
-        parts = urlsplit(self.path)
+    def record(self, parts: SplitResult) -> RecordedRequest:
         record = RecordedRequest(
             method=self.command,
             path=parts.path,
             query=parts.query,
             headers={name.lower(): value for name, value in self.headers.items()},
         )
-        fake._record(record)
-        body = self._read_body()
+        self.server.fake._record(record)
+        return record
+
+    def route(self, record: RecordedRequest, parts: SplitResult, body: bytes) -> None:
+        fake = self.server.fake
         if parts.path.startswith(API_PREFIX + "/"):
             record.body = body
             if fake.api_redirect is not None:

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult
 
 import pytest
 from pydantic import SecretStr
@@ -509,26 +509,13 @@ class _Server(LoopbackServer):
     fake: FakeGitHub
 
 
-class _Handler(GitHandler):
+class _Handler(GitHandler[RecordedRequest]):
     server: _Server
-
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def do_PATCH(self) -> None:
-        self._dispatch()
-
-    def do_PUT(self) -> None:
-        self._dispatch()
+    methods = frozenset({"GET", "POST", "PATCH", "PUT"})
 
     # --- routing ---
 
-    def _dispatch(self) -> None:
-        fake = self.server.fake
-        parts = urlsplit(self.path)
+    def record(self, parts: SplitResult) -> RecordedRequest:
         record = RecordedRequest(
             method=self.command,
             path=parts.path,
@@ -538,8 +525,11 @@ class _Handler(GitHandler):
             headers={name.lower(): value for name, value in self.headers.items()},
             client_port=self.client_address[1],
         )
-        fake._record(record)
-        body = self._read_body()
+        self.server.fake._record(record)
+        return record
+
+    def route(self, record: RecordedRequest, parts: SplitResult, body: bytes) -> None:
+        fake = self.server.fake
         if parts.path.startswith(API_PREFIX + "/"):
             record.body = body
         if parts.path == "/api/graphql":

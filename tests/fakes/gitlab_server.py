@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote
 
 import pytest
 from pydantic import SecretStr
@@ -327,32 +327,22 @@ class _Server(LoopbackServer):
     fake: FakeGitLab
 
 
-class _Handler(GitHandler):
+class _Handler(GitHandler[RecordedRequest]):
     server: _Server
+    methods = frozenset({"GET", "POST", "PUT", "DELETE"})
 
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def do_PUT(self) -> None:
-        self._dispatch()
-
-    def do_DELETE(self) -> None:
-        self._dispatch()
-
-    def _dispatch(self) -> None:
-        fake = self.server.fake
-        parts = urlsplit(self.path)
+    def record(self, parts: SplitResult) -> RecordedRequest:
         record = RecordedRequest(
             method=self.command,
             path=parts.path,
             query=parts.query,
             headers={name.lower(): value for name, value in self.headers.items()},
         )
-        fake._record(record)
-        body = self._read_body()
+        self.server.fake._record(record)
+        return record
+
+    def route(self, record: RecordedRequest, parts: SplitResult, body: bytes) -> None:
+        fake = self.server.fake
         if parts.path.startswith(API_PREFIX + "/"):
             record.body = body
             if fake.api_redirect is not None:

@@ -22,6 +22,7 @@ a repository in use is never removed, so the bound can be exceeded while it is.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import os
@@ -390,3 +391,13 @@ async def pinned_change(
 def _release_abandoned(task: asyncio.Future[Lease]) -> None:
     if not task.cancelled() and task.exception() is None:
         task.result().release()
+
+
+@asynccontextmanager
+async def pinned_remote(
+    settings: Settings, remote: Remote, info: PullRequestInfo, metadata: PullRequestMetadata
+) -> AsyncIterator[PreparedChange]:
+    """`pinned_change` of a change fetched from `remote` into the settings' cache."""
+    prepare = functools.partial(RepositoryCache(settings).prepare_remote, remote, metadata)
+    async with pinned_change(prepare, info, metadata) as prepared:
+        yield prepared

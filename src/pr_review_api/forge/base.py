@@ -12,26 +12,35 @@ forge.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pr_review_api.errors import ReviewError
+from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.checkout import unavailable_error
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.forge.issue_references import IssueReference, closing_references, issue_server
-from pr_review_api.ledger import DismissedFindings, PublishLedger
+from pr_review_api.ledger import DismissedFindings, HeadKey, PublishLedger
 from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
+from pr_review_api.output.gate_outcome import severity_counts
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
+from pr_review_api.publishing.markers import PriorState
+from pr_review_api.publishing.placement import fingerprint_of, line_texts
+from pr_review_api.publishing.re_review import re_review_of
 from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
+
+logger = logging.getLogger(__name__)
 
 
 class ChangeMetadata(Protocol):
@@ -119,11 +128,12 @@ class ChangeForge(ABC):
     ) -> PriorReview:
         """What our reviews on the change say (one read of them); empty when it fails."""
 
-    @abstractmethod
     async def posted_counts(
         self, info: PullRequestInfo, review_id: int | None
     ) -> Counter[Severity] | None:
         """The counts by severity our posted review's body states, or None (unknown)."""
+        body = await self.posted_body(info, review_id)
+        return None if body is None else severity_counts(body)
 
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         """Our posted review's body (its custom checks are read back from it, specification §20), or
@@ -132,10 +142,17 @@ class ChangeForge(ABC):
         return None
 
     @abstractmethod
+    def dismissals_key(self, info: PullRequestInfo) -> str:
+        """The key under which the repository's dismissed findings are stored."""
+
     async def dismissed_titles(
         self, info: PullRequestInfo, paths: list[str], dismissals: DismissedFindings
     ) -> tuple[str, ...] | None:
         """The titles the team dismissed in these files, or None: none to name."""
+        try:
+            return tuple(await dismissals.titles(self.dismissals_key(info), paths))
+        except ServerBusy:
+            return None
 
     @abstractmethod
     async def dismissed(
@@ -150,6 +167,9 @@ class ChangeForge(ABC):
         """The fingerprints dismissed in the repository, after reading the change's new ones."""
 
     @abstractmethod
+    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
+        """The forge's publishing and the client it publishes with."""
+
     async def publish(
         self,
         result: ReviewResult,
@@ -162,6 +182,17 @@ class ChangeForge(ABC):
         dismissed: Collection[str],
     ) -> Publication | None:
         """Publish the review on the change; what happened."""
+        publisher, client = self.publisher()
+        return await publisher.finished(
+            result,
+            client,
+            git_dir,
+            deadline=deadline,
+            ledger=ledger,
+            metrics=metrics,
+            force=force,
+            dismissed=dismissed,
+        )
 
     @abstractmethod
     async def resolve_fixed(
@@ -181,3 +212,55 @@ class ChangeForge(ABC):
         "unreadable"."""
         del project, number
         return "unreadable"
+
+    @staticmethod
+    def issue_answer(read: tuple[str, str] | Literal["pull_request", "unreadable"]) -> IssueAnswer:
+        """A forge's reading of an issue (its title and body, or why none): the answer."""
+        return read if isinstance(read, str) else IssueText(*read)
+
+    @staticmethod
+    async def recorded_head(ledger: PublishLedger, key: HeadKey) -> PostedHead | None:
+        """The review the ledger says was published of this head; None when it says none or
+        cannot be read (publishing reads our markers again, and decides)."""
+        try:
+            recorded = await ledger.find(key)
+        except ServerBusy:
+            logger.warning("the ledger of published reviews could not be read")
+            return None
+        return None if recorded is None else PostedHead(recorded.review_id, recorded.url)
+
+    @staticmethod
+    async def prior_of(
+        state: PriorState, git_dir: Path, head_sha: str, *, force: bool
+    ) -> PriorReview:
+        """What our markers on the change (`state`) say of this head: its review, unless `force`
+        asks again, else the files changed since our last reviewed head."""
+        done = state.review_of(head_sha)
+        if done is not None and not force:
+            return PriorReview(posted=PostedHead(*done))
+        found = await re_review_of(state, git_dir, head_sha)
+        if found is None:
+            return PriorReview()
+        return PriorReview(last_head=found.last_head, changed=found.changed)
+
+    @staticmethod
+    async def store_dismissals(
+        dismissals: DismissedFindings, key: str, found: Iterable[tuple[str, str, str | None, str]]
+    ) -> Collection[str]:
+        """Store each dismissal found on the change (fingerprint, title, path, user) under `key`,
+        and give every fingerprint dismissed there; none when the store cannot be reached (the
+        review is paid for: it is published, dismissals or not)."""
+        try:
+            for fingerprint, title, path, user in found:
+                await dismissals.dismiss(key, fingerprint, title, path, user)
+            return await dismissals.fingerprints(key)
+        except ServerBusy:
+            logger.warning("the dismissed findings could not be read")
+            return set()
+
+    @staticmethod
+    async def reported_fingerprints(result: ReviewResult, git_dir: Path) -> set[str]:
+        """The fingerprints of the review's findings on its head (what it still reports)."""
+        head, findings = result.revisions.head_sha, result.review.findings
+        texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
+        return {fingerprint_of(f, texts) for f in findings}

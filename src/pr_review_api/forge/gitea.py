@@ -18,42 +18,33 @@ head published before completes it with the counts by severity our review states
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections import Counter
-from collections.abc import AsyncIterator, Collection
-from contextlib import asynccontextmanager
+from collections.abc import Collection
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ReviewError, ServerBusy
+from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ReviewError
 from pr_review_api.fetch.cache import PreparedChange
-from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, PostedHead, PriorReview
+from pr_review_api.forge.base import ChangeForge, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitea.checkout import open_pull_request
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.dismissals import downvoted
-from pr_review_api.gitea.history import FindingComment, our_review_body, read_history
+from pr_review_api.gitea.history import our_review_body, read_history
 from pr_review_api.gitea.issues import read_issue as read_gitea_issue
 from pr_review_api.gitea.preflight import ensure_can_publish
-from pr_review_api.gitea.publish import publish_pull_request, pull_request_key
+from pr_review_api.gitea.publish import PUBLISHER, pull_request_key
 from pr_review_api.gitea.resolve import resolve_fixed
 from pr_review_api.gitea.status import StatusReporter
 from pr_review_api.gitea.urls import PullRequestRef, ref_of
 from pr_review_api.ledger import DismissedFindings, PublishLedger
-from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
-from pr_review_api.output.gate_outcome import severity_counts
+from pr_review_api.model import Forge, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.markers import marked_heads, shown_title
-from pr_review_api.publishing.placement import fingerprint_of, line_texts
-from pr_review_api.publishing.re_review import re_review_of
 from pr_review_api.settings import Settings
 
-if TYPE_CHECKING:
-    from pr_review_api.metrics import Metrics
-
-logger = logging.getLogger(__name__)
 HISTORY_FAILURES = (PublishFailure, GiteaUnavailable, PullRequestNotFound)
 
 
@@ -73,14 +64,12 @@ class GiteaForge(ChangeForge):
     def _ref(self, info: PullRequestInfo) -> PullRequestRef:
         return ref_of(info, self.settings)
 
-    @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
-        async with open_pull_request(url, self.settings, self.gitea) as prepared:
-            yield prepared
+    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
+        return open_pull_request(url, self.settings, self.gitea)
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         answer = await read_gitea_issue(self.gitea, project, number)
-        return answer if isinstance(answer, str) else IssueText(*answer)
+        return self.issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return StatusReporter(self.gitea, self._ref(info), head_sha)
@@ -92,13 +81,8 @@ class GiteaForge(ChangeForge):
         self, info: PullRequestInfo, head_sha: str, ledger: PublishLedger
     ) -> PostedHead | None:
         self.head_sha = head_sha
-        try:
-            key = pull_request_key(self._ref(info), await self.gitea.login(), head_sha)
-            recorded = await ledger.find(key)
-        except ServerBusy:
-            logger.warning("the ledger of published reviews could not be read")
-            return None
-        return None if recorded is None else PostedHead(recorded.review_id, recorded.url)
+        key = pull_request_key(self._ref(info), await self.gitea.login(), head_sha)
+        return await self.recorded_head(ledger, key)
 
     async def prior_review(
         self, info: PullRequestInfo, git_dir: Path, head_sha: str, *, force: bool
@@ -108,19 +92,7 @@ class GiteaForge(ChangeForge):
             state = (await read_history(self.gitea, self._ref(info), head_sha=head_sha)).state
         except HISTORY_FAILURES:
             return PriorReview()  # publishing reads the reviews again, and decides
-        done = state.review_of(head_sha)
-        if done is not None and not force:
-            return PriorReview(posted=PostedHead(*done))
-        found = await re_review_of(state, git_dir, head_sha)
-        if found is None:
-            return PriorReview()
-        return PriorReview(last_head=found.last_head, changed=found.changed)
-
-    async def posted_counts(
-        self, info: PullRequestInfo, review_id: int | None
-    ) -> Counter[Severity] | None:
-        body = await self.posted_body(info, review_id)
-        return None if body is None else severity_counts(body)
+        return await self.prior_of(state, git_dir, head_sha, force=force)
 
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         if review_id is None:
@@ -130,13 +102,8 @@ class GiteaForge(ChangeForge):
             return None  # not ours, or of another head: unknown (the gate fails closed)
         return body
 
-    async def dismissed_titles(
-        self, info: PullRequestInfo, paths: list[str], dismissals: DismissedFindings
-    ) -> tuple[str, ...] | None:
-        try:
-            return tuple(await dismissals.titles(self._ref(info).dismissals_key, paths))
-        except ServerBusy:
-            return None
+    def dismissals_key(self, info: PullRequestInfo) -> str:
+        return self._ref(info).dismissals_key
 
     async def dismissed(
         self,
@@ -162,35 +129,14 @@ class GiteaForge(ChangeForge):
             found = []  # read again at the next review
         if dismissals is None:  # the CLI, a workflow: what the pull request itself says
             return {comment.fingerprint for comment, _ in found}
-        try:
-            for comment, user in found:
-                await _store(dismissals, ref.dismissals_key, comment, user)
-            return await dismissals.fingerprints(ref.dismissals_key)
-        except ServerBusy:  # the review is paid for: publish it, dismissals or not
-            logger.warning("the dismissed findings could not be read")
-            return set()
-
-    async def publish(
-        self,
-        result: ReviewResult,
-        git_dir: Path,
-        *,
-        deadline: float,
-        ledger: PublishLedger | None,
-        metrics: Metrics | None,
-        force: bool,
-        dismissed: Collection[str],
-    ) -> Publication | None:
-        return await publish_pull_request(
-            result,
-            self.gitea,
-            git_dir,
-            deadline=deadline,
-            ledger=ledger,
-            metrics=metrics,
-            force=force,
-            dismissed=dismissed,
+        rows = (
+            (comment.fingerprint, shown_title(comment.body), comment.path or None, user)
+            for comment, user in found
         )
+        return await self.store_dismissals(dismissals, ref.dismissals_key, rows)
+
+    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
+        return PUBLISHER, self.gitea
 
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
@@ -201,13 +147,5 @@ class GiteaForge(ChangeForge):
             comments = (await read_history(self.gitea, ref)).comments
         except HISTORY_FAILURES:
             return 0
-        texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
-        reported = {fingerprint_of(f, texts) for f in findings}
+        reported = await self.reported_fingerprints(result, git_dir)
         return await resolve_fixed(self.gitea, ref, git_dir, head, comments, reported, findings)
-
-
-async def _store(
-    dismissals: DismissedFindings, key: str, comment: FindingComment, user: str
-) -> None:
-    title = shown_title(comment.body)
-    await dismissals.dismiss(key, comment.fingerprint, title, comment.path or None, user)

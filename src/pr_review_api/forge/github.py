@@ -9,44 +9,38 @@ threads (github/resolve.py).
 
 from __future__ import annotations
 
-import asyncio
-from collections import Counter
-from collections.abc import AsyncIterator, Collection
-from contextlib import asynccontextmanager
+from collections.abc import Collection
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from pydantic import ValidationError
 
-from pr_review_api.errors import GitHubUnavailable, ServerBusy
+from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.fetch.cache import PreparedChange
-from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, PostedHead, PriorReview
+from pr_review_api.forge.base import ChangeForge, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.checks import CheckReporter
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.comments import (
     Repository,
+    ReviewComment,
     dismissed_on_pull_request,
     downvoted,
 )
 from pr_review_api.github.history import PostWire, prior_state
 from pr_review_api.github.issues import read_issue as read_github_issue
 from pr_review_api.github.preflight import ensure_can_publish
-from pr_review_api.github.publish import publish_result
+from pr_review_api.github.publish import PUBLISHER
 from pr_review_api.github.resolve import resolve_fixed
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import DismissedFindings, HeadKey, PublishLedger
-from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
-from pr_review_api.output.gate_outcome import severity_counts
+from pr_review_api.model import Forge, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
-from pr_review_api.publishing.placement import fingerprint_of, line_texts
-from pr_review_api.publishing.re_review import re_review_of
 from pr_review_api.settings import Settings
-
-if TYPE_CHECKING:
-    from pr_review_api.metrics import Metrics
 
 
 def _ref(info: PullRequestInfo) -> PullRequestRef:
@@ -62,15 +56,13 @@ class GitHubForge(ChangeForge):
         self.settings = settings
         self.github = github
 
-    @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
-        async with open_pull_request(url, self.settings, self.github) as prepared:
-            yield prepared
+    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
+        return open_pull_request(url, self.settings, self.github)
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         owner, _, repo = project.partition("/")
         answer = await read_github_issue(self.github, owner, repo, number)
-        return answer if isinstance(answer, str) else IssueText(*answer)
+        return self.issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return CheckReporter(self.github, info.owner, info.repo, head_sha, info.number)
@@ -94,24 +86,9 @@ class GitHubForge(ChangeForge):
             state = await prior_state(self.github, _ref(info), head_sha=head_sha)
         except (PublishFailure, GitHubUnavailable):
             return PriorReview()  # publishing decides again
-        done = state.review_of(head_sha)
-        if done is not None:
-            return PriorReview(posted=PostedHead(*done))
-        found = await re_review_of(state, git_dir, head_sha)
-        if found is None:
-            return PriorReview()
-        return PriorReview(last_head=found.last_head, changed=found.changed)
-
-    async def posted_counts(
-        self, info: PullRequestInfo, review_id: int | None
-    ) -> Counter[Severity] | None:
-        body = await self._posted_body(info, review_id)
-        return None if body is None else severity_counts(body)
+        return await self.prior_of(state, git_dir, head_sha, force=False)
 
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
-        return await self._posted_body(info, review_id)
-
-    async def _posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         if review_id is None:
             return None
         url = (
@@ -129,13 +106,8 @@ class GitHubForge(ChangeForge):
         except ValidationError:
             return None
 
-    async def dismissed_titles(
-        self, info: PullRequestInfo, paths: list[str], dismissals: DismissedFindings
-    ) -> tuple[str, ...] | None:
-        try:
-            return tuple(await dismissals.titles(f"{info.owner}/{info.repo}", paths))
-        except ServerBusy:
-            return None
+    def dismissals_key(self, info: PullRequestInfo) -> str:
+        return f"{info.owner}/{info.repo}"
 
     async def dismissed(
         self,
@@ -164,46 +136,27 @@ class GitHubForge(ChangeForge):
             found = await downvoted(self.github, repository, info.number, permissions)
         except GitHubUnavailable:
             found = []  # read again at the next review
-        name = f"{info.owner}/{info.repo}"
-        try:
-            for comment, user in found:
-                fingerprint = comment.finding_fingerprint()
-                assert fingerprint is not None
-                title = comment.finding_title()
-                await dismissals.dismiss(name, fingerprint, title, comment.path, user)
-            return await dismissals.fingerprints(name)
-        except ServerBusy:  # the review is paid for: publish it, dismissals or not
-            return set()
-
-    async def publish(
-        self,
-        result: ReviewResult,
-        git_dir: Path,
-        *,
-        deadline: float,
-        ledger: PublishLedger | None,
-        metrics: Metrics | None,
-        force: bool,
-        dismissed: Collection[str],
-    ) -> Publication | None:
-        return await publish_result(
-            result,
-            self.github,
-            git_dir,
-            deadline=deadline,
-            ledger=ledger,
-            metrics=metrics,
-            force=force,
-            dismissed=dismissed,
+        rows = (
+            (_fingerprint(comment), comment.finding_title(), comment.path, user)
+            for comment, user in found
         )
+        return await self.store_dismissals(dismissals, self.dismissals_key(info), rows)
+
+    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
+        return PUBLISHER, self.github
 
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
         head, findings = result.revisions.head_sha, result.review.findings
-        texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
-        reported = {fingerprint_of(f, texts) for f in findings}
+        reported = await self.reported_fingerprints(result, git_dir)
         repository = Repository(info.owner, info.repo)
         return await resolve_fixed(
             self.github, repository, info.number, git_dir, head, reported, findings
         )
+
+
+def _fingerprint(comment: ReviewComment) -> str:
+    fingerprint = comment.finding_fingerprint()
+    assert fingerprint is not None  # `downvoted` gives our findings' comments only
+    return fingerprint

@@ -22,17 +22,14 @@ head published before completes it with the counts by severity our note states.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections import Counter
-from collections.abc import AsyncIterator, Collection
-from contextlib import asynccontextmanager
+from collections.abc import Collection
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError, ServerBusy
+from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError
 from pr_review_api.fetch.cache import PreparedChange
-from pr_review_api.forge.base import ChangeForge, IssueAnswer, IssueText, PostedHead, PriorReview
+from pr_review_api.forge.base import ChangeForge, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
@@ -42,23 +39,16 @@ from pr_review_api.gitlab.dismissals import dismissed_on_merge_request, thumbs_d
 from pr_review_api.gitlab.history import our_note_body, prior_state
 from pr_review_api.gitlab.issues import read_issue as read_gitlab_issue
 from pr_review_api.gitlab.preflight import ensure_can_publish
-from pr_review_api.gitlab.publish import merge_request_key, publish_merge_request
+from pr_review_api.gitlab.publish import PUBLISHER, merge_request_key
 from pr_review_api.gitlab.resolve import resolve_fixed
 from pr_review_api.gitlab.status import StatusReporter
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.ledger import DismissedFindings, PublishLedger
-from pr_review_api.model import Forge, Publication, PullRequestInfo, ReviewResult, Severity
-from pr_review_api.output.gate_outcome import severity_counts
+from pr_review_api.model import Forge, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
-from pr_review_api.publishing.placement import fingerprint_of, line_texts
-from pr_review_api.publishing.re_review import re_review_of
 from pr_review_api.settings import Settings
-
-if TYPE_CHECKING:
-    from pr_review_api.metrics import Metrics
-
-logger = logging.getLogger(__name__)
 
 
 def _ref(info: PullRequestInfo) -> MergeRequestRef:
@@ -74,14 +64,12 @@ class GitLabForge(ChangeForge):
         self.settings = settings
         self.gitlab = gitlab
 
-    @asynccontextmanager
-    async def open_change(self, url: str) -> AsyncIterator[PreparedChange]:
-        async with open_merge_request(url, self.settings, self.gitlab) as prepared:
-            yield prepared
+    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
+        return open_merge_request(url, self.settings, self.gitlab)
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         answer = await read_gitlab_issue(self.gitlab, project, number)
-        return answer if isinstance(answer, str) else IssueText(*answer)
+        return self.issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
         return StatusReporter(self.gitlab, _ref(info), head_sha)
@@ -92,13 +80,8 @@ class GitLabForge(ChangeForge):
     async def published_in_ledger(
         self, info: PullRequestInfo, head_sha: str, ledger: PublishLedger
     ) -> PostedHead | None:
-        try:
-            key = merge_request_key(_ref(info), await self.gitlab.username(), head_sha)
-            recorded = await ledger.find(key)
-        except ServerBusy:
-            logger.warning("the ledger of published reviews could not be read")
-            return None
-        return None if recorded is None else PostedHead(recorded.review_id, recorded.url)
+        key = merge_request_key(_ref(info), await self.gitlab.username(), head_sha)
+        return await self.recorded_head(ledger, key)
 
     async def prior_review(
         self, info: PullRequestInfo, git_dir: Path, head_sha: str, *, force: bool
@@ -107,32 +90,15 @@ class GitLabForge(ChangeForge):
             state = await prior_state(self.gitlab, _ref(info), head_sha=head_sha)
         except (PublishFailure, ReviewError):
             return PriorReview()  # publishing reads the notes again, and decides
-        done = state.review_of(head_sha)
-        if done is not None and not force:
-            return PriorReview(posted=PostedHead(*done))
-        found = await re_review_of(state, git_dir, head_sha)
-        if found is None:
-            return PriorReview()
-        return PriorReview(last_head=found.last_head, changed=found.changed)
-
-    async def posted_counts(
-        self, info: PullRequestInfo, review_id: int | None
-    ) -> Counter[Severity] | None:
-        body = await self.posted_body(info, review_id)
-        return None if body is None else severity_counts(body)
+        return await self.prior_of(state, git_dir, head_sha, force=force)
 
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         return (
             None if review_id is None else await our_note_body(self.gitlab, _ref(info), review_id)
         )
 
-    async def dismissed_titles(
-        self, info: PullRequestInfo, paths: list[str], dismissals: DismissedFindings
-    ) -> tuple[str, ...] | None:
-        try:
-            return tuple(await dismissals.titles(_ref(info).dismissals_key, paths))
-        except ServerBusy:
-            return None
+    def dismissals_key(self, info: PullRequestInfo) -> str:
+        return _ref(info).dismissals_key
 
     async def dismissed(
         self,
@@ -160,47 +126,23 @@ class GitLabForge(ChangeForge):
             found = await thumbs_down(self.gitlab, ref, discussions, access)
         except (GitLabUnavailable, PullRequestNotFound):
             found = []  # read again at the next review
-        try:
-            for discussion, user in found:
-                first = discussion.first
-                await dismissals.dismiss(
-                    ref.dismissals_key,
-                    discussion.fingerprint,
-                    first.finding_title(),
-                    first.path(),
-                    user,
-                )
-            return await dismissals.fingerprints(ref.dismissals_key)
-        except ServerBusy:  # the review is paid for: publish it, dismissals or not
-            logger.warning("the dismissed findings could not be read")
-            return set()
-
-    async def publish(
-        self,
-        result: ReviewResult,
-        git_dir: Path,
-        *,
-        deadline: float,
-        ledger: PublishLedger | None,
-        metrics: Metrics | None,
-        force: bool,
-        dismissed: Collection[str],
-    ) -> Publication | None:
-        return await publish_merge_request(
-            result,
-            self.gitlab,
-            git_dir,
-            deadline=deadline,
-            ledger=ledger,
-            metrics=metrics,
-            force=force,
-            dismissed=dismissed,
+        rows = (
+            (
+                discussion.fingerprint,
+                discussion.first.finding_title(),
+                discussion.first.path(),
+                user,
+            )
+            for discussion, user in found
         )
+        return await self.store_dismissals(dismissals, ref.dismissals_key, rows)
+
+    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
+        return PUBLISHER, self.gitlab
 
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
         head, findings = result.revisions.head_sha, result.review.findings
-        texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
-        reported = {fingerprint_of(f, texts) for f in findings}
+        reported = await self.reported_fingerprints(result, git_dir)
         return await resolve_fixed(self.gitlab, _ref(info), git_dir, head, reported, findings)

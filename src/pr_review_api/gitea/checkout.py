@@ -11,7 +11,6 @@ entry with another forge's.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Final
@@ -19,12 +18,13 @@ from typing import Final
 from pydantic import SecretStr
 
 from pr_review_api.errors import GiteaUnavailable
-from pr_review_api.fetch.cache import PreparedChange, RepositoryCache, pinned_change
+from pr_review_api.fetch.cache import PreparedChange, pinned_remote
 from pr_review_api.fetch.remote import ForgeWords, Remote
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.git_http import fetch_config
 from pr_review_api.gitea.metadata import fetch_pull_request
 from pr_review_api.gitea.urls import PullRequestRef, parse_pull_request_url
+from pr_review_api.http.api_client import lent_or_own
 from pr_review_api.settings import Settings
 
 GITEA_WORDS: Final = ForgeWords("Gitea", "pull request", GiteaUnavailable)
@@ -54,14 +54,9 @@ async def open_pull_request(
     `GITEA_TOKEN`); git fetches with the same token.
     """
     ref = parse_pull_request_url(url, settings)
-    if gitea is None:
-        async with GiteaClient(settings) as own:
-            metadata = await fetch_pull_request(ref, settings, own)
-        token = settings.gitea_token
-    else:
-        metadata = await fetch_pull_request(ref, settings, gitea)
-        token = gitea.token
+    async with lent_or_own(gitea, lambda: GiteaClient(settings)) as client:
+        metadata = await fetch_pull_request(ref, settings, client)
+        token = client.token
     remote = pull_request_remote(ref, settings, token)
-    prepare = functools.partial(RepositoryCache(settings).prepare_remote, remote, metadata)
-    async with pinned_change(prepare, ref.info, metadata) as prepared:
+    async with pinned_remote(settings, remote, ref.info, metadata) as prepared:
         yield prepared

@@ -11,13 +11,10 @@ redirects are not followed (github/git_http.py), so the header reaches no other 
 
 from __future__ import annotations
 
-import base64
-from urllib.parse import urlsplit
-
 from pydantic import SecretStr
 
 from pr_review_api.errors import ConfigurationError
-from pr_review_api.fetch.git_http import scoped_fetch_config
+from pr_review_api.fetch.git_http import basic_fetch_config, origin_of
 from pr_review_api.git_runner import GitConfig
 from pr_review_api.settings import Settings
 
@@ -28,14 +25,11 @@ def server_origin(settings: Settings) -> str:
     """`scheme://host[:port]` of `GITEA_SERVER_URL` (a self-hosted one may have a path)."""
     if settings.gitea_server_url is None:
         raise ConfigurationError("No Gitea server is configured; set GITEA_SERVER_URL.")
-    parts = urlsplit(settings.gitea_server_url)
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+    return origin_of(settings.gitea_server_url)
 
 
 def fetch_config(settings: Settings, token: SecretStr | None) -> GitConfig:
     """Configuration for a fetch from Gitea, `token` (None: anonymous) scoped to its origin."""
-    authorization = None
-    if token is not None:
-        credentials = f"{token.get_secret_value()}:{TOKEN_PASSWORD}".encode()
-        authorization = f"Authorization: Basic {base64.b64encode(credentials).decode('ascii')}"
-    return scoped_fetch_config(server_origin(settings), authorization)
+    return basic_fetch_config(
+        server_origin(settings), token, lambda secret: f"{secret}:{TOKEN_PASSWORD}"
+    )

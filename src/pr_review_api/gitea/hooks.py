@@ -39,7 +39,7 @@ import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -51,6 +51,7 @@ from pr_review_api.gitea.urls import (
     is_valid_repo_name,
     parse_pull_request_url,
 )
+from pr_review_api.http.json_fields import json_object, optional_field, positive_int, required_field
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.settings import Settings
 
@@ -75,8 +76,6 @@ _NOT_A_DELIVERY = "The delivery is not a well-formed Gitea webhook delivery."
 _NOT_A_PULL_REQUEST_EVENT = "The delivery is not a well-formed pull request event."
 _NOT_A_COMMENT_EVENT = "The delivery is not a well-formed comment event."
 _BAD_SIGNATURE = "The webhook delivery's X-Gitea-Signature is missing or not valid."
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -157,16 +156,16 @@ def parse_event(body: bytes) -> dict[str, Any]:
 def pull_request_push(event: dict[str, Any], settings: Settings) -> PullRequestPush | None:
     """The review a pull-request delivery asks for, or None; `InvalidRequest` when malformed."""
     malformed = _NOT_A_PULL_REQUEST_EVENT
-    action = _required(event, "action", str, malformed)
+    action = required_field(event, "action", str, malformed)
     if action not in REVIEWED_ACTIONS and action not in LABEL_ACTIONS and action != "edited":
         return None
-    pull = _object(event.get("pull_request"), malformed)
+    pull = json_object(event.get("pull_request"), malformed)
     ref = _reference(event.get("repository"), event.get("number"), settings, malformed)
-    head = _optional(_object(pull.get("head") or {}, malformed), "sha", str, malformed)
+    head = optional_field(json_object(pull.get("head") or {}, malformed), "sha", str, malformed)
     if head is not None and _SHA.fullmatch(head) is None:
         raise InvalidRequest(malformed)
-    state = _optional(pull, "state", str, malformed)
-    if _optional(pull, "draft", bool, malformed) is True or state not in (None, "open"):
+    state = optional_field(pull, "state", str, malformed)
+    if optional_field(pull, "draft", bool, malformed) is True or state not in (None, "open"):
         return None  # a draft is reviewed once it is marked ready (an `edited` of its title)
     if action == "edited" and not _skip_inputs_changed(event.get("changes")):
         return None  # the description changed: nothing the review reads
@@ -177,15 +176,15 @@ def pull_request_comment(event: dict[str, Any], settings: Settings) -> PullReque
     """The comment a comment delivery carries when a person created it on a pull request, or
     None; `InvalidRequest` when malformed."""
     malformed = _NOT_A_COMMENT_EVENT
-    if _required(event, "action", str, malformed) != "created":
+    if required_field(event, "action", str, malformed) != "created":
         return None  # an edited or deleted comment: its command was read when it was made
-    issue = _object(event.get("issue"), malformed)
-    is_pull = _optional(event, "is_pull", bool, malformed)
+    issue = json_object(event.get("issue"), malformed)
+    is_pull = optional_field(event, "is_pull", bool, malformed)
     if not is_pull and not isinstance(issue.get("pull_request"), dict):
         return None  # a comment on an issue
-    comment = _object(event.get("comment"), malformed)
-    body = _required(comment, "body", str, malformed)
-    user = _object(comment.get("user"), malformed)
+    comment = json_object(event.get("comment"), malformed)
+    body = required_field(comment, "body", str, malformed)
+    user = json_object(comment.get("user"), malformed)
     author = _login(user, malformed)
     author_id = user.get("id")
     if not isinstance(author_id, int) or isinstance(author_id, bool) or author_id > MAX_ID:
@@ -196,7 +195,7 @@ def pull_request_comment(event: dict[str, Any], settings: Settings) -> PullReque
     ref = _reference(event.get("repository"), issue.get("number"), settings, malformed)
     return PullRequestComment(
         ref=ref,
-        comment_id=_positive(comment.get("id"), malformed, MAX_ID),
+        comment_id=positive_int(comment.get("id"), malformed, MAX_ID),
         body=body[:MAX_COMMENT_CHARS],
         author=author,
         author_id=author_id,
@@ -214,8 +213,8 @@ def _reference(
     repository: object, number: object, settings: Settings, malformed: str
 ) -> PullRequestRef:
     """The pull request on OUR server that the repository's full name and the number name."""
-    full_name = _required(_object(repository, malformed), "full_name", str, malformed)
-    index = _positive(number, malformed, MAX_INDEX)
+    full_name = required_field(json_object(repository, malformed), "full_name", str, malformed)
+    index = positive_int(number, malformed, MAX_INDEX)
     owner, _, name = full_name.partition("/")
     if not is_valid_owner(owner) or not is_valid_repo_name(name):
         raise InvalidRequest(malformed)
@@ -233,36 +232,7 @@ def _reference(
 
 
 def _login(user: object, malformed: str) -> str:
-    login = _required(_object(user, malformed), "login", str, malformed)
+    login = required_field(json_object(user, malformed), "login", str, malformed)
     if not 0 < len(login) <= MAX_LOGIN_CHARS or not login.isprintable():
         raise InvalidRequest(malformed)
     return login
-
-
-def _object(value: object, malformed: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise InvalidRequest(malformed)
-    return value
-
-
-def _optional(holder: dict[str, Any], name: str, kind: type[_T], malformed: str) -> _T | None:
-    """`holder[name]` when present and not null; `InvalidRequest` when of another type."""
-    value = holder.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise InvalidRequest(malformed)
-    return value
-
-
-def _required(holder: dict[str, Any], name: str, kind: type[_T], malformed: str) -> _T:
-    value = _optional(holder, name, kind, malformed)
-    if value is None:
-        raise InvalidRequest(malformed)
-    return value
-
-
-def _positive(value: object, malformed: str, most: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= most:
-        raise InvalidRequest(malformed)
-    return value

@@ -32,45 +32,32 @@ from __future__ import annotations
 
 import re
 
-from pr_review_api.output.inert_markdown import WORD_JOINER, hard_breaks
+from pr_review_api.output.inert_markdown import (
+    CONTROL_AND_BIDI,
+    WORD_JOINER,
+    break_keys_and_hashes,
+    escaped_punctuation,
+    hard_breaks,
+)
 
-_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 # The characters that open one of Gitea's post-processor patterns (see the module docstring).
 _SIGILS = frozenset("@#!:[")
-_CONTROL = re.compile(
-    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-)
 _WWW = re.compile(r"(?i)(www)\.")  # every `www.`, whatever precedes it
-# An external tracker's key (`ABC-123`, references.go's issueAlphanumericPattern).
-_TRACKER_KEY = re.compile(r"(?<=[A-Za-z0-9_])-(?=[0-9])")
-# A commit SHA is 7 to 64 hex digits (html.go's hashCurrentPattern); no run of 7 survives.
-_HEX_RUN = re.compile(r"[0-9A-Fa-f]{7,}")
-_HEX_CHUNK = 6
 _BACKTICK_RUN = re.compile(r"`+")
-
-
-def _break_hex(match: re.Match[str]) -> str:
-    run = match[0]
-    return WORD_JOINER.join(run[i : i + _HEX_CHUNK] for i in range(0, len(run), _HEX_CHUNK))
 
 
 def _escape_line(line: str) -> str:
     line = _WWW.sub(lambda m: m[1] + WORD_JOINER + ".", line)
-    line = _TRACKER_KEY.sub(WORD_JOINER + "-", line)
-    line = _HEX_RUN.sub(_break_hex, line)
-    out: list[str] = []
-    for char in line:
-        if char in _PUNCTUATION:
-            out.append(f"&#{ord(char)};")
-            if char in _SIGILS:
-                out.append(WORD_JOINER)
-        else:
-            out.append(char)
-    return "".join(out)
+    return escaped_punctuation(break_keys_and_hashes(line), _reference, _SIGILS)
+
+
+def _reference(char: str) -> str:
+    """A numeric character reference (`&#64;`): Gitea consumes a backslash escape too early."""
+    return f"&#{ord(char)};"
 
 
 def _clean(text: str) -> str:
-    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return CONTROL_AND_BIDI.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 def escape(text: str) -> str:

@@ -18,17 +18,13 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import GiteaUnavailable
 from pr_review_api.fetch.metadata import (
-    MAX_BODY_BYTES,
-    MAX_LABEL_CHARS,
-    MAX_LABELS,
-    MAX_LOGIN_CHARS,
-    MAX_TITLE_CHARS,
     PullRequestMetadata,
+    bounded_metadata,
     is_valid_branch_name,
 )
-from pr_review_api.gitea.client import GiteaClient, status_error
+from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.urls import PullRequestRef
-from pr_review_api.jsonutil import truncate_utf8
+from pr_review_api.http.api_client import lent_or_own
 from pr_review_api.settings import Settings
 
 MAX_METADATA_RESPONSE_BYTES = 1024 * 1024  # decoded; the body is the large part
@@ -87,15 +83,14 @@ def parse_pull_request(data: bytes, ref: PullRequestRef) -> PullRequestMetadata:
         raise GiteaUnavailable(NO_MERGE_BASE)
     if _SHA.fullmatch(wire.merge_base) is None:
         raise GiteaUnavailable(INVALID_METADATA)
-    labels = wire.labels or []
-    return PullRequestMetadata(
+    return bounded_metadata(
         base_sha=wire.base.sha,
         head_sha=wire.head.sha,
         base_ref=wire.base.ref,
-        title=wire.title[:MAX_TITLE_CHARS],
-        body=truncate_utf8(wire.body or "", MAX_BODY_BYTES),
-        author=(wire.user.login if wire.user else "")[:MAX_LOGIN_CHARS],
-        labels=tuple(label.name[:MAX_LABEL_CHARS] for label in labels[:MAX_LABELS]),
+        title=wire.title,
+        body=wire.body,
+        author=wire.user.login if wire.user else "",
+        labels=(label.name for label in wire.labels or []),
         draft=bool(wire.draft),
         diff_base_sha=wire.merge_base,
     )
@@ -105,10 +100,6 @@ async def fetch_pull_request(
     ref: PullRequestRef, settings: Settings, gitea: GiteaClient | None = None
 ) -> PullRequestMetadata:
     """The pull request's metadata through `gitea` (a short-lived client when None)."""
-    if gitea is None:
-        async with GiteaClient(settings) as own:
-            return await fetch_pull_request(ref, settings, own)
-    response = await gitea.request("GET", ref.api_url(), limit=MAX_METADATA_RESPONSE_BYTES)
-    if response.status != 200:
-        raise status_error(response, anonymous=gitea.anonymous)
-    return parse_pull_request(response.body, ref)
+    async with lent_or_own(gitea, lambda: GiteaClient(settings)) as client:
+        body = await client.get_body(ref.api_url(), limit=MAX_METADATA_RESPONSE_BYTES)
+    return parse_pull_request(body, ref)

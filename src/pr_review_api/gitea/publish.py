@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
@@ -50,21 +49,20 @@ from pr_review_api.gitea.history import (
 from pr_review_api.gitea.layout import render_inline, render_later_body, render_review_body
 from pr_review_api.gitea.markdown import escape_inline
 from pr_review_api.gitea.urls import PullRequestRef, ref_of
-from pr_review_api.ledger import HeadKey, PublishLedger
+from pr_review_api.ledger import HeadKey
 from pr_review_api.model import (
     Finding,
     Publication,
-    PullRequestInfo,
     ReviewResult,
 )
-from pr_review_api.publishing.driver import Findings, ForgeSteps, publish_finished, publish_with
+from pr_review_api.publishing.driver import ChangePublisher, Findings, ForgeSteps
 from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import PriorState
-from pr_review_api.publishing.placement import Placed, Placement, carried, moved_to_body, place
+from pr_review_api.publishing.placement import Placed, Placement, carried, moved_to_body
 from pr_review_api.publishing.threads import same_finding
 
 if TYPE_CHECKING:
-    from pr_review_api.metrics import Metrics
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -81,48 +79,23 @@ def pull_request_key(ref: PullRequestRef, identity: str, head_sha: str) -> HeadK
     return HeadKey(f"gitea:{ref.repo_path}#{ref.number}".lower(), identity.lower(), head_sha)
 
 
-async def publish(  # noqa: PLR0913  (what one publication needs, as github/publish.py)
-    result: ReviewResult,
-    ref: PullRequestRef,
-    gitea: GiteaClient,
-    git_dir: Path,
-    *,
-    deadline: float,
-    max_inline: int,
-    ledger: PublishLedger | None = None,
-    force: bool = False,
-    dismissed: Collection[str] = frozenset(),
-) -> Publication:
-    """Publish `result` on the pull request; never raises for a Gitea failure. `dismissed`,
-    `ledger` and `force` mean what they mean for GitHub (github/publish.py)."""
-    steps = _GiteaSteps(ref, gitea, max_inline)
-    return await publish_with(
-        steps, result, git_dir, deadline=deadline, ledger=ledger, force=force, dismissed=dismissed
-    )
-
-
-class _GiteaSteps(ForgeSteps):
+class _GiteaSteps(ForgeSteps[PullRequestRef, GiteaClient]):
     """A pull request's publication: our reviews listed, then one review (the first in full, a
     later head's short, none for a later head with nothing new)."""
 
     errors = (GiteaUnavailable, PullRequestNotFound)
     failed_code = "gitea_publish_failed"
-    too_many_posts = (
-        f"The pull request has more reviews than the {MAX_LIST_PAGES} pages read; nothing "
-        "was published, so that no head is reviewed twice."
-    )
+    listing = ("pull request", "reviews", MAX_LIST_PAGES)
 
     def __init__(self, ref: PullRequestRef, gitea: GiteaClient, max_inline: int) -> None:
-        self.ref = ref
-        self.gitea = gitea
-        self.max_inline = max_inline
+        super().__init__(ref, gitea, max_inline)
         self.comments: list[FindingComment] = []
 
     async def key(self, head_sha: str) -> HeadKey:
-        return pull_request_key(self.ref, await self.gitea.login(), head_sha)
+        return pull_request_key(self.ref, await self.client.login(), head_sha)
 
     async def prior_state(self, head_sha: str, wait_until: float) -> PriorState:
-        history = await read_history(self.gitea, self.ref, head_sha=head_sha)
+        history = await read_history(self.client, self.ref, head_sha=head_sha)
         self.comments = history.comments
         return history.state
 
@@ -135,14 +108,7 @@ class _GiteaSteps(ForgeSteps):
         deadline: float,
     ) -> tuple[Publication, list[str]]:
         matched = _in_open_comments(self.comments, findings.findings, findings.fingerprints, posted)
-        placement = place(
-            findings.findings,
-            findings.hunks,
-            findings.fingerprints,
-            posted | set(matched),
-            self.max_inline,
-            texts=findings.replaced,
-        )
+        placement = findings.placed(posted | set(matched), self.max_inline)
         first = state.summary
         if first is not None and not placement.inline and not placement.body:
             # Nothing new, and no body to edit: our first review stands for this head.
@@ -154,7 +120,7 @@ class _GiteaSteps(ForgeSteps):
             )
             return publication, matched
         render = render_review_body if first is None else render_later_body
-        created, placement = await _post_review(result, self.ref, self.gitea, placement, render)
+        created, placement = await _post_review(result, self.ref, self.client, placement, render)
         _, shown = await asyncio.to_thread(render, result, placement)
         publication = Publication(
             status="published",
@@ -234,34 +200,10 @@ def _comment(placed: Placed) -> dict[str, Any]:
     }
 
 
-async def publish_pull_request(  # noqa: PLR0913  (as publish)
-    result: ReviewResult,
-    gitea: GiteaClient,
-    git_dir: Path,
-    *,
-    deadline: float,
-    ledger: PublishLedger | None = None,
-    metrics: Metrics | None = None,
-    force: bool = False,
-    dismissed: Collection[str] = frozenset(),
-) -> Publication | None:
-    """Publish a finished review of a Gitea pull request (publishing/driver.py's
-    `publish_finished`: None when there is nothing to publish; `metrics` counts each
-    outcome)."""
-    settings = gitea.settings
-
-    async def publish_on(info: PullRequestInfo) -> Publication:
-        ref = ref_of(info, settings)
-        return await publish(
-            result,
-            ref,
-            gitea,
-            git_dir,
-            deadline=deadline,
-            max_inline=settings.pr_review_max_inline_comments,
-            ledger=ledger,
-            force=force,
-            dismissed=dismissed,
-        )
-
-    return await publish_finished(result, "gitea", publish_on, metrics)
+# Publishing on Gitea: `publish` on one change, `publish_pull_request` a finished review on its
+# change (publishing/driver.py's `ChangePublisher`).
+PUBLISHER: ChangePublisher[GiteaClient, PullRequestRef] = ChangePublisher(
+    "gitea", _GiteaSteps, ref_of
+)
+publish = PUBLISHER.one
+publish_pull_request = PUBLISHER.finished

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pr_review_api.errors import GitHubUnavailable
@@ -43,66 +42,33 @@ from pr_review_api.github.review_requests import post_review, send_review
 from pr_review_api.github.summary import updated_body
 from pr_review_api.github.threads import open_thread_matches
 from pr_review_api.github.urls import PullRequestRef
-from pr_review_api.ledger import HeadKey, PublishLedger
+from pr_review_api.ledger import HeadKey
 from pr_review_api.model import Finding, Publication, PullRequestInfo, ReviewResult
-from pr_review_api.publishing.driver import Findings, ForgeSteps, publish_finished, publish_with
+from pr_review_api.publishing.driver import ChangePublisher, Findings, ForgeSteps
 from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import Post, PriorState
-from pr_review_api.publishing.placement import Placement, carried, place
+from pr_review_api.publishing.placement import Placement, carried
+from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
-    from pr_review_api.metrics import Metrics
+    pass
 
 logger = logging.getLogger(__name__)
 
 
-async def publish(  # noqa: PLR0913  (what one publication needs: the review, where, how, and what the repository dismissed)
-    result: ReviewResult,
-    ref: PullRequestRef,
-    github: GitHubClient,
-    git_dir: Path,
-    *,
-    deadline: float,
-    max_inline: int,
-    ledger: PublishLedger | None = None,
-    force: bool = False,
-    dismissed: Collection[str] = frozenset(),
-) -> Publication:
-    """Publish `result` on the pull request; never raises for a GitHub failure.
-
-    A finding whose fingerprint the repository dismissed (`dismissed`, specification §15) is not
-    posted; `suppressed` counts them.
-
-    With a `ledger` (the service), its record of this head answers first, and a publication
-    is recorded there as soon as GitHub accepts it. `force` (the `review` command) posts even
-    when this head is published already; the fingerprints already posted are still skipped."""
-    steps = _GitHubSteps(ref, github, max_inline)
-    return await publish_with(
-        steps, result, git_dir, deadline=deadline, ledger=ledger, force=force, dismissed=dismissed
-    )
-
-
-class _GitHubSteps(ForgeSteps):
+class _GitHubSteps(ForgeSteps[PullRequestRef, GitHubClient]):
     """A pull request's publication: our reviews listed, then one review with the inline
     comments (the first in full, a later head's short), and our first review rewritten."""
 
     errors = (GitHubUnavailable,)
     failed_code = "github_publish_failed"
-    too_many_posts = (
-        f"The pull request has more reviews than the {MAX_LIST_PAGES} pages read; nothing "
-        "was published, so that no head is reviewed twice."
-    )
-
-    def __init__(self, ref: PullRequestRef, github: GitHubClient, max_inline: int) -> None:
-        self.ref = ref
-        self.github = github
-        self.max_inline = max_inline
+    listing = ("pull request", "reviews", MAX_LIST_PAGES)
 
     async def key(self, head_sha: str) -> HeadKey:
-        return HeadKey.of(self.ref, await self.github.login(), head_sha)
+        return HeadKey.of(self.ref, await self.client.login(), head_sha)
 
     async def prior_state(self, head_sha: str, wait_until: float) -> PriorState:
-        return await prior_state(self.github, self.ref, wait_until=wait_until, head_sha=head_sha)
+        return await prior_state(self.client, self.ref, wait_until=wait_until, head_sha=head_sha)
 
     async def post(
         self,
@@ -112,18 +78,11 @@ class _GitHubSteps(ForgeSteps):
         findings: Findings,
         deadline: float,
     ) -> tuple[Publication, list[str]]:
-        ref, github = self.ref, self.github
+        ref, github = self.ref, self.client
         matched = await _in_open_threads(
             github, ref, state, findings.findings, findings.fingerprints, posted
         )
-        placement = place(
-            findings.findings,
-            findings.hunks,
-            findings.fingerprints,
-            posted | set(matched),
-            self.max_inline,
-            texts=findings.replaced,
-        )
+        placement = findings.placed(posted | set(matched), self.max_inline)
         if state.summary is None:
             publication, carried = await _first_review(result, ref, github, placement, deadline)
         else:
@@ -254,32 +213,15 @@ def _published(review: PostWire, placement: Placement, shown: int) -> Publicatio
     )
 
 
-async def publish_result(  # noqa: PLR0913  (as publish)
-    result: ReviewResult,
-    github: GitHubClient,
-    git_dir: Path,
-    *,
-    deadline: float,
-    ledger: PublishLedger | None = None,
-    metrics: Metrics | None = None,
-    force: bool = False,
-    dismissed: Collection[str] = frozenset(),
-) -> Publication | None:
-    """Publish a finished review of a pull request (publishing/driver.py's `publish_finished`:
-    None when there is nothing to publish; `metrics` counts each outcome)."""
+def _ref_of(info: PullRequestInfo, settings: Settings) -> PullRequestRef:
+    del settings  # a GitHub pull request's reference is the review's own
+    return PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
 
-    async def publish_on(info: PullRequestInfo) -> Publication:
-        ref = PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
-        return await publish(
-            result,
-            ref,
-            github,
-            git_dir,
-            deadline=deadline,
-            max_inline=github.settings.pr_review_max_inline_comments,
-            ledger=ledger,
-            force=force,
-            dismissed=dismissed,
-        )
 
-    return await publish_finished(result, "github", publish_on, metrics)
+# Publishing on GitHub: `publish` on one change, `publish_result` a finished review on its
+# change (publishing/driver.py's `ChangePublisher`).
+PUBLISHER: ChangePublisher[GitHubClient, PullRequestRef] = ChangePublisher(
+    "github", _GitHubSteps, _ref_of
+)
+publish = PUBLISHER.one
+publish_result = PUBLISHER.finished

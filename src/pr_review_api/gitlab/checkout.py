@@ -11,7 +11,6 @@ repository.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Final
@@ -19,12 +18,13 @@ from typing import Final
 from pydantic import SecretStr
 
 from pr_review_api.errors import GitLabUnavailable
-from pr_review_api.fetch.cache import PreparedChange, RepositoryCache, pinned_change
+from pr_review_api.fetch.cache import PreparedChange, pinned_remote
 from pr_review_api.fetch.remote import ForgeWords, Remote
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.git_http import fetch_config
 from pr_review_api.gitlab.metadata import fetch_merge_request
 from pr_review_api.gitlab.urls import MergeRequestRef, parse_merge_request_url
+from pr_review_api.http.api_client import lent_or_own
 from pr_review_api.settings import Settings
 
 GITLAB_WORDS: Final = ForgeWords("GitLab", "merge request", GitLabUnavailable)
@@ -56,14 +56,9 @@ async def open_merge_request(
     `GITLAB_TOKEN`); git fetches with the same token.
     """
     ref = parse_merge_request_url(url, settings)
-    if gitlab is None:
-        async with GitLabClient(settings) as own:
-            metadata = await fetch_merge_request(ref, settings, own)
-        token = settings.gitlab_token
-    else:
-        metadata = await fetch_merge_request(ref, settings, gitlab)
-        token = gitlab.token
+    async with lent_or_own(gitlab, lambda: GitLabClient(settings)) as client:
+        metadata = await fetch_merge_request(ref, settings, client)
+        token = client.token
     remote = merge_request_remote(ref, settings, token)
-    prepare = functools.partial(RepositoryCache(settings).prepare_remote, remote, metadata)
-    async with pinned_change(prepare, ref.info, metadata) as prepared:
+    async with pinned_remote(settings, remote, ref.info, metadata) as prepared:
         yield prepared

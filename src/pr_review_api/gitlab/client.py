@@ -15,23 +15,14 @@ never reaches a message or a log.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Final
+from typing import Annotated, Any, ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, SecretStr, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, SecretStr, StringConstraints
 
-from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError
-from pr_review_api.http.api_client import (
-    MAX_WAIT_HEADER_SECONDS,
-    ApiClient,
-    same_origin,
-    try_again_when,
-)
+from pr_review_api.errors import GitLabUnavailable, ReviewError
 from pr_review_api.http.body import bounded_decimal
-from pr_review_api.jsonutil import dumps_compact, loads_strict
+from pr_review_api.http.origin_client import UNSET, ApiResponse, OriginClient, RefusalWords, Unset
 from pr_review_api.settings import Settings
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # decoded; a page of 100 notes with long bodies fits
@@ -42,54 +33,24 @@ MAX_USERNAME_CHARS = 255
 
 NOT_FOUND_MESSAGE = "The merge request or project does not exist or is not visible."
 TOKEN_REFUSED_MESSAGE = "GitLab refused the token; check GITLAB_TOKEN."  # noqa: S105  (a sentence)
+FORBIDDEN_MESSAGE = "GitLab refused the request (status 403)."
 TOKEN_NEEDED_MESSAGE = "GitLab asked for a token; set GITLAB_TOKEN to review this project."  # noqa: S105
 
 
-class _Unset:
-    """The default of `GitLabClient(token=...)`: the token of the settings."""
-
-
-_UNSET: Final = _Unset()
-
-
-@dataclass(frozen=True)
-class GitLabResponse:
+class GitLabResponse(ApiResponse):
     """One answer: status, headers and the capped decoded body (a 3xx's is empty)."""
 
-    status: int
-    headers: httpx.Headers
-    body: bytes
-
-    def json(self) -> Any:
-        """The body as strict JSON; a body that is not JSON is `GitLabUnavailable`."""
-        try:
-            return loads_strict(self.body)
-        except ValueError:
-            raise GitLabUnavailable("GitLab returned data that is not valid JSON.") from None
+    forge: ClassVar[str] = "GitLab"
+    unavailable: ClassVar[type[GitLabUnavailable]] = GitLabUnavailable
+    words: ClassVar[RefusalWords] = RefusalWords(
+        NOT_FOUND_MESSAGE, TOKEN_NEEDED_MESSAGE, TOKEN_REFUSED_MESSAGE, FORBIDDEN_MESSAGE
+    )
 
 
-def status_error(  # noqa: PLR0911  (one return per kind of answer)
-    response: GitLabResponse, *, anonymous: bool, read: bool = True
-) -> ReviewError:
+def status_error(response: GitLabResponse, *, anonymous: bool, read: bool = True) -> ReviewError:
     """The contract error of a non-2xx answer. `read`: the request read a project or a merge
     request, where GitLab's 403 means what its 404 does (not visible to this token)."""
-    status = response.status
-    if status in (404, 410) or (status == 403 and read):
-        return PullRequestNotFound(NOT_FOUND_MESSAGE)
-    if status == 401:
-        return GitLabUnavailable(TOKEN_NEEDED_MESSAGE if anonymous else TOKEN_REFUSED_MESSAGE)
-    if status == 429:
-        when = try_again_when(
-            bounded_decimal(response.headers.get("retry-after", ""), MAX_WAIT_HEADER_SECONDS)
-        )
-        return GitLabUnavailable(f"GitLab's API rate limit was reached; try again {when}.")
-    if 300 <= status < 400:
-        return GitLabUnavailable("GitLab redirected the request; it was not followed.")
-    if status == 403:
-        return GitLabUnavailable("GitLab refused the request (status 403).")
-    if status >= 500:
-        return GitLabUnavailable(f"GitLab answered with a server error (status {status}).")
-    return GitLabUnavailable(f"GitLab answered with an unexpected status ({status}).")
+    return response.refusal(anonymous=anonymous, hidden=read)
 
 
 class _UserWire(BaseModel):
@@ -98,38 +59,28 @@ class _UserWire(BaseModel):
     username: Annotated[str, StringConstraints(min_length=1, max_length=MAX_USERNAME_CHARS)]
 
 
-class GitLabClient(ApiClient):
+class GitLabClient(OriginClient[GitLabResponse]):
     """The process's GitLab API client (see the module docstring). Close it with `aclose()`.
 
     `token` defaults to `GITLAB_TOKEN`; `None` asks anonymously. `transport` is a test's.
     """
 
-    forge: ClassVar[str] = "GitLab"
-    unavailable: ClassVar[type[GitLabUnavailable]] = GitLabUnavailable
-    error_body_bytes: ClassVar[int] = 64 * 1024  # a refusal's `message`, read for the caller
+    response_type: ClassVar[type[GitLabResponse]] = GitLabResponse
+    forbidden_hides: ClassVar[bool] = True  # a read's 403: not visible to this token
+    max_response_bytes: ClassVar[int] = MAX_RESPONSE_BYTES
 
     def __init__(
         self,
         settings: Settings,
         *,
-        token: SecretStr | _Unset | None = _UNSET,
+        token: SecretStr | Unset | None = UNSET,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int | None = None,
     ) -> None:
         super().__init__(settings, transport=transport, max_connections=max_connections)
-        self._token = settings.gitlab_token if isinstance(token, _Unset) else token
+        self._token = settings.gitlab_token if isinstance(token, Unset) else token
         self._origins = (httpx.URL(settings.gitlab_api_base), httpx.URL(settings.gitlab_server_url))
         self._username: str | None = None
-
-    @property
-    def anonymous(self) -> bool:
-        """Whether requests go without a token."""
-        return self._token is None
-
-    @property
-    def token(self) -> SecretStr | None:
-        """The client's token: git fetches the same merge request with the same identity."""
-        return self._token
 
     def api_url(self, path: str) -> str:
         """`GITLAB_API_URL` + `path` (which starts with `/`)."""
@@ -137,50 +88,16 @@ class GitLabClient(ApiClient):
 
     def is_gitlab_url(self, url: httpx.URL) -> bool:
         """Whether `url` is on one of the two origins the token may reach."""
-        return any(same_origin(url, origin) for origin in self._origins)
+        return self._on_origins(url)
 
-    def _headers(self, has_body: bool) -> dict[str, str]:
-        headers = self._plain_headers("application/json", has_body)
-        if self._token is not None:
-            headers["PRIVATE-TOKEN"] = self._token.get_secret_value()
-        return headers
+    def _token_header(self, token: str) -> tuple[str, str]:
+        return "PRIVATE-TOKEN", token
 
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        json: object | None = None,
-        params: Mapping[str, str] | None = None,
-        limit: int = MAX_RESPONSE_BYTES,
-    ) -> GitLabResponse:
-        """One API request, never redirected; any status is returned (see `status_error`).
+    def _request_timeout(self) -> float:
+        return REQUEST_TIMEOUT_SECONDS
 
-        Raises `GitLabUnavailable` for a URL off GitLab's origins, a network failure, a
-        timeout, an oversized or corrupt 2xx body.
-        """
-        try:
-            target = httpx.URL(url)
-            if params:
-                target = target.copy_merge_params(dict(params))
-        except (httpx.InvalidURL, TypeError, ValueError):
-            raise GitLabUnavailable("The GitLab request's URL is not valid.") from None
-        if not self.is_gitlab_url(target) or target.userinfo:
-            raise GitLabUnavailable("The request was for a host other than GitLab; not sent.")
-        content = None if json is None else dumps_compact(json).encode("utf-8")
-        with self._failures():
-            async with asyncio.timeout(REQUEST_TIMEOUT_SECONDS):
-                client = await self._pool()
-                headers = self._headers(content is not None)
-                response, body = await self._send(client, method, target, headers, content, limit)
-                return GitLabResponse(response.status_code, response.headers, body)
-
-    async def get_json(self, url: str, *, params: Mapping[str, str] | None = None) -> Any:
-        """The JSON of a GET answered 2xx; any other status is its `status_error`."""
-        response = await self.request("GET", url, params=params)
-        if not 200 <= response.status < 300:
-            raise status_error(response, anonymous=self.anonymous)
-        return response.json()
+    def _user_url(self) -> str:
+        return self.api_url("/user")
 
     async def paginated(
         self, url: str, *, max_pages: int, ends: bool = False
@@ -210,23 +127,12 @@ class GitLabClient(ApiClient):
 
     async def _page(self, url: str, page: int) -> tuple[list[Any], GitLabResponse]:
         """One page of a listing, and its response (for the pagination headers)."""
-        params = {"per_page": str(PER_PAGE), "page": str(page)}
-        response = await self.request("GET", url, params=params)
-        if not 200 <= response.status < 300:
-            raise status_error(response, anonymous=self.anonymous)
-        chunk = response.json()
-        if not isinstance(chunk, list):
-            raise GitLabUnavailable("GitLab returned a listing that is not a list.")
-        return chunk, response
+        return await self._listing_page(url, {"per_page": str(PER_PAGE), "page": str(page)})
 
     async def username(self) -> str:
         """Our identity on GitLab (`GET /user`'s `username`), asked once per client."""
         if self._username is None:
-            document = await self.get_json(self.api_url("/user"))
-            try:
-                self._username = _UserWire.model_validate(document).username
-            except ValidationError:
-                raise GitLabUnavailable("GitLab returned user data that is not valid.") from None
+            self._username = (await self._user(_UserWire)).username
         return self._username
 
 

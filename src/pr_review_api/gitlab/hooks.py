@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from pr_review_api.errors import InvalidPullRequestUrl, InvalidRequest
 from pr_review_api.gitlab.urls import (
@@ -33,6 +33,7 @@ from pr_review_api.gitlab.urls import (
     is_valid_segment,
     parse_merge_request_url,
 )
+from pr_review_api.http.json_fields import json_object, optional_field, positive_int, required_field
 from pr_review_api.settings import Settings
 
 MERGE_REQUEST_HOOK = "Merge Request Hook"
@@ -66,8 +67,6 @@ _INTERNAL_BOTS = frozenset(
 # The delivery is `invalid_request` with one of these fixed sentences (never its content).
 _NOT_A_MERGE_REQUEST_EVENT = "The delivery is not a well-formed merge request event."
 _NOT_A_NOTE_EVENT = "The delivery is not a well-formed note event."
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -133,14 +132,14 @@ def merge_request_push(event: dict[str, Any], settings: Settings) -> MergeReques
     """The review a `Merge Request Hook` asks for, or None; `InvalidRequest` when malformed."""
     if event.get("object_kind", "merge_request") != "merge_request":
         return None
-    attributes = _object(event.get("object_attributes"), _NOT_A_MERGE_REQUEST_EVENT)
-    action = _optional(attributes, "action", str, _NOT_A_MERGE_REQUEST_EVENT)
+    attributes = json_object(event.get("object_attributes"), _NOT_A_MERGE_REQUEST_EVENT)
+    action = optional_field(attributes, "action", str, _NOT_A_MERGE_REQUEST_EVENT)
     if action not in OPENING_ACTIONS and action != "update":
         return None
-    state = _optional(attributes, "state", str, _NOT_A_MERGE_REQUEST_EVENT)
-    draft = _optional(attributes, "draft", bool, _NOT_A_MERGE_REQUEST_EVENT)
-    old_draft = _optional(attributes, "work_in_progress", bool, _NOT_A_MERGE_REQUEST_EVENT)
-    oldrev = _optional(attributes, "oldrev", str, _NOT_A_MERGE_REQUEST_EVENT)
+    state = optional_field(attributes, "state", str, _NOT_A_MERGE_REQUEST_EVENT)
+    draft = optional_field(attributes, "draft", bool, _NOT_A_MERGE_REQUEST_EVENT)
+    old_draft = optional_field(attributes, "work_in_progress", bool, _NOT_A_MERGE_REQUEST_EVENT)
+    oldrev = optional_field(attributes, "oldrev", str, _NOT_A_MERGE_REQUEST_EVENT)
     if oldrev is not None and _SHA.fullmatch(oldrev) is None:
         raise InvalidRequest(_NOT_A_MERGE_REQUEST_EVENT)
     ref = _reference(
@@ -170,27 +169,27 @@ def merge_request_note(event: dict[str, Any], settings: Settings) -> MergeReques
     `InvalidRequest` when malformed."""
     if event.get("object_kind", "note") != "note":
         return None
-    attributes = _object(event.get("object_attributes"), _NOT_A_NOTE_EVENT)
-    if _optional(attributes, "noteable_type", str, _NOT_A_NOTE_EVENT) != "MergeRequest":
+    attributes = json_object(event.get("object_attributes"), _NOT_A_NOTE_EVENT)
+    if optional_field(attributes, "noteable_type", str, _NOT_A_NOTE_EVENT) != "MergeRequest":
         return None  # a note on an issue, a commit or a snippet
-    if _optional(attributes, "system", bool, _NOT_A_NOTE_EVENT) is True:
+    if optional_field(attributes, "system", bool, _NOT_A_NOTE_EVENT) is True:
         return None  # "added 1 commit", "approved this merge request": GitLab's own notes
-    if _optional(attributes, "action", str, _NOT_A_NOTE_EVENT) not in (None, "create"):
+    if optional_field(attributes, "action", str, _NOT_A_NOTE_EVENT) not in (None, "create"):
         return None  # an edited note: its command was read when it was created
-    body = _required(attributes, "note", str, _NOT_A_NOTE_EVENT)
-    note_id = _positive(attributes.get("id"), _NOT_A_NOTE_EVENT, MAX_ID)
-    user = _object(event.get("user"), _NOT_A_NOTE_EVENT)
-    author = _required(user, "username", str, _NOT_A_NOTE_EVENT)
+    body = required_field(attributes, "note", str, _NOT_A_NOTE_EVENT)
+    note_id = positive_int(attributes.get("id"), _NOT_A_NOTE_EVENT, MAX_ID)
+    user = json_object(event.get("user"), _NOT_A_NOTE_EVENT)
+    author = required_field(user, "username", str, _NOT_A_NOTE_EVENT)
     if not 0 < len(author) <= MAX_USERNAME_CHARS:
         raise InvalidRequest(_NOT_A_NOTE_EVENT)
-    author_id = _positive(user.get("id"), _NOT_A_NOTE_EVENT, MAX_ID)
-    by_bot = _optional(user, "bot", bool, _NOT_A_NOTE_EVENT) is True
-    merge_request = _object(event.get("merge_request"), _NOT_A_NOTE_EVENT)
+    author_id = positive_int(user.get("id"), _NOT_A_NOTE_EVENT, MAX_ID)
+    by_bot = optional_field(user, "bot", bool, _NOT_A_NOTE_EVENT) is True
+    merge_request = json_object(event.get("merge_request"), _NOT_A_NOTE_EVENT)
     opener = merge_request.get("author_id")
-    opener_id = None if opener is None else _positive(opener, _NOT_A_NOTE_EVENT, MAX_ID)
+    opener_id = None if opener is None else positive_int(opener, _NOT_A_NOTE_EVENT, MAX_ID)
     ref = _reference(event.get("project"), merge_request.get("iid"), settings, _NOT_A_NOTE_EVENT)
-    discussion = _optional(attributes, "discussion_id", str, _NOT_A_NOTE_EVENT)
-    kind = _optional(attributes, "type", str, _NOT_A_NOTE_EVENT)
+    discussion = optional_field(attributes, "discussion_id", str, _NOT_A_NOTE_EVENT)
+    kind = optional_field(attributes, "type", str, _NOT_A_NOTE_EVENT)
     in_thread = kind in ("DiscussionNote", "DiffNote")
     if discussion is not None and DISCUSSION_ID.fullmatch(discussion) is None:
         raise InvalidRequest(_NOT_A_NOTE_EVENT)
@@ -209,8 +208,8 @@ def merge_request_note(event: dict[str, Any], settings: Settings) -> MergeReques
 
 def _reference(project: object, iid: object, settings: Settings, malformed: str) -> MergeRequestRef:
     """The merge request on OUR server that the project's path and the iid name."""
-    path = _required(_object(project, malformed), "path_with_namespace", str, malformed)
-    number = _positive(iid, malformed)
+    path = required_field(json_object(project, malformed), "path_with_namespace", str, malformed)
+    number = positive_int(iid, malformed, MAX_IID)
     segments = path.split("/")
     if (
         len(path) > MAX_PATH_CHARS
@@ -232,7 +231,7 @@ def _reference(project: object, iid: object, settings: Settings, malformed: str)
 def _head(last_commit: object, malformed: str) -> str | None:
     if last_commit is None:
         return None
-    sha = _required(_object(last_commit, malformed), "id", str, malformed)
+    sha = required_field(json_object(last_commit, malformed), "id", str, malformed)
     if _SHA.fullmatch(sha) is None:
         raise InvalidRequest(malformed)
     return sha
@@ -251,32 +250,3 @@ def _marked_ready(changes: object) -> bool:
         ):
             return True
     return False
-
-
-def _object(value: object, malformed: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise InvalidRequest(malformed)
-    return value
-
-
-def _optional(holder: dict[str, Any], name: str, kind: type[_T], malformed: str) -> _T | None:
-    """`holder[name]` when present and not null; `InvalidRequest` when of another type."""
-    value = holder.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise InvalidRequest(malformed)
-    return value
-
-
-def _required(holder: dict[str, Any], name: str, kind: type[_T], malformed: str) -> _T:
-    value = _optional(holder, name, kind, malformed)
-    if value is None:
-        raise InvalidRequest(malformed)
-    return value
-
-
-def _positive(value: object, malformed: str, most: int = MAX_IID) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= most:
-        raise InvalidRequest(malformed)
-    return value

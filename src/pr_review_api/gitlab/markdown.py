@@ -31,21 +31,18 @@ from __future__ import annotations
 
 import re
 
-from pr_review_api.output.inert_markdown import WORD_JOINER
+from pr_review_api.output.inert_markdown import (
+    CONTROL_AND_BIDI,
+    WORD_JOINER,
+    backslashed,
+    break_keys_and_hashes,
+    escaped_punctuation,
+    hard_breaks,
+)
 
-# CommonMark: "Any ASCII punctuation character may be backslash-escaped."
-_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 # The characters that open a GitLab reference, a filter-made link or a wiki/TOC tag.
 _SIGILS = frozenset("@#!&~%$*^[{:")
-_CONTROL = re.compile(
-    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-)
 _WWW = re.compile(r"(?i)\b(www)\.")
-# Jira's and other external trackers' keys (`ABC-123`): the joiner goes before the hyphen.
-_TRACKER_KEY = re.compile(r"(?<=[A-Za-z0-9_])-(?=[0-9])")
-# A commit reference is 7 to 40 hex digits; no run of 7 survives unbroken.
-_HEX_RUN = re.compile(r"[0-9A-Fa-f]{7,}")
-_HEX_CHUNK = 6
 # GitLab's quick-action extractor (lib/gitlab/quick_actions/extractor.rb) matches
 # `^\/<command>` case-insensitively after deleting every carriage return; we refuse more:
 # any line whose first non-blank characters are `/` and a letter or `_` (whatever the word:
@@ -60,38 +57,17 @@ def starts_quick_action(text: str) -> bool:
     return any(_QUICK_ACTION_LINE.search(text.replace("\r", cut)) is not None for cut in ("", "\n"))
 
 
-def _break_hex(match: re.Match[str]) -> str:
-    run = match[0]
-    chunks = [run[i : i + _HEX_CHUNK] for i in range(0, len(run), _HEX_CHUNK)]
-    return WORD_JOINER.join(chunks)
-
-
 def _escape_line(line: str) -> str:
     line = _WWW.sub(lambda m: m[1] + WORD_JOINER + ".", line)
-    line = _TRACKER_KEY.sub(WORD_JOINER + "-", line)
-    line = _HEX_RUN.sub(_break_hex, line)
-    out: list[str] = []
-    for char in line:
-        if char in _PUNCTUATION:
-            out.append("\\" + char)
-            if char in _SIGILS:
-                out.append(WORD_JOINER)
-        else:
-            out.append(char)
-    return "".join(out)
+    return escaped_punctuation(break_keys_and_hashes(line), backslashed, _SIGILS)
 
 
 def escape(text: str) -> str:
     """`text` as inert GitLab Markdown: it renders as itself, references, links, embeds and
     runs nothing, and none of its lines can start a quick action."""
-    text = _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    text = CONTROL_AND_BIDI.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
     # Blanks dropped at a line's start: no indented code block, no `  /close`.
-    lines = [_escape_line(line.lstrip()) for line in text.split("\n")]
-    # A backslash at the end of a line is a hard break; blank lines stay paragraph breaks.
-    return "\n".join(
-        line + ("\\" if line and nxt else "")
-        for line, nxt in zip(lines, [*lines[1:], ""], strict=True)
-    )
+    return hard_breaks([_escape_line(line.lstrip()) for line in text.split("\n")])
 
 
 def escape_inline(text: str) -> str:

@@ -21,8 +21,9 @@ from pr_review_api.fetch.metadata import (
     bounded_metadata,
     is_valid_branch_name,
 )
-from pr_review_api.gitlab.client import GitLabClient, status_error
+from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import MergeRequestRef
+from pr_review_api.http.api_client import lent_or_own
 from pr_review_api.settings import Settings
 
 MAX_METADATA_RESPONSE_BYTES = 1024 * 1024  # decoded; a description is at most 1,000,000 chars
@@ -92,10 +93,6 @@ async def fetch_merge_request(
     ref: MergeRequestRef, settings: Settings, gitlab: GitLabClient | None = None
 ) -> PullRequestMetadata:
     """The merge request's metadata through `gitlab` (a short-lived client when None)."""
-    if gitlab is None:
-        async with GitLabClient(settings) as own:
-            return await fetch_merge_request(ref, settings, own)
-    response = await gitlab.request("GET", ref.api_url(settings), limit=MAX_METADATA_RESPONSE_BYTES)
-    if response.status != 200:
-        raise status_error(response, anonymous=gitlab.anonymous)
-    return parse_merge_request(response.body, ref)
+    async with lent_or_own(gitlab, lambda: GitLabClient(settings)) as client:
+        body = await client.get_body(ref.api_url(settings), limit=MAX_METADATA_RESPONSE_BYTES)
+    return parse_merge_request(body, ref)

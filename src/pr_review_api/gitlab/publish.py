@@ -31,8 +31,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Collection
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -45,14 +43,13 @@ from pr_review_api.gitlab.note_text import committable, render_discussion, rende
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.http.api_client import rate_limit_pause
 from pr_review_api.http.body import bounded_decimal
-from pr_review_api.ledger import HeadKey, PublishLedger
+from pr_review_api.ledger import HeadKey
 from pr_review_api.model import Publication, PullRequestInfo, ReviewResult, Revisions
 from pr_review_api.publishing.driver import (
     DEADLINE_MARGIN_SECONDS,
+    ChangePublisher,
     Findings,
     ForgeSteps,
-    publish_finished,
-    publish_with,
 )
 from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import PriorState
@@ -61,12 +58,12 @@ from pr_review_api.publishing.placement import (
     Placement,
     carried,
     moved_to_body,
-    place,
     placed_order,
 )
+from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
-    from pr_review_api.metrics import Metrics
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -102,49 +99,20 @@ def merge_request_key(ref: MergeRequestRef, identity: str, head_sha: str) -> Hea
     return HeadKey(f"{ref.owner}/{ref.repo}!{ref.number}".lower(), identity.lower(), head_sha)
 
 
-async def publish(  # noqa: PLR0913  (what one publication needs, as github/publish.py)
-    result: ReviewResult,
-    ref: MergeRequestRef,
-    gitlab: GitLabClient,
-    git_dir: Path,
-    *,
-    deadline: float,
-    max_inline: int,
-    ledger: PublishLedger | None = None,
-    force: bool = False,
-    dismissed: Collection[str] = frozenset(),
-) -> Publication:
-    """Publish `result` on the merge request; never raises for a GitLab failure.
-
-    `dismissed`, `ledger` and `force` mean what they mean for GitHub (github/publish.py)."""
-    steps = _GitLabSteps(ref, gitlab, max_inline)
-    return await publish_with(
-        steps, result, git_dir, deadline=deadline, ledger=ledger, force=force, dismissed=dismissed
-    )
-
-
-class _GitLabSteps(ForgeSteps):
+class _GitLabSteps(ForgeSteps[MergeRequestRef, GitLabClient]):
     """A merge request's publication: our notes listed, then a discussion per inline finding
     and the note last."""
 
     errors = (ReviewError,)  # GitLabUnavailable, PullRequestNotFound: fixed sentences
     failed_code = "gitlab_publish_failed"
-    too_many_posts = (
-        f"The merge request has more notes than the {MAX_LIST_PAGES} pages read; nothing "
-        "was published, so that no head is reviewed twice."
-    )
-
-    def __init__(self, ref: MergeRequestRef, gitlab: GitLabClient, max_inline: int) -> None:
-        self.ref = ref
-        self.gitlab = gitlab
-        self.max_inline = max_inline
+    listing = ("merge request", "notes", MAX_LIST_PAGES)
 
     async def key(self, head_sha: str) -> HeadKey:
-        return merge_request_key(self.ref, await self.gitlab.username(), head_sha)
+        return merge_request_key(self.ref, await self.client.username(), head_sha)
 
     async def prior_state(self, head_sha: str, wait_until: float) -> PriorState:
         # A listing's rate limit fails it (gitlab/client.py); only posts wait one out.
-        return await prior_state(self.gitlab, self.ref, head_sha=head_sha)
+        return await prior_state(self.client, self.ref, head_sha=head_sha)
 
     async def post(
         self,
@@ -154,18 +122,11 @@ class _GitLabSteps(ForgeSteps):
         findings: Findings,
         deadline: float,
     ) -> tuple[Publication, list[str]]:
-        ref, gitlab = self.ref, self.gitlab
+        ref, gitlab = self.ref, self.client
         refs = await _diff_refs(gitlab, ref, result.revisions)
         hunks = findings.hunks
         placement = _without_raw_commands(
-            place(
-                findings.findings,
-                hunks,
-                findings.fingerprints,
-                posted,
-                self.max_inline,
-                texts=findings.replaced,
-            ),
+            findings.placed(posted, self.max_inline),
             hunks,
         )
         inline, refused = await _discussions(gitlab, ref, placement.inline, hunks, refs, deadline)
@@ -297,32 +258,15 @@ def _created_id(response: GitLabResponse, what: str) -> int:
         raise PublishFailure("GitLab's answer to the note is not valid.") from None
 
 
-async def publish_merge_request(  # noqa: PLR0913  (as publish)
-    result: ReviewResult,
-    gitlab: GitLabClient,
-    git_dir: Path,
-    *,
-    deadline: float,
-    ledger: PublishLedger | None = None,
-    metrics: Metrics | None = None,
-    force: bool = False,
-    dismissed: Collection[str] = frozenset(),
-) -> Publication | None:
-    """Publish a finished review of a merge request (publishing/driver.py's `publish_finished`:
-    None when there is nothing to publish; `metrics` counts each outcome)."""
+def _ref_of(info: PullRequestInfo, settings: Settings) -> MergeRequestRef:
+    del settings  # a merge request's reference is the review's own
+    return MergeRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
 
-    async def publish_on(info: PullRequestInfo) -> Publication:
-        ref = MergeRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
-        return await publish(
-            result,
-            ref,
-            gitlab,
-            git_dir,
-            deadline=deadline,
-            max_inline=gitlab.settings.pr_review_max_inline_comments,
-            ledger=ledger,
-            force=force,
-            dismissed=dismissed,
-        )
 
-    return await publish_finished(result, "gitlab", publish_on, metrics)
+# Publishing on GitLab: `publish` on one change, `publish_merge_request` a finished review on its
+# change (publishing/driver.py's `ChangePublisher`).
+PUBLISHER: ChangePublisher[GitLabClient, MergeRequestRef] = ChangePublisher(
+    "gitlab", _GitLabSteps, _ref_of
+)
+publish = PUBLISHER.one
+publish_merge_request = PUBLISHER.finished

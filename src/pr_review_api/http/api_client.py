@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import ClassVar, Self, TypeVar
 
 import httpx
 
@@ -39,6 +39,8 @@ KEEPALIVE_EXPIRY_SECONDS = 30.0
 MAX_WAIT_HEADER_SECONDS = 10**9
 DEFAULT_RATE_LIMIT_WAIT_SECONDS = 60  # a rate limit that does not say how long
 USER_AGENT = f"pr-review/{__version__}"
+
+A = TypeVar("A", bound="ApiClient")
 
 
 def same_origin(a: httpx.URL, b: httpx.URL) -> bool:
@@ -184,3 +186,13 @@ def rate_limit_pause(wait: int | None, until: float) -> int | None:
     minute), at least one; None when sleeping would pass `until` (a loop.time() value)."""
     seconds = DEFAULT_RATE_LIMIT_WAIT_SECONDS if wait is None else max(wait, 1)
     return None if asyncio.get_running_loop().time() + seconds > until else seconds
+
+
+@contextlib.asynccontextmanager
+async def lent_or_own(client: A | None, make: Callable[[], A]) -> AsyncIterator[A]:
+    """`client` (lent: left open), or a short-lived one from `make`, closed at exit."""
+    if client is not None:
+        yield client
+        return
+    async with make() as own:
+        yield own

@@ -17,6 +17,7 @@ notes) and every path goes through `escape()` before it reaches a review body or
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Collection
 
 WORD_JOINER = "\u2060"
 # CommonMark: "Any ASCII punctuation character may be backslash-escaped."
@@ -25,6 +26,16 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\
 _GH_REFERENCE = re.compile(r"(?i)\b(gh)-")
 _URL_SCHEME = re.compile(r":(?=//)")
 _WWW = re.compile(r"(?i)\b(www)\.")
+# Control characters and bidirectional marks and overrides: removed from model text on the
+# forges whose renderers show none of them (GitLab, Gitea).
+CONTROL_AND_BIDI = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+# An external tracker's key (`ABC-123`): the joiner goes before the hyphen.
+_TRACKER_KEY = re.compile(r"(?<=[A-Za-z0-9_])-(?=[0-9])")
+# A commit reference is 7 or more hex digits; no run of 7 survives unbroken.
+_HEX_RUN = re.compile(r"[0-9A-Fa-f]{7,}")
+_HEX_CHUNK = 6
 
 
 def _break_autolinks(line: str) -> str:
@@ -41,16 +52,39 @@ def break_references(line: str) -> str:
 
 
 def _escape_line(line: str) -> str:
-    line = _break_autolinks(line)
+    return escaped_punctuation(_break_autolinks(line), backslashed, "@#")
+
+
+def backslashed(char: str) -> str:
+    """A punctuation character backslash-escaped (CommonMark allows it for all of them)."""
+    return "\\" + char
+
+
+def escaped_punctuation(line: str, written: Callable[[str], str], sigils: Collection[str]) -> str:
+    """Each ASCII punctuation character of `line` as `written` gives it (a backslash escape, a
+    character reference), and a WORD JOINER after each of the forge's `sigils` (the characters
+    that open its references)."""
     out: list[str] = []
     for char in line:
         if char in _PUNCTUATION:
-            out.append("\\" + char)
-            if char in "@#":
+            out.append(written(char))
+            if char in sigils:
                 out.append(WORD_JOINER)
         else:
             out.append(char)
     return "".join(out)
+
+
+def break_keys_and_hashes(line: str) -> str:
+    """A WORD JOINER before the `-` of an external tracker's key (`ABC-123`) and between every
+    six hex digits of a longer run, so that no commit reference of seven or more is linked."""
+    line = _TRACKER_KEY.sub(WORD_JOINER + "-", line)
+    return _HEX_RUN.sub(_break_hex, line)
+
+
+def _break_hex(match: re.Match[str]) -> str:
+    run = match[0]
+    return WORD_JOINER.join(run[i : i + _HEX_CHUNK] for i in range(0, len(run), _HEX_CHUNK))
 
 
 def escape(text: str) -> str:

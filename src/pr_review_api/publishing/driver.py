@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.git.hunks import FileHunks, diff_hunks
@@ -42,7 +42,14 @@ from pr_review_api.model import (
 )
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.markers import PriorState
-from pr_review_api.publishing.placement import fingerprint_of, line_texts, suggestion_texts
+from pr_review_api.publishing.placement import (
+    Placement,
+    fingerprint_of,
+    line_texts,
+    place,
+    suggestion_texts,
+)
+from pr_review_api.settings import Settings
 
 if TYPE_CHECKING:
     from pr_review_api.metrics import Metrics
@@ -50,6 +57,17 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEADLINE_MARGIN_SECONDS = 0.5
+
+
+class ForgeClient(Protocol):
+    """A forge's API client, as publishing sees it: the settings it was made with."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+
+C = TypeVar("C", bound=ForgeClient)
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -62,16 +80,38 @@ class Findings:
     replaced: dict[str, list[str]]  # the head's lines each suggestion replaces (placement)
     suppressed: int  # how many findings the repository dismissed
 
+    def placed(self, already: set[str], max_inline: int) -> Placement:
+        """Where each finding not `already` posted goes (`place`): inline, or in the body."""
+        return place(
+            self.findings, self.hunks, self.fingerprints, already, max_inline, texts=self.replaced
+        )
 
-class ForgeSteps(ABC):
-    """What one forge does in a publication; `publish_with` does the rest, in one order."""
+
+class ForgeSteps(ABC, Generic[R, C]):
+    """What one forge does in a publication on the change `ref` through `client`, at most
+    `max_inline` findings inline; `publish_with` does the rest, in one order."""
 
     # The forge's errors that end a publication `failed` with their own sentence.
     errors: tuple[type[ReviewError], ...]
     # The code of a failed publication's `error` on this forge.
     failed_code: PublishFailedCode
-    # Why nothing was published when the listing outran its budget.
-    too_many_posts: str
+    # What the change and our posts on it are called, and how many pages of them are read:
+    # ("pull request", "reviews", 30).
+    listing: tuple[str, str, int]
+
+    @property
+    def too_many_posts(self) -> str:
+        """Why nothing was published when the listing outran its budget."""
+        change, posts, pages = self.listing
+        return (
+            f"The {change} has more {posts} than the {pages} pages read; nothing was "
+            "published, so that no head is reviewed twice."
+        )
+
+    def __init__(self, ref: R, client: C, max_inline: int) -> None:
+        self.ref = ref
+        self.client = client
+        self.max_inline = max_inline
 
     @abstractmethod
     async def key(self, head_sha: str) -> HeadKey:
@@ -95,7 +135,7 @@ class ForgeSteps(ABC):
 
 
 async def publish_with(
-    steps: ForgeSteps,
+    steps: ForgeSteps[Any, Any],
     result: ReviewResult,
     git_dir: Path,
     *,
@@ -137,8 +177,86 @@ async def publish_finished(
     return publication
 
 
+class ChangePublisher(Generic[C, R]):
+    """A forge's publishing, made of its steps (`steps(ref, client, max_inline)`) and how a
+    change's reference is made from the review's (`ref_of(info, settings)`): `one` publishes on
+    one change, `finished` a finished review on its change."""
+
+    def __init__(
+        self,
+        forge: Forge,
+        steps: Callable[[R, C, int], ForgeSteps[R, C]],
+        ref_of: Callable[[PullRequestInfo, Settings], R],
+    ) -> None:
+        self.forge = forge
+        self._steps = steps
+        self._ref_of = ref_of
+
+    async def one(  # noqa: PLR0913  (what one publication needs: the review, where, how, and what the repository dismissed)
+        self,
+        result: ReviewResult,
+        ref: R,
+        client: C,
+        git_dir: Path,
+        *,
+        deadline: float,
+        max_inline: int,
+        ledger: PublishLedger | None = None,
+        force: bool = False,
+        dismissed: Collection[str] = frozenset(),
+    ) -> Publication:
+        """Publish `result` on the change `ref`; never raises for the forge's failure.
+
+        A finding whose fingerprint the repository dismissed (`dismissed`, specification §15)
+        is not posted; `suppressed` counts them. With a `ledger` (the service), its record of
+        this head answers first, and a publication is recorded there as soon as the forge
+        accepts it. `force` (the `review` command) posts even when this head is published
+        already; the fingerprints already posted are still skipped."""
+        steps = self._steps(ref, client, max_inline)
+        return await publish_with(
+            steps,
+            result,
+            git_dir,
+            deadline=deadline,
+            ledger=ledger,
+            force=force,
+            dismissed=dismissed,
+        )
+
+    async def finished(  # noqa: PLR0913  (as `one`)
+        self,
+        result: ReviewResult,
+        client: C,
+        git_dir: Path,
+        *,
+        deadline: float,
+        ledger: PublishLedger | None = None,
+        metrics: Metrics | None = None,
+        force: bool = False,
+        dismissed: Collection[str] = frozenset(),
+    ) -> Publication | None:
+        """Publish a finished review on its change (`publish_finished`: None when there is
+        nothing to publish; `metrics` counts each outcome)."""
+        settings = client.settings
+
+        async def publish_on(info: PullRequestInfo) -> Publication:
+            return await self.one(
+                result,
+                self._ref_of(info, settings),
+                client,
+                git_dir,
+                deadline=deadline,
+                max_inline=settings.pr_review_max_inline_comments,
+                ledger=ledger,
+                force=force,
+                dismissed=dismissed,
+            )
+
+        return await publish_finished(result, self.forge, publish_on, metrics)
+
+
 async def _publish(
-    steps: ForgeSteps,
+    steps: ForgeSteps[Any, Any],
     result: ReviewResult,
     git_dir: Path,
     deadline: float,
