@@ -36,16 +36,13 @@ within a few seconds makes the answer `server_busy`, and Gitea may deliver again
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ReviewError, ServerBusy
-from pr_review_api.forge.clients import ForgeClients
+from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ServerBusy
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.hooks import (
     COMMENT_KINDS,
@@ -73,9 +70,11 @@ from pr_review_api.permissions import PermissionCache
 from pr_review_api.service.body import read_capped
 from pr_review_api.service.deliveries import (
     COMMAND_CHECK_TIMEOUT_SECONDS,
+    counted,
     ignored,
     one_header,
     queued,
+    shared_or_own,
 )
 from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.settings import Settings
@@ -107,18 +106,7 @@ def gitea_webhook_router() -> APIRouter:
     ) -> Response:
         headers = _headers(request)
         label = event_label(next((headers[n] for n in EVENT_HEADERS if n in headers), None))
-        forges: ForgeClients | None = getattr(request.app.state, "forges", None)
-        shared = None if forges is None else forges.of(GiteaClient)
-        try:
-            async with _shared_or_own(shared, settings) as gitea:
-                response, outcome = await _answer(request, headers, settings, queue, gitea)
-        except ReviewError as exc:
-            if metrics is not None:
-                metrics.webhook_delivery(label, exc.code)
-            raise
-        if metrics is not None:
-            metrics.webhook_delivery(label, outcome)
-        return response
+        return await counted(metrics, label, _opened(request, headers, settings, queue))
 
     return router
 
@@ -140,12 +128,12 @@ def _headers(request: Request) -> dict[str, str]:
     return {name: value for name, value in found.items() if value is not None}
 
 
-def _shared_or_own(
-    shared: GiteaClient | None, settings: Settings
-) -> AbstractAsyncContextManager[GiteaClient]:
-    # A client opens no connection before its first request: one of our own costs nothing
-    # for a delivery that asks Gitea nothing.
-    return contextlib.nullcontext(shared) if shared is not None else GiteaClient(settings)
+async def _opened(
+    request: Request, headers: dict[str, str], settings: Settings, queue: JobQueue
+) -> tuple[Response, str]:
+    """`_answer` with the Gitea client it may ask who may ask."""
+    async with shared_or_own(request, GiteaClient, lambda: GiteaClient(settings)) as gitea:
+        return await _answer(request, headers, settings, queue, gitea)
 
 
 async def _answer(

@@ -31,11 +31,9 @@ a few seconds makes the answer `server_busy`, and GitLab may deliver again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import logging
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -46,10 +44,8 @@ from pr_review_api.errors import (
     GitLabUnavailable,
     InvalidSignature,
     PullRequestNotFound,
-    ReviewError,
     ServerBusy,
 )
-from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.comments import AccessLevels
 from pr_review_api.gitlab.hooks import (
@@ -69,11 +65,13 @@ from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import read_capped
 from pr_review_api.service.deliveries import (
     COMMAND_CHECK_TIMEOUT_SECONDS,
+    counted,
     delivery_id,
     ignored,
     json_event,
     one_header,
     queued,
+    shared_or_own,
 )
 from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.settings import Settings
@@ -116,25 +114,7 @@ def gitlab_webhook_router() -> APIRouter:
     ) -> Response:
         event_name = one_header(request, "x-gitlab-event")
         label = _EVENT_LABELS.get(event_name or "", event_name)
-        # The application's client (one pool; our username asked once), else one of our own.
-        forges: ForgeClients | None = getattr(request.app.state, "forges", None)
-        shared = None if forges is None else forges.of(GitLabClient)
-        try:
-            async with _shared_or_own(shared, settings) as gitlab:
-                response, outcome = await _answer(
-                    request,
-                    settings,
-                    queue,
-                    event_name,
-                    _Checks(gitlab, AccessLevels(queue.permissions)),
-                )
-        except ReviewError as exc:
-            if metrics is not None:
-                metrics.webhook_delivery(label, exc.code)
-            raise
-        if metrics is not None:
-            metrics.webhook_delivery(label, outcome)
-        return response
+        return await counted(metrics, label, _opened(request, settings, queue, event_name))
 
     return router
 
@@ -147,12 +127,13 @@ class _Checks:
     access: AccessLevels
 
 
-def _shared_or_own(
-    shared: GitLabClient | None, settings: Settings
-) -> AbstractAsyncContextManager[GitLabClient]:
-    # A client opens no connection before its first request: one of our own costs nothing
-    # for a delivery that asks GitLab nothing.
-    return contextlib.nullcontext(shared) if shared is not None else GitLabClient(settings)
+async def _opened(
+    request: Request, settings: Settings, queue: JobQueue, event_name: str | None
+) -> tuple[Response, str]:
+    """`_answer` with the GitLab client it may ask who may ask."""
+    async with shared_or_own(request, GitLabClient, lambda: GitLabClient(settings)) as gitlab:
+        checks = _Checks(gitlab, AccessLevels(queue.permissions))
+        return await _answer(request, settings, queue, event_name, checks)
 
 
 async def _answer(

@@ -46,7 +46,6 @@ from pr_review_api.errors import (
     GitHubUnavailable,
     InvalidPullRequestUrl,
     InvalidSignature,
-    ReviewError,
     ServerBusy,
 )
 from pr_review_api.github.comments import Repository, may_write
@@ -67,6 +66,7 @@ from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import read_capped
 from pr_review_api.service.deliveries import (
     COMMAND_CHECK_TIMEOUT_SECONDS,
+    counted,
     delivery_id,
     ignored,
     json_event,
@@ -173,15 +173,7 @@ def webhook_router() -> APIRouter:
         metrics: Annotated[Metrics | None, Depends(get_metrics)],
     ) -> Response:
         event_name = one_header(request, "x-github-event")
-        try:
-            response, outcome = await _answer(request, settings, queue, event_name)
-        except ReviewError as exc:
-            if metrics is not None:
-                metrics.webhook_delivery(event_name, exc.code)
-            raise
-        if metrics is not None:
-            metrics.webhook_delivery(event_name, outcome)
-        return response
+        return await counted(metrics, event_name, _answer(request, settings, queue, event_name))
 
     return router
 
