@@ -58,7 +58,7 @@ from pr_review_api.gitea.permissions import may_write
 from pr_review_api.gitea.urls import PullRequestRef
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
 from pr_review_api.jobs.commands import (
-    addressed_text,
+    addressed_command,
     is_bot,
     is_knowledge_command,
     knowledge_kind,
@@ -194,13 +194,10 @@ async def _permitted_command(
     comment: PullRequestComment, gitea: GiteaClient, permissions: PermissionCache
 ) -> CommandJob | None:
     """The command, when it is addressed to us and its author may ask it; else None."""
-    login = await gitea.login()
-    if comment.author.lower() == login.lower():
+    asked = addressed_command(comment.body, comment.author, await gitea.login(), kind_of)
+    if asked is None:
         return None
-    text = addressed_text(comment.body, login)
-    kind = None if text is None else kind_of(text)
-    if text is None or kind is None:
-        return None
+    text, kind = asked
     opener = comment.pull_request_author
     # The pull request's author may ask questions, nothing else (specification §15).
     author_asks = (

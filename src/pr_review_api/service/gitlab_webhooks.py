@@ -58,7 +58,7 @@ from pr_review_api.gitlab.hooks import (
 )
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
-from pr_review_api.jobs.commands import addressed_text, is_knowledge_command, knowledge_kind
+from pr_review_api.jobs.commands import addressed_command, is_knowledge_command, knowledge_kind
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import JobKind, PullRequestJob
 from pr_review_api.metrics import Metrics
@@ -202,12 +202,10 @@ async def _note_answer(
 async def _permitted_command(note: MergeRequestNote, checks: _Checks) -> CommandJob | None:
     """The command, when it is addressed to us and its author may ask it; else None."""
     username = await checks.gitlab.username()
-    if note.author.lower() == username.lower():
+    asked = addressed_command(note.body, note.author, username, lambda t: kind_of(t, note))
+    if asked is None:
         return None
-    text = addressed_text(note.body, username)
-    kind = None if text is None else kind_of(text, note)
-    if text is None or kind is None:
-        return None
+    text, kind = asked
     # The merge request's author may ask questions, nothing else (specification §15).
     author_asks = kind == "answer" and note.author_id == note.merge_request_author_id
     if not author_asks and not await checks.access.may_ask(checks.gitlab, note.ref, note.author_id):

@@ -54,7 +54,7 @@ from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
 from pr_review_api.jobs.commands import (
     Comment,
-    addressed_text,
+    addressed_command,
     comment_of,
     is_bot,
     kind_of,
@@ -212,13 +212,15 @@ async def _permitted_command(
     """The command, when it is addressed to us and its author may ask it; else None."""
     iid = job.installation_id
     async with queue.identities.github(settings, iid) as github:
-        login = await github.login()
-        if the_comment.author.lower() == login.lower():
+        asked = addressed_command(
+            the_comment.body,
+            the_comment.author,
+            await github.login(),
+            lambda t: kind_of(t, the_comment),
+        )
+        if asked is None:
             return None
-        text = addressed_text(the_comment.body, login)
-        kind = None if text is None else kind_of(text, the_comment)
-        if text is None or kind is None:
-            return None
+        text, kind = asked
         # The pull request's author may ask questions, nothing else.
         author_asks = kind == "answer" and the_comment.author == the_comment.pull_author
         repository = Repository(job.owner, job.repo)
