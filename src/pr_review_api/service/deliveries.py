@@ -15,23 +15,47 @@ import contextlib
 import re
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from pr_review_api.errors import InvalidRequest, ReviewError, ServerBusy
 from pr_review_api.forge.clients import ClientT, ForgeClients
-from pr_review_api.jobs.queue import Enqueued
+from pr_review_api.jobs.queue import Enqueued, JobQueue
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.metrics import Metrics
+from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.service.errors import ContractJSONResponse
+from pr_review_api.settings import Settings
 
 ENQUEUE_TIMEOUT_SECONDS = 0.9
 # Who may ask and our identity: two short forge requests, each cached.
 COMMAND_CHECK_TIMEOUT_SECONDS = 3.0
 DELIVERY_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _NOT_AN_OBJECT = "The delivery's body is not a JSON object."
+# A forge's answer to one delivery, and its outcome for the metrics (`queued`, `ignored`).
+Answer = Callable[[Request, Settings, JobQueue], Awaitable[tuple[Response, str]]]
+
+
+def delivery_route(
+    path: str, summary: str, label_of: Callable[[Request], str | None], answer: Answer
+) -> APIRouter:
+    """A forge's webhook route at `path`: no service-key dependency (the forge's signature or
+    secret token guards it); `answer`'s response, counted under the event label `label_of`
+    reads off the request's headers."""
+    router = APIRouter()
+
+    @router.post(path, response_model=None, summary=summary)
+    async def receive(
+        request: Request,
+        settings: Annotated[Settings, Depends(get_settings)],
+        queue: Annotated[JobQueue, Depends(get_jobs)],
+        metrics: Annotated[Metrics | None, Depends(get_metrics)],
+    ) -> Response:
+        return await counted(metrics, label_of(request), answer(request, settings, queue))
+
+    return router
 
 
 def one_header(request: Request, name: str) -> str | None:

@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ServerBusy
@@ -65,18 +65,16 @@ from pr_review_api.jobs.commands import (
 )
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import JobKind, PullRequestJob
-from pr_review_api.metrics import Metrics
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.service.body import read_capped
 from pr_review_api.service.deliveries import (
     COMMAND_CHECK_TIMEOUT_SECONDS,
-    counted,
+    delivery_route,
     ignored,
     one_header,
     queued,
     shared_or_own,
 )
-from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -93,22 +91,16 @@ _COMMANDS: dict[str, JobKind] = {"review": "review", "help": "help"}
 
 def gitea_webhook_router() -> APIRouter:
     """The Gitea webhook route: no service-key dependency, the signature guards it."""
-    router = APIRouter()
-
-    @router.post(
-        GITEA_WEBHOOK_PATH, response_model=None, summary="Receive a Gitea or Forgejo delivery"
+    return delivery_route(
+        GITEA_WEBHOOK_PATH,
+        "Receive a Gitea or Forgejo delivery",
+        lambda request: event_label(_event_kind(_headers(request))),
+        lambda request, settings, queue: _opened(request, _headers(request), settings, queue),
     )
-    async def receive(
-        request: Request,
-        settings: Annotated[Settings, Depends(get_settings)],
-        queue: Annotated[JobQueue, Depends(get_jobs)],
-        metrics: Annotated[Metrics | None, Depends(get_metrics)],
-    ) -> Response:
-        headers = _headers(request)
-        label = event_label(next((headers[n] for n in EVENT_HEADERS if n in headers), None))
-        return await counted(metrics, label, _opened(request, headers, settings, queue))
 
-    return router
+
+def _event_kind(headers: dict[str, str]) -> str | None:
+    return next((headers[name] for name in EVENT_HEADERS if name in headers), None)
 
 
 def event_label(kind: str | None) -> str:

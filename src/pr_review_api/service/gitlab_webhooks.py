@@ -35,9 +35,8 @@ import hashlib
 import hmac
 import logging
 from dataclasses import dataclass
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from pr_review_api.errors import (
@@ -61,19 +60,17 @@ from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
 from pr_review_api.jobs.commands import addressed_command, is_knowledge_command, knowledge_kind
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import JobKind, PullRequestJob
-from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import read_capped
 from pr_review_api.service.deliveries import (
     COMMAND_CHECK_TIMEOUT_SECONDS,
-    counted,
     delivery_id,
+    delivery_route,
     ignored,
     json_event,
     one_header,
     queued,
     shared_or_own,
 )
-from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -101,22 +98,20 @@ def token_valid(secret: bytes, header: str | None) -> bool:
 
 def gitlab_webhook_router() -> APIRouter:
     """The GitLab webhook route: no service-key dependency, the secret token guards it."""
-    router = APIRouter()
-
-    @router.post(
-        GITLAB_WEBHOOK_PATH, response_model=None, summary="Receive a GitLab webhook delivery"
+    return delivery_route(
+        GITLAB_WEBHOOK_PATH,
+        "Receive a GitLab webhook delivery",
+        lambda request: _label(_event_name(request)),
+        lambda request, settings, queue: _opened(request, settings, queue, _event_name(request)),
     )
-    async def receive(
-        request: Request,
-        settings: Annotated[Settings, Depends(get_settings)],
-        queue: Annotated[JobQueue, Depends(get_jobs)],
-        metrics: Annotated[Metrics | None, Depends(get_metrics)],
-    ) -> Response:
-        event_name = one_header(request, "x-gitlab-event")
-        label = _EVENT_LABELS.get(event_name or "", event_name)
-        return await counted(metrics, label, _opened(request, settings, queue, event_name))
 
-    return router
+
+def _event_name(request: Request) -> str | None:
+    return one_header(request, "x-gitlab-event")
+
+
+def _label(event_name: str | None) -> str | None:
+    return _EVENT_LABELS.get(event_name or "", event_name)
 
 
 @dataclass(frozen=True)

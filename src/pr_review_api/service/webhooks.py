@@ -37,9 +37,9 @@ import asyncio
 import hashlib
 import hmac
 import re
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from pr_review_api.errors import (
@@ -62,18 +62,16 @@ from pr_review_api.jobs.commands import (
 )
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import PullRequestJob
-from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import read_capped
 from pr_review_api.service.deliveries import (
     COMMAND_CHECK_TIMEOUT_SECONDS,
-    counted,
     delivery_id,
+    delivery_route,
     ignored,
     json_event,
     one_header,
     queued,
 )
-from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.service.errors import ContractJSONResponse
 from pr_review_api.settings import Settings
 
@@ -163,19 +161,16 @@ def _pull_job(
 
 def webhook_router() -> APIRouter:
     """The webhook route: no service-key dependency, the signature guards it."""
-    router = APIRouter()
+    return delivery_route(
+        WEBHOOK_PATH,
+        "Receive a GitHub webhook delivery",
+        _event_name,
+        lambda request, settings, queue: _answer(request, settings, queue, _event_name(request)),
+    )
 
-    @router.post(WEBHOOK_PATH, response_model=None, summary="Receive a GitHub webhook delivery")
-    async def receive(
-        request: Request,
-        settings: Annotated[Settings, Depends(get_settings)],
-        queue: Annotated[JobQueue, Depends(get_jobs)],
-        metrics: Annotated[Metrics | None, Depends(get_metrics)],
-    ) -> Response:
-        event_name = one_header(request, "x-github-event")
-        return await counted(metrics, event_name, _answer(request, settings, queue, event_name))
 
-    return router
+def _event_name(request: Request) -> str | None:
+    return one_header(request, "x-github-event")
 
 
 async def _command_answer(
