@@ -7,11 +7,13 @@ import pytest
 
 from pr_review_api.jobs.commands import (
     Comment,
+    addressed_command,
     forgotten_id,
     kind_of,
     knowledge_kind,
     learning_text,
 )
+from pr_review_api.jobs.records import JobKind
 from pr_review_api.service.gitlab_webhooks import kind_of as gitlab_kind_of
 
 
@@ -71,3 +73,30 @@ def test_a_bad_remember_in_a_findings_thread_is_no_question() -> None:
         in_discussion = True
 
     assert gitlab_kind_of("remember > quoted", Note()) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("body", "author", "asked"),
+    [
+        ("@pr-review[bot] review", "alice", ("review", "review")),
+        (
+            "/pr-review  remember Money is Decimal.",
+            "alice",
+            ("remember Money is Decimal.", "remember"),
+        ),
+        ("@PR-REVIEW help", "alice", ("help", "help")),
+        ("@pr-review[bot] review", "PR-Review[bot]", None),  # our own comment
+        ("@someone review", "alice", None),  # addressed to someone else
+        ("/pr-review remember", "alice", None),  # asks for nothing we do
+        ("", "alice", None),
+    ],
+)
+def test_addressed_command_reads_what_a_comment_asks_of_us(
+    body: str, author: str, asked: tuple[str, str] | None
+) -> None:
+    words: dict[str, JobKind] = {"review": "review", "help": "help"}
+
+    def kind(text: str) -> JobKind | None:
+        return knowledge_kind(text) if text.startswith("remember") else words.get(text)
+
+    assert addressed_command(body, author, "pr-review[bot]", kind) == asked

@@ -55,7 +55,7 @@ from pr_review_api.model import (
     Publication,
     ReviewResult,
 )
-from pr_review_api.publishing.driver import ChangePublisher, Findings, ForgeSteps
+from pr_review_api.publishing.driver import ChangePublisher, ForgeSteps, PostRequest
 from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import PriorState
 from pr_review_api.publishing.placement import Placed, Placement, carried, moved_to_body
@@ -99,17 +99,13 @@ class _GiteaSteps(ForgeSteps[PullRequestRef, GiteaClient]):
         self.comments = history.comments
         return history.state
 
-    async def post(
-        self,
-        result: ReviewResult,
-        state: PriorState,
-        posted: set[str],
-        findings: Findings,
-        deadline: float,
-    ) -> tuple[Publication, list[str]]:
-        matched = _in_open_comments(self.comments, findings.findings, findings.fingerprints, posted)
-        placement = findings.placed(posted | set(matched), self.max_inline)
-        first = state.summary
+    async def post(self, request: PostRequest) -> tuple[Publication, list[str]]:
+        result, findings = request.result, request.findings
+        matched = _in_open_comments(
+            self.comments, findings.findings, findings.fingerprints, request.posted
+        )
+        placement = request.placed(self.max_inline, matched)
+        first = request.state.summary
         if first is not None and not placement.inline and not placement.body:
             # Nothing new, and no body to edit: our first review stands for this head.
             publication = Publication(

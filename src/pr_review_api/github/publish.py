@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from pr_review_api.errors import GitHubUnavailable
@@ -43,8 +42,8 @@ from pr_review_api.github.summary import updated_body
 from pr_review_api.github.threads import open_thread_matches
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import HeadKey
-from pr_review_api.model import Finding, Publication, PullRequestInfo, ReviewResult
-from pr_review_api.publishing.driver import ChangePublisher, Findings, ForgeSteps
+from pr_review_api.model import Publication, PullRequestInfo, ReviewResult
+from pr_review_api.publishing.driver import ChangePublisher, ForgeSteps, PostRequest
 from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import Post, PriorState
 from pr_review_api.publishing.placement import Placement, carried
@@ -70,44 +69,33 @@ class _GitHubSteps(ForgeSteps[PullRequestRef, GitHubClient]):
     async def prior_state(self, head_sha: str, wait_until: float) -> PriorState:
         return await prior_state(self.client, self.ref, wait_until=wait_until, head_sha=head_sha)
 
-    async def post(
-        self,
-        result: ReviewResult,
-        state: PriorState,
-        posted: set[str],
-        findings: Findings,
-        deadline: float,
-    ) -> tuple[Publication, list[str]]:
-        ref, github = self.ref, self.client
-        matched = await _in_open_threads(
-            github, ref, state, findings.findings, findings.fingerprints, posted
-        )
-        placement = findings.placed(posted | set(matched), self.max_inline)
-        if state.summary is None:
+    async def post(self, request: PostRequest) -> tuple[Publication, list[str]]:
+        ref, github, result, deadline = self.ref, self.client, request.result, request.deadline
+        matched = await _in_open_threads(github, ref, request)
+        placement = request.placed(self.max_inline, matched)
+        summary = request.state.summary
+        if summary is None:
             publication, carried = await _first_review(result, ref, github, placement, deadline)
         else:
             publication, carried = await _later_review(
-                result, ref, github, placement, state.summary, matched, deadline
+                result, ref, github, placement, summary, matched, deadline
             )
         return publication, [*carried, *matched]
 
 
 async def _in_open_threads(
-    github: GitHubClient,
-    ref: PullRequestRef,
-    state: PriorState,
-    findings: Sequence[Finding],
-    fingerprints: Sequence[str],
-    posted: Collection[str],
+    github: GitHubClient, ref: PullRequestRef, request: PostRequest
 ) -> list[str]:
     """The fingerprints of findings not posted before that an open thread of ours stands for
     (github/threads.py): reported again after their line's text changed."""
-    fresh = [i for i, fingerprint in enumerate(fingerprints) if fingerprint not in posted]
-    if not fresh or not state.finding_comments:
+    findings, fingerprints = request.findings.findings, request.findings.fingerprints
+    fresh = [i for i, fingerprint in enumerate(fingerprints) if fingerprint not in request.posted]
+    comments = request.state.finding_comments
+    if not fresh or not comments:
         return []
     repository = Repository(ref.owner, ref.repo)
     found = await open_thread_matches(
-        github, repository, ref.number, state.finding_comments, [findings[i] for i in fresh]
+        github, repository, ref.number, comments, [findings[i] for i in fresh]
     )
     return [fingerprints[fresh[i]] for i in found]
 

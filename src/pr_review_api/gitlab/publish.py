@@ -44,12 +44,12 @@ from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.http.api_client import rate_limit_pause
 from pr_review_api.http.body import bounded_decimal
 from pr_review_api.ledger import HeadKey
-from pr_review_api.model import Publication, PullRequestInfo, ReviewResult, Revisions
+from pr_review_api.model import Publication, PullRequestInfo, Revisions
 from pr_review_api.publishing.driver import (
     DEADLINE_MARGIN_SECONDS,
     ChangePublisher,
-    Findings,
     ForgeSteps,
+    PostRequest,
 )
 from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import PriorState
@@ -114,21 +114,11 @@ class _GitLabSteps(ForgeSteps[MergeRequestRef, GitLabClient]):
         # A listing's rate limit fails it (gitlab/client.py); only posts wait one out.
         return await prior_state(self.client, self.ref, head_sha=head_sha)
 
-    async def post(
-        self,
-        result: ReviewResult,
-        state: PriorState,
-        posted: set[str],
-        findings: Findings,
-        deadline: float,
-    ) -> tuple[Publication, list[str]]:
-        ref, gitlab = self.ref, self.client
+    async def post(self, request: PostRequest) -> tuple[Publication, list[str]]:
+        ref, gitlab, result, deadline = self.ref, self.client, request.result, request.deadline
         refs = await _diff_refs(gitlab, ref, result.revisions)
-        hunks = findings.hunks
-        placement = _without_raw_commands(
-            findings.placed(posted, self.max_inline),
-            hunks,
-        )
+        hunks = request.findings.hunks
+        placement = _without_raw_commands(request.placed(self.max_inline), hunks)
         inline, refused = await _discussions(gitlab, ref, placement.inline, hunks, refs, deadline)
         placement = moved_to_body(placement, inline, refused)
         body, shown = await asyncio.to_thread(render_note, result, placement)

@@ -9,6 +9,7 @@ what is decided with the permission API (service/webhooks.py), never here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -46,6 +47,20 @@ def addressed_text(body: str, login: str) -> str | None:
     if first != COMMAND_PREFIX and first not in {f"@{name}" for name in names}:
         return None
     return words[1].strip() if len(words) > 1 else ""
+
+
+def addressed_command(
+    body: str, author: str, login: str, kind_of: Callable[[str], JobKind | None]
+) -> tuple[str, JobKind] | None:
+    """What a comment by `author` asks us (`login`) for, its text and the job `kind_of` reads
+    in it; None when the comment is ours, is not addressed to us, or asks for nothing we do."""
+    if author.lower() == login.lower():
+        return None
+    text = addressed_text(body, login)
+    kind = None if text is None else kind_of(text)
+    if text is None or kind is None:
+        return None
+    return text, kind
 
 
 KNOWLEDGE_WORDS = ("remember", "forget")

@@ -87,6 +87,23 @@ class Findings:
         )
 
 
+@dataclass(frozen=True)
+class PostRequest:
+    """What a forge's `ForgeSteps.post` posts: the review, what our earlier posts say, the
+    fingerprints already posted (theirs and the ledger's), the findings, and the deadline."""
+
+    result: ReviewResult
+    state: PriorState
+    posted: set[str]
+    findings: Findings
+    deadline: float
+
+    def placed(self, max_inline: int, matched: Collection[str] = ()) -> Placement:
+        """Where each finding neither posted nor `matched` (an open thread of ours stands
+        for it) goes."""
+        return self.findings.placed(self.posted | set(matched), max_inline)
+
+
 class ForgeSteps(ABC, Generic[R, C]):
     """What one forge does in a publication on the change `ref` through `client`, at most
     `max_inline` findings inline; `publish_with` does the rest, in one order."""
@@ -122,16 +139,9 @@ class ForgeSteps(ABC, Generic[R, C]):
         """What our earlier posts say; rate limits waited out until `wait_until` at most."""
 
     @abstractmethod
-    async def post(
-        self,
-        result: ReviewResult,
-        state: PriorState,
-        posted: set[str],
-        findings: Findings,
-        deadline: float,
-    ) -> tuple[Publication, list[str]]:
-        """Post the findings not in `posted`: the publication, and the fingerprints it
-        carries for the ledger."""
+    async def post(self, request: PostRequest) -> tuple[Publication, list[str]]:
+        """Post the findings not in `request.posted`: the publication, and the fingerprints
+        it carries for the ledger."""
 
 
 async def publish_with(
@@ -283,7 +293,8 @@ async def _publish(
         raise PublishFailure(steps.too_many_posts)
     posted = state.fingerprints | await _ledger_fingerprints(ledger, key)
     findings = await read_findings(result, git_dir, dismissed)
-    publication, carried = await steps.post(result, state, posted, findings, deadline)
+    request = PostRequest(result, state, posted, findings, deadline)
+    publication, carried = await steps.post(request)
     publication.suppressed = findings.suppressed
     if ledger is not None:
         await ledger.record(key, publication, carried, result)

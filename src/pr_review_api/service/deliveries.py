@@ -1,6 +1,7 @@
-"""What both webhook routes (GitHub's, service/webhooks.py; GitLab's,
-service/gitlab_webhooks.py) answer alike: one header read once, the delivery's JSON object, its
-delivery id, the `ignored` and `queued` answers, and queueing within the time a forge waits.
+"""What every webhook route (GitHub's, service/webhooks.py; GitLab's, service/gitlab_webhooks.py;
+Gitea's, service/gitea_webhooks.py) answers alike: one header read once, the delivery's JSON
+object, its delivery id, the `ignored` and `queued` answers, queueing within the time a forge
+waits, the forge's client (the application's, else one of our own), and the delivery counted.
 
 A forge waits a few seconds for an answer and counts a slow one as a failure; the queueing is
 one short transaction, given under a second, and a database that does not answer in that time
@@ -10,23 +11,51 @@ makes the answer `server_busy` (the delivery can be redelivered).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from collections.abc import Awaitable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from pr_review_api.errors import InvalidRequest, ServerBusy
-from pr_review_api.jobs.queue import Enqueued
+from pr_review_api.errors import InvalidRequest, ReviewError, ServerBusy
+from pr_review_api.forge.clients import ClientT, ForgeClients
+from pr_review_api.jobs.queue import Enqueued, JobQueue
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
+from pr_review_api.metrics import Metrics
+from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.service.errors import ContractJSONResponse
+from pr_review_api.settings import Settings
 
 ENQUEUE_TIMEOUT_SECONDS = 0.9
 # Who may ask and our identity: two short forge requests, each cached.
 COMMAND_CHECK_TIMEOUT_SECONDS = 3.0
 DELIVERY_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _NOT_AN_OBJECT = "The delivery's body is not a JSON object."
+# A forge's answer to one delivery, and its outcome for the metrics (`queued`, `ignored`).
+Answer = Callable[[Request, Settings, JobQueue], Awaitable[tuple[Response, str]]]
+
+
+def delivery_route(
+    path: str, summary: str, label_of: Callable[[Request], str | None], answer: Answer
+) -> APIRouter:
+    """A forge's webhook route at `path`: no service-key dependency (the forge's signature or
+    secret token guards it); `answer`'s response, counted under the event label `label_of`
+    reads off the request's headers."""
+    router = APIRouter()
+
+    @router.post(path, response_model=None, summary=summary)
+    async def receive(
+        request: Request,
+        settings: Annotated[Settings, Depends(get_settings)],
+        queue: Annotated[JobQueue, Depends(get_jobs)],
+        metrics: Annotated[Metrics | None, Depends(get_metrics)],
+    ) -> Response:
+        return await counted(metrics, label_of(request), answer(request, settings, queue))
+
+    return router
 
 
 def one_header(request: Request, name: str) -> str | None:
@@ -70,3 +99,32 @@ async def queued(enqueueing: Awaitable[Enqueued]) -> Response:
         raise ServerBusy("The job queue did not answer in time; redeliver shortly.") from None
     answer = {"job_id": str(enqueued.job_id), "status": enqueued.status}
     return ContractJSONResponse(answer, status_code=202)
+
+
+def shared_or_own(
+    request: Request, kind: type[ClientT], own: Callable[[], AbstractAsyncContextManager[ClientT]]
+) -> AbstractAsyncContextManager[ClientT]:
+    """The application's client of the forge whose client `kind` is (one pool; our identity
+    asked once), else `own()`, closed after the delivery. A client opens no connection before
+    its first request: one of our own costs nothing for a delivery that asks the forge nothing."""
+    forges: ForgeClients | None = getattr(request.app.state, "forges", None)
+    shared = None if forges is None else forges.of(kind)
+    if shared is not None:
+        return contextlib.nullcontext(shared)
+    return own()
+
+
+async def counted(
+    metrics: Metrics | None, label: str | None, answering: Awaitable[tuple[Response, str]]
+) -> Response:
+    """The delivery's answer, counted in pr_review_webhook_deliveries_total under `label`: by
+    its outcome (`queued`, `ignored`, ...), or by the contract error code it raised."""
+    try:
+        response, outcome = await answering
+    except ReviewError as exc:
+        if metrics is not None:
+            metrics.webhook_delivery(label, exc.code)
+        raise
+    if metrics is not None:
+        metrics.webhook_delivery(label, outcome)
+    return response

@@ -36,16 +36,13 @@ within a few seconds makes the answer `server_busy`, and Gitea may deliver again
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from contextlib import AbstractAsyncContextManager
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ReviewError, ServerBusy
-from pr_review_api.forge.clients import ForgeClients
+from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ServerBusy
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.hooks import (
     COMMENT_KINDS,
@@ -61,23 +58,23 @@ from pr_review_api.gitea.permissions import may_write
 from pr_review_api.gitea.urls import PullRequestRef
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
 from pr_review_api.jobs.commands import (
-    addressed_text,
+    addressed_command,
     is_bot,
     is_knowledge_command,
     knowledge_kind,
 )
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import JobKind, PullRequestJob
-from pr_review_api.metrics import Metrics
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.service.body import read_capped
 from pr_review_api.service.deliveries import (
     COMMAND_CHECK_TIMEOUT_SECONDS,
+    delivery_route,
     ignored,
     one_header,
     queued,
+    shared_or_own,
 )
-from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -94,33 +91,16 @@ _COMMANDS: dict[str, JobKind] = {"review": "review", "help": "help"}
 
 def gitea_webhook_router() -> APIRouter:
     """The Gitea webhook route: no service-key dependency, the signature guards it."""
-    router = APIRouter()
-
-    @router.post(
-        GITEA_WEBHOOK_PATH, response_model=None, summary="Receive a Gitea or Forgejo delivery"
+    return delivery_route(
+        GITEA_WEBHOOK_PATH,
+        "Receive a Gitea or Forgejo delivery",
+        lambda request: event_label(_event_kind(_headers(request))),
+        lambda request, settings, queue: _opened(request, _headers(request), settings, queue),
     )
-    async def receive(
-        request: Request,
-        settings: Annotated[Settings, Depends(get_settings)],
-        queue: Annotated[JobQueue, Depends(get_jobs)],
-        metrics: Annotated[Metrics | None, Depends(get_metrics)],
-    ) -> Response:
-        headers = _headers(request)
-        label = event_label(next((headers[n] for n in EVENT_HEADERS if n in headers), None))
-        forges: ForgeClients | None = getattr(request.app.state, "forges", None)
-        shared = None if forges is None else forges.of(GiteaClient)
-        try:
-            async with _shared_or_own(shared, settings) as gitea:
-                response, outcome = await _answer(request, headers, settings, queue, gitea)
-        except ReviewError as exc:
-            if metrics is not None:
-                metrics.webhook_delivery(label, exc.code)
-            raise
-        if metrics is not None:
-            metrics.webhook_delivery(label, outcome)
-        return response
 
-    return router
+
+def _event_kind(headers: dict[str, str]) -> str | None:
+    return next((headers[name] for name in EVENT_HEADERS if name in headers), None)
 
 
 def event_label(kind: str | None) -> str:
@@ -140,12 +120,12 @@ def _headers(request: Request) -> dict[str, str]:
     return {name: value for name, value in found.items() if value is not None}
 
 
-def _shared_or_own(
-    shared: GiteaClient | None, settings: Settings
-) -> AbstractAsyncContextManager[GiteaClient]:
-    # A client opens no connection before its first request: one of our own costs nothing
-    # for a delivery that asks Gitea nothing.
-    return contextlib.nullcontext(shared) if shared is not None else GiteaClient(settings)
+async def _opened(
+    request: Request, headers: dict[str, str], settings: Settings, queue: JobQueue
+) -> tuple[Response, str]:
+    """`_answer` with the Gitea client it may ask who may ask."""
+    async with shared_or_own(request, GiteaClient, lambda: GiteaClient(settings)) as gitea:
+        return await _answer(request, headers, settings, queue, gitea)
 
 
 async def _answer(
@@ -206,13 +186,10 @@ async def _permitted_command(
     comment: PullRequestComment, gitea: GiteaClient, permissions: PermissionCache
 ) -> CommandJob | None:
     """The command, when it is addressed to us and its author may ask it; else None."""
-    login = await gitea.login()
-    if comment.author.lower() == login.lower():
+    asked = addressed_command(comment.body, comment.author, await gitea.login(), kind_of)
+    if asked is None:
         return None
-    text = addressed_text(comment.body, login)
-    kind = None if text is None else kind_of(text)
-    if text is None or kind is None:
-        return None
+    text, kind = asked
     opener = comment.pull_request_author
     # The pull request's author may ask questions, nothing else (specification §15).
     author_asks = (

@@ -31,25 +31,20 @@ a few seconds makes the answer `server_busy`, and GitLab may deliver again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import logging
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from pr_review_api.errors import (
     GitLabUnavailable,
     InvalidSignature,
     PullRequestNotFound,
-    ReviewError,
     ServerBusy,
 )
-from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.comments import AccessLevels
 from pr_review_api.gitlab.hooks import (
@@ -62,20 +57,20 @@ from pr_review_api.gitlab.hooks import (
 )
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
-from pr_review_api.jobs.commands import addressed_text, is_knowledge_command, knowledge_kind
+from pr_review_api.jobs.commands import addressed_command, is_knowledge_command, knowledge_kind
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import JobKind, PullRequestJob
-from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import read_capped
 from pr_review_api.service.deliveries import (
     COMMAND_CHECK_TIMEOUT_SECONDS,
     delivery_id,
+    delivery_route,
     ignored,
     json_event,
     one_header,
     queued,
+    shared_or_own,
 )
-from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -103,40 +98,20 @@ def token_valid(secret: bytes, header: str | None) -> bool:
 
 def gitlab_webhook_router() -> APIRouter:
     """The GitLab webhook route: no service-key dependency, the secret token guards it."""
-    router = APIRouter()
-
-    @router.post(
-        GITLAB_WEBHOOK_PATH, response_model=None, summary="Receive a GitLab webhook delivery"
+    return delivery_route(
+        GITLAB_WEBHOOK_PATH,
+        "Receive a GitLab webhook delivery",
+        lambda request: _label(_event_name(request)),
+        lambda request, settings, queue: _opened(request, settings, queue, _event_name(request)),
     )
-    async def receive(
-        request: Request,
-        settings: Annotated[Settings, Depends(get_settings)],
-        queue: Annotated[JobQueue, Depends(get_jobs)],
-        metrics: Annotated[Metrics | None, Depends(get_metrics)],
-    ) -> Response:
-        event_name = one_header(request, "x-gitlab-event")
-        label = _EVENT_LABELS.get(event_name or "", event_name)
-        # The application's client (one pool; our username asked once), else one of our own.
-        forges: ForgeClients | None = getattr(request.app.state, "forges", None)
-        shared = None if forges is None else forges.of(GitLabClient)
-        try:
-            async with _shared_or_own(shared, settings) as gitlab:
-                response, outcome = await _answer(
-                    request,
-                    settings,
-                    queue,
-                    event_name,
-                    _Checks(gitlab, AccessLevels(queue.permissions)),
-                )
-        except ReviewError as exc:
-            if metrics is not None:
-                metrics.webhook_delivery(label, exc.code)
-            raise
-        if metrics is not None:
-            metrics.webhook_delivery(label, outcome)
-        return response
 
-    return router
+
+def _event_name(request: Request) -> str | None:
+    return one_header(request, "x-gitlab-event")
+
+
+def _label(event_name: str | None) -> str | None:
+    return _EVENT_LABELS.get(event_name or "", event_name)
 
 
 @dataclass(frozen=True)
@@ -147,12 +122,13 @@ class _Checks:
     access: AccessLevels
 
 
-def _shared_or_own(
-    shared: GitLabClient | None, settings: Settings
-) -> AbstractAsyncContextManager[GitLabClient]:
-    # A client opens no connection before its first request: one of our own costs nothing
-    # for a delivery that asks GitLab nothing.
-    return contextlib.nullcontext(shared) if shared is not None else GitLabClient(settings)
+async def _opened(
+    request: Request, settings: Settings, queue: JobQueue, event_name: str | None
+) -> tuple[Response, str]:
+    """`_answer` with the GitLab client it may ask who may ask."""
+    async with shared_or_own(request, GitLabClient, lambda: GitLabClient(settings)) as gitlab:
+        checks = _Checks(gitlab, AccessLevels(queue.permissions))
+        return await _answer(request, settings, queue, event_name, checks)
 
 
 async def _answer(
@@ -221,12 +197,10 @@ async def _note_answer(
 async def _permitted_command(note: MergeRequestNote, checks: _Checks) -> CommandJob | None:
     """The command, when it is addressed to us and its author may ask it; else None."""
     username = await checks.gitlab.username()
-    if note.author.lower() == username.lower():
+    asked = addressed_command(note.body, note.author, username, lambda t: kind_of(t, note))
+    if asked is None:
         return None
-    text = addressed_text(note.body, username)
-    kind = None if text is None else kind_of(text, note)
-    if text is None or kind is None:
-        return None
+    text, kind = asked
     # The merge request's author may ask questions, nothing else (specification §15).
     author_asks = kind == "answer" and note.author_id == note.merge_request_author_id
     if not author_asks and not await checks.access.may_ask(checks.gitlab, note.ref, note.author_id):

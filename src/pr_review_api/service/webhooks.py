@@ -37,16 +37,15 @@ import asyncio
 import hashlib
 import hmac
 import re
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from pr_review_api.errors import (
     GitHubUnavailable,
     InvalidPullRequestUrl,
     InvalidSignature,
-    ReviewError,
     ServerBusy,
 )
 from pr_review_api.github.comments import Repository, may_write
@@ -55,7 +54,7 @@ from pr_review_api.github.urls import parse_pull_request_url
 from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
 from pr_review_api.jobs.commands import (
     Comment,
-    addressed_text,
+    addressed_command,
     comment_of,
     is_bot,
     kind_of,
@@ -63,17 +62,16 @@ from pr_review_api.jobs.commands import (
 )
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import PullRequestJob
-from pr_review_api.metrics import Metrics
 from pr_review_api.service.body import read_capped
 from pr_review_api.service.deliveries import (
     COMMAND_CHECK_TIMEOUT_SECONDS,
     delivery_id,
+    delivery_route,
     ignored,
     json_event,
     one_header,
     queued,
 )
-from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.service.errors import ContractJSONResponse
 from pr_review_api.settings import Settings
 
@@ -163,27 +161,16 @@ def _pull_job(
 
 def webhook_router() -> APIRouter:
     """The webhook route: no service-key dependency, the signature guards it."""
-    router = APIRouter()
+    return delivery_route(
+        WEBHOOK_PATH,
+        "Receive a GitHub webhook delivery",
+        _event_name,
+        lambda request, settings, queue: _answer(request, settings, queue, _event_name(request)),
+    )
 
-    @router.post(WEBHOOK_PATH, response_model=None, summary="Receive a GitHub webhook delivery")
-    async def receive(
-        request: Request,
-        settings: Annotated[Settings, Depends(get_settings)],
-        queue: Annotated[JobQueue, Depends(get_jobs)],
-        metrics: Annotated[Metrics | None, Depends(get_metrics)],
-    ) -> Response:
-        event_name = one_header(request, "x-github-event")
-        try:
-            response, outcome = await _answer(request, settings, queue, event_name)
-        except ReviewError as exc:
-            if metrics is not None:
-                metrics.webhook_delivery(event_name, exc.code)
-            raise
-        if metrics is not None:
-            metrics.webhook_delivery(event_name, outcome)
-        return response
 
-    return router
+def _event_name(request: Request) -> str | None:
+    return one_header(request, "x-github-event")
 
 
 async def _command_answer(
@@ -220,13 +207,15 @@ async def _permitted_command(
     """The command, when it is addressed to us and its author may ask it; else None."""
     iid = job.installation_id
     async with queue.identities.github(settings, iid) as github:
-        login = await github.login()
-        if the_comment.author.lower() == login.lower():
+        asked = addressed_command(
+            the_comment.body,
+            the_comment.author,
+            await github.login(),
+            lambda t: kind_of(t, the_comment),
+        )
+        if asked is None:
             return None
-        text = addressed_text(the_comment.body, login)
-        kind = None if text is None else kind_of(text, the_comment)
-        if text is None or kind is None:
-            return None
+        text, kind = asked
         # The pull request's author may ask questions, nothing else.
         author_asks = kind == "answer" and the_comment.author == the_comment.pull_author
         repository = Repository(job.owner, job.repo)
