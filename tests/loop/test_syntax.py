@@ -86,14 +86,27 @@ def test_a_parse_past_its_deadline_stops() -> None:
 SLOW = b"var x = [" + b"1," * (512 * 1024 - 8) + b"];\n"
 
 
-def test_the_deadline_holds_after_the_input_is_read() -> None:
-    budget = 0.5
-    started = time.monotonic()
+class _LateLooks:
+    """The real time.monotonic, counting the looks at it that find `deadline` passed."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.late = 0
+
+    def monotonic(self) -> float:
+        now = time.monotonic()
+        self.late += now > self.deadline
+        return now
+
+
+def test_the_deadline_holds_after_the_input_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _LateLooks(time.monotonic() + 0.5)
+    monkeypatch.setattr(syntax, "time", clock)
     with pytest.raises(ParseTooSlow):
-        syntax_errors("javascript", SLOW, deadline=started + budget)
-    # A bound on the deadline this test sets, generous for a busy machine: what it counts is
-    # the ParseTooSlow above, raised for a parse that takes seconds in full.
-    assert time.monotonic() - started < budget + 10
+        syntax_errors("javascript", SLOW, deadline=clock.deadline)
+    # The parse stopped at its first look past the deadline: one that went on to its end
+    # (seconds) would have looked again at every step.
+    assert clock.late == 1
 
 
 class _Clock:
