@@ -19,7 +19,9 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from pr_review_api.cli import main
 from pr_review_api.model import Finding
 from pr_review_api.settings import Settings
 from tests.conftest import GITEA_TOKEN
@@ -302,6 +304,16 @@ def test_help_remember_and_the_hourly_limit(
             WRITER,
             f"{fixture.url}#issuecomment-5002",
         )
+    ]
+    # The command line finds it under the key a user types for a Gitea repository.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PR_REVIEW_DATABASE_URL", database_url)
+        listed = CliRunner().invoke(
+            main, ["learnings", "list", "gitea:acme/widget", "--format", "json"]
+        )
+    assert listed.exit_code == 0, listed.output
+    assert [(row["repository"], row["text"]) for row in json.loads(listed.output)] == [
+        ("gitea:acme/widget", "Widgets are validated by the model layer.")
     ]
     assert scripted_provider.requests == []  # no model asked
 
