@@ -6,18 +6,14 @@ the command line and the HTTP API, and published (one review, the `pr-review` co
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from click.testing import CliRunner, Result
 
 from pr_review_api.cli import commands as cli
 from pr_review_api.gitea.preflight import NO_WRITE
-from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from tests.conftest import GITEA_TOKEN, PROVIDER_KEY
 from tests.fakes.gitea_reviews import GiteaWrites
@@ -25,6 +21,7 @@ from tests.fakes.gitea_server import FakeGitea, PullFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitea.support import PATH, REVIEWER, push_head
 from tests.github.support import Launch, our_git
+from tests.in_process import service
 
 # Whole reviews through the CLI, the service and the fakes: the default run, not --fast.
 pytestmark = pytest.mark.e2e
@@ -79,18 +76,6 @@ def settings_for(fake: FakeGitea, provider: ScriptedProvider, cache: Path) -> Se
         opencode_base_url=provider.base_url,
         review_timeout_seconds=60,
     )
-
-
-@asynccontextmanager
-async def service(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The real app in process, its lifespan run, driven over ASGI."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://testserver", timeout=60
-        ) as client:
-            yield client
 
 
 def assert_reviewed(document: dict[str, Any], pull: PullFixture) -> None:

@@ -7,12 +7,9 @@ tests/forge/test_gitlab.py.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from click.testing import CliRunner, Result
 
@@ -22,7 +19,6 @@ from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.gitlab.client import TOKEN_NEEDED_MESSAGE
 from pr_review_api.loop.workspace import Prepared
 from pr_review_api.model import Forge, PullRequestInfo
-from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from pr_review_api.tools.execute import REPOSITORY_UNREADABLE
 from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY
@@ -30,6 +26,7 @@ from tests.environment import Environment
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.github.support import Launch, our_git
+from tests.in_process import service
 from tests.tools.git_failures import FAILURES, failing
 
 # Whole reviews through the CLI, the service and the fakes: the default run, not --fast.
@@ -81,18 +78,6 @@ def settings_for(
         opencode_base_url=provider.base_url,
         review_timeout_seconds=60,
     )
-
-
-@asynccontextmanager
-async def service(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The real app in process, its lifespan run, driven over ASGI."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://testserver", timeout=60
-        ) as client:
-            yield client
 
 
 def assert_reviewed(document: dict[str, Any], mr: MergeRequestFixture) -> None:

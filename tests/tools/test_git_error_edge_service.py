@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,6 @@ from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.loop import workspace as workspace_module
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
-from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings, load_settings
 from pr_review_api.tools.execute import REPOSITORY_UNREADABLE
 from tests.builders import final_turn
@@ -36,6 +33,7 @@ from tests.environment import Environment
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitrepo import GitRepo, git
+from tests.in_process import service
 from tests.tools.git_failures import (
     BASE_FILES,
     BIG,
@@ -134,18 +132,6 @@ def test_the_cli_reviewing_a_corrupt_object_exits_2_with_invalid_repository(
         assert document["error"] == {"code": "invalid_repository", "message": REPOSITORY_UNREADABLE}
     else:
         assert REPOSITORY_UNREADABLE in result.output
-
-
-@asynccontextmanager
-async def service(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The real app in process, its lifespan run, driven over ASGI."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://testserver", timeout=60
-        ) as client:
-            yield client
 
 
 def pull_settings(fake: FakeGitHub, provider: ScriptedProvider, tmp_path: Path) -> Settings:
