@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from pr_review_api.git.search_index.postings import query_grams
 from pr_review_api.git.search_index.reader import MAX_QUERY_VARIABLES, SearchIndex
 from pr_review_api.git.search_index.schedule import Partial, SearchIndexes
 from pr_review_api.git.search_index.schema import IndexUnavailable
@@ -245,6 +244,8 @@ def index_lines(
 def trigram_query(query: bytes) -> list[int] | None:
     """The trigrams whose blobs a search of `query` reads (search_index/postings.py), or None
     when the literal is too short to have one."""
+    from pr_review_api.git.search_index.postings import query_grams  # noqa: PLC0415  (numpy)
+
     grams = query_grams(query)
     if not grams:
         return None

@@ -41,4 +41,10 @@ The modules:
 - `build`: adding missing blobs: inline, or by a build in the background;
 - `schedule`: `SearchIndexes`, a process's indexes: which head is complete, and when a
   head's missing blobs are added and by whom.
+
+numpy: `postings` is the one module built on it, and the others import it (and numpy) inside
+the functions that search or write an index, never at their top. Every process imports the
+store, and numpy's import alone is 13 MB of resident memory, which a process that never reads
+an index (a tree with no text to search, a listing, a small repository searched by
+`git grep`) should not pay: on a 1,000,000-entry tree it was the margin over the memory target.
 """

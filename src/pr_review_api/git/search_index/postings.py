@@ -170,6 +170,11 @@ def _encode(values: NDArray[np.uint32]) -> tuple[NDArray[np.uint8], NDArray[np.i
     return encoded, ends
 
 
+def encode_ids(ids: Sequence[int]) -> bytes:
+    """A segment's blob ids, as its row stores them (little-endian uint32)."""
+    return np.asarray(ids, dtype="<u4").tobytes()
+
+
 def decode_rows(payloads: Sequence[bytes]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """The body numbers of a trigram's rows, in one pass over all of them (each row's sums
     started afresh), and how many each row holds."""

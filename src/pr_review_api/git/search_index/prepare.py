@@ -23,10 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-import numpy as np
-
 from pr_review_api.git.blobs import stream_blobs
-from pr_review_api.git.search_index.postings import Postings
 from pr_review_api.git.search_index.schema import PreparedBlobs, prepare_blobs
 
 _COUNT = struct.Struct("<I")
@@ -68,6 +65,10 @@ def write_batch(stream: IO[bytes], prepared: PreparedBlobs) -> None:
 
 def read_batch(stream: IO[bytes]) -> PreparedBlobs | None:
     """The next batch on `stream`; None at its end. ValueError when it is cut short."""
+    import numpy as np  # noqa: PLC0415  (see the package's "numpy" note)
+
+    from pr_review_api.git.search_index.postings import Postings  # noqa: PLC0415
+
     head = stream.read(_COUNT.size)
     if not head:
         return None

@@ -19,17 +19,10 @@ from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from pr_review_api.git.search_index.postings import (
-    GRAM_MASK,
-    decode_rows,
-    intersect,
-    posting_key,
-)
 from pr_review_api.git.search_index.schema import IndexUnavailable, file_token, open_reader
 
 if TYPE_CHECKING:
+    import numpy as np
     from numpy.typing import NDArray
 
     from pr_review_api.git.tree import Snapshot
@@ -81,7 +74,7 @@ class SearchIndex:
         self._last_id = 0
         self._complete: dict[int, weakref.ref[Snapshot]] = {}  # snapshots known complete
         self._segment_at: dict[int, tuple[int, int]] = {}  # see _segments
-        self._segment_ids = np.empty(0, dtype=np.int64)
+        self._segment_ids: NDArray[np.int64] | None = None  # made by the first search
         self._lock = threading.Lock()
         self.token: str | None = None  # of the generation this object reads
         self.closed = False
@@ -184,6 +177,15 @@ class SearchIndex:
         them from a literal), or a few more: the lists are met shortest first, and once the
         blobs left are far fewer than the next list is long, reading those few bodies costs
         the search less than decoding the rest (the search finds the literal in them)."""
+        import numpy as np  # noqa: PLC0415  (see the package's "numpy" note)
+
+        from pr_review_api.git.search_index.postings import (  # noqa: PLC0415
+            GRAM_MASK,
+            decode_rows,
+            intersect,
+            posting_key,
+        )
+
         segments = self._segments()
         keys = [posting_key(segment, gram) for gram in grams for segment in segments]
         sizes = dict.fromkeys(grams, 0)
@@ -198,6 +200,7 @@ class SearchIndex:
             numbers, per_row = decode_rows([row[1] for row in rows])
             # A body's number within its segment, to its blob id (0: listed elsewhere).
             offsets = np.array([segments[row[0] >> 24][1] for row in rows], dtype=np.int64)
+            assert self._segment_ids is not None  # set by _segments()
             ids = self._segment_ids[np.repeat(offsets, per_row) + numbers]
             ids = ids[ids > 0]
             found = ids if found is None else intersect(found, ids)
@@ -210,9 +213,13 @@ class SearchIndex:
     def _segments(self) -> dict[int, tuple[int, int]]:
         """Each segment's (count of bodies, where its blob ids start in `_segment_ids`), read
         incrementally: a segment never changes once written."""
+        import numpy as np  # noqa: PLC0415  (see the package's "numpy" note)
+
         last = max(self._segment_at, default=0)
         rows = self._query(_SEGMENTS, (last,))
         with self._lock:
+            if self._segment_ids is None:
+                self._segment_ids = np.empty(0, dtype=np.int64)
             for segment, blobs in rows:
                 if segment in self._segment_at:
                     continue

@@ -37,10 +37,10 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from pr_review_api.git.search_index.postings import Postings, SegmentGrams, posting_key
+if TYPE_CHECKING:
+    from pr_review_api.git.search_index.postings import Postings
 
 SCHEMA_VERSION = 5  # 4: large bodies compressed; 5: our own posting lists, not FTS5
 # Bodies of at least this size are compressed, at zlib's fastest level (source text shrinks
@@ -158,6 +158,8 @@ def prepare_blobs(
 ) -> PreparedBlobs:
     """The work of storing blobs that needs no connection (compressing, finding trigrams,
     the posting lists): a build has it done in another process (prepare.py)."""
+    from pr_review_api.git.search_index.postings import SegmentGrams  # noqa: PLC0415  (numpy)
+
     prepared: list[tuple[str, bytes | None, bool]] = []
     grams = SegmentGrams()
     for oid, data in blobs:
@@ -180,6 +182,8 @@ def write_blobs(
 ) -> None:
     """Store blobs in one transaction, one segment of posting lists: all of them or, if
     anything fails or `stop` is set, none (`BuildStopped`)."""
+    from pr_review_api.git.search_index.postings import encode_ids, posting_key  # noqa: PLC0415
+
     prepared = blobs if isinstance(blobs, PreparedBlobs) else prepare_blobs(blobs, stop)
     connection.execute("BEGIN IMMEDIATE")
     try:
@@ -201,7 +205,7 @@ def write_blobs(
             )
         if any(ids):
             segment = connection.execute(
-                "INSERT INTO segments(blobs) VALUES (?)", (np.asarray(ids, dtype="<u4").tobytes(),)
+                "INSERT INTO segments(blobs) VALUES (?)", (encode_ids(ids),)
             ).lastrowid
             assert segment is not None
             connection.executemany(
