@@ -60,9 +60,8 @@ def test_reading_an_absent_generation_does_not_create_it(tmp_path: Path) -> None
     assert not path.exists()
 
 
-# A fresh interpreter opens a head through a store and searches it: with the index too small
-# to make (`git grep` answers), and with one made (min_bytes 0). It prints whether numpy was
-# ever imported.
+# A fresh interpreter opens a head through a store, waits for its preparation and, when
+# asked, searches it; it prints whether numpy was ever imported.
 _NUMPY_PROBE = """
 import sys
 from pathlib import Path
@@ -70,28 +69,41 @@ from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.tools import SearchArguments, execute_tool
 
-git_dir, head, cache, min_bytes = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+git_dir, head, cache = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+min_bytes, search = int(sys.argv[4]), sys.argv[5] == "search"
 with RepositoryStore(cache_dir=cache) as store:
-    store.indexes.min_bytes = int(min_bytes)
+    store.indexes.min_bytes = min_bytes
     store.indexes.prepare_delay = 0
     pinned = PinnedRepository.open(git_dir, head, head, store=store)
     store.indexes.wait(git_dir)
-    found = execute_tool(pinned, "search_repository", SearchArguments(query="needle")).result
-    assert found["matches"], found
+    if search:
+        found = execute_tool(pinned, "search_repository", SearchArguments(query="needle"))
+        assert found.result["matches"], found.result
 print("numpy" in sys.modules)
 """
 
 
-@pytest.mark.parametrize(("min_bytes", "loaded"), [(32 * 1024**2, "False"), (0, "True")])
 def test_numpy_is_loaded_only_by_a_process_that_reads_an_index(
-    repo: GitRepo, tmp_path: Path, min_bytes: int, loaded: str
+    repo: GitRepo, tmp_path: Path
 ) -> None:
-    """numpy's import is 13 MB of resident memory: the store, opening a head, its
-    preparation and a `git grep` search leave it out; a search through an index loads it."""
+    """numpy's import is 13 MB of resident memory and some 175 ms: the store, opening a head,
+    its preparation and a `git grep` search leave it out; a search through an index loads it,
+    and a process that opens a head whose repository has an index loads it beforehand."""
     head = repo.commit_files({f"f{n}.txt": f"needle {n}\n" for n in range(10)})
-    probe = [sys.executable, "-c", _NUMPY_PROBE, str(repo.git_dir), head, str(tmp_path)]
-    result = subprocess.run(
-        [*probe, str(min_bytes)], capture_output=True, text=True, check=False, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == loaded
+
+    def numpy_loaded(min_bytes: int, action: str) -> str:
+        probe = [_NUMPY_PROBE, str(repo.git_dir), head, str(tmp_path), str(min_bytes), action]
+        result = subprocess.run(
+            [sys.executable, "-c", *probe], capture_output=True, text=True, check=False, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    with RepositoryStore(cache_dir=tmp_path) as store:
+        folder = store.index_dir(repo.git_dir)
+    assert folder is not None
+    assert numpy_loaded(32 * 1024**2, "search") == "False"  # too small to index: git grep
+    assert not current_generation(folder).exists()
+    assert numpy_loaded(0, "search") == "True"  # indexed, then searched through the index
+    assert current_generation(folder).exists()
+    assert numpy_loaded(0, "open") == "True"  # no search: loaded by the head's preparation
