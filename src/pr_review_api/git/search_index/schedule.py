@@ -239,12 +239,6 @@ class SearchIndexes:
         `prepare_delay`: the steps up to a review's first model request come first (a search
         before then asks for the complete index itself)."""
         key = str(git_dir)
-        folder = None if POSTINGS_MODULE in sys.modules else self._index_dir(git_dir)
-        if folder is not None and current_generation(folder).exists():
-            # A search will read this index: numpy's import (some 175 ms, the package's "numpy"
-            # note) starts now on the executor, not within the first search.
-            with contextlib.suppress(RuntimeError):  # the executor is shut down
-                executor.submit(importlib.import_module, POSTINGS_MODULE)
 
         def done() -> None:
             with self._prepared:
@@ -253,6 +247,7 @@ class SearchIndexes:
 
         def run() -> None:
             try:
+                self._load_postings(git_dir)
                 self.complete_index(git_dir, snapshot, head_sha)
             finally:
                 done()
@@ -273,6 +268,16 @@ class SearchIndexes:
         timer = threading.Timer(self.prepare_delay, submit)
         timer.daemon = True
         timer.start()
+
+    def _load_postings(self, git_dir: Path) -> None:
+        """Import the posting lists' module, and numpy (some 175 ms, the package's "numpy"
+        note), when the repository has an index a search will read: here, rather than within
+        its first search. A repository with no index never loads them."""
+        if POSTINGS_MODULE in sys.modules:
+            return
+        folder = self._index_dir(git_dir)
+        if folder is not None and current_generation(folder).exists():
+            importlib.import_module(POSTINGS_MODULE)
 
     def wait(self, git_dir: Path, timeout: float | None = None, *, builds: bool = True) -> None:
         """Wait for this process's preparations of the repository's index and (with `builds`)
