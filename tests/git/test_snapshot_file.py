@@ -124,7 +124,8 @@ def rewrite(path: Path, data: bytes) -> None:
 
 def with_header(payload: bytes, head: str | None = None) -> bytes:
     """A header that fits `payload` (naming the head the payload names, or `head`)."""
-    named = head if head is not None else marshal.loads(payload)[1]
+    fields = snapshot_file.decode_payload(payload)
+    named = head if head is not None else str(fields[1] if fields else "")
     digest = hashlib.sha256(payload).digest()
     header = snapshot_file._HEADER.pack(snapshot_file._MAGIC, named.encode(), len(payload), digest)
     return header + payload
@@ -132,9 +133,9 @@ def with_header(payload: bytes, head: str | None = None) -> bytes:
 
 def replaced(data: bytes, field: int, change: Callable[[Any], Any]) -> bytes:
     """A well-formed file whose payload has one field changed."""
-    fields = list(marshal.loads(data[snapshot_file._HEADER.size :]))
+    fields = list(snapshot_file.decode_payload(data[snapshot_file._HEADER.size :]) or ())
     fields[field] = change(fields[field])
-    return with_header(marshal.dumps(tuple(fields)))
+    return with_header(snapshot_file.encode_payload(fields))
 
 
 CORRUPTIONS: dict[str, Callable[[bytes], bytes]] = {
@@ -144,7 +145,7 @@ CORRUPTIONS: dict[str, Callable[[bytes], bytes]] = {
     "another magic": lambda data: b"X" + data[1:],
     "a longer length in the header": lambda data: data + b"\0",
     "empty": lambda data: b"",
-    "another shape": lambda data: with_header(marshal.dumps((1, "0" * 40, ["a"]))),
+    "another shape": lambda data: with_header(snapshot_file.encode_payload((1, "0" * 40, ["a"]))),
     "a header naming another head": lambda data: with_header(data[88:], "0" * 40),
     "another format": lambda data: replaced(data, 0, lambda number: number + 1),
     "entries of an unknown kind": lambda data: replaced(data, 3, lambda kinds: "x" * len(kinds)),
@@ -152,6 +153,15 @@ CORRUPTIONS: dict[str, Callable[[bytes], bytes]] = {
     "a size that is not a number": lambda data: replaced(data, 5, lambda sizes: [*sizes[1:], "1"]),
     "one listable flag too few": lambda data: replaced(data, 6, lambda flags: flags[1:]),
     "not marshal at all": lambda data: with_header(b"\xff" * 64, "0" * 40),
+    "a frame of bytes that are not marshal": lambda data: with_header(
+        snapshot_file._FRAME.pack(8) + b"\xff" * 8, "0" * 40
+    ),
+    "a frame longer than the payload": lambda data: with_header(
+        data[88:] + snapshot_file._FRAME.pack(100) + b"\0" * 10
+    ),
+    "the fields of an older format": lambda data: with_header(
+        marshal.dumps(tuple(snapshot_file.decode_payload(data[88:]) or ()))
+    ),
 }
 
 

@@ -13,7 +13,9 @@ payload must have the expected shape. Anything else, a truncated or corrupt file
 is ignored (the head is then loaded in full). `marshal` holds plain lists, tuples and strings
 only, and decodes in C; it runs no code on load. A write goes to a temporary file in the same
 folder, is synced and then renamed over the old one, so a killed writer leaves either the old
-file or the new one, and at worst a stray temporary file, which a later write removes.
+file or the new one, and at worst a stray temporary file, which a later write removes. The
+payload is the fields one after another, each marshalled on its own after its length, so a
+write holds one field's bytes at a time, never the whole payload.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import stat
 import struct
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from functools import partial
 from itertools import compress
 from pathlib import Path
@@ -41,11 +44,12 @@ _TEMPORARY_SUFFIX = ".tmp"
 # A temporary file this old belongs to a writer that was killed.
 STALE_TEMPORARY_SECONDS = 3600.0
 # The payload's layout; bump on any change, so an old file is ignored rather than misread.
-FORMAT = 2
-_MAGIC = b"PRSNAP\0\2"
+FORMAT = 3  # 3: each field marshalled on its own, after its length
+_MAGIC = b"PRSNAP\0\3"
 # Magic, the saved head (readable before the payload, so git can compare trees meanwhile),
 # the payload's length and SHA-256.
 _HEADER = struct.Struct("<8s40sQ32s")
+_FRAME = struct.Struct("<Q")  # a field's length, before its marshal data
 _KIND_LETTERS = {"file": "f", "link": "l", "submodule": "s"}
 _KIND_NAMES = {letter: kind for kind, letter in _KIND_LETTERS.items()}
 _entry = cast("Any", partial(tuple.__new__, TreeEntry))  # a TreeEntry made in C, no __new__
@@ -53,17 +57,21 @@ _entry = cast("Any", partial(tuple.__new__, TreeEntry))  # a TreeEntry made in C
 
 def save(directory: Path, head_sha: str, snapshot: Snapshot) -> None:
     """Write `snapshot` (the index of `head_sha`) as the repository's latest, atomically."""
-    payload = marshal.dumps(_fields(head_sha, snapshot))
-    digest = hashlib.sha256(payload).digest()
-    header = _HEADER.pack(_MAGIC, head_sha.encode(), len(payload), digest)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(
         prefix=_TEMPORARY_PREFIX, suffix=_TEMPORARY_SUFFIX, dir=directory
     )
     try:
         with os.fdopen(descriptor, "wb") as out:
-            out.write(header)
-            out.write(payload)
+            out.write(bytes(_HEADER.size))  # written once the payload's length and digest are
+            digest, length = hashlib.sha256(), 0
+            for frame in _frames(_fields(head_sha, snapshot)):
+                digest.update(frame)
+                out.write(frame)
+                length += len(frame)
+                del frame  # before the next field is marshalled
+            out.seek(0)
+            out.write(_HEADER.pack(_MAGIC, head_sha.encode(), length, digest.digest()))
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, directory / FILE_NAME)
@@ -73,6 +81,41 @@ def save(directory: Path, head_sha: str, snapshot: Snapshot) -> None:
         raise
     _sync_directory(directory)
     _remove_stale_temporaries(directory)
+
+
+def _frames(fields: Iterable[Any]) -> Iterator[bytes]:
+    """Each field marshalled on its own, after its length: only one field's lists and bytes
+    are held at a time (a 1,000,000-entry tree's columns, all at once and in one payload,
+    were most of its peak memory)."""
+    for field in fields:
+        data = marshal.dumps(field)
+        del field  # the column's list goes while its bytes are written
+        yield _FRAME.pack(len(data))
+        yield data
+        del data  # before the next field's are made
+
+
+def encode_payload(fields: Iterable[Any]) -> bytes:
+    """A payload of `fields` as `save` writes it (tests)."""
+    return b"".join(_frames(fields))
+
+
+def decode_payload(payload: bytes | memoryview) -> tuple[Any, ...] | None:
+    """The fields of a payload, or None when its frames or their marshal data are damaged."""
+    view, fields, start = memoryview(payload), list[Any](), 0
+    while start < len(view):
+        if len(view) - start < _FRAME.size:
+            return None
+        (length,) = _FRAME.unpack_from(view, start)
+        start += _FRAME.size
+        if length > len(view) - start:
+            return None
+        try:
+            fields.append(marshal.loads(view[start : start + length]))  # noqa: S302 - see load
+        except (ValueError, EOFError, TypeError, OverflowError):
+            return None
+        start += length
+    return tuple(fields)
 
 
 def load(directory: Path, max_bytes: int) -> tuple[str, Snapshot] | None:
@@ -86,12 +129,9 @@ def load(directory: Path, max_bytes: int) -> tuple[str, Snapshot] | None:
     payload = memoryview(data)[_HEADER.size :]
     if magic != _MAGIC or length != len(payload) or hashlib.sha256(payload).digest() != digest:
         return None
-    with collection_paused():
-        try:
-            fields = marshal.loads(payload)  # noqa: S302 - our own file, checked above and below
-        except (ValueError, EOFError, TypeError, OverflowError):
-            return None
-        return _snapshot(fields, head.decode("ascii", errors="replace"))
+    with collection_paused():  # our own file, checked above; its fields are checked below
+        fields = decode_payload(payload)
+        return None if fields is None else _snapshot(fields, head.decode("ascii", errors="replace"))
 
 
 def saved_head(directory: Path) -> str | None:
@@ -105,23 +145,24 @@ def saved_head(directory: Path) -> str | None:
     return sha if magic == _MAGIC and is_sha(sha) else None
 
 
-def _fields(head_sha: str, snapshot: Snapshot) -> tuple[Any, ...]:
-    # Columns, not a tuple per entry: marshal decodes them faster, and each checks in C.
+def _fields(head_sha: str, snapshot: Snapshot) -> Iterator[Any]:
+    """The payload's fields, each made when asked for. Columns, not a tuple per entry:
+    marshal decodes them faster, and each checks in C."""
+    yield FORMAT
+    yield head_sha
     paths = sorted(snapshot.entries)
+    yield paths
     entries = snapshot.entries.many(paths)
-    return (
-        FORMAT,
-        head_sha,
-        paths,
-        "".join(_KIND_LETTERS[entry.kind] for entry in entries),
-        [entry.oid for entry in entries],
-        [entry.size for entry in entries],
-        _listed_flags(paths, snapshot.files),
-        sorted(snapshot.directories),
-        dict(snapshot.link_targets),
-        sorted(snapshot.link_paths()),
-        dict(snapshot.link_deps()),
-    )
+    yield "".join(_KIND_LETTERS[entry.kind] for entry in entries)
+    yield [entry.oid for entry in entries]
+    yield [entry.size for entry in entries]
+    del entries
+    yield _listed_flags(paths, snapshot.files)
+    del paths
+    yield sorted(snapshot.directories)
+    yield dict(snapshot.link_targets)
+    yield sorted(snapshot.link_paths())
+    yield dict(snapshot.link_deps())
 
 
 def _listed_flags(paths: list[str], files: list[str]) -> bytes:
