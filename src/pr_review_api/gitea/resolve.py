@@ -17,16 +17,14 @@ request: then nothing is resolved and `publication.resolved` stays unset. At mos
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 from pr_review_api.errors import GiteaUnavailable
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.history import FindingComment
 from pr_review_api.gitea.markdown import escape_inline
 from pr_review_api.gitea.urls import PullRequestRef
-from pr_review_api.model import Finding
-from pr_review_api.publishing.threads import Anchor, OpenThread, resolve_fixed_threads
+from pr_review_api.publishing.threads import Anchor, NewHead, OpenThread, resolve_fixed_threads
 
 logger = logging.getLogger(__name__)
 
@@ -37,20 +35,14 @@ NO_ENDPOINT = (404, 405)
 async def resolve_fixed(
     gitea: GiteaClient,
     ref: PullRequestRef,
-    git_dir: Path,
-    head_sha: str,
     comments: Sequence[FindingComment],
-    reported: Collection[str],
-    findings: Sequence[Finding],
+    new_head: NewHead,
 ) -> int | None:
     """Resolve the comments of ours the new head fixed (module docstring): how many, or None
     when the server cannot resolve a comment through its API."""
     resolved = await resolve_fixed_threads(
         (_open_thread(comment) for comment in comments[-MAX_COMMENTS:] if not comment.resolved),
-        git_dir,
-        head_sha,
-        reported,
-        findings,
+        new_head,
         shown_as=escape_inline,
         resolve=lambda comment_id: _resolve(gitea, ref, comment_id),
     )

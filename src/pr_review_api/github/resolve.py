@@ -10,16 +10,13 @@ someone else waiting, its anchored line changed since the commit it was posted o
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
-from pathlib import Path
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.comments import Repository, ReviewComment, review_comments
 from pr_review_api.github.threads import Thread, graphql, review_threads
-from pr_review_api.model import Finding
 from pr_review_api.output.inert_markdown import escape_inline
-from pr_review_api.publishing.threads import Anchor, OpenThread, resolve_fixed_threads
+from pr_review_api.publishing.threads import Anchor, NewHead, OpenThread, resolve_fixed_threads
 
 logger = logging.getLogger(__name__)
 
@@ -35,13 +32,10 @@ async def resolve_fixed(
     github: GitHubClient,
     repository: Repository,
     number: int,
-    git_dir: Path,
-    head_sha: str,
-    reported: Collection[str],
-    findings: Sequence[Finding],
+    new_head: NewHead,
 ) -> int | None:
     """Resolve the threads of ours the new head fixed (module docstring); how many.
-    `reported` are the new review's fingerprints, `findings` its findings."""
+    `new_head` is the head just reviewed, and what its review reports."""
     try:
         login = await github.login()
         comments = {c.id: c for c in await review_comments(github, repository, number)}
@@ -51,10 +45,7 @@ async def resolve_fixed(
     ours = (_open_thread(thread, comments, login) for thread in threads[:MAX_THREADS])
     return await resolve_fixed_threads(
         (thread for thread in ours if thread is not None),
-        git_dir,
-        head_sha,
-        reported,
-        findings,
+        new_head,
         shown_as=escape_inline,
         resolve=lambda node_id: _resolve(github, node_id),
     )

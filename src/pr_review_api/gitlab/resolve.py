@@ -17,8 +17,6 @@ discussion GitLab does not let us resolve is left as it is.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
-from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -32,8 +30,7 @@ from pr_review_api.gitlab.discussions import (
 )
 from pr_review_api.gitlab.markdown import escape_inline
 from pr_review_api.gitlab.urls import MergeRequestRef
-from pr_review_api.model import Finding
-from pr_review_api.publishing.threads import Anchor, OpenThread, resolve_fixed_threads
+from pr_review_api.publishing.threads import Anchor, NewHead, OpenThread, resolve_fixed_threads
 
 logger = logging.getLogger(__name__)
 
@@ -43,13 +40,10 @@ MAX_THREADS = 100
 async def resolve_fixed(
     gitlab: GitLabClient,
     ref: MergeRequestRef,
-    git_dir: Path,
-    head_sha: str,
-    reported: Collection[str],
-    findings: Sequence[Finding],
+    new_head: NewHead,
 ) -> int | None:
     """Resolve the discussions of ours the new head fixed (module docstring); how many.
-    `reported` are the new review's fingerprints, `findings` its findings."""
+    `new_head` is the head just reviewed, and what its review reports."""
     try:
         username = await gitlab.username()
         discussions = await finding_discussions(gitlab, ref)
@@ -57,10 +51,7 @@ async def resolve_fixed(
         return 0
     return await resolve_fixed_threads(
         (_open_thread(d, username) for d in discussions[-MAX_THREADS:] if _open(d)),
-        git_dir,
-        head_sha,
-        reported,
-        findings,
+        new_head,
         shown_as=escape_inline,
         resolve=lambda discussion_id: _resolve(gitlab, ref, discussion_id),
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from pr_review_api.git.line_changes import line_changed
-from pr_review_api.model import Finding
+from pr_review_api.model import Finding, ReviewResult
 
 # A finding reported again after its line's text changed moved at most this many lines.
 NEAR_LINES = 3
@@ -69,6 +69,22 @@ class Anchor:
 
 
 @dataclass(frozen=True)
+class NewHead:
+    """A re-review's head as resolving reads it: the repository, the head, and what its
+    review reports (its findings' fingerprints, and its findings)."""
+
+    git_dir: Path
+    head_sha: str
+    reported: Collection[str]
+    findings: Sequence[Finding]
+
+    @classmethod
+    def of(cls, result: ReviewResult, git_dir: Path, reported: Collection[str]) -> NewHead:
+        """The head `result` reviewed, its fingerprints `reported`."""
+        return cls(git_dir, result.revisions.head_sha, reported, result.review.findings)
+
+
+@dataclass(frozen=True)
 class OpenThread(Generic[H]):
     """An unresolved thread of one of our findings, as `resolve_fixed_threads` reads it; `handle` is
     what its forge resolves it by."""
@@ -84,18 +100,16 @@ class OpenThread(Generic[H]):
 
 async def resolve_fixed_threads(
     threads: Iterable[OpenThread[H]],
-    git_dir: Path,
-    head_sha: str,
-    reported: Collection[str],
-    findings: Sequence[Finding],
+    new_head: NewHead,
     *,
     shown_as: Callable[[str], str],
     resolve: Callable[[H], Awaitable[bool | None]],
 ) -> int | None:
-    """Resolve the threads the new head fixed (module docstring) with the forge's `resolve`;
-    how many. `reported` are the new review's fingerprints, `findings` its findings. `resolve`
-    says None when the forge cannot resolve a thread at all: then, before any was resolved,
-    the answer is None."""
+    """Resolve the threads `new_head` fixed (module docstring) with the forge's `resolve`; how
+    many. `resolve` says None when the forge cannot resolve a thread at all: then, before any
+    was resolved, the answer is None."""
+    git_dir, head_sha = new_head.git_dir, new_head.head_sha
+    reported, findings = new_head.reported, new_head.findings
     resolved = 0
     for thread in threads:
         if thread.fingerprint in reported or thread.question_waits:
