@@ -43,7 +43,7 @@ from pr_review_api.github.threads import open_thread_matches
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import HeadKey
 from pr_review_api.model import Publication, PullRequestInfo, ReviewResult
-from pr_review_api.publishing.driver import ChangePublisher, ForgeSteps, PostRequest
+from pr_review_api.publishing.driver import ChangePublisher, ForgeSteps, PostRequest, published
 from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import Post, PriorState
 from pr_review_api.publishing.placement import Placement, carried
@@ -191,14 +191,7 @@ async def _edit_summary(  # noqa: PLR0913  (what the rewritten body is made of)
 
 
 def _published(review: PostWire, placement: Placement, shown: int) -> Publication:
-    return Publication(
-        status="published",
-        review_id=review.id,
-        url=review.html_url,
-        inline_comments=len(placement.inline),
-        body_findings=shown,
-        duplicates_skipped=placement.skipped,
-    )
+    return published(review.id, review.html_url, placement, shown)
 
 
 def _ref_of(info: PullRequestInfo, settings: Settings) -> PullRequestRef:
