@@ -41,11 +41,11 @@ def resolved_count(
     tmp_path: Path,
     reported: set[str],
     findings: list[Finding],
-) -> tuple[str, int | None]:
+) -> tuple[str, int]:
     fixed = mr.project.commit(FIXED, mr.head_sha, "fix")
     mr.project.set_merge_request_head(IID, fixed)  # pushed: the served repository has it
 
-    async def scenario() -> int | None:
+    async def scenario() -> int:
         async with client_of(fake, tmp_path) as client:
             new_head = NewHead(mr.project.bare, fixed, reported, findings)
             return await resolve_fixed(client, ref_of(fake), new_head)

@@ -34,8 +34,8 @@ async def resolve_fixed(
     number: int,
     new_head: NewHead,
 ) -> int | None:
-    """Resolve the threads of ours the new head fixed (module docstring); how many.
-    `new_head` is the head just reviewed, and what its review reports."""
+    """Resolve the review threads of ours that `new_head` fixed (module docstring); how many
+    (none when GitHub does not list them)."""
     try:
         login = await github.login()
         comments = {c.id: c for c in await review_comments(github, repository, number)}

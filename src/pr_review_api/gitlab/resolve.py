@@ -37,24 +37,21 @@ logger = logging.getLogger(__name__)
 MAX_THREADS = 100
 
 
-async def resolve_fixed(
-    gitlab: GitLabClient,
-    ref: MergeRequestRef,
-    new_head: NewHead,
-) -> int | None:
-    """Resolve the discussions of ours the new head fixed (module docstring); how many.
-    `new_head` is the head just reviewed, and what its review reports."""
+async def resolve_fixed(gitlab: GitLabClient, ref: MergeRequestRef, new_head: NewHead) -> int:
+    """Resolve our findings' discussions that `new_head` fixed (module docstring), the
+    `MAX_THREADS` most recent; how many (none when GitLab does not list them)."""
     try:
         username = await gitlab.username()
         discussions = await finding_discussions(gitlab, ref)
     except (GitLabUnavailable, PullRequestNotFound):
         return 0
-    return await resolve_fixed_threads(
+    resolved = await resolve_fixed_threads(
         (_open_thread(d, username) for d in discussions[-MAX_THREADS:] if _open(d)),
         new_head,
         shown_as=escape_inline,
         resolve=lambda discussion_id: _resolve(gitlab, ref, discussion_id),
     )
+    return resolved or 0  # GitLab's `resolve` never says it cannot resolve at all
 
 
 def _open(discussion: FindingDiscussion) -> bool:
