@@ -271,7 +271,7 @@ async def test_a_refused_port_is_gitea_unavailable() -> None:
 async def test_a_slow_answer_is_gitea_unavailable(
     fake_gitea: FakeGitea, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gitea_client, "REQUEST_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(gitea_client.GiteaClient, "request_timeout_seconds", 0.2)
     release = threading.Event()
 
     def route(fake, handler, record, repository, tail, body):  # type: ignore[no-untyped-def]

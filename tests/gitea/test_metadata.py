@@ -13,12 +13,12 @@ from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound
 from pr_review_api.fetch.metadata import (
     MAX_BODY_BYTES,
     MAX_LABELS,
+    MAX_METADATA_RESPONSE_BYTES,
     MAX_TITLE_CHARS,
     PullRequestMetadata,
 )
 from pr_review_api.gitea.metadata import (
     INVALID_METADATA,
-    MAX_METADATA_RESPONSE_BYTES,
     NO_MERGE_BASE,
     fetch_pull_request,
     parse_pull_request,

@@ -13,12 +13,7 @@ from typing import Any
 import pytest
 
 from pr_review_api.gitea.client import GiteaClient
-from pr_review_api.gitea.status import (
-    MAX_DESCRIPTION_CHARS,
-    PENDING_DESCRIPTION,
-    StatusReporter,
-    status_payload,
-)
+from pr_review_api.gitea.status import GITEA_STATUS, MAX_DESCRIPTION_CHARS, StatusReporter
 from pr_review_api.model import Coverage
 from pr_review_api.output.gate_outcome import (
     GateFinding,
@@ -26,6 +21,7 @@ from pr_review_api.output.gate_outcome import (
     review_outcome,
     skipped_outcome,
 )
+from pr_review_api.publishing.commit_status import RUNNING_DESCRIPTION
 from tests.conftest import GITEA_TOKEN
 from tests.fakes.gitea_reviews import GiteaWrites
 from tests.fakes.gitea_server import FakeGitea, PullFixture
@@ -84,7 +80,7 @@ def test_pending_then_failure_at_fail_on_with_our_review_linked(
     assert (first["status"], first["context"], first["description"]) == (
         "pending",
         "pr-review",
-        PENDING_DESCRIPTION,
+        RUNNING_DESCRIPTION,
     )
     assert (last["status"], last["context"]) == ("failure", "pr-review")
     assert last["description"] == outcome.brief
@@ -140,7 +136,7 @@ def test_an_unreachable_gitea_does_not_fail_the_review(fake_gitea: FakeGitea) ->
 
 
 def test_the_description_is_one_line_of_bounded_size() -> None:
-    payload = status_payload("success", "a\nb\x1b[31m " + "x" * 400, "u" * 3000)
+    payload = GITEA_STATUS.payload("success", "a\nb\x1b[31m " + "x" * 400, "u" * 3000)
     assert payload["description"].startswith("a b [31m x")
     assert len(payload["description"]) == MAX_DESCRIPTION_CHARS
     assert payload["description"].endswith("…")

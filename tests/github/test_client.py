@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
+from pr_review_api.fetch.metadata import MAX_METADATA_RESPONSE_BYTES
 from pr_review_api.github import client as github
 from pr_review_api.github.client import GitHubClient, fetch_metadata
 from pr_review_api.github.urls import parse_pull_request_url
@@ -208,7 +209,7 @@ async def test_oversized_streamed_response_is_cut_off(fake_github: FakeGitHub) -
             await fetch_metadata(
                 pull_ref(fake_github), fake_github.settings(Path("unused")), client
             )
-    assert len(sent) <= github.MAX_METADATA_RESPONSE_BYTES // 65536 + 2
+    assert len(sent) <= MAX_METADATA_RESPONSE_BYTES // 65536 + 2
 
 
 @pytest.mark.anyio
@@ -336,7 +337,7 @@ async def test_gzip_bomb_in_metadata_stays_within_the_provider_bound(
             tracemalloc.stop()
     # Before the shared reader, httpx's decoder inflated each chunk whole: about 142 MiB.
     assert peak < SHARED_BOMB_PEAK_BOUND
-    assert peak < 4 * github.MAX_METADATA_RESPONSE_BYTES
+    assert peak < 4 * MAX_METADATA_RESPONSE_BYTES
 
 
 @pytest.mark.anyio

@@ -346,7 +346,7 @@ async def test_a_refused_port_is_gitlab_unavailable(tmp_path: Path) -> None:
 async def test_a_slow_answer_is_gitlab_unavailable(
     fake_gitlab: FakeGitLab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gitlab_client, "REQUEST_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(gitlab_client.GitLabClient, "request_timeout_seconds", 0.2)
     fake_gitlab.project(PATH)
     fake_gitlab.routes.append(_route([], {}, delay=2.0))
     url = mr_api_url(fake_gitlab).split("/merge_requests")[0] + "/odd"

@@ -15,6 +15,7 @@ import pytest
 
 from pr_review_api.gitlab.resolve import resolve_fixed
 from pr_review_api.model import Finding
+from pr_review_api.publishing.threads import NewHead
 from tests import builders
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.gitlab_threads import FakeThreads
@@ -46,9 +47,8 @@ def resolved_count(
 
     async def scenario() -> int:
         async with client_of(fake, tmp_path) as client:
-            return await resolve_fixed(
-                client, ref_of(fake), mr.project.bare, fixed, reported, findings
-            )
+            new_head = NewHead(mr.project.bare, fixed, reported, findings)
+            return await resolve_fixed(client, ref_of(fake), new_head)
 
     return fixed, asyncio.run(scenario())
 

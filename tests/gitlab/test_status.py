@@ -13,12 +13,7 @@ from pathlib import Path
 import pytest
 
 from pr_review_api.gitlab.client import GitLabClient
-from pr_review_api.gitlab.status import (
-    MAX_DESCRIPTION_CHARS,
-    RUNNING_DESCRIPTION,
-    StatusReporter,
-    description_text,
-)
+from pr_review_api.gitlab.status import GITLAB_STATUS, MAX_DESCRIPTION_CHARS, StatusReporter
 from pr_review_api.gitlab.urls import parse_merge_request_url
 from pr_review_api.model import Coverage
 from pr_review_api.output.gate_outcome import (
@@ -28,6 +23,7 @@ from pr_review_api.output.gate_outcome import (
     review_outcome,
     skipped_outcome,
 )
+from pr_review_api.publishing.commit_status import RUNNING_DESCRIPTION
 from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.gitlab_statuses import FakeStatuses
@@ -209,6 +205,11 @@ def test_a_long_description_is_cut_to_255_and_a_long_url_left_out(
     assert len(attempt.payload["description"]) == MAX_DESCRIPTION_CHARS
     assert attempt.payload["description"].endswith("…")
     assert "target_url" not in attempt.payload
+
+
+def description_text(text: str) -> str:
+    description: str = GITLAB_STATUS.payload("success", text, None)["description"]
+    return description
 
 
 def test_description_text_is_one_clean_line_of_at_most_255() -> None:

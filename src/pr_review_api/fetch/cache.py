@@ -2,9 +2,9 @@
 
 Every forge fetches a change into it: a `Remote` says where the change's commits come from
 (its cache key's text, git URL, head ref and git configuration) and in whose words a failure
-is told. github/checkout.py (`open_pull_request`) and gitlab/checkout.py (`open_merge_request`)
-read the change's metadata, make its remote and pin its two commits here; the repository stays
-protected from eviction until their context exits.
+is told. Each forge's checkout (github/checkout.py, and through `ChangeOpener` gitlab/ and
+gitea/'s) reads the change's metadata, makes its remote and pins its two commits here; the
+repository stays protected from eviction until their context exits.
 
 The folders and locks under PR_REVIEW_CACHE_DIR are named in `cache_layout`. A repository's key
 is a hash of the remote's key text (its forge's server and repository, lower-cased where the
@@ -31,10 +31,13 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import SecretStr
 
 from pr_review_api.cache_layout import (
     CacheLayout,
@@ -57,6 +60,8 @@ from pr_review_api.fetch.remote import (
     Remote,
 )
 from pr_review_api.git_runner import GitError, is_sha, run_git
+from pr_review_api.http.api_client import lent_or_own
+from pr_review_api.http.origin_client import OriginClient
 from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
 
@@ -401,3 +406,42 @@ async def pinned_remote(
     prepare = functools.partial(RepositoryCache(settings).prepare_remote, remote, metadata)
     async with pinned_change(prepare, info, metadata) as prepared:
         yield prepared
+
+
+class _ChangeRef(Protocol):
+    """A forge's reference to one change, as opening it needs it."""
+
+    @property
+    def info(self) -> PullRequestInfo: ...
+
+
+F = TypeVar("F", bound=_ChangeRef)
+C = TypeVar("C", bound=OriginClient[Any])
+
+
+@dataclass(frozen=True)
+class ChangeOpener(Generic[F, C]):
+    """How a token forge's change is opened, in its own functions: its URL parsed
+    (`parse(url, settings)`), its client made (`client(settings)`), its metadata read
+    (`metadata(ref, settings, client)`) and its remote made (`remote(ref, settings, token)`)."""
+
+    parse: Callable[[str, Settings], F]
+    client: Callable[[Settings], C]
+    metadata: Callable[[F, Settings, C], Awaitable[PullRequestMetadata]]
+    remote: Callable[[F, Settings, SecretStr | None], Remote]
+
+    @asynccontextmanager
+    async def open(
+        self, url: str, settings: Settings, client: C | None = None
+    ) -> AsyncIterator[PreparedChange]:
+        """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit.
+
+        `client` is the API client of the review's identity (None: a short-lived one with the
+        forge's token setting); git fetches with the same token."""
+        ref = self.parse(url, settings)
+        async with lent_or_own(client, lambda: self.client(settings)) as own:
+            metadata = await self.metadata(ref, settings, own)
+            token = own.token
+        remote = self.remote(ref, settings, token)
+        async with pinned_remote(settings, remote, ref.info, metadata) as prepared:
+            yield prepared

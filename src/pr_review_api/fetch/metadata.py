@@ -2,7 +2,10 @@
 
 The SHAs must be full lower-case hex, the base branch a name `git check-ref-format --branch`
 accepts (and no option); the title, body, author and labels are cut to the bounds here.
-github/metadata.py and gitlab/metadata.py read their forge's document into it.
+github/, gitlab/ and gitea/'s `metadata` read their forge's document into it (`read_change`:
+a validation error quotes the body, so it is never chained). A pull request's document is
+one shape on GitHub and Gitea (Gitea's REST API follows GitHub's): `PullWire` holds the
+fields both send alike, and each forge's subclass adds its own.
 """
 
 from __future__ import annotations
@@ -11,7 +14,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import islice
+from typing import Annotated, TypeVar
 
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+
+from pr_review_api.errors import ReviewError
 from pr_review_api.jsonutil import truncate_utf8
 
 MAX_BRANCH_BYTES = 1024
@@ -20,6 +27,11 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_LOGIN_CHARS = 256
 MAX_LABELS = 100
 MAX_LABEL_CHARS = 256
+MAX_METADATA_RESPONSE_BYTES = 1024 * 1024  # decoded; the description is the large part
+
+# A full lower-case SHA-1: the cache holds SHA-1 repositories (a SHA-256 one's 64 are refused).
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
+W = TypeVar("W", bound=BaseModel)
 
 _BRANCH_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 
@@ -88,3 +100,67 @@ def bounded_metadata(  # noqa: PLR0913  (a change's fields, each as its forge's 
         draft=draft,
         diff_base_sha=diff_base_sha,
     )
+
+
+def read_change(data: bytes, wire: type[W], invalid: ReviewError) -> W:
+    """A forge's change document read as `wire`, or `invalid` (never chained: a validation
+    error quotes the body)."""
+    try:
+        return wire.model_validate_json(data)
+    except ValidationError:
+        raise invalid from None
+
+
+class HeadWire(BaseModel):
+    """A pull request's head: its commit."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    sha: Sha
+
+
+class BranchWire(HeadWire):
+    """A pull request's base (or head): its branch too."""
+
+    ref: str
+
+
+class UserWire(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    login: str = ""
+
+
+class PullWire(BaseModel):
+    """The fields of a pull request's document that GitHub and Gitea send alike; a forge's
+    subclass adds its labels and whatever else it reads."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    number: int
+    title: str
+    body: str | None = None
+    user: UserWire | None = None
+    draft: bool | None = None
+    base: BranchWire
+    head: HeadWire
+
+    def is_of(self, number: int) -> bool:
+        """Whether this is the pull request `number`, on a base branch git accepts."""
+        return self.number == number and is_valid_branch_name(self.base.ref)
+
+    def metadata(
+        self, labels: Iterable[str], diff_base_sha: str | None = None
+    ) -> PullRequestMetadata:
+        """The pull request's metadata, with its forge's `labels` and merge base."""
+        return bounded_metadata(
+            base_sha=self.base.sha,
+            head_sha=self.head.sha,
+            base_ref=self.base.ref,
+            title=self.title,
+            body=self.body,
+            author=self.user.login if self.user else "",
+            labels=labels,
+            draft=bool(self.draft),
+            diff_base_sha=diff_base_sha,
+        )

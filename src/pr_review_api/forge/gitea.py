@@ -43,6 +43,7 @@ from pr_review_api.permissions import PermissionCache
 from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.markers import marked_heads, shown_title
+from pr_review_api.publishing.threads import NewHead
 from pr_review_api.settings import Settings
 
 HISTORY_FAILURES = (PublishFailure, GiteaUnavailable, PullRequestNotFound)
@@ -141,11 +142,10 @@ class GiteaForge(ChangeForge):
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
-        head, findings = result.revisions.head_sha, result.review.findings
         ref = self._ref(info)
         try:
             comments = (await read_history(self.gitea, ref)).comments
         except HISTORY_FAILURES:
             return 0
-        reported = await self.reported_fingerprints(result, git_dir)
-        return await resolve_fixed(self.gitea, ref, git_dir, head, comments, reported, findings)
+        new_head = NewHead.of(result, git_dir, await self.reported_fingerprints(result, git_dir))
+        return await resolve_fixed(self.gitea, ref, comments, new_head)

@@ -40,6 +40,7 @@ from pr_review_api.model import Forge, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
+from pr_review_api.publishing.threads import NewHead
 from pr_review_api.settings import Settings
 
 
@@ -148,12 +149,9 @@ class GitHubForge(ChangeForge):
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
-        head, findings = result.revisions.head_sha, result.review.findings
-        reported = await self.reported_fingerprints(result, git_dir)
+        new_head = NewHead.of(result, git_dir, await self.reported_fingerprints(result, git_dir))
         repository = Repository(info.owner, info.repo)
-        return await resolve_fixed(
-            self.github, repository, info.number, git_dir, head, reported, findings
-        )
+        return await resolve_fixed(self.github, repository, info.number, new_head)
 
 
 def _fingerprint(comment: ReviewComment) -> str:

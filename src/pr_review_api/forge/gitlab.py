@@ -48,6 +48,7 @@ from pr_review_api.model import Forge, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
 from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
+from pr_review_api.publishing.threads import NewHead
 from pr_review_api.settings import Settings
 
 
@@ -143,6 +144,5 @@ class GitLabForge(ChangeForge):
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
-        head, findings = result.revisions.head_sha, result.review.findings
-        reported = await self.reported_fingerprints(result, git_dir)
-        return await resolve_fixed(self.gitlab, _ref(info), git_dir, head, reported, findings)
+        new_head = NewHead.of(result, git_dir, await self.reported_fingerprints(result, git_dir))
+        return await resolve_fixed(self.gitlab, _ref(info), new_head)

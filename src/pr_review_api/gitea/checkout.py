@@ -11,20 +11,17 @@ entry with another forge's.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Final
 
 from pydantic import SecretStr
 
 from pr_review_api.errors import GiteaUnavailable
-from pr_review_api.fetch.cache import PreparedChange, pinned_remote
+from pr_review_api.fetch.cache import ChangeOpener
 from pr_review_api.fetch.remote import ForgeWords, Remote
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.git_http import fetch_config
 from pr_review_api.gitea.metadata import fetch_pull_request
 from pr_review_api.gitea.urls import PullRequestRef, parse_pull_request_url
-from pr_review_api.http.api_client import lent_or_own
 from pr_review_api.settings import Settings
 
 GITEA_WORDS: Final = ForgeWords("Gitea", "pull request", GiteaUnavailable)
@@ -44,19 +41,8 @@ def pull_request_remote(ref: PullRequestRef, settings: Settings, token: SecretSt
     )
 
 
-@asynccontextmanager
-async def open_pull_request(
-    url: str, settings: Settings, gitea: GiteaClient | None = None
-) -> AsyncIterator[PreparedChange]:
-    """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit.
-
-    `gitea` is the API client of the review's identity (None: a short-lived one with
-    `GITEA_TOKEN`); git fetches with the same token.
-    """
-    ref = parse_pull_request_url(url, settings)
-    async with lent_or_own(gitea, lambda: GiteaClient(settings)) as client:
-        metadata = await fetch_pull_request(ref, settings, client)
-        token = client.token
-    remote = pull_request_remote(ref, settings, token)
-    async with pinned_remote(settings, remote, ref.info, metadata) as prepared:
-        yield prepared
+# Opening a Gitea pull request: `open_pull_request(url, settings, gitea=None)`.
+OPENER: ChangeOpener[PullRequestRef, GiteaClient] = ChangeOpener(
+    parse_pull_request_url, GiteaClient, fetch_pull_request, pull_request_remote
+)
+open_pull_request = OPENER.open

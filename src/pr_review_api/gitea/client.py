@@ -22,14 +22,14 @@ import re
 from typing import Annotated, Any, ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, SecretStr, StringConstraints
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from pr_review_api.errors import (
     ConfigurationError,
     GiteaUnavailable,
     ReviewError,
 )
-from pr_review_api.http.origin_client import UNSET, ApiResponse, OriginClient, RefusalWords, Unset
+from pr_review_api.http.origin_client import ApiResponse, Endpoints, OriginClient, RefusalWords
 from pr_review_api.settings import Settings
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # decoded; a page of 50 comments with long bodies fits
@@ -80,27 +80,15 @@ class GiteaClient(OriginClient[GiteaResponse]):
     response_type: ClassVar[type[GiteaResponse]] = GiteaResponse
     forbidden_hides: ClassVar[bool] = False
     max_response_bytes: ClassVar[int] = MAX_RESPONSE_BYTES
+    request_timeout_seconds: ClassVar[float] = REQUEST_TIMEOUT_SECONDS
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        token: SecretStr | Unset | None = UNSET,
-        transport: httpx.AsyncBaseTransport | None = None,
-        max_connections: int | None = None,
-    ) -> None:
+    _login: str | None = None  # asked once
+
+    def _endpoints(self, settings: Settings) -> Endpoints:
         server, api_base = settings.gitea_server_url, settings.gitea_api_base
         if server is None or api_base is None:
             raise ConfigurationError(NOT_CONFIGURED_MESSAGE)
-        super().__init__(settings, transport=transport, max_connections=max_connections)
-        self._token = settings.gitea_token if isinstance(token, Unset) else token
-        self._api_base = api_base
-        self._origins = (httpx.URL(api_base), httpx.URL(server))
-        self._login: str | None = None
-
-    def api_url(self, path: str) -> str:
-        """`GITEA_API_URL` + `path` (which starts with `/`)."""
-        return self._api_base + path
+        return Endpoints(settings.gitea_token, api_base, server)
 
     def is_gitea_url(self, url: httpx.URL) -> bool:
         """Whether `url` is on one of the two origins the token may reach."""
@@ -108,12 +96,6 @@ class GiteaClient(OriginClient[GiteaResponse]):
 
     def _token_header(self, token: str) -> tuple[str, str]:
         return "Authorization", f"token {token}"
-
-    def _request_timeout(self) -> float:
-        return REQUEST_TIMEOUT_SECONDS
-
-    def _user_url(self) -> str:
-        return self.api_url("/user")
 
     async def paginated(self, url: str, *, max_pages: int) -> tuple[list[Any], bool]:
         """The items of a listing, `PAGE_LIMIT` a page, for at most `max_pages` pages.

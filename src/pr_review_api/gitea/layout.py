@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from pr_review_api.gitea.markdown import code_text, escape, escape_inline
 from pr_review_api.model import ReviewResult
-from pr_review_api.publishing.layout import Layout, render_body, render_comment, render_short_body
+from pr_review_api.publishing.layout import (
+    REVIEW_WORDS,
+    Layout,
+    render_body,
+    render_comment,
+    render_short_body,
+)
 from pr_review_api.publishing.placement import Placed, Placement
 
 # Gitea keeps a review's body as TEXT with no limit of its own; escaped model text grows up to
@@ -30,9 +36,7 @@ GITEA_LAYOUT = Layout(
     escape,
     escape_inline,
     MAX_BODY_CHARS,
-    post="review",
-    inline_where="inline on the diff",
-    skipped_when="on an earlier head",
+    REVIEW_WORDS,
     committable_block=_not_committable,
     raw=code_text,
     drop_blank_notes=True,

@@ -55,7 +55,7 @@ from pr_review_api.model import (
     Publication,
     ReviewResult,
 )
-from pr_review_api.publishing.driver import ChangePublisher, ForgeSteps, PostRequest
+from pr_review_api.publishing.driver import ChangePublisher, ForgeSteps, PostRequest, published
 from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import PriorState
 from pr_review_api.publishing.placement import Placed, Placement, carried, moved_to_body
@@ -108,24 +108,11 @@ class _GiteaSteps(ForgeSteps[PullRequestRef, GiteaClient]):
         first = request.state.summary
         if first is not None and not placement.inline and not placement.body:
             # Nothing new, and no body to edit: our first review stands for this head.
-            publication = Publication(
-                status="published",
-                review_id=first.review_id,
-                url=first.url,
-                duplicates_skipped=placement.skipped,
-            )
-            return publication, matched
+            return published(first.review_id, first.url, placement, 0), matched
         render = render_review_body if first is None else render_later_body
         created, placement = await _post_review(result, self.ref, self.client, placement, render)
         _, shown = await asyncio.to_thread(render, result, placement)
-        publication = Publication(
-            status="published",
-            review_id=created.id,
-            url=created.html_url,
-            inline_comments=len(placement.inline),
-            body_findings=shown,
-            duplicates_skipped=placement.skipped,
-        )
+        publication = published(created.id, created.html_url, placement, shown)
         return publication, [*carried(placement, shown), *matched]
 
 

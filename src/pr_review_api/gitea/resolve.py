@@ -16,19 +16,15 @@ request: then nothing is resolved and `publication.resolved` stays unset. At mos
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Collection, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 from pr_review_api.errors import GiteaUnavailable
-from pr_review_api.git.line_changes import line_changed
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.history import FindingComment
 from pr_review_api.gitea.markdown import escape_inline
 from pr_review_api.gitea.urls import PullRequestRef
-from pr_review_api.model import Finding
-from pr_review_api.publishing.threads import same_finding
+from pr_review_api.publishing.threads import Anchor, NewHead, OpenThread, resolve_fixed_threads
 
 logger = logging.getLogger(__name__)
 
@@ -39,48 +35,43 @@ NO_ENDPOINT = (404, 405)
 async def resolve_fixed(
     gitea: GiteaClient,
     ref: PullRequestRef,
-    git_dir: Path,
-    head_sha: str,
     comments: Sequence[FindingComment],
-    reported: Collection[str],
-    findings: Sequence[Finding],
+    new_head: NewHead,
 ) -> int | None:
     """Resolve the comments of ours the new head fixed (module docstring): how many, or None
     when the server cannot resolve a comment through its API."""
-    resolved = 0
-    for comment in comments[-MAX_COMMENTS:]:
-        if comment.resolved or comment.fingerprint in reported:
-            continue
-        if any(
-            same_finding(f, comment.path, comment.line, comment.body, shown_as=escape_inline)
-            for f in findings
-        ):
-            continue
-        if not await asyncio.to_thread(_line_changed, git_dir, comment, head_sha):
-            continue
-        answer = await _resolve(gitea, ref, comment.id)
-        if answer in NO_ENDPOINT and resolved == 0:
-            logger.info("this Gitea server cannot resolve a comment through its API")
-            return None
-        resolved += answer == 204 or 200 <= answer < 300
+    resolved = await resolve_fixed_threads(
+        (_open_thread(comment) for comment in comments[-MAX_COMMENTS:] if not comment.resolved),
+        new_head,
+        shown_as=escape_inline,
+        resolve=lambda comment_id: _resolve(gitea, ref, comment_id),
+    )
+    if resolved is None:
+        logger.info("this Gitea server cannot resolve a comment through its API")
     return resolved
 
 
-def _line_changed(git_dir: Path, comment: FindingComment, head_sha: str) -> bool:
-    if comment.posted_on is None or comment.line is None:
-        return False
-    return line_changed(git_dir, comment.path, comment.line, comment.posted_on, head_sha)
+def _open_thread(comment: FindingComment) -> OpenThread[int]:
+    """The comment as the rule reads it: Gitea never moves its line, and no reply of someone
+    else keeps it open."""
+    anchor = Anchor.of(comment.path, comment.line, comment.posted_on)
+    return OpenThread(
+        comment.id, comment.fingerprint, comment.path, comment.line, comment.body, anchor
+    )
 
 
-async def _resolve(gitea: GiteaClient, ref: PullRequestRef, comment_id: int) -> int:
-    """Gitea's status for the request (0: Gitea out of reach)."""
+async def _resolve(gitea: GiteaClient, ref: PullRequestRef, comment_id: int) -> bool | None:
+    """Whether Gitea resolved the comment; None when the server has no such endpoint."""
     try:
         response = await gitea.request(
             "POST", ref.repo_api_url(f"/pulls/comments/{comment_id}/resolve")
         )
     except GiteaUnavailable:
         logger.info("a fixed comment could not be resolved")
-        return 0
+        return False
+    if response.status in NO_ENDPOINT:
+        return None
     if not 200 <= response.status < 300:
         logger.info("Gitea refused to resolve a fixed comment (%d)", response.status)
-    return response.status
+        return False
+    return True

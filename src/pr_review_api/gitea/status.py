@@ -24,52 +24,26 @@ to `MAX_DESCRIPTION_CHARS`. Gitea's answers, none of which fails the review:
 
 from __future__ import annotations
 
-from typing import Any
-
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.urls import PullRequestRef
-from pr_review_api.output.gate_outcome import CheckOutcome, Conclusion
-from pr_review_api.publishing.commit_status import CommitStatus, StatusWords, one_line
+from pr_review_api.publishing.commit_status import CommitStatus, ForgeStatus
 
-STATUS_CONTEXT = "pr-review"
 MAX_DESCRIPTION_CHARS = 255  # one line on Gitea's status list; GitLab keeps as much
 MAX_TARGET_URL_CHARS = 2048
-PENDING_DESCRIPTION = "pr-review is reviewing this head."
 # Gitea has no neutral state (see the module doc): the description says which outcome it is.
-STATE: dict[Conclusion, str] = {
-    "success": "success",
-    "failure": "failure",
-    "neutral": "success",
-    "timed_out": "failure",
-    "action_required": "failure",
-}
-GITEA_STATUS = StatusWords("Gitea", "a token without write access to the code")
+GITEA_STATUS = ForgeStatus(
+    "Gitea",
+    "a token without write access to the code",
+    name_field="context",
+    running="pending",
+    failed="failure",
+    max_description_chars=MAX_DESCRIPTION_CHARS,
+    max_target_url_chars=MAX_TARGET_URL_CHARS,
+)
 
 
-def status_payload(state: str, description: str, target_url: str | None) -> dict[str, Any]:
-    """The request's body: the description one bounded line; a target URL too long to be a
-    link is left out."""
-    payload: dict[str, Any] = {
-        "state": state,
-        "context": STATUS_CONTEXT,
-        "description": one_line(description, MAX_DESCRIPTION_CHARS),
-    }
-    if target_url and len(target_url) <= MAX_TARGET_URL_CHARS:
-        payload["target_url"] = target_url
-    return payload
-
-
-class StatusReporter:
+class StatusReporter(CommitStatus):
     """The `pr-review` commit status on one head of a pull request (see the module doc)."""
 
     def __init__(self, gitea: GiteaClient, ref: PullRequestRef, head_sha: str) -> None:
-        self.status = CommitStatus(gitea, ref.repo_api_url(f"/statuses/{head_sha}"), GITEA_STATUS)
-
-    async def start(self) -> None:
-        """The status `pending`."""
-        await self.status.post(status_payload("pending", PENDING_DESCRIPTION, None))
-
-    async def complete(self, outcome: CheckOutcome, review_url: str | None = None) -> None:
-        """The status of `outcome`, linking our review when known."""
-        description = outcome.brief or outcome.title
-        await self.status.post(status_payload(STATE[outcome.conclusion], description, review_url))
+        super().__init__(gitea, ref.repo_api_url(f"/statuses/{head_sha}"), GITEA_STATUS)

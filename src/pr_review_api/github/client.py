@@ -29,7 +29,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from pr_review_api.errors import GitHubUnavailable, PullRequestNotFound
-from pr_review_api.fetch.metadata import PullRequestMetadata
+from pr_review_api.fetch.metadata import MAX_METADATA_RESPONSE_BYTES, PullRequestMetadata
 from pr_review_api.github.credentials import Credentials, credentials_for
 from pr_review_api.github.metadata import parse_metadata
 from pr_review_api.github.urls import (
@@ -45,7 +45,6 @@ from pr_review_api.http.body import bounded_decimal
 from pr_review_api.jsonutil import dumps_compact
 from pr_review_api.settings import Settings
 
-MAX_METADATA_RESPONSE_BYTES = 1024 * 1024  # decoded; GitHub's body limit is 65,536 characters
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # any other API answer (a page of reviews or comments)
 METADATA_TIMEOUT_SECONDS = 30.0
 MAX_REDIRECTS = 3

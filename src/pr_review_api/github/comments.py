@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.permissions import PermissionCache
-from pr_review_api.publishing.markers import answered_in, finding_in, shown_title
+from pr_review_api.publishing.markers import MarkedPost
 
 logger = logging.getLogger(__name__)
 
@@ -40,13 +40,12 @@ class _User(BaseModel):
     login: Annotated[str, StringConstraints(min_length=1, max_length=100)]
 
 
-class ReviewComment(BaseModel):
+class ReviewComment(MarkedPost):
     """A review comment as GitHub lists it (the fields the comments seam reads)."""
 
     model_config = ConfigDict(extra="ignore")
 
     id: int
-    body: str = ""
     user: _User | None = None
     in_reply_to_id: int | None = None
     path: str | None = None
@@ -58,17 +57,6 @@ class ReviewComment(BaseModel):
     @property
     def author(self) -> str | None:
         return None if self.user is None else self.user.login
-
-    def finding_fingerprint(self) -> str | None:
-        return finding_in(self.body)
-
-    def answers(self) -> set[int]:
-        return answered_in(self.body)
-
-    def finding_title(self) -> str:
-        """The finding's title as our comment's first line shows it (`**sev** · title`),
-        our escaping undone (backslashes, word joiners)."""
-        return shown_title(self.body)
 
 
 class _PermissionWire(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pr_review_api.model import ReviewResult
 from pr_review_api.output.inert_markdown import code_block, escape, escape_inline
-from pr_review_api.publishing.layout import Layout, render_body
+from pr_review_api.publishing.layout import REVIEW_WORDS, Layout, render_body
 from pr_review_api.publishing.layout import render_short_body as render_short
 from pr_review_api.publishing.placement import Placed, Placement
 
@@ -21,13 +21,7 @@ def _github_block(placed: Placed) -> str | None:
 
 
 GITHUB_LAYOUT = Layout(
-    escape,
-    escape_inline,
-    MAX_BODY_CHARS,
-    post="review",
-    inline_where="inline on the diff",
-    skipped_when="on an earlier head",
-    committable_block=_github_block,
+    escape, escape_inline, MAX_BODY_CHARS, REVIEW_WORDS, committable_block=_github_block
 )
 
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.github.client import GitHubClient
 from pr_review_api.github.comments import Repository
-from pr_review_api.github.history import GITHUB_PUBLISH, MAX_LIST_PAGES, PostWire, prior_state
+from pr_review_api.github.history import MAX_LIST_PAGES, PostWire, prior_state
 from pr_review_api.github.layout import render_review_body, render_short_body
 from pr_review_api.github.review_requests import post_review, send_review
 from pr_review_api.github.summary import updated_body
@@ -43,8 +43,8 @@ from pr_review_api.github.threads import open_thread_matches
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.ledger import HeadKey
 from pr_review_api.model import Publication, PullRequestInfo, ReviewResult
-from pr_review_api.publishing.driver import ChangePublisher, ForgeSteps, PostRequest
-from pr_review_api.publishing.failures import PublishFailure, status_failure
+from pr_review_api.publishing.driver import ChangePublisher, ForgeSteps, PostRequest, published
+from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.markers import Post, PriorState
 from pr_review_api.publishing.placement import Placement, carried
 from pr_review_api.settings import Settings
@@ -109,11 +109,9 @@ async def _first_review(
 ) -> tuple[Publication, list[str]]:
     """Our first review on the pull request, in full; the publication and the fingerprints
     it carries."""
-    status, created, placement = await post_review(
+    created, placement = await post_review(
         result, ref, github, placement, render_review_body, deadline=deadline
     )
-    if created is None or status not in (200, 201):
-        raise status_failure(status, "publish the review", GITHUB_PUBLISH)
     _, shown = await asyncio.to_thread(render_review_body, result, placement)
     return _published(created, placement, shown), carried(placement, shown)
 
@@ -133,11 +131,9 @@ async def _later_review(
     head instead, so that it is never reviewed twice."""
     created: PostWire | None = None
     if placement.inline or placement.body:
-        status, created, placement = await post_review(
+        created, placement = await post_review(
             result, ref, github, placement, render_short_body, deadline=deadline
         )
-        if created is None or status not in (200, 201):
-            raise status_failure(status, "publish the review", GITHUB_PUBLISH)
     edited = await _edit_summary(
         result,
         ref,
@@ -151,11 +147,9 @@ async def _later_review(
     if created is None and edited is not None:
         return _published(edited, placement, 0), []
     if created is None:  # GitHub did not take the rewrite: a short review marks the head
-        status, created, placement = await post_review(
+        created, placement = await post_review(
             result, ref, github, placement, render_short_body, deadline=deadline
         )
-        if created is None or status not in (200, 201):
-            raise status_failure(status, "publish the review", GITHUB_PUBLISH)
     _, shown = await asyncio.to_thread(render_short_body, result, placement)
     return _published(created, placement, shown), carried(placement, shown)
 
@@ -191,14 +185,7 @@ async def _edit_summary(  # noqa: PLR0913  (what the rewritten body is made of)
 
 
 def _published(review: PostWire, placement: Placement, shown: int) -> Publication:
-    return Publication(
-        status="published",
-        review_id=review.id,
-        url=review.html_url,
-        inline_comments=len(placement.inline),
-        body_findings=shown,
-        duplicates_skipped=placement.skipped,
-    )
+    return published(review.id, review.html_url, placement, shown)
 
 
 def _ref_of(info: PullRequestInfo, settings: Settings) -> PullRequestRef:

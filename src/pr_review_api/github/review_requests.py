@@ -18,12 +18,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from pr_review_api.github.client import GitHubClient, is_rate_limited, rate_limit_wait
-from pr_review_api.github.history import PostWire
+from pr_review_api.github.history import GITHUB_PUBLISH, PostWire
 from pr_review_api.github.layout import GITHUB_LAYOUT
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.http.api_client import rate_limit_pause
 from pr_review_api.model import ReviewResult
-from pr_review_api.publishing.failures import PublishFailure
+from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.layout import render_comment
 from pr_review_api.publishing.placement import Placed, Placement, moved_to_body
 
@@ -69,9 +69,9 @@ async def post_review(
     render: Render,
     *,
     deadline: float,
-) -> tuple[int, PostWire | None, Placement]:
-    """Post the review (one more attempt, every finding in the body, after a 422): GitHub's
-    status, the review created, and the placement it was posted with."""
+) -> tuple[PostWire, Placement]:
+    """Post the review (one more attempt, every finding in the body, after a 422): the review
+    created, and the placement it was posted with; GitHub's refusal is a `PublishFailure`."""
     # Rendering escapes up to megabytes of model text: on a worker thread, off the event loop.
     url = ref.api_url(github.settings, "/reviews")
     payload = await asyncio.to_thread(_payload, result, placement, render)
@@ -82,7 +82,9 @@ async def post_review(
         placement = moved_to_body(placement, [], placement.inline)
         payload = await asyncio.to_thread(_payload, result, placement, render)
         status, created = await send_review(github, "POST", url, payload, deadline=deadline)
-    return status, created, placement
+    if created is None or status not in (200, 201):
+        raise status_failure(status, "publish the review", GITHUB_PUBLISH)
+    return created, placement
 
 
 def _payload(result: ReviewResult, placement: Placement, render: Render) -> dict[str, Any]:

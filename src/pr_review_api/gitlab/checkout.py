@@ -11,20 +11,17 @@ repository.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Final
 
 from pydantic import SecretStr
 
 from pr_review_api.errors import GitLabUnavailable
-from pr_review_api.fetch.cache import PreparedChange, pinned_remote
+from pr_review_api.fetch.cache import ChangeOpener
 from pr_review_api.fetch.remote import ForgeWords, Remote
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.git_http import fetch_config
 from pr_review_api.gitlab.metadata import fetch_merge_request
 from pr_review_api.gitlab.urls import MergeRequestRef, parse_merge_request_url
-from pr_review_api.http.api_client import lent_or_own
 from pr_review_api.settings import Settings
 
 GITLAB_WORDS: Final = ForgeWords("GitLab", "merge request", GitLabUnavailable)
@@ -46,19 +43,8 @@ def merge_request_remote(
     )
 
 
-@asynccontextmanager
-async def open_merge_request(
-    url: str, settings: Settings, gitlab: GitLabClient | None = None
-) -> AsyncIterator[PreparedChange]:
-    """Parse the URL, read the metadata, fetch and pin both commits; hold them until exit.
-
-    `gitlab` is the API client of the review's identity (None: a short-lived one with
-    `GITLAB_TOKEN`); git fetches with the same token.
-    """
-    ref = parse_merge_request_url(url, settings)
-    async with lent_or_own(gitlab, lambda: GitLabClient(settings)) as client:
-        metadata = await fetch_merge_request(ref, settings, client)
-        token = client.token
-    remote = merge_request_remote(ref, settings, token)
-    async with pinned_remote(settings, remote, ref.info, metadata) as prepared:
-        yield prepared
+# Opening a merge request: `open_merge_request(url, settings, gitlab=None)`.
+OPENER: ChangeOpener[MergeRequestRef, GitLabClient] = ChangeOpener(
+    parse_merge_request_url, GitLabClient, fetch_merge_request, merge_request_remote
+)
+open_merge_request = OPENER.open

@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, SecretStr, StringConstraints
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from pr_review_api.errors import GitLabUnavailable, ReviewError
 from pr_review_api.http.body import bounded_decimal
-from pr_review_api.http.origin_client import UNSET, ApiResponse, OriginClient, RefusalWords, Unset
+from pr_review_api.http.origin_client import ApiResponse, Endpoints, OriginClient, RefusalWords
 from pr_review_api.settings import Settings
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # decoded; a page of 100 notes with long bodies fits
@@ -68,23 +68,14 @@ class GitLabClient(OriginClient[GitLabResponse]):
     response_type: ClassVar[type[GitLabResponse]] = GitLabResponse
     forbidden_hides: ClassVar[bool] = True  # a read's 403: not visible to this token
     max_response_bytes: ClassVar[int] = MAX_RESPONSE_BYTES
+    request_timeout_seconds: ClassVar[float] = REQUEST_TIMEOUT_SECONDS
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        token: SecretStr | Unset | None = UNSET,
-        transport: httpx.AsyncBaseTransport | None = None,
-        max_connections: int | None = None,
-    ) -> None:
-        super().__init__(settings, transport=transport, max_connections=max_connections)
-        self._token = settings.gitlab_token if isinstance(token, Unset) else token
-        self._origins = (httpx.URL(settings.gitlab_api_base), httpx.URL(settings.gitlab_server_url))
-        self._username: str | None = None
+    _username: str | None = None  # asked once
 
-    def api_url(self, path: str) -> str:
-        """`GITLAB_API_URL` + `path` (which starts with `/`)."""
-        return self.settings.gitlab_api_base + path
+    def _endpoints(self, settings: Settings) -> Endpoints:
+        return Endpoints(
+            settings.gitlab_token, settings.gitlab_api_base, settings.gitlab_server_url
+        )
 
     def is_gitlab_url(self, url: httpx.URL) -> bool:
         """Whether `url` is on one of the two origins the token may reach."""
@@ -92,12 +83,6 @@ class GitLabClient(OriginClient[GitLabResponse]):
 
     def _token_header(self, token: str) -> tuple[str, str]:
         return "PRIVATE-TOKEN", token
-
-    def _request_timeout(self) -> float:
-        return REQUEST_TIMEOUT_SECONDS
-
-    def _user_url(self) -> str:
-        return self.api_url("/user")
 
     async def paginated(
         self, url: str, *, max_pages: int, ends: bool = False

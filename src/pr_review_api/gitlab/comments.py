@@ -24,7 +24,7 @@ from pr_review_api.errors import GitLabUnavailable
 from pr_review_api.gitlab.client import GitLabClient, status_error
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.permissions import PermissionCache
-from pr_review_api.publishing.markers import answered_in, finding_in, shown_title
+from pr_review_api.publishing.markers import MarkedPost
 
 DEVELOPER_ACCESS = 30  # GitLab's Developer role; Maintainer is 40, Owner 50
 MAX_MEMBER_BYTES = 64 * 1024
@@ -95,13 +95,12 @@ class _Position(BaseModel):
     old_line: int | None = None
 
 
-class DiscussionNote(BaseModel):
+class DiscussionNote(MarkedPost):
     """A note of a discussion as GitLab's API returns it (the fields the comments seam reads)."""
 
     model_config = ConfigDict(extra="ignore")
 
     id: int
-    body: str = ""
     author: _Author | None = None
     system: bool = False
     position: _Position | None = None
@@ -116,18 +115,6 @@ class DiscussionNote(BaseModel):
     @property
     def author_id(self) -> int | None:
         return None if self.author is None else self.author.id
-
-    def finding_fingerprint(self) -> str | None:
-        return finding_in(self.body)
-
-    def answers(self) -> set[int]:
-        """The ids of the questions this note (one of ours) answers."""
-        return answered_in(self.body)
-
-    def finding_title(self) -> str:
-        """The finding's title as our note's first line shows it (`**sev** · title`), GitLab's
-        escaping undone (backslashes, word joiners)."""
-        return shown_title(self.body)
 
     def posted_head(self) -> str | None:
         """The head the note was posted on: its original position's (GitLab moves `position`

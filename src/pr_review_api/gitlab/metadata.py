@@ -11,27 +11,24 @@ prepared by GitLab. Validation errors quote the body, so they are never chained.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from pr_review_api.errors import GitLabUnavailable
 from pr_review_api.fetch.metadata import (
+    MAX_METADATA_RESPONSE_BYTES,
     PullRequestMetadata,
+    Sha,
     bounded_metadata,
     is_valid_branch_name,
+    read_change,
 )
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.http.api_client import lent_or_own
 from pr_review_api.settings import Settings
 
-MAX_METADATA_RESPONSE_BYTES = 1024 * 1024  # decoded; a description is at most 1,000,000 chars
-
 INVALID_METADATA = "GitLab returned merge request data that is not valid."
 DIFF_NOT_READY = "GitLab is still preparing the merge request's diff; retry the review shortly."
-
-Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
 
 
 class _DiffRefsWire(BaseModel):
@@ -67,10 +64,7 @@ class _MergeRequestWire(BaseModel):
 
 def parse_merge_request(data: bytes, ref: MergeRequestRef) -> PullRequestMetadata:
     """The metadata of a 200 answer for `ref`, or GitLabUnavailable with a fixed sentence."""
-    try:
-        wire = _MergeRequestWire.model_validate_json(data)
-    except ValidationError:
-        raise GitLabUnavailable(INVALID_METADATA) from None  # the error quotes the body
+    wire = read_change(data, _MergeRequestWire, GitLabUnavailable(INVALID_METADATA))
     if wire.iid != ref.number or not is_valid_branch_name(wire.target_branch):
         raise GitLabUnavailable(INVALID_METADATA)
     refs = wire.diff_refs

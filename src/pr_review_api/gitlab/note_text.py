@@ -23,7 +23,7 @@ import re
 from pr_review_api.gitlab.markdown import escape, escape_inline, starts_quick_action
 from pr_review_api.model import ReviewResult, Suggestion
 from pr_review_api.output.inert_markdown import WORD_JOINER, code_block
-from pr_review_api.publishing.layout import Layout, render_body, render_comment
+from pr_review_api.publishing.layout import BodyWords, Layout, render_body, render_comment
 from pr_review_api.publishing.markers import holds_marker
 from pr_review_api.publishing.placement import Placed, Placement
 
@@ -78,9 +78,7 @@ GITLAB_LAYOUT = Layout(
     escape,
     escape_inline,
     MAX_NOTE_CHARS,
-    post="note",
-    inline_where="in threads on the diff",
-    skipped_when="earlier",
+    BodyWords(post="note", inline_where="in threads on the diff", skipped_when="earlier"),
     committable_block=_gitlab_block,
     raw=_raw,
     # An empty list item ("- ") under a paragraph would read as a heading's underline.

@@ -50,6 +50,7 @@ from pr_review_api.publishing.driver import (
     ChangePublisher,
     ForgeSteps,
     PostRequest,
+    published,
 )
 from pr_review_api.publishing.failures import PublishFailure, status_failure
 from pr_review_api.publishing.markers import PriorState
@@ -125,14 +126,7 @@ class _GitLabSteps(ForgeSteps[MergeRequestRef, GitLabClient]):
         url = ref.api_url(gitlab.settings, "/notes")
         response = await _post(gitlab, url, {"body": body}, deadline)
         note_id = _created_id(response, "post the review note")
-        publication = Publication(
-            status="published",
-            review_id=note_id,
-            url=note_url(ref, note_id),
-            inline_comments=len(inline),
-            body_findings=shown,
-            duplicates_skipped=placement.skipped,
-        )
+        publication = published(note_id, note_url(ref, note_id), placement, shown)
         return publication, carried(placement, shown)
 
 

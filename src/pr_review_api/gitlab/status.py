@@ -25,50 +25,24 @@ characters. GitLab's answers, none of which fails the review:
 
 from __future__ import annotations
 
-from typing import Any
-
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.urls import MergeRequestRef
 from pr_review_api.jsonutil import loads_strict
-from pr_review_api.output.gate_outcome import CheckOutcome, Conclusion
-from pr_review_api.publishing.commit_status import CommitStatus, StatusWords, one_line
+from pr_review_api.publishing.commit_status import CommitStatus, ForgeStatus
 
-STATUS_NAME = "pr-review"
 MAX_DESCRIPTION_CHARS = 255  # what GitLab keeps of a status's description
 MAX_TARGET_URL_CHARS = 255  # GitLab refuses a longer target_url
-RUNNING_DESCRIPTION = "pr-review is reviewing this head."
 # A neutral outcome is `success`: `skipped` would block "Pipelines must succeed" (module doc).
-# The gate failing closed (`timed_out`, `action_required`: specification §16) is `failed`, the
-# description (the outcome's brief) saying which.
-STATE: dict[Conclusion, str] = {
-    "success": "success",
-    "failure": "failed",
-    "neutral": "success",
-    "timed_out": "failed",
-    "action_required": "failed",
-}
-GITLAB_STATUS = StatusWords(
-    "GitLab", "a token without the Developer role, or a head the project does not hold"
+GITLAB_STATUS = ForgeStatus(
+    "GitLab",
+    "a token without the Developer role, or a head the project does not hold",
+    name_field="name",
+    running="running",
+    failed="failed",
+    max_description_chars=MAX_DESCRIPTION_CHARS,
+    max_target_url_chars=MAX_TARGET_URL_CHARS,
 )
 _SAME_STATE = "Cannot transition status via"
-
-
-def description_text(text: str) -> str:
-    """`text` on one line, without controls, cut to GitLab's 255 characters (an ellipsis
-    marks the cut)."""
-    return one_line(text, MAX_DESCRIPTION_CHARS)
-
-
-def status_payload(state: str, description: str, target_url: str | None) -> dict[str, Any]:
-    """The request's body; a target URL GitLab would refuse (too long) is left out."""
-    payload: dict[str, Any] = {
-        "state": state,
-        "name": STATUS_NAME,
-        "description": description_text(description),
-    }
-    if target_url and len(target_url) <= MAX_TARGET_URL_CHARS:
-        payload["target_url"] = target_url
-    return payload
 
 
 def _same_state(status: int, body: bytes) -> bool:
@@ -83,18 +57,9 @@ def _same_state(status: int, body: bytes) -> bool:
     return isinstance(message, str) and message.startswith(_SAME_STATE)
 
 
-class StatusReporter:
+class StatusReporter(CommitStatus):
     """The `pr-review` commit status on one head of a merge request (see the module doc)."""
 
     def __init__(self, gitlab: GitLabClient, ref: MergeRequestRef, head_sha: str) -> None:
         url = ref.project_api_url(gitlab.settings, f"/statuses/{head_sha}")
-        self.status = CommitStatus(gitlab, url, GITLAB_STATUS, _same_state)
-
-    async def start(self) -> None:
-        """The status `running`."""
-        await self.status.post(status_payload("running", RUNNING_DESCRIPTION, None))
-
-    async def complete(self, outcome: CheckOutcome, review_url: str | None = None) -> None:
-        """The status of `outcome`, linking our note when known."""
-        description = outcome.brief or outcome.title
-        await self.status.post(status_payload(STATE[outcome.conclusion], description, review_url))
+        super().__init__(gitlab, url, GITLAB_STATUS, _same_state)

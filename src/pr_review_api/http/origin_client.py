@@ -27,6 +27,7 @@ from pr_review_api.http.api_client import (
 )
 from pr_review_api.http.body import bounded_decimal
 from pr_review_api.jsonutil import dumps_compact, loads_strict
+from pr_review_api.settings import Settings
 
 R = TypeVar("R", bound="ApiResponse")
 U = TypeVar("U", bound=BaseModel)
@@ -37,6 +38,15 @@ class Unset:
 
 
 UNSET: Final = Unset()
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """A forge's token setting and the two origins it may reach: its API and its server."""
+
+    token: SecretStr | None
+    api_base: str
+    server_url: str
 
 
 @dataclass(frozen=True)
@@ -106,18 +116,38 @@ def refusal(  # noqa: PLR0911  (one return per kind of answer)
 class OriginClient(ApiClient, Generic[R]):
     """A forge's token client confined to its origins (see the module docstring).
 
-    The subclass sets `self._token` and `self._origins`, and says how the token is sent
-    (`_token_header`), which answers it makes (`response_type`, whose forge and error become
-    the client's), how long one request may take and whether its 403 to a read hides the
-    object (`forbidden_hides`).
+    The subclass names its token setting and its two origins (`_endpoints`), says how the
+    token is sent (`_token_header`), which answers it makes (`response_type`, whose forge and
+    error become the client's), how long one request may take and whether its 403 to a read
+    hides the object (`forbidden_hides`).
     """
 
     response_type: ClassVar[type[ApiResponse]]
     error_body_bytes: ClassVar[int] = 64 * 1024  # a refusal's `message`, read for the caller
     forbidden_hides: ClassVar[bool]
     max_response_bytes: ClassVar[int]
-    _token: SecretStr | None
-    _origins: tuple[httpx.URL, ...]
+    request_timeout_seconds: ClassVar[float]  # one request, its answer read
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        token: SecretStr | Unset | None = UNSET,
+        transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int | None = None,
+    ) -> None:
+        """`token` defaults to the forge's token setting; `None` asks anonymously.
+        `transport` is a test's."""
+        where = self._endpoints(settings)
+        super().__init__(settings, transport=transport, max_connections=max_connections)
+        self._token = where.token if isinstance(token, Unset) else token
+        self._api_base = where.api_base
+        self._origins = (httpx.URL(where.api_base), httpx.URL(where.server_url))
+
+    def _endpoints(self, settings: Settings) -> Endpoints:
+        """The forge's token setting and origins, from `settings` (a configuration error
+        when they are not set)."""
+        raise NotImplementedError
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -138,12 +168,12 @@ class OriginClient(ApiClient, Generic[R]):
         """Whether `url` is on one of the origins the token may reach."""
         return any(same_origin(url, origin) for origin in self._origins)
 
+    def api_url(self, path: str) -> str:
+        """The forge's API base + `path` (which starts with `/`)."""
+        return self._api_base + path
+
     def _token_header(self, token: str) -> tuple[str, str]:
         """The header that carries the token: (name, value)."""
-        raise NotImplementedError
-
-    def _request_timeout(self) -> float:
-        """The seconds one request may take, its answer read."""
         raise NotImplementedError
 
     def _headers(self, has_body: bool) -> dict[str, str]:
@@ -183,7 +213,7 @@ class OriginClient(ApiClient, Generic[R]):
         content = None if json is None else dumps_compact(json).encode("utf-8")
         cap = self.max_response_bytes if limit is None else limit
         with self._failures():
-            async with asyncio.timeout(self._request_timeout()):
+            async with asyncio.timeout(self.request_timeout_seconds):
                 client = await self._pool()
                 headers = self._headers(content is not None)
                 response, body = await self._send(client, method, target, headers, content, cap)
@@ -216,11 +246,8 @@ class OriginClient(ApiClient, Generic[R]):
 
     async def _user(self, wire: type[U]) -> U:
         """`GET /user` read as `wire`: who the token is."""
-        document = await self.get_json(self._user_url())
+        document = await self.get_json(self.api_url("/user"))
         try:
             return wire.model_validate(document)
         except ValidationError:
             raise self.unavailable(f"{self.forge} returned user data that is not valid.") from None
-
-    def _user_url(self) -> str:
-        raise NotImplementedError

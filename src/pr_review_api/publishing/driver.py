@@ -301,6 +301,21 @@ async def _publish(
     return publication
 
 
+def published(
+    review_id: int | None, url: str | None, placement: Placement, shown: int
+) -> Publication:
+    """A publication the forge took: where our post is, and what went where (`shown` of the
+    body's findings fit in it)."""
+    return Publication(
+        status="published",
+        review_id=review_id,
+        url=url,
+        inline_comments=len(placement.inline),
+        body_findings=shown,
+        duplicates_skipped=placement.skipped,
+    )
+
+
 def _already(review_id: int | None, url: str | None) -> Publication:
     return Publication(status="already_published", review_id=review_id, url=url)
 

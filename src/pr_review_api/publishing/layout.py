@@ -29,15 +29,27 @@ from pr_review_api.publishing.placement import Placed, Placement
 
 
 @dataclass(frozen=True)
+class BodyWords:
+    """How a body names itself and the findings it does not hold."""
+
+    post: str  # what a body is called: "review"
+    inline_where: str  # where the inline findings are: "inline on the diff"
+    skipped_when: str  # when the skipped ones were posted: "on an earlier head"
+
+
+# The words of a forge whose review holds its inline comments (GitHub's and Gitea's): each such
+# forge names them in its `Layout`.
+REVIEW_WORDS = BodyWords("review", "inline on the diff", "on an earlier head")
+
+
+@dataclass(frozen=True)
 class Layout:
     """What one forge's texts differ in; the layout itself is this module's."""
 
     escape: Callable[[str], str]  # model text in a paragraph
     escape_inline: Callable[[str], str]  # model text within a line
     max_chars: int  # a body's size, its tail and markers included
-    post: str  # what a body is called: "review"
-    inline_where: str  # where the inline findings are: "inline on the diff"
-    skipped_when: str  # when the skipped ones were posted: "on an earlier head"
+    words: BodyWords
     # A suggestion's committable block, or None where it is not committable here.
     committable_block: Callable[[Placed], str | None]
     # What raw text in a diff block loses (a replaced line its line breaks too); None: none.
@@ -106,9 +118,12 @@ def render_body(result: ReviewResult, placement: Placement, layout: Layout) -> t
     """The review body and how many body findings it holds (the rest did not fit)."""
     parts = summary_lines(result, layout)
     if placement.inline:
-        parts += ["", f"{len(placement.inline)} of them {layout.inline_where}."]
+        parts += ["", f"{len(placement.inline)} of them {layout.words.inline_where}."]
     if placement.skipped:
-        parts += ["", f"{placement.skipped} already posted {layout.skipped_when}, not repeated."]
+        parts += [
+            "",
+            f"{placement.skipped} already posted {layout.words.skipped_when}, not repeated.",
+        ]
     tail = _tail(result, layout)
     size = sum(len(p) + 1 for p in parts) + len(tail) + 200
     section, shown, size = findings_section(placement, size, layout)
@@ -191,7 +206,9 @@ def findings_section(placement: Placement, size: int, layout: Layout) -> tuple[l
         size += len(entry) + 2
         shown += 1
     if shown < len(placement.body):
-        parts += [f"{len(placement.body) - shown} more findings did not fit in this {layout.post}."]
+        parts += [
+            f"{len(placement.body) - shown} more findings did not fit in this {layout.words.post}."
+        ]
     return parts, shown, size
 
 

@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel
+
 from pr_review_api.output.inert_markdown import WORD_JOINER
 
 _MARKER = re.compile(r"(?<!\\)<!-- pr-review:(head|finding)=([0-9a-f]{16,64}) -->")
@@ -62,6 +64,25 @@ def shown_title(body: str) -> str:
     first = body.strip().split("\n", 1)[0]
     shown = first.split(" · ", 1)[1] if " · " in first else first
     return _ESCAPED.sub(r"\1", shown).replace(WORD_JOINER, "")[:MAX_TITLE_CHARS]
+
+
+class MarkedPost(BaseModel):
+    """A comment or note as a forge lists it, with what its text (`body`) carries; each forge's
+    model of it adds its own fields."""
+
+    body: str = ""
+
+    def finding_fingerprint(self) -> str | None:
+        """The fingerprint of the finding it carries (`finding_in`)."""
+        return finding_in(self.body)
+
+    def answers(self) -> set[int]:
+        """The ids of the questions it answers, when it is one of ours (`answered_in`)."""
+        return answered_in(self.body)
+
+    def finding_title(self) -> str:
+        """The finding's title as its first line shows it (`shown_title`)."""
+        return shown_title(self.body)
 
 
 @dataclass(frozen=True)
