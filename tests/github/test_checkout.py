@@ -87,7 +87,7 @@ async def test_git_data_comes_from_the_server_repository_url(
 async def test_base_branch_that_advanced_stays_out_of_the_diff(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
-    origin = fake_github.origin("acme", "widget")
+    origin = fake_github.repository("acme", "widget")
     branch_point = origin.commit({"shared.py": "shared\n", "feature.py": "old\n"}, None)
     head = origin.commit({"feature.py": "PULL-REQUEST-CHANGE\n"}, branch_point)
     advanced = origin.commit({"shared.py": "BASE-ONLY-CHANGE\n"}, branch_point)
@@ -328,7 +328,7 @@ def _fast_import(work: Path, files: dict[str, str]) -> str:
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_fetch_of_a_10000_file_repository(fake_github: FakeGitHub, tmp_path: Path) -> None:
-    origin = fake_github.origin("acme", "big")
+    origin = fake_github.repository("acme", "big")
     # About 1.3 KB of barely compressible text per file: a 13 MB tree.
     files = {
         f"pkg{i // 100:03}/module{i % 100:03}.py": f"VALUE_{i} = '{secrets.token_hex(640)}'\n"

@@ -24,8 +24,9 @@ from pydantic import SecretStr
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.fakes.forge_server import RecordedRequest
 from tests.fakes.github_app import FakeApp, app_key
-from tests.fakes.github_server import FakeGitHub, PullRequestFixture, RecordedRequest
+from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.jobs.test_comments import WRITER, issue_comment_event, running
 from tests.jobs.test_jobs import SECRET, deliver, pull, pull_request_event, rows, settings_for
