@@ -4,34 +4,27 @@ tests/jobs/conftest.py)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
-from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.settings import Settings
 from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY
 from tests.fakes.gitlab_server import FakeGitLab
+from tests.jobs.forge_service import ForgeService
 from tests.jobs.test_gitlab_webhooks import TOKEN, deliver
-from tests.jobs.test_jobs import FAST, service
 
 BOT = "pr-review-bot"  # the username GITLAB_TOKEN speaks as
 
 
 @dataclass
-class GitLabService:
+class GitLabService(ForgeService):
     """Settings for the service on the test's database and the fake GitLab, and the service
     running with a worker of two."""
 
-    database_url: str
     fake: FakeGitLab
-    cache: Path
 
     def settings(self, **extra: Any) -> Settings:
         """GITLAB_TOKEN (speaking as `BOT`), the webhook's secret and the database; `extra`
@@ -44,21 +37,6 @@ class GitLabService:
             "pr_review_gitlab_webhook_secret": SecretStr(TOKEN),
         }
         return self.fake.settings(self.cache, **(values | extra))
-
-    @asynccontextmanager
-    async def running(
-        self, settings: Settings
-    ) -> AsyncIterator[tuple[httpx.AsyncClient, JobQueue]]:
-        """The service (a client to it) and its queue, with a worker running jobs."""
-        queue = JobQueue(settings, tuning=FAST)
-        async with queue.opened(), service(settings) as client:
-            task = asyncio.create_task(queue.run_worker(2, install_signal_handlers=False))
-            try:
-                yield client, queue
-            finally:
-                task.cancel()
-                with suppress(asyncio.CancelledError, TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(task), 10)
 
 
 async def note(client: httpx.AsyncClient, event: dict[str, Any], **kw: Any) -> httpx.Response:

@@ -27,14 +27,9 @@ from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitlab.payloads import note_hook
 from tests.gitlab.support import active_parts, rendered, visible_text
+from tests.jobs.forge_service import assert_asked_as_data, finished
 from tests.jobs.gitlab_service import BOT, GitLabService, note
-from tests.jobs.test_gitlab_jobs import (
-    FINDING,
-    PROJECT,
-    finished,
-    merge_request,
-    settings_for,
-)
+from tests.jobs.test_gitlab_jobs import FINDING, PROJECT, merge_request, settings_for
 from tests.jobs.test_jobs import rows
 
 pytestmark = pytest.mark.e2e
@@ -142,13 +137,12 @@ def test_a_question_in_our_discussion_gets_one_inert_reply_at_the_findings_head(
     assert len(fake_gitlab_notes.plain_notes(PROJECT, 7)) == 1  # only the review's note
     assert fake_gitlab_notes.awards == []
     assert rows(database_url, "SELECT count(*) FROM dismissals") == [(0,)]
-    # The delivered words reached the model as data, at the head the finding was posted on.
-    first_user = scripted_provider.requests[-1].json["messages"][1]["content"]
-    assert "<untrusted_thread_data>" in first_user
-    assert "/merge this now" in first_user
-    assert "edited after delivery" not in first_user
-    assert f"posted on commit {fixture.head_sha}" in first_user
-    scripted_provider.assert_complete()
+    assert_asked_as_data(
+        scripted_provider,
+        delivered="/merge this now",
+        edited="edited after delivery",
+        head_sha=fixture.head_sha,
+    )
 
 
 def test_ignore_from_a_developer_is_stored_and_the_next_merge_request_suppresses_it(

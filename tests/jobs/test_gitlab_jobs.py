@@ -7,22 +7,25 @@ job publishes the review on the merge request.
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from typing import Any
 
-import httpx
 import pytest
-from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
 from tests.builders import final_turn
-from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN
+from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_members import Members
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitlab.payloads import merge_request_hook, note_hook
+from tests.jobs.forge_service import (
+    assert_reviewed_unpublished,
+    finished,
+    review_job,
+    scripted_without_github,
+)
 from tests.jobs.gitlab_service import BOT, GitLabService
 from tests.jobs.test_gitlab_webhooks import deliver
 from tests.jobs.test_jobs import rows
@@ -42,25 +45,9 @@ FINDING = {
 }
 
 
-def nothing_listening() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{probe.getsockname()[1]}"
-
-
 def settings_for(gitlab: GitLabService, provider: ScriptedProvider, **extra: Any) -> Settings:
     """Reviews by the scripted provider; no GitHub identity (nothing listens where it points)."""
-    nowhere = nothing_listening()
-    values: dict[str, Any] = {
-        "opencode_base_url": provider.base_url,
-        "opencode_max_retries": 0,
-        "github_server_url": nowhere,
-        "github_api_url": nowhere + "/api/v3",
-        "github_token": SecretStr(GITHUB_TOKEN),
-        "pr_review_job_max_attempts": 1,
-        "review_timeout_seconds": 60,
-    }
-    return gitlab.settings(**(values | extra))
+    return gitlab.settings(**(scripted_without_github(provider) | extra))
 
 
 def merge_request(fake: FakeGitLab, iid: int = 7) -> MergeRequestFixture:
@@ -73,15 +60,6 @@ def merge_request(fake: FakeGitLab, iid: int = 7) -> MergeRequestFixture:
     )
 
 
-async def finished(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
-    for _ in range(1200):  # the test's own bound: 60 s
-        job: dict[str, Any] = (await client.get(f"/v1/review-jobs/{job_id}")).json()
-        if job["status"] in ("succeeded", "failed"):
-            return job
-        await asyncio.sleep(0.05)
-    raise AssertionError("the job did not finish")
-
-
 def test_a_merge_request_job_is_reviewed_with_the_gitlab_token(
     database_url: str,
     fake_gitlab: FakeGitLab,
@@ -91,30 +69,20 @@ def test_a_merge_request_job_is_reviewed_with_the_gitlab_token(
     fixture = merge_request(fake_gitlab)
     scripted_provider.script(final_turn(FINDING, summary="One bug."))
     settings = settings_for(gitlab_service, scripted_provider)
-
-    async def scenario() -> dict[str, Any]:
-        async with gitlab_service.running(settings) as (client, _):
-            created = await client.post(
-                "/v1/review-jobs", json={"pull_request_url": fixture.url + "/diffs"}
-            )
-            assert created.status_code == 202, created.text
-            return await finished(client, created.json()["job_id"])
-
-    job = asyncio.run(scenario())
-    assert job["status"] == "succeeded", job["result"]
-    assert job["pull_request"] == {
-        "url": fixture.url,
-        "owner": "acme/platform",
-        "repo": "widget",
-        "number": 7,
-        "forge": "gitlab",
-    }
-    result = job["result"]
-    assert result["termination_reason"] == "final_review"
-    assert result["pull_request"]["forge"] == "gitlab"
-    assert result["revisions"]["head_sha"] == fixture.head_sha
-    assert result["review"]["findings"][0]["title"] == FINDING["title"]
-    assert result["publication"] is None
+    body = {"pull_request_url": fixture.url + "/diffs"}
+    job = gitlab_service.run(settings, lambda client: review_job(client, body))
+    assert_reviewed_unpublished(
+        job,
+        {
+            "url": fixture.url,
+            "owner": "acme/platform",
+            "repo": "widget",
+            "number": 7,
+            "forge": "gitlab",
+        },
+        fixture.head_sha,
+        FINDING["title"],
+    )
     assert job["head_sha"] == fixture.head_sha
     scripted_provider.assert_complete()
     # Every request to GitLab carried the token; nothing was posted.

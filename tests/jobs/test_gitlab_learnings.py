@@ -17,8 +17,9 @@ from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.provider_server import ScriptedProvider
 from tests.gitlab.payloads import note_hook
+from tests.jobs.forge_service import finished
 from tests.jobs.gitlab_service import BOT, GitLabService, note
-from tests.jobs.test_gitlab_jobs import PROJECT, finished, merge_request, settings_for
+from tests.jobs.test_gitlab_jobs import PROJECT, merge_request, settings_for
 from tests.jobs.test_jobs import rows
 
 pytestmark = pytest.mark.e2e
