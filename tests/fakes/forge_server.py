@@ -2,8 +2,9 @@
 handler that records, routes and answers, and a served repository built through a working one.
 
 `FakeForge` is a fake's base: it starts its loopback server (`prefix`: the path the forge is
-served under; `api_prefix`: where its API is) and keeps every request (`requests`,
-`api_requests`, `git_requests`). `ForgeHandler` routes a request one way for every fake: under
+served under; `api_prefix`: where its API is), keeps every request (`requests`,
+`api_requests`, `git_requests`) and makes settings pointing at it; `serving` is a fixture's
+body. `ForgeHandler` routes a request one way for every fake: under
 the API prefix to `api` (or to `api_redirect` when set), a git path under the prefix to `git`,
 anything else to `not_found`; each fake's handler answers with its own forge's rules.
 `ServedRepository` is the bare repository a fake serves, with the commits and refs a test
@@ -16,12 +17,15 @@ import json
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import SplitResult
 
+from pydantic import SecretStr
+
+from pr_review_api.settings import Settings
 from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
 from tests.gitrepo import GitRepo, git
 
@@ -74,6 +78,7 @@ class ForgeServer(LoopbackServer):
 class FakeForge:
     """A running fake forge on 127.0.0.1 that records every request it answers."""
 
+    forge: ClassVar[str]  # how the settings name it: `<forge>_server_url`, `<forge>_token`
     prefix: ClassVar[str] = ""  # the path the forge is served under ("" at the root)
     api_prefix: ClassVar[str]
 
@@ -96,6 +101,16 @@ class FakeForge:
     def close(self) -> None:
         stop(self._httpd, self._thread)
 
+    def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
+        """Settings pointing at this server (its API URL left to the default, found from the
+        server's), with `token` as the forge's token."""
+        values: dict[str, Any] = {
+            f"{self.forge}_server_url": self.server_url,
+            f"{self.forge}_token": None if token is None else SecretStr(token),
+            "pr_review_cache_dir": cache_dir,
+        }
+        return Settings(**(values | overrides))
+
     def api_requests(self) -> list[RecordedRequest]:
         with self.lock:
             return [r for r in self.requests if r.path.startswith(self.api_prefix + "/")]
@@ -107,6 +122,17 @@ class FakeForge:
     def keep(self, request: RecordedRequest) -> None:
         with self.lock:
             self.requests.append(request)
+
+
+Fake = TypeVar("Fake", bound=FakeForge)
+
+
+def serving(fake: Fake) -> Iterator[Fake]:
+    """`fake` for one test (a fixture's body), closed after it."""
+    try:
+        yield fake
+    finally:
+        fake.close()
 
 
 class ForgeHandler(GitHandler[RecordedRequest]):
@@ -151,6 +177,22 @@ class ForgeHandler(GitHandler[RecordedRequest]):
     def not_found(self, record: RecordedRequest) -> None:
         """Answer a path that is neither the API nor git."""
 
+    def send_change(
+        self,
+        record: RecordedRequest,
+        canned: CannedResponse | None,
+        document: dict[str, Any] | None,
+        missing: dict[str, Any],
+    ) -> None:
+        """A change's endpoint: what a test fixed for it, else its document, else 404 with
+        the forge's `missing` body."""
+        if canned is not None:
+            self.send(record, canned.status, canned.body, canned.headers)
+        elif document is None:
+            self.send_json(record, 404, missing)
+        else:
+            self.send_json(record, 200, document)
+
     def send_json(
         self,
         record: RecordedRequest,
@@ -171,10 +213,13 @@ class ForgeHandler(GitHandler[RecordedRequest]):
 
 class ServedRepository:
     """A bare repository a fake serves (at `<git_root>/<path>.git`), built through a working
-    repository so that a test's commits reach it only when published."""
+    repository so that a test's commits reach it only when published; `id` is the forge's
+    number for it, and a `private` one is hidden from whoever may not read it."""
 
-    def __init__(self, fake: FakeForge, path: str) -> None:
+    def __init__(self, fake: FakeForge, path: str, number: int, *, private: bool) -> None:
         self.path = path
+        self.id = number
+        self.private = private
         self.bare = fake.git_root / f"{path}.git"
         self.bare.parent.mkdir(parents=True, exist_ok=True)
         git(self.bare.parent, "init", "-q", "--bare", self.bare.name)

@@ -35,9 +35,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs
 
 import pytest
-from pydantic import SecretStr
 
-from pr_review_api.settings import Settings
 from tests.fakes.forge_server import (
     CannedResponse,
     FakeForge,
@@ -45,6 +43,7 @@ from tests.fakes.forge_server import (
     ForgeServer,
     RecordedRequest,
     ServedRepository,
+    serving,
 )
 
 PREFIX = "/git"  # the sub-path Gitea is served under
@@ -79,11 +78,8 @@ class Repository(ServedRepository):
     """A repository served by the fake."""
 
     def __init__(self, server: FakeGitea, path: str, repo_id: int, *, private: bool) -> None:
-        super().__init__(server, path)
-        self.server = server
+        super().__init__(server, path, repo_id, private=private)
         self.owner, self.name = path.split("/")
-        self.id = repo_id
-        self.private = private
         self.access: dict[str, str] = {}  # login -> "read" | "write" | "admin"
 
     def permission(self, login: str | None) -> str:
@@ -139,6 +135,7 @@ class FakeGitea(FakeForge):
     """A running fake Gitea on 127.0.0.1 (see the module docstring)."""
 
     prefix = PREFIX
+    forge = "gitea"
     api_prefix = API_PREFIX
 
     def __init__(self, root: Path) -> None:
@@ -152,15 +149,6 @@ class FakeGitea(FakeForge):
         self._pulls: dict[tuple[int, int], PullFixture] = {}
         self._users: dict[str, User] = {}
         super().__init__(root, _Server, GiteaHandler)
-
-    def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
-        """Settings pointing at this server (GITEA_API_URL left to its default)."""
-        return Settings(
-            gitea_server_url=self.server_url,
-            gitea_token=None if token is None else SecretStr(token),
-            pr_review_cache_dir=cache_dir,
-            **overrides,
-        )
 
     # --- configuring ---
 
@@ -307,23 +295,13 @@ class GiteaHandler(ForgeHandler):
             return
         tail = pieces[4:]
         if len(tail) == 2 and tail[0] == "pulls" and self.command == "GET":
-            self._pull(fake, record, repo, tail[1])
+            key = (repo.id, int(tail[1]) if tail[1].isdigit() else -1)
+            missing = {"message": "pull request does not exist", "url": ""}
+            self.send_change(record, fake.canned.get(key), fake.documents.get(key), missing)
             return
         if any(route(fake, self, record, repo, tail, body) for route in fake.routes):
             return
         self.send_json(record, 404, {"message": "Not Found", "url": ""})
-
-    def _pull(self, fake: FakeGitea, record: RecordedRequest, repo: Repository, index: str) -> None:
-        key = (repo.id, int(index)) if index.isdigit() else None
-        canned = fake.canned.get(key) if key else None
-        if canned is not None:
-            self.send(record, canned.status, canned.body, canned.headers)
-            return
-        document = fake.documents.get(key) if key else None
-        if document is None:
-            self.send_json(record, 404, {"message": "pull request does not exist", "url": ""})
-            return
-        self.send_json(record, 200, document)
 
     def may_write(self, record: RecordedRequest, repo: Repository) -> User | None:
         """The signed-in user when it may write to `repo`; else None, Gitea's answer sent
@@ -383,8 +361,4 @@ class GiteaHandler(ForgeHandler):
 @pytest.fixture
 def fake_gitea(tmp_path: Path) -> Iterator[FakeGitea]:
     """A running fake Gitea whose repositories live under tmp_path/fake-gitea."""
-    server = FakeGitea(tmp_path / "fake-gitea")
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from serving(FakeGitea(tmp_path / "fake-gitea"))

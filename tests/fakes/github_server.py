@@ -34,11 +34,16 @@ from typing import Any
 from urllib.parse import SplitResult
 
 import pytest
-from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
 from tests.fakes import forge_server
-from tests.fakes.forge_server import FakeForge, ForgeHandler, ForgeServer, RecordedRequest
+from tests.fakes.forge_server import (
+    FakeForge,
+    ForgeHandler,
+    ForgeServer,
+    RecordedRequest,
+    serving,
+)
 from tests.fakes.github_app import FakeApp, app_endpoint
 from tests.fakes.github_comments import comment_endpoints, graphql
 from tests.fakes.github_documents import pull_json
@@ -115,6 +120,7 @@ class Origin:
 class FakeGitHub(FakeForge):
     """A running fake GitHub on 127.0.0.1 (see the module docstring)."""
 
+    forge = "github"
     api_prefix = API_PREFIX
 
     def __init__(self, root: Path) -> None:
@@ -167,14 +173,8 @@ class FakeGitHub(FakeForge):
         super().close()
 
     def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
-        """Settings pointing at this server."""
-        return Settings(
-            github_server_url=self.server_url,
-            github_api_url=self.api_url,
-            github_token=None if token is None else SecretStr(token),
-            pr_review_cache_dir=cache_dir,
-            **overrides,
-        )
+        """Settings pointing at this server, its API URL too."""
+        return super().settings(cache_dir, token, github_api_url=self.api_url, **overrides)
 
     # --- configuring answers ---
 
@@ -736,8 +736,4 @@ def check_run_refusal(payload: dict[str, Any], *, creating: bool) -> str | None:
 @pytest.fixture
 def fake_github(tmp_path: Path) -> Iterator[FakeGitHub]:
     """A running fake GitHub whose repositories live under tmp_path/fake-github."""
-    server = FakeGitHub(tmp_path / "fake-github")
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from serving(FakeGitHub(tmp_path / "fake-github"))

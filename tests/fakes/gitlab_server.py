@@ -34,9 +34,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 import pytest
-from pydantic import SecretStr
 
-from pr_review_api.settings import Settings
 from tests.fakes.forge_server import (
     CannedResponse,
     FakeForge,
@@ -44,6 +42,7 @@ from tests.fakes.forge_server import (
     ForgeServer,
     RecordedRequest,
     ServedRepository,
+    serving,
 )
 
 PREFIX = "/gitlab"  # the relative URL root of the self-managed instance
@@ -67,12 +66,6 @@ class MergeRequestFixture:
 
 class Project(ServedRepository):
     """A project served by the fake."""
-
-    def __init__(self, server: FakeGitLab, path: str, project_id: int, *, private: bool) -> None:
-        super().__init__(server, path)
-        self.server = server
-        self.id = project_id
-        self.private = private
 
     def set_branch(self, name: str, sha: str) -> None:
         self.publish(sha, f"refs/heads/{name}")
@@ -129,6 +122,7 @@ class FakeGitLab(FakeForge):
     """A running fake GitLab on 127.0.0.1 (see the module docstring)."""
 
     prefix = PREFIX
+    forge = "gitlab"
     api_prefix = API_PREFIX
 
     def __init__(self, root: Path) -> None:
@@ -142,15 +136,6 @@ class FakeGitLab(FakeForge):
         self._projects: dict[str, Project] = {}
         self._merge_requests: dict[tuple[int, int], MergeRequestFixture] = {}
         super().__init__(root, _Server, _Handler)
-
-    def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
-        """Settings pointing at this server (GITLAB_API_URL left to its default)."""
-        return Settings(
-            gitlab_server_url=self.server_url,
-            gitlab_token=None if token is None else SecretStr(token),
-            pr_review_cache_dir=cache_dir,
-            **overrides,
-        )
 
     # --- configuring ---
 
@@ -289,25 +274,13 @@ class _Handler(ForgeHandler):
             self.send_page(record, items)
             return
         if len(tail) == 2 and tail[0] == "merge_requests" and self.command == "GET":
-            self._merge_request(fake, record, project, tail[1])
+            key = (project.id, int(tail[1]) if tail[1].isdigit() else -1)
+            missing = {"message": "404 Not found"}
+            self.send_change(record, fake.canned.get(key), fake.documents.get(key), missing)
             return
         if any(route(fake, self, record, project, tail, body) for route in fake.routes):
             return
         self.send_json(record, 404, {"message": "404 Not Found"})
-
-    def _merge_request(
-        self, fake: FakeGitLab, record: RecordedRequest, project: Project, iid: str
-    ) -> None:
-        key = (project.id, int(iid)) if iid.isdigit() else None
-        canned = fake.canned.get(key) if key else None
-        if canned is not None:
-            self.send(record, canned.status, canned.body, canned.headers)
-            return
-        document = fake.documents.get(key) if key else None
-        if document is None:
-            self.send_json(record, 404, {"message": "404 Not found"})
-            return
-        self.send_json(record, 200, document)
 
     def send_page(self, record: RecordedRequest, items: list[Any]) -> None:
         """One page of `items` as GitLab paginates a listing (offset pagination)."""
@@ -365,8 +338,4 @@ class _Handler(ForgeHandler):
 @pytest.fixture
 def fake_gitlab(tmp_path: Path) -> Iterator[FakeGitLab]:
     """A running fake GitLab whose repositories live under tmp_path/fake-gitlab."""
-    server = FakeGitLab(tmp_path / "fake-gitlab")
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from serving(FakeGitLab(tmp_path / "fake-gitlab"))
