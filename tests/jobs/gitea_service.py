@@ -24,7 +24,7 @@ from tests.fakes.gitea_reviews import GiteaWrites
 from tests.fakes.gitea_server import FakeGitea, PullFixture
 from tests.fakes.provider_server import ScriptedProvider
 from tests.gitea.payloads import SECRET, comment_event, sign
-from tests.gitea.test_review import BASE, FINDING, HEAD, REVIEW
+from tests.gitea.test_review import BASE, HEAD
 from tests.jobs.forge_service import (
     ForgeService,
     Result,
@@ -32,6 +32,7 @@ from tests.jobs.forge_service import (
     job_of,
     scripted_without_github,
 )
+from tests.reviewed import FINDING, REVIEW
 
 BOT = "review-bot"  # the login GITEA_TOKEN speaks as
 PATH = "acme/widget"
