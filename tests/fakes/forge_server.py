@@ -203,6 +203,12 @@ class ForgeHandler(GitHandler[RecordedRequest]):
         data = json.dumps(document).encode()
         self.send(record, status, data, {"Content-Type": "application/json", **(headers or {})})
 
+    def send_git(self, record: RecordedRequest, path: str, query: str, body: bytes) -> None:
+        """The backend's answer to a git request the fake let through (`path` under its git
+        root)."""
+        status, headers, payload = self.serve_git(self.server.fake.git_root, path, query, body)
+        self.send(record, status, payload, headers)
+
     def send(
         self, record: RecordedRequest, status: int, body: bytes, headers: Mapping[str, str]
     ) -> None:

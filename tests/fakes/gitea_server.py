@@ -354,8 +354,7 @@ class GiteaHandler(ForgeHandler):
             self.send(record, 302, b"", {"Location": fake.git_redirect + path})
             return
         path = f"/{repo.path}.git/{rest}"  # any case names the repository, as on Gitea
-        status, headers, payload = self.serve_git(fake.git_root, path, query, body)
-        self.send(record, status, payload, headers)
+        self.send_git(record, path, query, body)
 
 
 @pytest.fixture

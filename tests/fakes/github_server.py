@@ -700,8 +700,7 @@ class _Handler(ForgeHandler):
             return
         if self.command == "POST":
             fake._sleep(fake.git_delay)
-        status, headers, payload = self.serve_git(fake.git_root, path, query, body)
-        self.send(record, status, payload, headers)
+        self.send_git(record, path, query, body)
 
 
 # GitHub's REST rules for check runs and commit statuses (docs: "Create a check run", "Create a

@@ -331,8 +331,7 @@ class _Handler(ForgeHandler):
             location = fake.git_redirect + path + (f"?{query}" if query else "")
             self.send(record, 302, b"", {"Location": location})
             return
-        status, headers, payload = self.serve_git(fake.git_root, path, query, body)
-        self.send(record, status, payload, headers)
+        self.send_git(record, path, query, body)
 
 
 @pytest.fixture

@@ -254,6 +254,7 @@ async def test_token_is_sent_to_the_api_and_git_and_appears_nowhere_else(
         launches=launches,
         records=caplog.records,
         cache=cache_dir,
+        requests=fake_github.requests,
         failures=failures,
     )
 

@@ -142,3 +142,16 @@ def assert_asked_as_data(
     assert edited not in first_user
     assert f"posted on commit {head_sha}" in first_user
     provider.assert_complete()
+
+
+def assert_answered_once(
+    first: httpx.Response, again: httpx.Response, job: dict[str, Any], rerun: dict[str, Any]
+) -> None:
+    """A question's delivery was accepted and, delivered again with the same id, deduplicated;
+    its job answered, and a later job of the same comment found that answer, asking nothing."""
+    assert first.status_code == 202, first.text
+    assert again.json()["job_id"] == first.json()["job_id"]
+    assert job["status"] == "succeeded", job["result"]
+    assert job["result"]["outcome"] == "answered"
+    assert rerun["status"] == "succeeded", rerun["result"]
+    assert rerun["result"] == {"kind": "answer", "outcome": "answered"}

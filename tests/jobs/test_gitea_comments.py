@@ -25,7 +25,7 @@ from tests.fakes.gitea_server import user_json
 from tests.fakes.provider_server import stop_turn
 from tests.gitea.payloads import comment_event
 from tests.gitea.support import active_parts, visible_text
-from tests.jobs.forge_service import assert_asked_as_data
+from tests.jobs.forge_service import assert_answered_once, assert_asked_as_data
 from tests.jobs.gitea_service import (
     AUTHOR,
     BOT,
@@ -77,12 +77,7 @@ def test_a_question_in_our_conversation_gets_one_inert_reply_there(
         return first, again, job, await finished(client, other.json()["job_id"])
 
     first, again, job, rerun = gitea.run(scenario)
-    assert first.status_code == 202, first.text
-    assert again.json()["job_id"] == first.json()["job_id"]
-    assert job["status"] == "succeeded", job["result"]
-    assert job["result"]["outcome"] == "answered"
-    assert rerun["status"] == "succeeded", rerun["result"]
-    assert rerun["result"] == {"kind": "answer", "outcome": "answered"}
+    assert_answered_once(first, again, job, rerun)
     # One answer: a review of ours with one comment on the finding's line, at the head.
     (_, answer_review) = gitea.our_reviews()
     assert answer_review["commit_id"] == gitea.pull.head_sha

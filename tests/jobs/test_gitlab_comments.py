@@ -27,7 +27,7 @@ from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitlab.payloads import note_hook
 from tests.gitlab.support import active_parts, rendered, visible_text
-from tests.jobs.forge_service import assert_asked_as_data, finished
+from tests.jobs.forge_service import assert_answered_once, assert_asked_as_data, finished
 from tests.jobs.gitlab_service import BOT, GitLabService, note
 from tests.jobs.test_gitlab_jobs import FINDING, PROJECT, merge_request, settings_for
 from tests.jobs.test_jobs import rows
@@ -121,12 +121,7 @@ def test_a_question_in_our_discussion_gets_one_inert_reply_at_the_findings_head(
             return first, again, job, await finished(client, other.json()["job_id"])
 
     first, again, job, rerun = asyncio.run(scenario())
-    assert first.status_code == 202, first.text
-    assert again.json()["job_id"] == first.json()["job_id"]
-    assert job["status"] == "succeeded", job["result"]
-    assert job["result"]["outcome"] == "answered"
-    assert rerun["status"] == "succeeded", rerun["result"]
-    assert rerun["result"] == {"kind": "answer", "outcome": "answered"}
+    assert_answered_once(first, again, job, rerun)
     (answer,) = ours_in(fake_gitlab_notes, ours)
     assert answer.body.endswith(f"<!-- pr-review:answer={question.id} -->")
     assert active_parts(answer.body) == []  # no mention, reference, link or quick action
