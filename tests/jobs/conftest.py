@@ -1,5 +1,6 @@
 """One embedded PostgreSQL per test session; a fresh database per test; the service and a
-worker on it beside the fake GitLab, or beside the fake Gitea (and a Gitea job test's world)."""
+worker on it beside the fake GitLab, or beside the fake Gitea; and a GitLab or Gitea job
+test's whole world (`gitlab`, `gitea`)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ with warnings.catch_warnings():  # platformdirs warns once about XDG_RUNTIME_DIR
 
 from tests.fakes.gitea_reviews import GiteaWrites
 from tests.fakes.gitea_server import FakeGitea
+from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.provider_server import ScriptedProvider
 from tests.jobs.gitea_service import GiteaScene, GiteaService
-from tests.jobs.gitlab_service import GitLabService
+from tests.jobs.gitlab_service import GitLabScene, GitLabService
 
 
 @pytest.fixture(scope="session")
@@ -73,3 +75,15 @@ def gitea(
     """A Gitea comment or webhook job test's world: the pull request #3 and the service's
     settings, with a writer and a reader known."""
     return GiteaScene.make(fake_gitea, fake_gitea_writes, scripted_provider, gitea_service)
+
+
+@pytest.fixture
+def gitlab(
+    fake_gitlab: FakeGitLab,
+    fake_gitlab_notes: FakeNotes,
+    scripted_provider: ScriptedProvider,
+    gitlab_service: GitLabService,
+) -> GitLabScene:
+    """A GitLab comment or webhook job test's world: the fake with its notes, and the service's
+    settings of a review by the scripted provider."""
+    return GitLabScene.make(fake_gitlab, fake_gitlab_notes, scripted_provider, gitlab_service)
