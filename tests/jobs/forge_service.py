@@ -144,6 +144,18 @@ def assert_asked_as_data(
     provider.assert_complete()
 
 
+async def redelivered(
+    client: httpx.AsyncClient, send: Callable[[str], Awaitable[httpx.Response]]
+) -> tuple[httpx.Response, httpx.Response, dict[str, Any], dict[str, Any]]:
+    """A delivery (`send` with its delivery id), the same delivery again and its job; then
+    another delivery of the same event (a new id: its job run again) and that job."""
+    first = await send("delivery-1")
+    again = await send("delivery-1")
+    job = await finished(client, first.json()["job_id"])
+    other = await send("delivery-2")
+    return first, again, job, await finished(client, other.json()["job_id"])
+
+
 def assert_answered_once(
     first: httpx.Response, again: httpx.Response, job: dict[str, Any], rerun: dict[str, Any]
 ) -> None:

@@ -25,7 +25,7 @@ from tests.fakes.gitea_server import user_json
 from tests.fakes.provider_server import stop_turn
 from tests.gitea.payloads import comment_event
 from tests.gitea.support import active_parts, visible_text
-from tests.jobs.forge_service import assert_answered_once, assert_asked_as_data
+from tests.jobs.forge_service import assert_answered_once, assert_asked_as_data, redelivered
 from tests.jobs.gitea_service import (
     AUTHOR,
     BOT,
@@ -65,19 +65,18 @@ def test_a_question_in_our_conversation_gets_one_inert_reply_there(
     )
     gitea.provider.script(stop_turn(json.dumps(HOSTILE_ANSWER)))
 
-    async def scenario(
-        client: httpx.AsyncClient,
-    ) -> tuple[httpx.Response, httpx.Response, dict[str, Any], dict[str, Any]]:
-        first = await deliver(client, event, kind="pull_request_comment", delivery="q-1")
-        again = await deliver(client, event, kind="pull_request_comment", delivery="q-1")
-        job = await finished(client, first.json()["job_id"])
-        # Another delivery of the same comment (a job run again): our answer is found by its
-        # marker; no second reply, no model asked (none is scripted).
-        other = await deliver(client, event, kind="pull_request_comment", delivery="q-2")
-        return first, again, job, await finished(client, other.json()["job_id"])
-
-    first, again, job, rerun = gitea.run(scenario)
-    assert_answered_once(first, again, job, rerun)
+    # The comment delivered twice with one id, then again with another (a job run again): our
+    # answer is found by its marker; no second reply, no model asked (none is scripted).
+    assert_answered_once(
+        *gitea.run(
+            lambda client: redelivered(
+                client,
+                lambda delivery: deliver(
+                    client, event, kind="pull_request_comment", delivery=delivery
+                ),
+            )
+        )
+    )
     # One answer: a review of ours with one comment on the finding's line, at the head.
     (_, answer_review) = gitea.our_reviews()
     assert answer_review["commit_id"] == gitea.pull.head_sha

@@ -31,6 +31,7 @@ from tests.jobs.forge_service import (
     assert_answered_once,
     assert_asked_as_data,
     finished,
+    redelivered,
     review_job,
 )
 from tests.jobs.gitlab_service import BOT, GitLabScene, GitLabService, note, settings_for
@@ -110,19 +111,15 @@ def test_a_question_in_our_discussion_gets_one_inert_reply_at_the_findings_head(
     )
     gitlab.provider.script(stop_turn(json.dumps(HOSTILE_ANSWER)))
 
-    async def scenario(
-        client: httpx.AsyncClient,
-    ) -> tuple[httpx.Response, httpx.Response, dict[str, Any], dict[str, Any]]:
-        first = await note(client, event, uuid_header="conv-1")
-        again = await note(client, event, uuid_header="conv-1")
-        job = await finished(client, first.json()["job_id"])
-        # Another delivery of the same note (a job run again): our answer is found by
-        # its marker; no second reply, no model asked (none is scripted).
-        other = await note(client, event, uuid_header="conv-2")
-        return first, again, job, await finished(client, other.json()["job_id"])
-
-    first, again, job, rerun = gitlab.run(scenario)
-    assert_answered_once(first, again, job, rerun)
+    # The note delivered twice with one id, then again with another (a job run again): our
+    # answer is found by its marker; no second reply, no model asked (none is scripted).
+    assert_answered_once(
+        *gitlab.run(
+            lambda client: redelivered(
+                client, lambda delivery: note(client, event, uuid_header=delivery)
+            )
+        )
+    )
     (answer,) = ours_in(gitlab.notes, ours)
     assert answer.body.endswith(f"<!-- pr-review:answer={question.id} -->")
     assert active_parts(answer.body) == []  # no mention, reference, link or quick action
