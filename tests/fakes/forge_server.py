@@ -4,11 +4,12 @@ handler that records, routes and answers, and a served repository built through 
 `FakeForge` is a fake's base: it starts its loopback server (`prefix`: the path the forge is
 served under; `api_prefix`: where its API is), keeps every request (`requests`,
 `api_requests`, `git_requests`) and makes settings pointing at it; `serving` is a fixture's
-body. `ForgeHandler` routes a request one way for every fake: under
-the API prefix to `api` (or to `api_redirect` when set), a git path under the prefix to `git`,
-anything else to `not_found`; each fake's handler answers with its own forge's rules.
-`ServedRepository` is the bare repository a fake serves, with the commits and refs a test
-publishes; a change is opened on it with `open_change`.
+body. `ForgeHandler` routes a request one way for every fake: under the API prefix to `api`
+(or to `api_redirect` when set), a git path under the prefix to `git`, anything else to
+`not_found`; each fake's handler answers with its own forge's rules, and answers a change's
+document (`send_change`) and git (`send_git`) the same way. `ServedRepository` is the bare
+repository the GitLab and Gitea fakes serve, with the commits and refs a test publishes; a
+change is opened on it with `open_change`.
 """
 
 from __future__ import annotations
