@@ -187,7 +187,7 @@ def measure_github(
         root = Path(scratch)
         fake = FakeGitHub(root / "github")
         try:
-            origin = fake.origin("bench", "linux")
+            origin = fake.repository("bench", "linux")
             # The served repository borrows the bench repository's objects: no copy.
             alternates = origin.bare / "objects" / "info" / "alternates"
             alternates.write_text(str(repo.git_dir / "objects") + "\n")

@@ -17,7 +17,14 @@ from typing import Protocol
 
 import pytest
 
-from tests.conftest import BOT, GITHUB_TOKEN, GITLAB_TOKEN, OUR_VARIABLES, PROVIDER_KEY
+from tests.conftest import (
+    BOT,
+    GITEA_TOKEN,
+    GITHUB_TOKEN,
+    GITLAB_TOKEN,
+    OUR_VARIABLES,
+    PROVIDER_KEY,
+)
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider
 
@@ -33,7 +40,7 @@ class Provider(Protocol):
 
 
 class Forge(Protocol):
-    """A fake forge (GitHub, GitLab), as far as settings go."""
+    """A fake forge (GitHub, GitLab, Gitea), as far as settings go."""
 
     server_url: str
     api_url: str
@@ -44,6 +51,7 @@ def review_variables(
     *,
     github: Forge | None = None,
     gitlab: Forge | None = None,
+    gitea: Forge | None = None,
     cache: Path | None = None,
     retries: int | None = None,
     timeout: int | None = None,
@@ -67,6 +75,8 @@ def review_variables(
         }
     if gitlab is not None:
         values |= {"GITLAB_SERVER_URL": gitlab.server_url, "GITLAB_TOKEN": GITLAB_TOKEN}
+    if gitea is not None:
+        values |= {"GITEA_SERVER_URL": gitea.server_url, "GITEA_TOKEN": GITEA_TOKEN}
     if cache is not None:
         values["PR_REVIEW_CACHE_DIR"] = str(cache)
     values |= variables
@@ -92,20 +102,31 @@ class Environment:
         *,
         github: Forge | None = None,
         gitlab: Forge | None = None,
+        gitea: Forge | None = None,
         cache: Path | None = None,
         retries: int | None = None,
         timeout: int | None = None,
         **variables: str | None,
     ) -> dict[str, str]:
         values = review_variables(
-            provider, github=github, gitlab=gitlab, cache=cache, retries=retries, timeout=timeout
+            provider,
+            github=github,
+            gitlab=gitlab,
+            gitea=gitea,
+            cache=cache,
+            retries=retries,
+            timeout=timeout,
         )
-        for name, value in (values | variables).items():
+        return self.set(values | variables)
+
+    def set(self, variables: Mapping[str, str | None]) -> dict[str, str]:
+        """Set `variables` as they are (a None unsets one); those set."""
+        for name, value in variables.items():
             if value is None:
                 self._monkeypatch.delenv(name, raising=False)
             else:
                 self._monkeypatch.setenv(name, value)
-        return {name: value for name, value in (values | variables).items() if value is not None}
+        return {name: value for name, value in variables.items() if value is not None}
 
 
 @pytest.fixture

@@ -40,11 +40,11 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.forge_server import RecordedRequest
 from tests.fakes.gitea_server import (
     ACCESS_ORDER,
     FakeGitea,
     GiteaHandler,
-    RecordedRequest,
     Repository,
     User,
     user_json,

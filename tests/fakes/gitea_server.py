@@ -28,46 +28,29 @@ the root conftest) yields a running server:
 from __future__ import annotations
 
 import base64
-import json
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import SplitResult, parse_qs
+from urllib.parse import parse_qs
 
 import pytest
-from pydantic import SecretStr
 
-from pr_review_api.settings import Settings
-from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
-from tests.gitrepo import GitRepo, git
+from tests.fakes.forge_server import (
+    CannedResponse,
+    FakeForge,
+    ForgeHandler,
+    ForgeServer,
+    RecordedRequest,
+    ServedRepository,
+    serving,
+)
 
 PREFIX = "/git"  # the sub-path Gitea is served under
 API_PREFIX = f"{PREFIX}/api/v1"
 DEFAULT_MAX_ITEMS = 50  # Gitea's [api] MAX_RESPONSE_ITEMS
 Access = Literal["read", "write", "admin"]
 ACCESS_ORDER = ("none", "read", "write", "admin", "owner")
-
-
-@dataclass
-class RecordedRequest:
-    """One request the fake server received."""
-
-    method: str
-    path: str  # as sent
-    query: str
-    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
-    status: int = 0
-    body: bytes = b""
-
-    @property
-    def authorization(self) -> str | None:
-        return self.headers.get("authorization")
-
-    def json(self) -> Any:
-        return json.loads(self.body)
 
 
 @dataclass(frozen=True)
@@ -91,20 +74,13 @@ class PullFixture:
     url: str
 
 
-class Repository:
-    """A repository served by the fake: a bare repository built through a working one."""
+class Repository(ServedRepository):
+    """A repository served by the fake."""
 
     def __init__(self, server: FakeGitea, path: str, repo_id: int, *, private: bool) -> None:
-        self.server = server
+        super().__init__(server, path, repo_id, private=private)
         self.owner, self.name = path.split("/")
-        self.path = path
-        self.id = repo_id
-        self.private = private
         self.access: dict[str, str] = {}  # login -> "read" | "write" | "admin"
-        self.bare = server.git_root / f"{path}.git"
-        self.bare.parent.mkdir(parents=True, exist_ok=True)
-        git(self.bare.parent, "init", "-q", "--bare", self.bare.name)
-        self.work = GitRepo(server.root / "work" / path)
 
     def permission(self, login: str | None) -> str:
         """What `login` may do here: `owner` for the owner, its grant, `read` of a public one."""
@@ -113,22 +89,6 @@ class Repository:
         if login.lower() == self.owner.lower():
             return "owner"
         return self.access.get(login, "none" if self.private else "read")
-
-    def publish(self, sha: str, ref: str) -> None:
-        git(self.work.path, "push", "-q", "--force", str(self.bare), f"{sha}:{ref}")
-
-    def branch(self, name: str) -> str:
-        return git(self.bare, "for-each-ref", "--format=%(objectname)", f"refs/heads/{name}")
-
-    def commit(self, files: Mapping[str, str | bytes], parent: str | None, message: str) -> str:
-        """Commit files on top of `parent` (None: a root commit) without moving any branch."""
-        if parent is None:
-            git(self.work.path, "checkout", "-q", "--orphan", f"tmp-{time.monotonic_ns()}")
-            git(self.work.path, "rm", "-rfq", "--ignore-unmatch", ".")
-            git(self.work.path, "clean", "-fdxq")
-        else:
-            git(self.work.path, "checkout", "-q", "--detach", parent)
-        return self.work.commit_files(files, message)
 
 
 # A route other fakes add: (fake, handler, record, repository, tail pieces, body) -> handled.
@@ -171,45 +131,24 @@ def pull_json(  # noqa: PLR0913  (a document's fields; tests name the few they s
     }
 
 
-class FakeGitea:
+class FakeGitea(FakeForge):
     """A running fake Gitea on 127.0.0.1 (see the module docstring)."""
 
+    prefix = PREFIX
+    forge = "gitea"
+    api_prefix = API_PREFIX
+
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.git_root = root / "git"
-        self.git_root.mkdir(parents=True, exist_ok=True)
-        self.requests: list[RecordedRequest] = []
         self.tokens: dict[str, User] = {}  # token -> the user it signs in
         self.max_items = DEFAULT_MAX_ITEMS
         self.routes: list[Route] = []
-        self.api_redirect: str | None = None  # answer API requests with a redirect to this URL
-        self.git_redirect: str | None = None  # answer git requests with a redirect to this URL
         self.documents: dict[tuple[int, int], dict[str, Any]] = {}  # (repo id, index) -> pull
-        self.canned: dict[tuple[int, int], tuple[int, bytes, dict[str, str]]] = {}
+        self.canned: dict[tuple[int, int], CannedResponse] = {}
         self.state: dict[str, Any] = {}  # what other fakes keep (reviews, statuses, ...)
         self._repositories: dict[str, Repository] = {}
         self._pulls: dict[tuple[int, int], PullFixture] = {}
         self._users: dict[str, User] = {}
-        self.lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", 0), GiteaHandler)
-        self._httpd.fake = self
-        self.port = self._httpd.server_address[1]
-        self.origin = f"http://127.0.0.1:{self.port}"
-        self.server_url = f"{self.origin}{PREFIX}"
-        self.api_url = f"{self.origin}{API_PREFIX}"
-        self._thread = serve_in_thread(self._httpd)
-
-    def close(self) -> None:
-        stop(self._httpd, self._thread)
-
-    def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
-        """Settings pointing at this server (GITEA_API_URL left to its default)."""
-        return Settings(
-            gitea_server_url=self.server_url,
-            gitea_token=None if token is None else SecretStr(token),
-            pr_review_cache_dir=cache_dir,
-            **overrides,
-        )
+        super().__init__(root, _Server, GiteaHandler)
 
     # --- configuring ---
 
@@ -254,15 +193,8 @@ class FakeGitea:
     ) -> PullFixture:
         """Publish a pull request: the base branch (advanced by `base`), a head on it."""
         repo = self.repository(path, private=private)
-        current = repo.branch(base_branch)
-        start = current or repo.commit(base or {"README.md": "hello\n"}, None, "base")
-        if current and base:
-            start = repo.commit(base, current, "base")
-        if start != current:
-            repo.publish(start, f"refs/heads/{base_branch}")
-        head_sha = repo.commit(head or {f"change-{index}.txt": f"{index}\n"}, start, "head")
-        repo.publish(head_sha, f"refs/pull/{index}/head")
-        merge_base = git(repo.bare, "merge-base", start, head_sha)
+        head_ref = f"refs/pull/{index}/head"
+        start, head_sha, merge_base = repo.open_change(index, head_ref, base_branch, base, head)
         url = f"{self.server_url}/{path}/pulls/{index}"
         self.documents[(repo.id, index)] = pull_json(
             index,
@@ -286,7 +218,7 @@ class FakeGitea:
     def respond(self, path: str, index: int, status: int, body: bytes | str = b"") -> None:
         """Answer the pull request's endpoint with exactly this."""
         data = body.encode() if isinstance(body, str) else body
-        self.canned[(self.repository(path).id, index)] = (status, data, {})
+        self.canned[(self.repository(path).id, index)] = CannedResponse(status, data)
 
     def fixture(self, path: str, index: int) -> PullFixture:
         return self._pulls[(self.repository(path).id, index)]
@@ -295,20 +227,6 @@ class FakeGitea:
         """The head the pull request's document names (None: no such pull request)."""
         document = self.documents.get((repo.id, index))
         return None if document is None else str(document["head"]["sha"])
-
-    # --- what was asked ---
-
-    def api_requests(self) -> list[RecordedRequest]:
-        with self.lock:
-            return [r for r in self.requests if r.path.startswith(API_PREFIX + "/")]
-
-    def git_requests(self) -> list[RecordedRequest]:
-        with self.lock:
-            return [r for r in self.requests if ".git/" in r.path]
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self.lock:
-            self.requests.append(request)
 
     # --- Gitea's rules ---
 
@@ -332,38 +250,18 @@ class FakeGitea:
         return self.tokens.get(token, False)
 
 
-class _Server(LoopbackServer):
+class _Server(ForgeServer):
     fake: FakeGitea
 
 
-class GiteaHandler(GitHandler[RecordedRequest]):
+class GiteaHandler(ForgeHandler):
     """The fake's request handler; routes of other fakes call its `send_json` and `send_page`."""
 
     server: _Server
     methods = frozenset({"GET", "POST", "PATCH", "DELETE"})
 
-    def record(self, parts: SplitResult) -> RecordedRequest:
-        record = RecordedRequest(
-            method=self.command,
-            path=parts.path,
-            query=parts.query,
-            headers={name.lower(): value for name, value in self.headers.items()},
-        )
-        self.server.fake._record(record)
-        return record
-
-    def route(self, record: RecordedRequest, parts: SplitResult, body: bytes) -> None:
-        fake = self.server.fake
-        if parts.path.startswith(API_PREFIX + "/"):
-            record.body = body
-            if fake.api_redirect is not None:
-                self.send(record, 302, b"", {"Location": fake.api_redirect})
-                return
-            self._api(fake, record, parts.path[len(API_PREFIX) :], body)
-        elif parts.path.startswith(PREFIX + "/") and ".git/" in parts.path:
-            self._git(fake, record, parts.path[len(PREFIX) :], parts.query, body)
-        else:
-            self.send_json(record, 404, {"message": "Not Found"})
+    def not_found(self, record: RecordedRequest) -> None:
+        self.send_json(record, 404, {"message": "Not Found"})
 
     # --- the API ---
 
@@ -377,7 +275,8 @@ class GiteaHandler(GitHandler[RecordedRequest]):
             return False
         return self.server.fake.tokens.get(token.strip(), False)
 
-    def _api(self, fake: FakeGitea, record: RecordedRequest, path: str, body: bytes) -> None:
+    def api(self, record: RecordedRequest, path: str, body: bytes) -> None:
+        fake = self.server.fake
         user = self.signed_in(record)
         if user is False:
             self.send_json(record, 401, {"message": "user does not exist", "url": ""})
@@ -396,23 +295,13 @@ class GiteaHandler(GitHandler[RecordedRequest]):
             return
         tail = pieces[4:]
         if len(tail) == 2 and tail[0] == "pulls" and self.command == "GET":
-            self._pull(fake, record, repo, tail[1])
+            key = (repo.id, int(tail[1]) if tail[1].isdigit() else -1)
+            missing = {"message": "pull request does not exist", "url": ""}
+            self.send_change(record, fake.canned.get(key), fake.documents.get(key), missing)
             return
         if any(route(fake, self, record, repo, tail, body) for route in fake.routes):
             return
         self.send_json(record, 404, {"message": "Not Found", "url": ""})
-
-    def _pull(self, fake: FakeGitea, record: RecordedRequest, repo: Repository, index: str) -> None:
-        key = (repo.id, int(index)) if index.isdigit() else None
-        canned = fake.canned.get(key) if key else None
-        if canned is not None:
-            self.send(record, *canned)
-            return
-        document = fake.documents.get(key) if key else None
-        if document is None:
-            self.send_json(record, 404, {"message": "pull request does not exist", "url": ""})
-            return
-        self.send_json(record, 200, document)
 
     def may_write(self, record: RecordedRequest, repo: Repository) -> User | None:
         """The signed-in user when it may write to `repo`; else None, Gitea's answer sent
@@ -448,21 +337,10 @@ class GiteaHandler(GitHandler[RecordedRequest]):
             )
         self.send_json(record, 200, items[(page - 1) * limit : page * limit], headers)
 
-    def send_json(
-        self,
-        record: RecordedRequest,
-        status: int,
-        document: Any,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        data = json.dumps(document).encode()
-        self.send(record, status, data, {"Content-Type": "application/json", **(headers or {})})
-
     # --- git ---
 
-    def _git(
-        self, fake: FakeGitea, record: RecordedRequest, path: str, query: str, body: bytes
-    ) -> None:
+    def git(self, record: RecordedRequest, path: str, query: str, body: bytes) -> None:
+        fake = self.server.fake
         repo_path, _, rest = path.partition(".git/")
         owner, _, name = repo_path.lstrip("/").partition("/")
         repo = fake.find_repository(owner, name)
@@ -476,21 +354,10 @@ class GiteaHandler(GitHandler[RecordedRequest]):
             self.send(record, 302, b"", {"Location": fake.git_redirect + path})
             return
         path = f"/{repo.path}.git/{rest}"  # any case names the repository, as on Gitea
-        status, headers, payload = self.serve_git(fake.git_root, path, query, body)
-        self.send(record, status, payload, headers)
-
-    def send(
-        self, record: RecordedRequest, status: int, body: bytes, headers: Mapping[str, str]
-    ) -> None:
-        record.status = status
-        self._write(status, body, headers)
+        self.send_git(record, path, query, body)
 
 
 @pytest.fixture
 def fake_gitea(tmp_path: Path) -> Iterator[FakeGitea]:
     """A running fake Gitea whose repositories live under tmp_path/fake-gitea."""
-    server = FakeGitea(tmp_path / "fake-gitea")
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from serving(FakeGitea(tmp_path / "fake-gitea"))

@@ -27,7 +27,8 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.fakes.github_server import FakeGitHub, RecordedRequest, _Handler
+    from tests.fakes.forge_server import RecordedRequest
+    from tests.fakes.github_server import FakeGitHub, _Handler
 
 MAX_JWT_SECONDS = 600  # GitHub: `exp` at most ten minutes after `iat`
 
@@ -104,9 +105,9 @@ def app_endpoint(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, p
     pieces = path.split("/")
     if path == "/app" or path.startswith("/app/"):
         if app.verified(bearer) is None:
-            handler._json(record, 401, {"message": "A JSON web token could not be decoded"})
+            handler.send_json(record, 401, {"message": "A JSON web token could not be decoded"})
         elif path == "/app" and handler.command == "GET":
-            handler._json(record, 200, {"id": app.app_id, "slug": app.slug, "name": app.slug})
+            handler.send_json(record, 200, {"id": app.app_id, "slug": app.slug, "name": app.slug})
         elif (
             handler.command == "POST"
             and len(pieces) == 5
@@ -115,15 +116,15 @@ def app_endpoint(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, p
         ):
             _exchange(app, handler, record, pieces[3])
         else:
-            handler._json(record, 404, {"message": "Not Found"})
+            handler.send_json(record, 404, {"message": "Not Found"})
         return True
     if app.is_jwt(bearer):  # GitHub: a JWT speaks only to /app endpoints
-        handler._json(record, 401, {"message": "Bad credentials"})
+        handler.send_json(record, 401, {"message": "Bad credentials"})
         return True
     owner = pieces[2] if len(pieces) > 2 and pieces[1] == "repos" else None
     account = app.account_of(bearer)
     if owner is not None and account is not None and owner.lower() != account.lower():
-        handler._json(record, 404, {"message": "Not Found"})
+        handler.send_json(record, 404, {"message": "Not Found"})
         return True
     return False
 
@@ -131,11 +132,11 @@ def app_endpoint(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, p
 def _exchange(app: FakeApp, handler: _Handler, record: RecordedRequest, installation: str) -> None:
     number = int(installation) if installation.isdigit() else -1
     if number not in app.installations:
-        handler._json(record, 404, {"message": "Not Found"})
+        handler.send_json(record, 404, {"message": "Not Found"})
         return
     token = "ghs_" + secrets.token_hex(18)
     app.tokens[token] = number
     app.exchanges.append(number)
     expires = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     document = {"token": token, "expires_at": expires, "repository_selection": "all"}
-    handler._json(record, 201, document)
+    handler.send_json(record, 201, document)

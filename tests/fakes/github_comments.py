@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from tests.fakes.github_reviews import comment_now
 
 if TYPE_CHECKING:
-    from tests.fakes.github_server import FakeGitHub, RecordedRequest, _Handler
+    from tests.fakes.forge_server import RecordedRequest
+    from tests.fakes.github_server import FakeGitHub, _Handler
 
 
 def comment_endpoints(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint)
@@ -31,7 +32,7 @@ def comment_endpoints(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint
         level = fake.permissions.get((owner, repo, tail[1]), "read")
         role = level
         permission = {"maintain": "write", "triage": "read"}.get(level, level)
-        handler._json(record, 200, {"permission": permission, "role_name": role})
+        handler.send_json(record, 200, {"permission": permission, "role_name": role})
         return True
     if method == "GET" and len(tail) == 4 and tail[1] == "comments" and tail[3] == "reactions":
         query = dict(part.partition("=")[::2] for part in record.query.split("&") if part)
@@ -42,11 +43,11 @@ def comment_endpoints(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint
             and str(r["comment_id"]) == tail[2]
             and query.get("content", r["content"]) == r["content"]
         ]
-        handler._json(record, 200, listed)
+        handler.send_json(record, 200, listed)
         return True
     if method == "GET" and len(tail) == 3 and tail[:2] == ["pulls", "comments"]:
         found = comment_now(fake, int(tail[2])) if tail[2].isdigit() else None
-        handler._json(record, 200 if found else 404, found or {"message": "Not Found"})
+        handler.send_json(record, 200 if found else 404, found or {"message": "Not Found"})
         return True
     payload = _payload(body) if method == "POST" else None
     author = handler._author(fake, record)
@@ -54,32 +55,32 @@ def comment_endpoints(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint
         key = (owner, repo, int(tail[1]))
         top = fake.review_comment(int(tail[3])) if tail[3].isdigit() else None
         if author is None:
-            handler._json(record, 403, {"message": "Resource not accessible by integration"})
+            handler.send_json(record, 403, {"message": "Resource not accessible by integration"})
         elif top is None or top not in fake.review_comments.get(key, []):
-            handler._json(record, 404, {"message": "Not Found"})
+            handler.send_json(record, 404, {"message": "Not Found"})
         elif "in_reply_to_id" in top or not isinstance(payload, dict):
             fake.reply_refusals += 1  # GitHub: a reply goes to a top-level review comment
-            handler._json(record, 422, {"message": "Validation Failed"})
+            handler.send_json(record, 422, {"message": "Validation Failed"})
         else:
             created = fake.add_review_comment(
                 owner, repo, key[2], author, payload["body"], top["id"]
             )
-            handler._json(record, 201, created)
+            handler.send_json(record, 201, created)
         return True
     if method == "POST" and len(tail) == 3 and tail[0] == "issues" and tail[2] == "comments":
         if author is None or not isinstance(payload, dict):
-            handler._json(record, 403, {"message": "Resource not accessible by integration"})
+            handler.send_json(record, 403, {"message": "Resource not accessible by integration"})
             return True
         comment = {"id": fake._id(), "user": {"login": author}, "body": payload["body"]}
         fake.issue_comments.setdefault((owner, repo, int(tail[1])), []).append(comment)
-        handler._json(record, 201, comment)
+        handler.send_json(record, 201, comment)
         return True
     if method == "POST" and len(tail) == 4 and tail[1] == "comments" and tail[3] == "reactions":
         if author is None or not isinstance(payload, dict):
-            handler._json(record, 403, {"message": "Resource not accessible by integration"})
+            handler.send_json(record, 403, {"message": "Resource not accessible by integration"})
             return True
         if payload.get("content") not in REACTIONS:
-            handler._json(record, 422, {"message": "Validation Failed"})
+            handler.send_json(record, 422, {"message": "Validation Failed"})
             return True
         reaction = {
             "on": tail[0],
@@ -90,7 +91,7 @@ def comment_endpoints(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint
         known = reaction in fake.reactions
         if not known:
             fake.reactions.append(reaction)
-        handler._json(record, 200 if known else 201, {"id": fake._id(), **reaction})
+        handler.send_json(record, 200 if known else 201, {"id": fake._id(), **reaction})
         return True
     return False
 
@@ -101,10 +102,10 @@ def graphql(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, body: 
     a thread's node id."""
     payload = _payload(body)
     if handler._author(fake, record) is None:
-        handler._json(record, 401, {"message": "Bad credentials"})
+        handler.send_json(record, 401, {"message": "Bad credentials"})
         return
     if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
-        handler._json(record, 400, {"message": "Problems parsing JSON"})
+        handler.send_json(record, 400, {"message": "Problems parsing JSON"})
         return
     query, variables = payload["query"], payload.get("variables") or {}
     if "resolveReviewThread" in query:
@@ -114,11 +115,11 @@ def graphql(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, body: 
             fake.review_comment(int(top)) if node.startswith("PRRT_") and top.isdigit() else None
         )
         if found is None or "in_reply_to_id" in found:
-            handler._json(record, 200, {"errors": [{"message": f"Could not resolve {node}"}]})
+            handler.send_json(record, 200, {"errors": [{"message": f"Could not resolve {node}"}]})
             return
         fake.resolved_threads.add(node)
         thread = {"id": node, "isResolved": True}
-        handler._json(record, 200, {"data": {"resolveReviewThread": {"thread": thread}}})
+        handler.send_json(record, 200, {"data": {"resolveReviewThread": {"thread": thread}}})
         return
     key = (variables.get("owner"), variables.get("repo"), variables.get("number"))
     comments = fake.review_comments.get(key, [])  # type: ignore[arg-type]
@@ -135,7 +136,7 @@ def graphql(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, body: 
         if "in_reply_to_id" not in top and "path" in top
     ]
     threads = {"reviewThreads": {"nodes": nodes}}
-    handler._json(record, 200, {"data": {"repository": {"pullRequest": threads}}})
+    handler.send_json(record, 200, {"data": {"repository": {"pullRequest": threads}}})
 
 
 REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")

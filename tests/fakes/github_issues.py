@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tests.fakes.github_server import FakeGitHub, RecordedRequest, _Handler
+    from tests.fakes.forge_server import RecordedRequest
+    from tests.fakes.github_server import FakeGitHub, _Handler
 
 
 def issues(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, pieces: list[str]) -> bool:
@@ -27,7 +28,7 @@ def issues(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, pieces:
     found = fake.issues.get(key)
     pull = fake.pulls().get(key)
     if hidden or (found is None and pull is None):
-        handler._json(record, 404, {"message": "Not Found", "status": "404"})
+        handler.send_json(record, 404, {"message": "Not Found", "status": "404"})
         return True
     api = f"{fake.api_url}/repos/{owner}/{repo}"
     document: dict[str, Any] = {
@@ -52,5 +53,5 @@ def issues(fake: FakeGitHub, handler: _Handler, record: RecordedRequest, pieces:
                 "merged_at": None,
             },
         }
-    handler._json(record, 200, document)
+    handler.send_json(record, 200, document)
     return True

@@ -24,12 +24,8 @@ from typing import TYPE_CHECKING, Any
 from tests.fakes.github_documents import range_problem
 
 if TYPE_CHECKING:
-    from tests.fakes.github_server import (
-        FakeGitHub,
-        PullRequestFixture,
-        RecordedRequest,
-        _Handler,
-    )
+    from tests.fakes.forge_server import RecordedRequest
+    from tests.fakes.github_server import FakeGitHub, PullRequestFixture, _Handler
 
 MAX_BODY_CHARS = 65536
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
@@ -45,24 +41,24 @@ def create_review(
     try:
         payload = json.loads(body)
     except ValueError:
-        handler._json(record, 400, {"message": "Problems parsing JSON"})
+        handler.send_json(record, 400, {"message": "Problems parsing JSON"})
         return
     fake.review_posts.append(payload)
     if fake.review_faults:
         canned = fake.review_faults.pop(0)
-        handler._send(record, canned.status, canned.body, canned.headers)
+        handler.send(record, canned.status, canned.body, canned.headers)
         return
     author = handler._author(fake, record)
     if author is None:
-        handler._json(record, 403, {"message": "Resource not accessible by integration"})
+        handler.send_json(record, 403, {"message": "Resource not accessible by integration"})
         return
     pull = fake._pulls.get(key)
     if pull is None:
-        handler._json(record, 404, {"message": "Not Found"})
+        handler.send_json(record, 404, {"message": "Not Found"})
         return
     problem = _review_problem(fake, key, pull, payload)
     if problem is not None:
-        handler._json(record, 422, {"message": "Unprocessable Entity", "errors": [problem]})
+        handler.send_json(record, 422, {"message": "Unprocessable Entity", "errors": [problem]})
         return
     review = fake._new_review(*key, author, payload["body"], payload["commit_id"])
     for comment in payload.get("comments", []):
@@ -78,7 +74,7 @@ def create_review(
         review["comments"].append(stored)
         fake.review_comments.setdefault(key, []).append(stored)
     fake.reviews.setdefault(key, []).append(review)
-    handler._json(record, 200, _shown(review))
+    handler.send_json(record, 200, _shown(review))
 
 
 def reviews(
@@ -98,9 +94,9 @@ def reviews(
     key = (pieces[2], pieces[3], int(pieces[5]))
     found = [r for r in fake.reviews.get(key, []) if r["id"] == int(pieces[7])]
     if not found:
-        handler._json(record, 404, {"message": "Not Found"})
+        handler.send_json(record, 404, {"message": "Not Found"})
     elif handler.command == "GET":
-        handler._json(record, 200, _shown(found[0]))
+        handler.send_json(record, 200, _shown(found[0]))
     else:
         _edit(fake, handler, record, found[0], body)
     return True
@@ -116,24 +112,24 @@ def _edit(
     try:
         payload = json.loads(body)
     except ValueError:
-        handler._json(record, 400, {"message": "Problems parsing JSON"})
+        handler.send_json(record, 400, {"message": "Problems parsing JSON"})
         return
     if fake.edit_faults:
         canned = fake.edit_faults.pop(0)
-        handler._send(record, canned.status, canned.body, canned.headers)
+        handler.send(record, canned.status, canned.body, canned.headers)
         return
     author = handler._author(fake, record)
     if author is None or author.lower() != review["user"]["login"].lower():
-        handler._json(record, 403, {"message": "Resource not accessible by integration"})
+        handler.send_json(record, 403, {"message": "Resource not accessible by integration"})
         return
     text = payload.get("body") if isinstance(payload, dict) else None
     if not isinstance(text, str) or len(text) > MAX_BODY_CHARS:
         problem = "body is too long (maximum is 65536 characters)"
-        handler._json(record, 422, {"message": "Validation Failed", "errors": [problem]})
+        handler.send_json(record, 422, {"message": "Validation Failed", "errors": [problem]})
         return
     review["body"] = text
     fake.review_edits.append((review["id"], text))
-    handler._json(record, 200, _shown(review))
+    handler.send_json(record, 200, _shown(review))
 
 
 def _shown(review: dict[str, Any]) -> dict[str, Any]:

@@ -28,16 +28,22 @@ import os
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult
 
 import pytest
-from pydantic import SecretStr
 
 from pr_review_api.settings import Settings
-from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
+from tests.fakes import forge_server
+from tests.fakes.forge_server import (
+    FakeForge,
+    ForgeHandler,
+    ForgeServer,
+    RecordedRequest,
+    serving,
+)
 from tests.fakes.github_app import FakeApp, app_endpoint
 from tests.fakes.github_comments import comment_endpoints, graphql
 from tests.fakes.github_documents import pull_json
@@ -49,28 +55,9 @@ API_PREFIX = "/api/v3"
 
 
 @dataclass
-class RecordedRequest:
-    """One request the fake server received."""
+class CannedResponse(forge_server.CannedResponse):
+    """What the API answers for one pull request, after a delay."""
 
-    method: str
-    path: str
-    query: str
-    authorization: str | None
-    git_protocol: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    status: int = 0
-    response_bytes: int = 0
-    client_port: int = 0
-    body: bytes = b""
-
-
-@dataclass
-class CannedResponse:
-    """What the API answers for one pull request."""
-
-    status: int = 200
-    body: bytes = b""
-    headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
 
 
@@ -130,18 +117,16 @@ class Origin:
         return done.returncode == 0
 
 
-class FakeGitHub:
+class FakeGitHub(FakeForge):
     """A running fake GitHub on 127.0.0.1 (see the module docstring)."""
 
+    forge = "github"
+    api_prefix = API_PREFIX
+
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.git_root = root / "git"
-        self.git_root.mkdir(parents=True, exist_ok=True)
         self.responses: dict[tuple[str, str, int], CannedResponse] = {}
-        self.requests: list[RecordedRequest] = []
         self.require_token: str | None = None
         self.git_delay = 0.0
-        self.git_redirect: str | None = None  # answer git requests with a redirect to this origin
         self._origins: dict[tuple[str, str], Origin] = {}
         # --- reviews (the publishing endpoints) ---
         self.users: dict[str, str] = {}  # token -> login answered by GET /user
@@ -180,28 +165,16 @@ class FakeGitHub:
         self.issue_reads: list[tuple[str, str, int]] = []
         self._pulls: dict[tuple[str, str, int], PullRequestFixture] = {}
         self._next_id = 1000
-        self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.fake = self
-        self.port = self._httpd.server_address[1]
-        self.server_url = f"http://127.0.0.1:{self.port}"
-        self.api_url = f"{self.server_url}{API_PREFIX}"
-        self._thread = serve_in_thread(self._httpd)
+        super().__init__(root, _Server, _Handler)
 
     def close(self) -> None:
         self._stopping.set()
-        stop(self._httpd, self._thread)
+        super().close()
 
     def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
-        """Settings pointing at this server."""
-        return Settings(
-            github_server_url=self.server_url,
-            github_api_url=self.api_url,
-            github_token=None if token is None else SecretStr(token),
-            pr_review_cache_dir=cache_dir,
-            **overrides,
-        )
+        """Settings pointing at this server, its API URL too."""
+        return super().settings(cache_dir, token, github_api_url=self.api_url, **overrides)
 
     # --- configuring answers ---
 
@@ -213,7 +186,7 @@ class FakeGitHub:
         self.app = FakeApp(app_id, slug, public_key, installations)
         return self.app
 
-    def origin(self, owner: str, repo: str) -> Origin:
+    def repository(self, owner: str, repo: str) -> Origin:
         """The served repository owner/repo, created empty on first use."""
         key = (owner, repo)
         if key not in self._origins:
@@ -265,7 +238,7 @@ class FakeGitHub:
         labels: tuple[str, ...] = (),
     ) -> PullRequestFixture:
         """Publish a pull request: the base branch (advanced by `base`), a head commit on it."""
-        origin = self.origin(owner, repo)
+        origin = self.repository(owner, repo)
         current = git(
             origin.bare, "for-each-ref", "--format=%(objectname)", f"refs/heads/{base_ref}"
         )
@@ -388,7 +361,7 @@ class FakeGitHub:
         return [run for run in self.check_runs.values() if run.get("head_sha") == head_sha]
 
     def _id(self) -> int:
-        with self._lock:
+        with self.lock:
             self._next_id += 1
             return self._next_id
 
@@ -471,20 +444,12 @@ class FakeGitHub:
     ) -> list[RecordedRequest]:
         """Requests for git data, optionally of one repository."""
         prefix = "/" if owner is None else f"/{owner}/{repo}.git/"
-        with self._lock:
+        with self.lock:
             return [r for r in self.requests if r.path.startswith(prefix) and ".git/" in r.path]
-
-    def api_requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return [r for r in self.requests if r.path.startswith(API_PREFIX + "/")]
 
     def fetches(self, owner: str, repo: str) -> int:
         """How many git fetches (ref advertisements) the repository served."""
         return sum(1 for r in self.git_requests(owner, repo) if r.path.endswith("/info/refs"))
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self.requests.append(request)
 
     def _token_ok(self, authorization: str | None, *, git_side: bool) -> bool:
         if self.app is not None:  # an App's repositories: only its installation tokens
@@ -505,46 +470,30 @@ def _basic(token: str) -> str:
     return "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
 
 
-class _Server(LoopbackServer):
+class _Server(ForgeServer):
     fake: FakeGitHub
 
 
-class _Handler(GitHandler[RecordedRequest]):
+class _Handler(ForgeHandler):
     server: _Server
     methods = frozenset({"GET", "POST", "PATCH", "PUT"})
 
     # --- routing ---
 
-    def record(self, parts: SplitResult) -> RecordedRequest:
-        record = RecordedRequest(
-            method=self.command,
-            path=parts.path,
-            query=parts.query,
-            authorization=self.headers.get("Authorization"),
-            git_protocol=self.headers.get("Git-Protocol"),
-            headers={name.lower(): value for name, value in self.headers.items()},
-            client_port=self.client_address[1],
-        )
-        self.server.fake._record(record)
-        return record
-
     def route(self, record: RecordedRequest, parts: SplitResult, body: bytes) -> None:
-        fake = self.server.fake
-        if parts.path.startswith(API_PREFIX + "/"):
-            record.body = body
         if parts.path == "/api/graphql":
             record.body = body
-            graphql(fake, self, record, body)
-        elif parts.path.startswith(API_PREFIX + "/"):
-            self._api(fake, record, parts.path[len(API_PREFIX) :], body)
-        elif ".git/" in parts.path:
-            self._git(fake, record, parts.path, parts.query, body)
+            graphql(self.server.fake, self, record, body)
         else:
-            self._send(record, 404, b"not found", {"Content-Type": "text/plain"})
+            super().route(record, parts, body)
 
-    def _api(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint)
-        self, fake: FakeGitHub, record: RecordedRequest, path: str, body: bytes = b""
+    def not_found(self, record: RecordedRequest) -> None:
+        self.send(record, 404, b"not found", {"Content-Type": "text/plain"})
+
+    def api(  # noqa: C901, PLR0911, PLR0912  (one return per endpoint)
+        self, record: RecordedRequest, path: str, body: bytes
     ) -> None:
+        fake = self.server.fake
         pieces = path.split("/")  # "", "repos", owner, repo, "pulls", number
         if app_endpoint(fake, self, record, path):
             return
@@ -586,37 +535,19 @@ class _Handler(GitHandler[RecordedRequest]):
             or pieces[4] != "pulls"
             or not pieces[5].isdigit()
         ):
-            self._send(
-                record, 404, b'{"message":"Not Found"}', {"Content-Type": "application/json"}
-            )
+            self.send(record, 404, b'{"message":"Not Found"}', {"Content-Type": "application/json"})
             return
         if not fake._token_ok(record.authorization, git_side=False):
-            self._send(
+            self.send(
                 record, 401, b'{"message":"Bad credentials"}', {"Content-Type": "application/json"}
             )
             return
         canned = fake.responses.get((pieces[2], pieces[3], int(pieces[5])))
         if canned is None:
-            self._send(
-                record, 404, b'{"message":"Not Found"}', {"Content-Type": "application/json"}
-            )
+            self.send(record, 404, b'{"message":"Not Found"}', {"Content-Type": "application/json"})
             return
         fake._sleep(canned.delay)
-        self._send(record, canned.status, canned.body, canned.headers)
-
-    def _json(
-        self,
-        record: RecordedRequest,
-        status: int,
-        document: Any,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        self._send(
-            record,
-            status,
-            json.dumps(document).encode(),
-            {"Content-Type": "application/json", **(headers or {})},
-        )
+        self.send(record, canned.status, canned.body, canned.headers)
 
     @staticmethod
     def _bearer(record: RecordedRequest) -> str | None:
@@ -626,21 +557,21 @@ class _Handler(GitHandler[RecordedRequest]):
     def _repository(self, fake: FakeGitHub, record: RecordedRequest, owner: str, repo: str) -> None:
         token = self._bearer(record)
         if token in fake.refused_tokens:
-            self._json(record, 401, {"message": "Bad credentials"})
+            self.send_json(record, 401, {"message": "Bad credentials"})
             return
         document: dict[str, Any] = {"full_name": f"{owner}/{repo}", "private": False}
         if token is not None and token in fake.repo_permissions:
             document["permissions"] = fake.repo_permissions[token]
-        self._json(record, 200, document)
+        self.send_json(record, 200, document)
 
     def _user(self, fake: FakeGitHub, record: RecordedRequest) -> None:
         token = self._bearer(record)
         if token is None or token in fake.refused_tokens:
-            self._json(record, 401, {"message": "Requires authentication"})
+            self.send_json(record, 401, {"message": "Requires authentication"})
         elif token in fake.users:
-            self._json(record, 200, {"login": fake.users[token], "id": 7})
+            self.send_json(record, 200, {"login": fake.users[token], "id": 7})
         else:  # a workflow token may not read /user
-            self._json(record, 403, {"message": "Resource not accessible by integration"})
+            self.send_json(record, 403, {"message": "Resource not accessible by integration"})
 
     def _author(self, fake: FakeGitHub, record: RecordedRequest) -> str | None:
         token = self._bearer(record)
@@ -656,11 +587,11 @@ class _Handler(GitHandler[RecordedRequest]):
         self, fake: FakeGitHub, record: RecordedRequest, key: tuple[str, str, int], kind: str
     ) -> None:
         if key not in fake._pulls:
-            self._json(record, 404, {"message": "Not Found"})
+            self.send_json(record, 404, {"message": "Not Found"})
             return
         if fake.list_faults:
             canned = fake.list_faults.pop(0)
-            self._send(record, canned.status, canned.body, canned.headers)
+            self.send(record, canned.status, canned.body, canned.headers)
             return
         if kind == "reviews":
             items = [
@@ -689,7 +620,7 @@ class _Handler(GitHandler[RecordedRequest]):
         if page > 1:
             links += [f'<{base}&page={page - 1}>; rel="prev"', f'<{base}&page=1>; rel="first"']
         headers = {"Link": ", ".join(links)} if links else {}
-        self._json(record, 200, chunk, headers)
+        self.send_json(record, 200, chunk, headers)
 
     def _gate(
         self, fake: FakeGitHub, record: RecordedRequest, pieces: list[str], body: bytes
@@ -698,21 +629,23 @@ class _Handler(GitHandler[RecordedRequest]):
         try:
             payload = json.loads(body)
         except ValueError:
-            self._json(record, 400, {"message": "Problems parsing JSON"})
+            self.send_json(record, 400, {"message": "Problems parsing JSON"})
             return
         token = self._bearer(record)
         if token is None:
-            self._json(record, 401, {"message": "Requires authentication"})
+            self.send_json(record, 401, {"message": "Requires authentication"})
             return
         if pieces[4] == "statuses" and len(pieces) == 6 and self.command == "POST":
             self._commit_status(fake, record, pieces[5], payload)
             return
         if pieces[4] != "check-runs":
-            self._json(record, 404, {"message": "Not Found"})
+            self.send_json(record, 404, {"message": "Not Found"})
             return
         fake.check_requests.append((self.command, payload))
         if token in fake.no_checks_tokens:
-            self._json(record, 403, {"message": "Resource not accessible by personal access token"})
+            self.send_json(
+                record, 403, {"message": "Resource not accessible by personal access token"}
+            )
             return
         self._check_run(fake, record, pieces, payload)
 
@@ -722,63 +655,52 @@ class _Handler(GitHandler[RecordedRequest]):
         """Create (POST) or update (PATCH) a check run, refused as GitHub refuses it."""
         refused = check_run_refusal(payload, creating=self.command == "POST")
         if refused is not None:
-            self._json(record, 422, {"message": "Validation Failed", "errors": [refused]})
+            self.send_json(record, 422, {"message": "Validation Failed", "errors": [refused]})
             return
         if payload.get("conclusion") is not None:
             payload["status"] = "completed"  # GitHub: a conclusion completes the run
         annotations = (payload.get("output") or {}).get("annotations") or []
         if len(annotations) > 50:
-            self._json(record, 422, {"message": "Only 50 annotations may be sent at a time"})
+            self.send_json(record, 422, {"message": "Only 50 annotations may be sent at a time"})
             return
         if self.command == "POST" and len(pieces) == 5:
             run = {"id": fake._id(), "annotations": [], **payload}
             run["annotations"] = list(annotations)
             fake.check_runs[run["id"]] = run
-            self._json(record, 201, {k: v for k, v in run.items() if k != "annotations"})
+            self.send_json(record, 201, {k: v for k, v in run.items() if k != "annotations"})
             return
         if self.command == "PATCH" and len(pieces) == 6 and pieces[5].isdigit():
             existing = fake.check_runs.get(int(pieces[5]))
             if existing is None:
-                self._json(record, 404, {"message": "Not Found"})
+                self.send_json(record, 404, {"message": "Not Found"})
                 return
             existing["annotations"] += annotations
             existing.update({k: v for k, v in payload.items() if k != "annotations"})
-            self._json(record, 200, {k: v for k, v in existing.items() if k != "annotations"})
+            self.send_json(record, 200, {k: v for k, v in existing.items() if k != "annotations"})
             return
-        self._json(record, 404, {"message": "Not Found"})
+        self.send_json(record, 404, {"message": "Not Found"})
 
     def _commit_status(
         self, fake: FakeGitHub, record: RecordedRequest, sha: str, payload: dict[str, Any]
     ) -> None:
         if payload.get("state") not in STATUS_STATES:
-            self._json(record, 422, {"message": "Validation Failed"})
+            self.send_json(record, 422, {"message": "Validation Failed"})
             return
         fake.statuses.append({**payload, "sha": sha})
-        self._json(record, 201, {"id": fake._id(), **payload})
+        self.send_json(record, 201, {"id": fake._id(), **payload})
 
-    def _git(
-        self, fake: FakeGitHub, record: RecordedRequest, path: str, query: str, body: bytes
-    ) -> None:
+    def git(self, record: RecordedRequest, path: str, query: str, body: bytes) -> None:
+        fake = self.server.fake
         if not fake._token_ok(record.authorization, git_side=True):
-            self._send(record, 401, b"auth required", {"WWW-Authenticate": 'Basic realm="fake"'})
+            self.send(record, 401, b"auth required", {"WWW-Authenticate": 'Basic realm="fake"'})
             return
         if fake.git_redirect is not None:
             location = fake.git_redirect + path + (f"?{query}" if query else "")
-            self._send(record, 302, b"", {"Location": location})
+            self.send(record, 302, b"", {"Location": location})
             return
         if self.command == "POST":
             fake._sleep(fake.git_delay)
-        status, headers, payload = self.serve_git(fake.git_root, path, query, body)
-        self._send(record, status, payload, headers)
-
-    # --- plumbing ---
-
-    def _send(
-        self, record: RecordedRequest, status: int, body: bytes, headers: Mapping[str, str]
-    ) -> None:
-        record.status = status
-        record.response_bytes = len(body)
-        self._write(status, body, headers)
+        self.send_git(record, path, query, body)
 
 
 # GitHub's REST rules for check runs and commit statuses (docs: "Create a check run", "Create a
@@ -813,8 +735,4 @@ def check_run_refusal(payload: dict[str, Any], *, creating: bool) -> str | None:
 @pytest.fixture
 def fake_github(tmp_path: Path) -> Iterator[FakeGitHub]:
     """A running fake GitHub whose repositories live under tmp_path/fake-github."""
-    server = FakeGitHub(tmp_path / "fake-github")
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from serving(FakeGitHub(tmp_path / "fake-github"))

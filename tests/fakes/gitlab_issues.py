@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from tests.fakes.gitlab_server import FakeGitLab, Project, RecordedRequest, _Handler
+    from tests.fakes.forge_server import RecordedRequest
+    from tests.fakes.gitlab_server import FakeGitLab, Project, _Handler
 
 
 @dataclass

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tests.fakes.gitlab_server import FakeGitLab, Project, RecordedRequest, _Handler
+    from tests.fakes.forge_server import RecordedRequest
+    from tests.fakes.gitlab_server import FakeGitLab, Project, _Handler
 
 
 @dataclass

@@ -51,7 +51,8 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from tests.fakes.gitlab_server import FakeGitLab, Project, RecordedRequest
+from tests.fakes.forge_server import RecordedRequest
+from tests.fakes.gitlab_server import FakeGitLab, Project
 from tests.gitrepo import git
 
 MAX_NOTE_CHARS = 1_000_000

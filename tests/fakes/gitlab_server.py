@@ -27,55 +27,28 @@ to `routes` (tests/fakes/gitlab_notes.py for notes and discussions). The `fake_g
 from __future__ import annotations
 
 import base64
-import json
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import SplitResult, parse_qs, unquote
+from urllib.parse import parse_qs, unquote
 
 import pytest
-from pydantic import SecretStr
 
-from pr_review_api.settings import Settings
-from tests.fakes.git_smart_http import GitHandler, LoopbackServer, serve_in_thread, stop
-from tests.gitrepo import GitRepo, git
+from tests.fakes.forge_server import (
+    CannedResponse,
+    FakeForge,
+    ForgeHandler,
+    ForgeServer,
+    RecordedRequest,
+    ServedRepository,
+    serving,
+)
 
 PREFIX = "/gitlab"  # the relative URL root of the self-managed instance
 API_PREFIX = f"{PREFIX}/api/v4"
 DEFAULT_PER_PAGE = 20
 MAX_PER_PAGE = 100
-
-
-@dataclass
-class RecordedRequest:
-    """One request the fake server received."""
-
-    method: str
-    path: str  # as sent, still percent-encoded
-    query: str
-    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
-    status: int = 0
-    body: bytes = b""
-
-    @property
-    def private_token(self) -> str | None:
-        return self.headers.get("private-token")
-
-    @property
-    def authorization(self) -> str | None:
-        return self.headers.get("authorization")
-
-
-@dataclass
-class CannedResponse:
-    """An answer a test fixed for one endpoint."""
-
-    status: int = 200
-    body: bytes = b""
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,43 +64,14 @@ class MergeRequestFixture:
     url: str
 
 
-class Project:
-    """A project served by the fake: a bare repository built through a working repository."""
-
-    def __init__(self, server: FakeGitLab, path: str, project_id: int, *, private: bool) -> None:
-        self.server = server
-        self.path = path
-        self.id = project_id
-        self.private = private
-        self.bare = server.git_root / f"{path}.git"
-        self.bare.parent.mkdir(parents=True, exist_ok=True)
-        git(self.bare.parent, "init", "-q", "--bare", self.bare.name)
-        self.work = GitRepo(server.root / "work" / path)
-
-    def publish(self, sha: str, ref: str) -> None:
-        """Point `ref` of the served repository at `sha` (forced)."""
-        git(self.work.path, "push", "-q", "--force", str(self.bare), f"{sha}:{ref}")
+class Project(ServedRepository):
+    """A project served by the fake."""
 
     def set_branch(self, name: str, sha: str) -> None:
         self.publish(sha, f"refs/heads/{name}")
 
     def set_merge_request_head(self, iid: int, sha: str) -> None:
         self.publish(sha, f"refs/merge-requests/{iid}/head")
-
-    def branch(self, name: str) -> str:
-        return git(self.bare, "for-each-ref", "--format=%(objectname)", f"refs/heads/{name}")
-
-    def commit(
-        self, files: Mapping[str, str | bytes], parent: str | None, message: str = "c"
-    ) -> str:
-        """Commit files on top of `parent` (None: a root commit) without moving any branch."""
-        if parent is None:
-            git(self.work.path, "checkout", "-q", "--orphan", f"tmp-{time.monotonic_ns()}")
-            git(self.work.path, "rm", "-rfq", "--ignore-unmatch", ".")
-            git(self.work.path, "clean", "-fdxq")
-        else:
-            git(self.work.path, "checkout", "-q", "--detach", parent)
-        return self.work.commit_files(files, message)
 
 
 # A route other fakes add: (fake, handler, record, project, tail pieces, body) -> handled.
@@ -174,45 +118,24 @@ def merge_request_json(  # noqa: PLR0913  (a document's fields; tests name the f
     }
 
 
-class FakeGitLab:
+class FakeGitLab(FakeForge):
     """A running fake GitLab on 127.0.0.1 (see the module docstring)."""
 
+    prefix = PREFIX
+    forge = "gitlab"
+    api_prefix = API_PREFIX
+
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.git_root = root / "git"
-        self.git_root.mkdir(parents=True, exist_ok=True)
-        self.requests: list[RecordedRequest] = []
         self.users: dict[str, str] = {}  # token -> username answered by GET /user
         self.user_ids: dict[str, int] = {}  # username -> its id in every document (user_id)
         self.page_size = MAX_PER_PAGE  # at most this many items per page, whatever per_page says
         self.omit_total_pages = False  # as GitLab past 10,000 items: no X-Total, X-Total-Pages
         self.routes: list[Route] = []
-        self.api_redirect: str | None = None  # answer API requests with a redirect to this URL
-        self.git_redirect: str | None = None  # answer git requests with a redirect to this URL
         self.documents: dict[tuple[int, int], dict[str, Any]] = {}  # (project id, iid) -> MR
         self.canned: dict[tuple[int, int], CannedResponse] = {}
         self._projects: dict[str, Project] = {}
         self._merge_requests: dict[tuple[int, int], MergeRequestFixture] = {}
-        self._lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.fake = self
-        self.port = self._httpd.server_address[1]
-        self.origin = f"http://127.0.0.1:{self.port}"
-        self.server_url = f"{self.origin}{PREFIX}"
-        self.api_url = f"{self.origin}{API_PREFIX}"
-        self._thread = serve_in_thread(self._httpd)
-
-    def close(self) -> None:
-        stop(self._httpd, self._thread)
-
-    def settings(self, cache_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
-        """Settings pointing at this server (GITLAB_API_URL left to its default)."""
-        return Settings(
-            gitlab_server_url=self.server_url,
-            gitlab_token=None if token is None else SecretStr(token),
-            pr_review_cache_dir=cache_dir,
-            **overrides,
-        )
+        super().__init__(root, _Server, _Handler)
 
     # --- configuring ---
 
@@ -236,15 +159,8 @@ class FakeGitLab:
     ) -> MergeRequestFixture:
         """Publish a merge request: the target branch (advanced by `base`), a head on it."""
         project = self.project(path, private=private)
-        current = project.branch(target_branch)
-        start = current or project.commit(base or {"README.md": "hello\n"}, None, "base")
-        if current and base:
-            start = project.commit(base, current, "base")
-        if start != current:
-            project.set_branch(target_branch, start)
-        head_sha = project.commit(head or {f"change-{iid}.txt": f"{iid}\n"}, start, "head")
-        project.set_merge_request_head(iid, head_sha)
-        merge_base = git(project.bare, "merge-base", start, head_sha)
+        head_ref = f"refs/merge-requests/{iid}/head"
+        start, head_sha, merge_base = project.open_change(iid, head_ref, target_branch, base, head)
         url = f"{self.server_url}/{path}/-/merge_requests/{iid}"
         self.documents[(project.id, iid)] = merge_request_json(
             iid,
@@ -287,22 +203,8 @@ class FakeGitLab:
 
     def user_id(self, username: str) -> int:
         """The user's id, as notes, awards and `GET /user` give it (stable for the server)."""
-        with self._lock:
+        with self.lock:
             return self.user_ids.setdefault(username, 100 + len(self.user_ids))
-
-    # --- what was asked ---
-
-    def api_requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return [r for r in self.requests if r.path.startswith(API_PREFIX + "/")]
-
-    def git_requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return [r for r in self.requests if ".git/" in r.path]
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self.requests.append(request)
 
     # --- GitLab's rules ---
 
@@ -323,42 +225,23 @@ class FakeGitLab:
         return authorization in allowed
 
 
-class _Server(LoopbackServer):
+class _Server(ForgeServer):
     fake: FakeGitLab
 
 
-class _Handler(GitHandler[RecordedRequest]):
+class _Handler(ForgeHandler):
     server: _Server
     methods = frozenset({"GET", "POST", "PUT", "DELETE"})
 
-    def record(self, parts: SplitResult) -> RecordedRequest:
-        record = RecordedRequest(
-            method=self.command,
-            path=parts.path,
-            query=parts.query,
-            headers={name.lower(): value for name, value in self.headers.items()},
-        )
-        self.server.fake._record(record)
-        return record
-
-    def route(self, record: RecordedRequest, parts: SplitResult, body: bytes) -> None:
-        fake = self.server.fake
-        if parts.path.startswith(API_PREFIX + "/"):
-            record.body = body
-            if fake.api_redirect is not None:
-                self._send(record, 302, b"", {"Location": fake.api_redirect})
-                return
-            self._api(fake, record, parts.path[len(API_PREFIX) :], body)
-        elif parts.path.startswith(PREFIX + "/") and ".git/" in parts.path:
-            self._git(fake, record, parts.path[len(PREFIX) :], parts.query, body)
-        else:
-            self.send_json(record, 404, {"message": "404 Not Found"})
+    def not_found(self, record: RecordedRequest) -> None:
+        self.send_json(record, 404, {"message": "404 Not Found"})
 
     # --- the API ---
 
-    def _api(  # noqa: C901, PLR0911  (one return per endpoint)
-        self, fake: FakeGitLab, record: RecordedRequest, path: str, body: bytes
+    def api(  # noqa: C901, PLR0911  (one return per endpoint)
+        self, record: RecordedRequest, path: str, body: bytes
     ) -> None:
+        fake = self.server.fake
         token = record.private_token
         if token is not None and token not in fake.users:
             self.send_json(record, 401, {"message": "401 Unauthorized"})
@@ -391,25 +274,13 @@ class _Handler(GitHandler[RecordedRequest]):
             self.send_page(record, items)
             return
         if len(tail) == 2 and tail[0] == "merge_requests" and self.command == "GET":
-            self._merge_request(fake, record, project, tail[1])
+            key = (project.id, int(tail[1]) if tail[1].isdigit() else -1)
+            missing = {"message": "404 Not found"}
+            self.send_change(record, fake.canned.get(key), fake.documents.get(key), missing)
             return
         if any(route(fake, self, record, project, tail, body) for route in fake.routes):
             return
         self.send_json(record, 404, {"message": "404 Not Found"})
-
-    def _merge_request(
-        self, fake: FakeGitLab, record: RecordedRequest, project: Project, iid: str
-    ) -> None:
-        key = (project.id, int(iid)) if iid.isdigit() else None
-        canned = fake.canned.get(key) if key else None
-        if canned is not None:
-            self._send(record, canned.status, canned.body, canned.headers)
-            return
-        document = fake.documents.get(key) if key else None
-        if document is None:
-            self.send_json(record, 404, {"message": "404 Not found"})
-            return
-        self.send_json(record, 200, document)
 
     def send_page(self, record: RecordedRequest, items: list[Any]) -> None:
         """One page of `items` as GitLab paginates a listing (offset pagination)."""
@@ -442,52 +313,28 @@ class _Handler(GitHandler[RecordedRequest]):
             self.send_json(record, 401, {"message": "401 Unauthorized"})
         return record.private_token
 
-    def send_json(
-        self,
-        record: RecordedRequest,
-        status: int,
-        document: Any,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        data = json.dumps(document).encode()
-        self._send(record, status, data, {"Content-Type": "application/json", **(headers or {})})
-
     # --- git ---
 
-    def _git(
-        self, fake: FakeGitLab, record: RecordedRequest, path: str, query: str, body: bytes
-    ) -> None:
+    def git(self, record: RecordedRequest, path: str, query: str, body: bytes) -> None:
+        fake = self.server.fake
         project_path, _, rest = path.partition(".git/")
         project = fake._projects.get(project_path.lstrip("/").lower())
         if project is None:
-            self._send(record, 404, b"not found", {"Content-Type": "text/plain"})
+            self.send(record, 404, b"not found", {"Content-Type": "text/plain"})
             return
         path = f"/{project.path}.git/{rest}"  # any case names the project, as on GitLab
         if not fake.git_access(record.authorization, project):
             challenge = {"WWW-Authenticate": 'Basic realm="GitLab"'}
-            self._send(record, 401, b"HTTP Basic: Access denied", challenge)
+            self.send(record, 401, b"HTTP Basic: Access denied", challenge)
             return
         if fake.git_redirect is not None:
             location = fake.git_redirect + path + (f"?{query}" if query else "")
-            self._send(record, 302, b"", {"Location": location})
+            self.send(record, 302, b"", {"Location": location})
             return
-        status, headers, payload = self.serve_git(fake.git_root, path, query, body)
-        self._send(record, status, payload, headers)
-
-    # --- plumbing ---
-
-    def _send(
-        self, record: RecordedRequest, status: int, body: bytes, headers: Mapping[str, str]
-    ) -> None:
-        record.status = status
-        self._write(status, body, headers)
+        self.send_git(record, path, query, body)
 
 
 @pytest.fixture
 def fake_gitlab(tmp_path: Path) -> Iterator[FakeGitLab]:
     """A running fake GitLab whose repositories live under tmp_path/fake-gitlab."""
-    server = FakeGitLab(tmp_path / "fake-gitlab")
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from serving(FakeGitLab(tmp_path / "fake-gitlab"))

@@ -34,7 +34,8 @@ import pytest
 from tests.gitrepo import git
 
 if TYPE_CHECKING:
-    from tests.fakes.gitlab_server import FakeGitLab, Project, RecordedRequest, _Handler
+    from tests.fakes.forge_server import RecordedRequest
+    from tests.fakes.gitlab_server import FakeGitLab, Project, _Handler
 
 STATES = ("pending", "running", "success", "failed", "canceled", "skipped")
 ACTIVE = ("pending", "running")

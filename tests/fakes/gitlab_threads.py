@@ -30,9 +30,10 @@ from urllib.parse import parse_qs
 
 import pytest
 
+from tests.fakes.forge_server import RecordedRequest
 from tests.fakes.gitlab_members import Members
 from tests.fakes.gitlab_notes import FakeNotes
-from tests.fakes.gitlab_server import FakeGitLab, Project, RecordedRequest
+from tests.fakes.gitlab_server import FakeGitLab, Project
 
 DEVELOPER = 30
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

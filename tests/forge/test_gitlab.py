@@ -38,6 +38,7 @@ from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.gitlab_statuses import FakeStatuses
 from tests.fakes.provider_server import ScriptedProvider
 from tests.fakes.provider_server import stop_turn as provider_stop_turn
+from tests.reviewed import FINDING
 
 pytestmark = pytest.mark.e2e
 
@@ -46,15 +47,7 @@ IID = 3
 BOT = "pr-review-bot"
 BASE = {"src/service.py": "def save(w):\n    db.write(w)\n    return w\n"}
 HEAD = {"src/service.py": "def save(w):\n    db.write(w)\n    validate(w)\n    return w\n"}
-ADDED = {
-    "severity": "high",
-    "title": "Validation after write",
-    "explanation": "Invalid widgets are saved first.",
-    "path": "src/service.py",
-    "line": 3,
-    "evidence": "validate(w) follows db.write(w).",
-    "recommendation": "Validate before writing.",
-}
+ADDED = FINDING  # on the head's added line 3
 CONTEXT = {**ADDED, "severity": "low", "title": "Returned unchecked", "line": 4}
 REVIEW = {"summary": "Two problems.", "findings": [ADDED, CONTEXT], "notes": []}
 

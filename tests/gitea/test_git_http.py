@@ -15,7 +15,7 @@ from pr_review_api.gitea.git_http import fetch_config, server_origin
 from pr_review_api.settings import Settings
 from tests.conftest import GITEA_TOKEN
 from tests.fakes.gitea_server import FakeGitea, PullFixture
-from tests.github.support import Launch, config_of, our_git
+from tests.github.support import Launch, config_of, files_under, our_git
 from tests.gitrepo import git
 
 PATH = "acme/secret"
@@ -33,10 +33,6 @@ def bare(tmp_path: Path) -> Path:
     git_dir = tmp_path / "probe.git"
     git(tmp_path, "init", "-q", "--bare", str(git_dir))
     return git_dir
-
-
-def files_under(folder: Path) -> list[Path]:
-    return [path for path in folder.rglob("*") if path.is_file() and not path.is_symlink()]
 
 
 def test_the_pull_requests_head_is_fetched_with_the_token_in_the_environment_only(

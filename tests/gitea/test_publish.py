@@ -22,8 +22,9 @@ from pr_review_api.publishing.markers import SUMMARY_HEADING, finding_marker, he
 from pr_review_api.publishing.placement import fingerprint_of, line_texts
 from pr_review_api.settings import Settings
 from tests.conftest import GITEA_TOKEN
+from tests.fakes.forge_server import RecordedRequest
 from tests.fakes.gitea_reviews import GiteaWrites
-from tests.fakes.gitea_server import FakeGitea, RecordedRequest, Repository
+from tests.fakes.gitea_server import FakeGitea, Repository
 from tests.gitea.support import PATH, REVIEWER, active_parts, finding, push_head, result_of
 
 TEN = "".join(f"line {n}\n" for n in range(1, 11))

@@ -10,18 +10,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from pr_review_api.cli import commands as cli
 from pr_review_api.gitea.preflight import NO_WRITE
-from pr_review_api.settings import Settings
-from tests.conftest import GITEA_TOKEN, PROVIDER_KEY
+from tests.conftest import GITEA_TOKEN
+from tests.environment import Environment
 from tests.fakes.gitea_reviews import GiteaWrites
 from tests.fakes.gitea_server import FakeGitea, PullFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.gitea.support import PATH, REVIEWER, push_head
 from tests.github.support import Launch, our_git
 from tests.in_process import service
+from tests.reviewed import (
+    FINDING,
+    REVIEW,
+    assert_diff_reached_the_model,
+    assert_reviewed,
+    review_cli,
+    settings_for,
+)
 
 # Whole reviews through the CLI, the service and the fakes: the default run, not --fast.
 pytestmark = pytest.mark.e2e
@@ -31,16 +38,6 @@ HEAD = {
     "src/service.py": "def save(w):\n    db.write(w)\n    validate(w)\n",
     "README.md": "# widget\n",
 }
-FINDING = {
-    "severity": "high",
-    "title": "Validation after write",
-    "explanation": "Invalid widgets are saved first.",
-    "path": "src/service.py",
-    "line": 3,
-    "evidence": "validate(w) follows db.write(w).",
-    "recommendation": "Validate before writing.",
-}
-REVIEW = {"summary": "One problem.", "findings": [FINDING], "notes": []}
 
 
 def publish(fake: FakeGitea, base: dict[str, str] = BASE) -> PullFixture:
@@ -51,74 +48,32 @@ def publish(fake: FakeGitea, base: dict[str, str] = BASE) -> PullFixture:
     )
 
 
-def environment(fake: FakeGitea, provider: ScriptedProvider, cache: Path) -> dict[str, str]:
-    return {
-        "OPENCODE_API_KEY": PROVIDER_KEY,
-        "OPENCODE_BASE_URL": provider.base_url,
-        "GITEA_SERVER_URL": fake.server_url,
-        "GITEA_TOKEN": GITEA_TOKEN,
-        "PR_REVIEW_CACHE_DIR": str(cache),
-        "REVIEW_TIMEOUT_SECONDS": "60",
-    }
-
-
-def review_cli(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], *args: str) -> Result:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return CliRunner().invoke(cli.main, ["review", *args], prog_name="pr-review")
-
-
-def settings_for(fake: FakeGitea, provider: ScriptedProvider, cache: Path) -> Settings:
-    return fake.settings(
-        cache,
-        token=GITEA_TOKEN,
-        opencode_api_key=PROVIDER_KEY,
-        opencode_base_url=provider.base_url,
-        review_timeout_seconds=60,
-    )
-
-
-def assert_reviewed(document: dict[str, Any], pull: PullFixture) -> None:
-    assert document["termination_reason"] == "final_review"
-    assert document["pull_request"] == {
-        "url": pull.url,
-        "owner": "acme",
-        "repo": "widget",
-        "number": 3,
-        "forge": "gitea",
-    }
-    assert document["revisions"] == {
+def assert_reviewed_pull(document: dict[str, Any], pull: PullFixture) -> None:
+    """The review of the pull request #3 of acme/widget, at the fixture's commits."""
+    named = {"url": pull.url, "owner": "acme", "repo": "widget", "number": 3, "forge": "gitea"}
+    revisions = {
         "base_sha": pull.base_sha,
         "head_sha": pull.head_sha,
         "merge_base_sha": pull.merge_base,
     }
-    assert document["review"]["findings"] == [FINDING]
-    assert document["publication"] is None
-
-
-def assert_diff_reached_the_model(provider: ScriptedProvider) -> None:
-    first, second = provider.requests
-    assert "Validate widgets" in json.dumps(first.json["messages"])  # the title, as data
-    tool_result = second.json["messages"][-1]
-    assert tool_result["role"] == "tool"
-    assert "+    validate(w)" in json.loads(tool_result["content"])["diff"]
+    assert_reviewed(document, named, revisions)
 
 
 def test_a_pull_request_is_reviewed_through_the_cli(
     fake_gitea: FakeGitea,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     launches: list[Launch],
+    environment: Environment,
 ) -> None:
     pull = publish(fake_gitea)
     assert fake_gitea.port not in (80, 443)
     assert pull.url.startswith(f"{fake_gitea.origin}/git/")
     scripted_provider.script(tool_call_turn([("d1", "inspect_git_diff", {})]), stop_turn(REVIEW))
-    env = environment(fake_gitea, scripted_provider, tmp_path / "cache")
-    result = review_cli(monkeypatch, env, pull.url + "/files", "--format", "json")
+    environment(scripted_provider, gitea=fake_gitea, cache=tmp_path / "cache", timeout=60)
+    result = review_cli(pull.url + "/files", "--format", "json")
     assert result.exit_code == 0, result.output
-    assert_reviewed(json.loads(result.stdout), pull)
+    assert_reviewed_pull(json.loads(result.stdout), pull)
     assert_diff_reached_the_model(scripted_provider)
     scripted_provider.assert_complete()
     assert {r.authorization for r in fake_gitea.api_requests()} == {f"token {GITEA_TOKEN}"}
@@ -135,10 +90,12 @@ async def test_a_pull_request_is_reviewed_through_the_http_api(
 ) -> None:
     pull = publish(fake_gitea)
     scripted_provider.script(tool_call_turn([("d1", "inspect_git_diff", {})]), stop_turn(REVIEW))
-    async with service(settings_for(fake_gitea, scripted_provider, tmp_path / "c")) as client:
+    async with service(
+        settings_for(fake_gitea, scripted_provider, tmp_path / "c", GITEA_TOKEN)
+    ) as client:
         response = await client.post("/v1/reviews", json={"pull_request_url": pull.url})
     assert response.status_code == 200, response.text
-    assert_reviewed(response.json(), pull)
+    assert_reviewed_pull(response.json(), pull)
     assert_diff_reached_the_model(scripted_provider)
     assert GITEA_TOKEN not in response.text
 
@@ -152,11 +109,11 @@ class Posting:
         writes: GiteaWrites,
         provider: ScriptedProvider,
         cache: Path,
-        monkeypatch: pytest.MonkeyPatch,
+        environment: Environment,
     ) -> None:
         self.fake, self.writes, self.provider = fake, writes, provider
-        self.env = environment(fake, provider, cache)
-        self.monkeypatch = monkeypatch
+        self.environment = environment
+        environment(provider, gitea=fake, cache=cache, timeout=60)
 
     def pull(self, base: dict[str, str] = BASE, access: str = "write") -> PullFixture:
         pull = publish(self.fake, base)
@@ -164,7 +121,8 @@ class Posting:
         return pull
 
     def cli(self, *args: str, **env: str) -> Result:
-        return review_cli(self.monkeypatch, {**self.env, **env}, *args)
+        self.environment.set(env)
+        return review_cli(*args)
 
 
 @pytest.fixture
@@ -173,10 +131,10 @@ def posting(
     fake_gitea_writes: GiteaWrites,
     scripted_provider: ScriptedProvider,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    environment: Environment,
 ) -> Posting:
     return Posting(
-        fake_gitea, fake_gitea_writes, scripted_provider, tmp_path / "cache", monkeypatch
+        fake_gitea, fake_gitea_writes, scripted_provider, tmp_path / "cache", environment
     )
 
 
@@ -275,7 +233,9 @@ async def test_a_pull_request_is_published_through_the_http_api(
     pull = publish(fake_gitea)
     fake_gitea.grant(PATH, REVIEWER, "write")
     scripted_provider.script(stop_turn(REVIEW))
-    async with service(settings_for(fake_gitea, scripted_provider, tmp_path / "c")) as client:
+    async with service(
+        settings_for(fake_gitea, scripted_provider, tmp_path / "c", GITEA_TOKEN)
+    ) as client:
         body = {"pull_request_url": pull.url, "post": True}
         response = await client.post("/v1/reviews", json=body)
         again = await client.post("/v1/reviews", json=body)
@@ -332,7 +292,9 @@ async def test_the_http_api_refuses_a_readers_token_before_the_model(
     tmp_path: Path,
 ) -> None:
     pull = publish(fake_gitea)
-    async with service(settings_for(fake_gitea, scripted_provider, tmp_path / "c")) as client:
+    async with service(
+        settings_for(fake_gitea, scripted_provider, tmp_path / "c", GITEA_TOKEN)
+    ) as client:
         body = {"pull_request_url": pull.url, "post": True}
         response = await client.post("/v1/reviews", json=body)
     assert response.status_code == 422, response.text
@@ -347,7 +309,7 @@ async def test_without_gitea_server_url_a_gitea_url_is_not_routed(
     fake_gitea: FakeGitea, scripted_provider: ScriptedProvider, tmp_path: Path
 ) -> None:
     pull = publish(fake_gitea)
-    settings = settings_for(fake_gitea, scripted_provider, tmp_path / "c").model_copy(
+    settings = settings_for(fake_gitea, scripted_provider, tmp_path / "c", GITEA_TOKEN).model_copy(
         update={"gitea_server_url": None, "gitea_api_url": None}
     )
     async with service(settings) as client:

@@ -10,7 +10,6 @@ import logging
 import secrets
 import time
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,13 @@ from pr_review_api.github.git_http import fetch_config
 from pr_review_api.github.urls import parse_pull_request_url
 from tests.conftest import GITHUB_TOKEN
 from tests.fakes.github_server import FakeGitHub
-from tests.github.support import Launch, config_of, diff_of, has_object, our_git, review
+from tests.github.support import (
+    Launch,
+    assert_token_kept_out,
+    diff_of,
+    has_object,
+    review,
+)
 from tests.gitrepo import git
 
 TOKEN_FORMS = (
@@ -42,12 +47,6 @@ def upload_pack_bytes(fake: FakeGitHub, owner: str, repo: str) -> int:
         for r in fake.git_requests(owner, repo)
         if r.path.endswith("/git-upload-pack")
     )
-
-
-def files_under(folder: Path) -> Iterator[Path]:
-    for path in folder.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            yield path
 
 
 # --- fetching and pinning ---
@@ -87,7 +86,7 @@ async def test_git_data_comes_from_the_server_repository_url(
 async def test_base_branch_that_advanced_stays_out_of_the_diff(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
-    origin = fake_github.origin("acme", "widget")
+    origin = fake_github.repository("acme", "widget")
     branch_point = origin.commit({"shared.py": "shared\n", "feature.py": "old\n"}, None)
     head = origin.commit({"feature.py": "PULL-REQUEST-CHANGE\n"}, branch_point)
     advanced = origin.commit({"shared.py": "BASE-ONLY-CHANGE\n"}, branch_point)
@@ -249,24 +248,15 @@ async def test_token_is_sent_to_the_api_and_git_and_appears_nowhere_else(
     git_auth = {r.authorization for r in fake_github.git_requests()}
     assert git_auth == {f"Basic {TOKEN_FORMS[1]}"}
     # Nowhere else: messages, tracebacks, logs, argument vectors, files in the cache.
-    for failure in failures:
-        rendered = "".join(traceback.format_exception(failure)) + repr(failure)
-        assert not any(form in rendered for form in TOKEN_FORMS)
-    for record in caplog.records:
-        text = record.getMessage() + repr(record.args)
-        assert not any(form in text for form in TOKEN_FORMS)
-    assert our_git(launches)
-    for launch in launches:
-        assert not any(form in arg for form in TOKEN_FORMS for arg in launch.argv)
-    for launch in our_git(launches):  # in the environment only as the scoped header
-        for key, value in config_of(launch):
-            if any(form in value for form in TOKEN_FORMS):
-                assert key == f"http.{fake_github.server_url}/.extraHeader"
-                assert launch.argv[2] == "fetch"
-    assert list(files_under(cache_dir))
-    for path in files_under(cache_dir):
-        data = path.read_bytes()
-        assert not any(form.encode() in data for form in TOKEN_FORMS), path.name
+    assert_token_kept_out(
+        TOKEN_FORMS,
+        origin=fake_github.server_url,
+        launches=launches,
+        records=caplog.records,
+        cache=cache_dir,
+        requests=fake_github.requests,
+        failures=failures,
+    )
 
 
 def test_token_header_is_scoped_to_the_server_origin(
@@ -328,7 +318,7 @@ def _fast_import(work: Path, files: dict[str, str]) -> str:
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_fetch_of_a_10000_file_repository(fake_github: FakeGitHub, tmp_path: Path) -> None:
-    origin = fake_github.origin("acme", "big")
+    origin = fake_github.repository("acme", "big")
     # About 1.3 KB of barely compressible text per file: a 13 MB tree.
     files = {
         f"pkg{i // 100:03}/module{i % 100:03}.py": f"VALUE_{i} = '{secrets.token_hex(640)}'\n"

@@ -89,7 +89,7 @@ def test_only_the_configured_scheme_is_allowed(fake_github: FakeGitHub, tmp_path
     git_dir = tmp_path / "probe.git"
     git(tmp_path, "init", "-q", "--bare", str(git_dir))
     for url in (
-        f"file://{fake_github.origin('acme', 'widget').bare}",
+        f"file://{fake_github.repository('acme', 'widget').bare}",
         "ext::sh -c true",
         "ssh://127.0.0.1/x",
     ):
@@ -199,7 +199,7 @@ async def test_hostile_content_and_configuration_run_nothing(
     # 2. Hostile repository content on the server: drivers in .gitattributes, a submodule
     # on the same server, and symbolic links out of the tree and into .git.
     submodule = fake_github.pull_request("evil", "submodule", 1)
-    origin = fake_github.origin("acme", "widget")
+    origin = fake_github.repository("acme", "widget")
     gitmodules = (
         f'[submodule "sub"]\n\tpath = sub\n\turl = {fake_github.server_url}/evil/submodule.git\n'
     )
@@ -266,7 +266,7 @@ async def test_hostile_content_and_configuration_run_nothing(
 @pytest.mark.anyio
 async def test_objects_are_checked_on_fetch(fake_github: FakeGitHub, tmp_path: Path) -> None:
     sentinel = tmp_path / "sentinel"
-    origin = fake_github.origin("acme", "widget")
+    origin = fake_github.repository("acme", "widget")
     gitmodules = f'[submodule "x"]\n\tpath = x\n\turl = -oProxyCommand=touch {sentinel}\n'
     base = origin.work.commit_tree({"a.txt": (FILE, b"a\n")})
     head = origin.work.commit_tree(

@@ -161,7 +161,7 @@ def test_deleted_only_file_lines_outside_its_hunk_go_in_the_body(
 def test_renamed_file_is_commented_on_under_its_new_path(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
-    origin = fake_github.origin("acme", "widget")
+    origin = fake_github.repository("acme", "widget")
     pull = fake_github.pull_request("acme", "widget", 7, base={"old/name.py": FIFTY})
     # Move the file and edit line 40 in a second head, as a rename GitHub detects.
     origin.work.checkout(pull.head_sha)
@@ -549,8 +549,8 @@ def test_no_first_attempt_is_ever_refused(
     number = len(fake_github._pulls) + 1
     moved_old = "".join(f"m{n}\n" for n in range(30))
     files_old = {"f.txt": "\n".join(old) + "\n", "same.txt": "s\n" * 30, "was.txt": moved_old}
-    base_sha = fake_github.origin("acme", "widget").commit(files_old, None, "base")
-    origin = fake_github.origin("acme", "widget")
+    base_sha = fake_github.repository("acme", "widget").commit(files_old, None, "base")
+    origin = fake_github.repository("acme", "widget")
     origin.set_branch(f"b{number}", base_sha)
     work = origin.work
     work.checkout(base_sha)

@@ -10,14 +10,12 @@ import base64
 import json
 import logging
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound
 from pr_review_api.fetch.cache import PreparedChange, RepositoryCache
-from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git_runner import run_git
 from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.gitlab.checkout import open_merge_request
@@ -28,7 +26,14 @@ from pr_review_api.settings import Settings
 from tests.conftest import GITLAB_TOKEN
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
-from tests.github.support import Launch, config_of, our_git
+from tests.github.support import (
+    Launch,
+    assert_token_kept_out,
+    config_of,
+    diff_of,
+    has_object,
+    our_git,
+)
 from tests.gitrepo import git
 
 PATH = "grp/sub/project"
@@ -43,22 +48,6 @@ FETCH_FAILED = "Fetching the merge request's commits from GitLab failed."
 async def review(url: str, settings: Settings) -> PreparedChange:
     async with open_merge_request(url, settings) as prepared:
         return prepared
-
-
-def diff_of(prepared: PreparedChange) -> str:
-    metadata = prepared.metadata
-    pinned = PinnedRepository.open(prepared.git_dir, metadata.base_sha, metadata.head_sha)
-    data, truncated = pinned.diff([], 10**6)
-    assert not truncated
-    return data.decode()
-
-
-def has_commit(git_dir: Path, sha: str) -> bool:
-    return run_git(git_dir, ["cat-file", "-e", f"{sha}^{{commit}}"], check=False).returncode == 0
-
-
-def files_under(folder: Path) -> Iterator[Path]:
-    return (path for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
 
 
 async def refused(fake: FakeGitLab, settings: Settings, iid: int = 3) -> Exception:
@@ -88,8 +77,8 @@ async def test_a_nested_merge_request_is_pinned_to_its_diff_refs(
         metadata = prepared.metadata
         assert (metadata.base_sha, metadata.head_sha) == (mr.start_sha, mr.head_sha)
         assert metadata.diff_base_sha == mr.base_sha
-        assert has_commit(prepared.git_dir, mr.start_sha)
-        assert has_commit(prepared.git_dir, mr.head_sha)
+        assert has_object(prepared.git_dir, mr.start_sha)
+        assert has_object(prepared.git_dir, mr.head_sha)
         assert "-one\n+two" in diff_of(prepared)
     assert prepared.git_dir.is_relative_to(tmp_path / "cache")
     paths = {r.path for r in fake_gitlab.git_requests()}
@@ -148,8 +137,8 @@ async def test_gitlab_and_github_share_the_cache_under_different_keys(
     async with open_pull_request(pull.url, settings) as from_github:
         assert from_github.git_dir != from_gitlab.git_dir
         assert from_github.git_dir.parent.parent == from_gitlab.git_dir.parent.parent
-    assert has_commit(from_gitlab.git_dir, mr.head_sha)
-    assert not has_commit(from_gitlab.git_dir, pull.head_sha)
+    assert has_object(from_gitlab.git_dir, mr.head_sha)
+    assert not has_object(from_gitlab.git_dir, pull.head_sha)
     assert RepositoryCache(settings).total_size() > 0
 
 
@@ -180,26 +169,15 @@ async def test_the_token_reaches_the_api_and_git_and_nothing_else(
     assert {r.private_token for r in fake_gitlab.api_requests()} == {GITLAB_TOKEN}
     assert {r.authorization for r in fake_gitlab.api_requests()} == {None}
     assert {r.authorization for r in fake_gitlab.git_requests()} == {f"Basic {TOKEN_FORMS[1]}"}
-    for request in fake_gitlab.requests:
-        assert not any(form in request.path + request.query for form in TOKEN_FORMS)
-    for failure in failures:
-        rendered = "".join(traceback.format_exception(failure)) + repr(failure)
-        assert not any(form in rendered for form in TOKEN_FORMS)
-    for record in caplog.records:
-        text = record.getMessage() + repr(record.args)
-        assert not any(form in text for form in TOKEN_FORMS)
-    assert our_git(launches)
-    for launch in launches:  # never in a command line
-        assert not any(form in arg for form in TOKEN_FORMS for arg in launch.argv)
-    origin = f"http.{fake_gitlab.origin}/.extraHeader"
-    for launch in our_git(launches):  # in the environment only as the header scoped to GitLab
-        for key, value in config_of(launch):
-            if any(form in value for form in TOKEN_FORMS):
-                assert (key, launch.argv[2]) == (origin, "fetch")
-    assert list(files_under(cache_dir))
-    for path in files_under(cache_dir):
-        data = path.read_bytes()
-        assert not any(form.encode() in data for form in TOKEN_FORMS), path.name
+    assert_token_kept_out(
+        TOKEN_FORMS,
+        origin=fake_gitlab.origin,
+        launches=launches,
+        records=caplog.records,
+        cache=cache_dir,
+        requests=fake_gitlab.requests,
+        failures=failures,
+    )
 
 
 def test_the_git_header_is_scoped_to_the_servers_origin(

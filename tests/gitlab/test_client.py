@@ -28,7 +28,8 @@ from pr_review_api.gitlab.client import (
 from pr_review_api.gitlab.urls import parse_merge_request_url
 from pr_review_api.settings import Settings
 from tests.conftest import GITLAB_TOKEN
-from tests.fakes.gitlab_server import FakeGitLab, Project, RecordedRequest, _Handler
+from tests.fakes.forge_server import RecordedRequest
+from tests.fakes.gitlab_server import FakeGitLab, Project, _Handler
 from tests.fakes.provider_server import gzip_bomb_bytes
 
 PATH = "grp/sub/project"

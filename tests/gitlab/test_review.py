@@ -11,22 +11,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
-from pr_review_api.cli import commands as cli
 from pr_review_api.errors import GitHubUnavailable, GitLabUnavailable, InvalidRepository
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.gitlab.client import TOKEN_NEEDED_MESSAGE
 from pr_review_api.loop.workspace import Prepared
 from pr_review_api.model import Forge, PullRequestInfo
-from pr_review_api.settings import Settings
 from pr_review_api.tools.execute import REPOSITORY_UNREADABLE
-from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY
+from tests.conftest import GITLAB_TOKEN
 from tests.environment import Environment
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
 from tests.github.support import Launch, our_git
 from tests.in_process import service
+from tests.reviewed import (
+    REVIEW,
+    assert_diff_reached_the_model,
+    assert_reviewed,
+    review_cli,
+    settings_for,
+)
 from tests.tools.git_failures import FAILURES, failing
 
 # Whole reviews through the CLI, the service and the fakes: the default run, not --fast.
@@ -38,16 +42,6 @@ HEAD = {
     "src/service.py": "def save(w):\n    db.write(w)\n    validate(w)\n",
     "README.md": "# project\n",
 }
-FINDING = {
-    "severity": "high",
-    "title": "Validation after write",
-    "explanation": "Invalid widgets are saved first.",
-    "path": "src/service.py",
-    "line": 3,
-    "evidence": "validate(w) follows db.write(w).",
-    "recommendation": "Validate before writing.",
-}
-REVIEW = {"summary": "One problem.", "findings": [FINDING], "notes": []}
 
 
 def publish(fake: FakeGitLab, *, private: bool = True) -> MergeRequestFixture:
@@ -64,48 +58,13 @@ def publish(fake: FakeGitLab, *, private: bool = True) -> MergeRequestFixture:
     )
 
 
-def review_cli(*args: str) -> Result:
-    return CliRunner().invoke(cli.main, ["review", *args], prog_name="pr-review")
-
-
-def settings_for(
-    fake: FakeGitLab, provider: ScriptedProvider, cache: Path, token: str | None = GITLAB_TOKEN
-) -> Settings:
-    return fake.settings(
-        cache,
-        token=token,
-        opencode_api_key=PROVIDER_KEY,
-        opencode_base_url=provider.base_url,
-        review_timeout_seconds=60,
-    )
-
-
-def assert_reviewed(document: dict[str, Any], mr: MergeRequestFixture) -> None:
-    assert document["termination_reason"] == "final_review"
-    assert document["pull_request"] == {
-        "url": mr.url,
-        "owner": "grp/sub",
-        "repo": "project",
-        "number": 3,
-        "forge": "gitlab",
-    }
-    assert document["revisions"] == {
-        "base_sha": mr.start_sha,
-        "head_sha": mr.head_sha,
-        "merge_base_sha": mr.base_sha,
-    }
-    assert document["review"]["findings"] == [FINDING]
-    assert document["publication"] is None
+def assert_reviewed_merge_request(document: dict[str, Any], mr: MergeRequestFixture) -> None:
+    """The review of the merge request !3 of grp/sub/project, at the fixture's commits, of
+    its one changed file."""
+    named = {"url": mr.url, "owner": "grp/sub", "repo": "project", "number": 3, "forge": "gitlab"}
+    revisions = {"base_sha": mr.start_sha, "head_sha": mr.head_sha, "merge_base_sha": mr.base_sha}
+    assert_reviewed(document, named, revisions)
     assert document["coverage"]["changed_files"] == 1
-
-
-def assert_diff_reached_the_model(provider: ScriptedProvider) -> None:
-    first, second = provider.requests
-    opening = json.dumps(first.json["messages"])
-    assert "Validate widgets" in opening  # the merge request's title, as untrusted data
-    tool_result = second.json["messages"][-1]
-    assert tool_result["role"] == "tool"
-    assert "+    validate(w)" in json.loads(tool_result["content"])["diff"]
 
 
 def assert_no_token_anywhere(fake: FakeGitLab, *texts: str) -> None:
@@ -133,7 +92,7 @@ def test_a_merge_request_is_reviewed_through_the_cli(
     )
     result = review_cli(mr.url + "/diffs?view=parallel", "--format", "json")
     assert result.exit_code == 0, result.output
-    assert_reviewed(json.loads(result.stdout), mr)
+    assert_reviewed_merge_request(json.loads(result.stdout), mr)
     assert_diff_reached_the_model(scripted_provider)
     scripted_provider.assert_complete()
     # GitLab saw the token where it belongs: the API's PRIVATE-TOKEN, git's oauth2 credentials.
@@ -178,11 +137,13 @@ async def test_a_merge_request_is_reviewed_through_the_http_api(
         tool_call_turn([("d1", "inspect_git_diff", {})]),
         stop_turn(REVIEW),
     )
-    async with service(settings_for(fake_gitlab, scripted_provider, tmp_path / "c")) as client:
+    async with service(
+        settings_for(fake_gitlab, scripted_provider, tmp_path / "c", GITLAB_TOKEN)
+    ) as client:
         first = await client.post("/v1/reviews", json={"pull_request_url": mr.url})
         second = await client.post("/v1/reviews", json={"pull_request_url": mr.url + "/"})
     assert first.status_code == 200, first.text
-    assert_reviewed(first.json(), mr)
+    assert_reviewed_merge_request(first.json(), mr)
     assert second.json() == first.json()  # the same review of the same pinned commits
     # The second review found both commits in the cache: one fetch, two metadata reads.
     assert sum(r.path.endswith("/info/refs") for r in fake_gitlab.git_requests()) == 1
@@ -198,7 +159,7 @@ async def test_a_private_project_without_a_token_is_a_fixed_gitlab_unavailable(
     fake_gitlab: FakeGitLab, scripted_provider: ScriptedProvider, tmp_path: Path
 ) -> None:
     mr = publish(fake_gitlab)
-    settings = settings_for(fake_gitlab, scripted_provider, tmp_path / "c", token=None)
+    settings = settings_for(fake_gitlab, scripted_provider, tmp_path / "c", None)
     async with service(settings) as client:
         response = await client.post("/v1/reviews", json={"pull_request_url": mr.url})
     assert response.status_code == 502
@@ -234,7 +195,9 @@ async def test_gitlab_failures_answer_the_contracts_codes(
     if status is not None:
         fake_gitlab.respond(PATH, 3, status, f'{{"message":"{GITLAB_TOKEN} /srv/secret"}}')
     url = mr.url.replace("/merge_requests/3", f"/merge_requests/{iid}")
-    async with service(settings_for(fake_gitlab, scripted_provider, tmp_path / "c")) as client:
+    async with service(
+        settings_for(fake_gitlab, scripted_provider, tmp_path / "c", GITLAB_TOKEN)
+    ) as client:
         response = await client.post("/v1/reviews", json={"pull_request_url": url})
     assert response.status_code == http_status, response.text
     assert response.json()["error"]["code"] == code
@@ -318,7 +281,9 @@ async def test_a_git_failure_during_a_merge_request_review_is_gitlab_unavailable
         monkeypatch.setattr(PinnedRepository, "diff", failing("diff", FAILURES["git_error"]))
     else:
         monkeypatch.setattr(PinnedRepository, "open", failing("open", FAILURES["os_error"]))
-    async with service(settings_for(fake_gitlab, scripted_provider, tmp_path / "c")) as client:
+    async with service(
+        settings_for(fake_gitlab, scripted_provider, tmp_path / "c", GITLAB_TOKEN)
+    ) as client:
         response = await client.post("/v1/reviews", json={"pull_request_url": mr.url})
     assert response.status_code == 502, response.text
     assert response.json()["error"] == {

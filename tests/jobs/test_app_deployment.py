@@ -24,10 +24,12 @@ from pydantic import SecretStr
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
+from tests.fakes.forge_server import RecordedRequest
 from tests.fakes.github_app import FakeApp, app_key
-from tests.fakes.github_server import FakeGitHub, PullRequestFixture, RecordedRequest
+from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
-from tests.jobs.test_comments import WRITER, issue_comment_event, running
+from tests.jobs.forge_service import running
+from tests.jobs.test_comments import FAST, WRITER, issue_comment_event
 from tests.jobs.test_jobs import SECRET, deliver, pull, pull_request_event, rows, settings_for
 
 pytestmark = pytest.mark.e2e
@@ -113,7 +115,7 @@ def test_a_signed_delivery_of_an_installation_is_reviewed_as_the_apps_bot(
     scripted_provider.script(stop_turn(REVIEW), stop_turn(REVIEW))
 
     async def scenario() -> list[tuple[str, dict[str, Any]]]:
-        async with running(settings) as (client, queue):
+        async with running(settings, FAST) as (client, queue):
             opened = pull_request_event(7, pr.head_sha, action="opened", installation=INSTALLATION)
             answer = await deliver(client, opened)
             assert answer.status_code == 202, answer.text
@@ -175,7 +177,7 @@ def test_with_the_app_a_job_without_an_installation_is_refused_not_run_as_github
     settings, app, pr = deployment
 
     async def scenario() -> list[Any]:
-        async with running(settings) as (client, queue):
+        async with running(settings, FAST) as (client, queue):
             delivery = pull_request_event(7, pr.head_sha, action="opened", installation=None)
             answer = await deliver(client, delivery)
             api = await client.post(

@@ -14,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,8 @@ from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn, tool_call_turn
-from tests.jobs.test_jobs import deliver, service
+from tests.jobs.forge_service import running
+from tests.jobs.test_jobs import deliver
 
 fake_github = github_server.fake_github
 
@@ -120,19 +120,6 @@ def review_comment_event(
     }
 
 
-@asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, JobQueue]]:
-    queue = JobQueue(settings, tuning=FAST)
-    async with queue.opened(), service(settings) as client:
-        task = asyncio.create_task(queue.run_worker(2, install_signal_handlers=False))
-        try:
-            yield client, queue
-        finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), 10)
-
-
 async def finished(queue: JobQueue, job_id: str) -> dict[str, Any]:
     for _ in range(600):  # the test's own bound: 30 s
         record = await queue.get(uuid.UUID(job_id))
@@ -162,7 +149,7 @@ def test_a_question_in_our_thread_is_answered_once_escaped_and_changes_nothing(
     posts_before = len(fake_github.review_posts)
 
     async def scenario() -> tuple[httpx.Response, httpx.Response, dict[str, Any]]:
-        async with running(settings) as (client, queue):
+        async with running(settings, FAST) as (client, queue):
             event = review_comment_event(question, body=delivered)
             first = await deliver(client, event, kind="pull_request_review_comment", delivery="d1")
             again = await deliver(client, event, kind="pull_request_review_comment", delivery="d1")
@@ -204,7 +191,7 @@ def test_ignore_dismisses_with_a_reaction_and_the_next_pull_request_suppresses_i
     unaddressed = reply_in(fake_github, ours, WRITER, "ignore")
 
     async def scenario() -> list[httpx.Response]:
-        async with running(settings) as (client, queue):
+        async with running(settings, FAST) as (client, queue):
             answers = []
             for comment in (refused, by_bot, by_us, unaddressed, ignore):
                 event = review_comment_event(comment)
@@ -265,7 +252,7 @@ def test_help_replies_once_and_over_the_hourly_limit_a_question_gets_eyes(
     fake_github.permissions[("acme", "widget", WRITER)] = "admin"
 
     async def scenario() -> list[dict[str, Any]]:
-        async with running(settings) as (client, queue):
+        async with running(settings, FAST) as (client, queue):
             results = []
             for comment in (help_comment, question):
                 event = review_comment_event(comment)
@@ -306,7 +293,7 @@ def test_the_pull_requests_author_may_ask_and_the_answer_reads_the_findings_head
     )
 
     async def scenario() -> dict[str, Any]:
-        async with running(settings) as (client, queue):
+        async with running(settings, FAST) as (client, queue):
             event = review_comment_event(question)
             answer = await deliver(client, event, kind="pull_request_review_comment")
             return await finished(queue, answer.json()["job_id"])
@@ -345,7 +332,7 @@ def test_review_and_help_in_the_pull_requests_conversation(
     asked = len(scripted_provider.requests)
 
     async def scenario() -> tuple[list[httpx.Response], list[dict[str, Any]]]:
-        async with running(settings) as (client, queue):
+        async with running(settings, FAST) as (client, queue):
             sent = [
                 issue_comment_event(WRITER, "/pr-review review"),
                 issue_comment_event(WRITER, f"@{BOT} help"),

@@ -20,7 +20,8 @@ from pr_review_api.settings import Settings
 from tests.builders import final_turn
 from tests.fakes.github_server import FakeGitHub, PullRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, tool_call_turn
-from tests.jobs.test_comments import fake_github, finished, running, settings_for
+from tests.jobs.forge_service import running
+from tests.jobs.test_comments import FAST, fake_github, finished, settings_for
 from tests.jobs.test_jobs import deliver, pull_request_event
 
 __all__ = ["fake_github"]  # the fixture, registered for this module
@@ -82,7 +83,7 @@ def test_an_error_check_decides_the_check_run_whatever_fail_on_says(
     )
 
     async def scenario() -> dict[str, Any]:
-        async with running(settings) as (client, queue):
+        async with running(settings, FAST) as (client, queue):
             event = pull_request_event(7, pr.head_sha, installation=None)
             answer = await deliver(client, event)
             assert answer.status_code == 202, answer.text
@@ -116,7 +117,7 @@ def test_a_fail_without_quoted_code_is_inconclusive_and_still_blocks(
     )
 
     async def scenario() -> dict[str, Any]:
-        async with running(settings) as (client, queue):
+        async with running(settings, FAST) as (client, queue):
             answer = await deliver(client, pull_request_event(7, pr.head_sha, installation=None))
             return await finished(queue, answer.json()["job_id"])
 
@@ -146,7 +147,7 @@ def test_a_head_published_before_completes_the_gate_again_from_the_checks_it_sho
     )
 
     async def scenario() -> list[dict[str, Any]]:
-        async with running(settings) as (client, queue):
+        async with running(settings, FAST) as (client, queue):
             documents = []
             for action in ("opened", "reopened"):
                 event = pull_request_event(7, pr.head_sha, action=action, installation=None)

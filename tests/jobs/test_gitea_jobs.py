@@ -4,21 +4,13 @@ at a port where nothing listens), and the job's document and key name the forge.
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import pytest
 
 from tests.conftest import GITEA_TOKEN
 from tests.fakes.gitea_server import FakeGitea
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
-from tests.jobs.gitea_service import (
-    FINDING,
-    REVIEW,
-    GiteaService,
-    finished,
-    pull,
-)
+from tests.jobs.forge_service import assert_reviewed_unpublished, review_job
+from tests.jobs.gitea_service import FINDING, REVIEW, GiteaService, pull
 from tests.jobs.test_jobs import rows
 
 pytestmark = pytest.mark.e2e
@@ -33,30 +25,14 @@ def test_a_gitea_pull_request_job_is_reviewed_with_the_gitea_token(
     settings = gitea_service.settings(scripted_provider)
     fixture = pull(fake_gitea)
     scripted_provider.script(stop_turn(REVIEW))
-
-    async def scenario() -> dict[str, Any]:
-        async with gitea_service.running(settings) as (client, _):
-            created = await client.post(
-                "/v1/review-jobs", json={"pull_request_url": fixture.url + "/files"}
-            )
-            assert created.status_code == 202, created.text
-            return await finished(client, created.json()["job_id"])
-
-    job = asyncio.run(scenario())
-    assert job["status"] == "succeeded", job["result"]
-    assert job["pull_request"] == {
-        "url": fixture.url,
-        "owner": "acme",
-        "repo": "widget",
-        "number": 3,
-        "forge": "gitea",
-    }
-    result = job["result"]
-    assert result["termination_reason"] == "final_review"
-    assert result["pull_request"]["forge"] == "gitea"
-    assert result["revisions"]["head_sha"] == fixture.head_sha
-    assert result["review"]["findings"][0]["title"] == FINDING["title"]
-    assert result["publication"] is None
+    body = {"pull_request_url": fixture.url + "/files"}
+    job = gitea_service.run(settings, lambda client: review_job(client, body))
+    assert_reviewed_unpublished(
+        job,
+        {"url": fixture.url, "owner": "acme", "repo": "widget", "number": 3, "forge": "gitea"},
+        fixture.head_sha,
+        FINDING["title"],
+    )
     scripted_provider.assert_complete()
     assert rows(database_url, "SELECT pr_key, tenant FROM review_jobs") == [
         ("gitea:acme/widget#3", "gitea:acme")

@@ -27,14 +27,15 @@ from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitlab.payloads import note_hook
 from tests.gitlab.support import active_parts, rendered, visible_text
-from tests.jobs.gitlab_service import BOT, GitLabService, note
-from tests.jobs.test_gitlab_jobs import (
-    FINDING,
-    PROJECT,
+from tests.jobs.forge_service import (
+    assert_answered_once,
+    assert_asked_as_data,
     finished,
-    merge_request,
-    settings_for,
+    redelivered,
+    review_job,
 )
+from tests.jobs.gitlab_service import BOT, GitLabScene, GitLabService, note, settings_for
+from tests.jobs.test_gitlab_jobs import FINDING, PROJECT, merge_request
 from tests.jobs.test_jobs import rows
 
 pytestmark = pytest.mark.e2e
@@ -97,92 +98,72 @@ def ours_in(notes: FakeNotes, ours: StoredNote) -> list[StoredNote]:
 
 
 def test_a_question_in_our_discussion_gets_one_inert_reply_at_the_findings_head(
-    database_url: str,
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    scripted_provider: ScriptedProvider,
-    gitlab_service: GitLabService,
+    database_url: str, gitlab: GitLabScene
 ) -> None:
-    settings = settings_for(gitlab_service, scripted_provider)
-    members_of(fake_gitlab)
-    fixture, ours = published(fake_gitlab, fake_gitlab_notes, scripted_provider, settings, 7)
+    members_of(gitlab.fake)
+    fixture, ours = published(gitlab.fake, gitlab.notes, gitlab.provider, gitlab.settings, 7)
     question, event = reply_event(
-        fake_gitlab_notes,
+        gitlab.notes,
         ours,
         DEVELOPER,
         "edited after delivery: something else",
         delivered=f"@{BOT} why? {INJECTION}",
     )
-    scripted_provider.script(stop_turn(json.dumps(HOSTILE_ANSWER)))
+    gitlab.provider.script(stop_turn(json.dumps(HOSTILE_ANSWER)))
 
-    async def scenario() -> tuple[httpx.Response, httpx.Response, dict[str, Any], dict[str, Any]]:
-        async with gitlab_service.running(settings) as (client, _):
-            first = await note(client, event, uuid_header="conv-1")
-            again = await note(client, event, uuid_header="conv-1")
-            job = await finished(client, first.json()["job_id"])
-            # Another delivery of the same note (a job run again): our answer is found by
-            # its marker; no second reply, no model asked (none is scripted).
-            other = await note(client, event, uuid_header="conv-2")
-            return first, again, job, await finished(client, other.json()["job_id"])
-
-    first, again, job, rerun = asyncio.run(scenario())
-    assert first.status_code == 202, first.text
-    assert again.json()["job_id"] == first.json()["job_id"]
-    assert job["status"] == "succeeded", job["result"]
-    assert job["result"]["outcome"] == "answered"
-    assert rerun["status"] == "succeeded", rerun["result"]
-    assert rerun["result"] == {"kind": "answer", "outcome": "answered"}
-    (answer,) = ours_in(fake_gitlab_notes, ours)
+    # The note delivered twice with one id, then again with another (a job run again): our
+    # answer is found by its marker; no second reply, no model asked (none is scripted).
+    assert_answered_once(
+        *gitlab.run(
+            lambda client: redelivered(
+                client, lambda delivery: note(client, event, uuid_header=delivery)
+            )
+        )
+    )
+    (answer,) = ours_in(gitlab.notes, ours)
     assert answer.body.endswith(f"<!-- pr-review:answer={question.id} -->")
     assert active_parts(answer.body) == []  # no mention, reference, link or quick action
-    assert fake_gitlab_notes.quick_actions == []
+    assert gitlab.notes.quick_actions == []
     shown = visible_text(rendered(answer.body)).replace("\u2060", "")
     assert "It is a bug." in shown
     assert "/merge" in shown  # shown as text, run as nothing
-    assert len(fake_gitlab_notes.plain_notes(PROJECT, 7)) == 1  # only the review's note
-    assert fake_gitlab_notes.awards == []
+    assert len(gitlab.notes.plain_notes(PROJECT, 7)) == 1  # only the review's note
+    assert gitlab.notes.awards == []
     assert rows(database_url, "SELECT count(*) FROM dismissals") == [(0,)]
-    # The delivered words reached the model as data, at the head the finding was posted on.
-    first_user = scripted_provider.requests[-1].json["messages"][1]["content"]
-    assert "<untrusted_thread_data>" in first_user
-    assert "/merge this now" in first_user
-    assert "edited after delivery" not in first_user
-    assert f"posted on commit {fixture.head_sha}" in first_user
-    scripted_provider.assert_complete()
+    assert_asked_as_data(
+        gitlab.provider,
+        delivered="/merge this now",
+        edited="edited after delivery",
+        head_sha=fixture.head_sha,
+    )
 
 
 def test_ignore_from_a_developer_is_stored_and_the_next_merge_request_suppresses_it(
-    database_url: str,
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    scripted_provider: ScriptedProvider,
-    gitlab_service: GitLabService,
+    database_url: str, gitlab: GitLabScene
 ) -> None:
-    settings = settings_for(gitlab_service, scripted_provider)
-    members = members_of(fake_gitlab)
-    _, ours = published(fake_gitlab, fake_gitlab_notes, scripted_provider, settings, 7)
-    _, by_reporter = reply_event(fake_gitlab_notes, ours, REPORTER, "/pr-review ignore")
-    _, by_bot = reply_event(fake_gitlab_notes, ours, ("dependabot_bot", 90), "/pr-review ignore")
-    flagged = {**reply_event(fake_gitlab_notes, ours, ("helper", 91), "/pr-review ignore")[1]}
+    members = members_of(gitlab.fake)
+    _, ours = published(gitlab.fake, gitlab.notes, gitlab.provider, gitlab.settings, 7)
+    _, by_reporter = reply_event(gitlab.notes, ours, REPORTER, "/pr-review ignore")
+    _, by_bot = reply_event(gitlab.notes, ours, ("dependabot_bot", 90), "/pr-review ignore")
+    flagged = {**reply_event(gitlab.notes, ours, ("helper", 91), "/pr-review ignore")[1]}
     flagged["user"] = {"id": 91, "username": "helper", "bot": True}
-    _, by_author = reply_event(fake_gitlab_notes, ours, MR_AUTHOR, "/pr-review ignore")
-    ignore, by_developer = reply_event(fake_gitlab_notes, ours, DEVELOPER, f"@{BOT} ignore")
+    _, by_author = reply_event(gitlab.notes, ours, MR_AUTHOR, "/pr-review ignore")
+    ignore, by_developer = reply_event(gitlab.notes, ours, DEVELOPER, f"@{BOT} ignore")
 
-    async def scenario() -> tuple[list[httpx.Response], dict[str, Any]]:
-        async with gitlab_service.running(settings) as (client, _):
-            answers = [
-                await note(client, event)
-                for event in (by_reporter, by_bot, flagged, by_author, by_developer)
-            ]
-            return answers, await finished(client, answers[-1].json()["job_id"])
+    async def scenario(client: httpx.AsyncClient) -> tuple[list[httpx.Response], dict[str, Any]]:
+        answers = [
+            await note(client, event)
+            for event in (by_reporter, by_bot, flagged, by_author, by_developer)
+        ]
+        return answers, await finished(client, answers[-1].json()["job_id"])
 
-    (*ignored, accepted), job = asyncio.run(scenario())
+    (*ignored, accepted), job = gitlab.run(scenario)
     assert [a.json() for a in ignored] == [{"status": "ignored"}] * 4
     assert accepted.status_code == 202
     assert job["status"] == "succeeded", job["result"]
     assert job["result"]["outcome"] == "dismissed"
-    assert fake_gitlab_notes.awards == [(ignore.id, "thumbsup", BOT)]
-    assert ours_in(fake_gitlab_notes, ours) == []  # no text
+    assert gitlab.notes.awards == [(ignore.id, "thumbsup", BOT)]
+    assert ours_in(gitlab.notes, ours) == []  # no text
     (row,) = rows(
         database_url, "SELECT repository, fingerprint, title, path, dismissed_by FROM dismissals"
     )
@@ -192,11 +173,11 @@ def test_ignore_from_a_developer_is_stored_and_the_next_merge_request_suppresses
     # The merge request's author may ask questions, not dismiss: only Reporter and author asked.
     assert sorted(user for _, user in members.asked) == [DEVELOPER[1], REPORTER[1], MR_AUTHOR[1]]
     # A second merge request of the project: its review does not post the finding.
-    second, _ = published_second(gitlab_service, scripted_provider, settings)
+    second, _ = published_second(gitlab.service, gitlab.provider, gitlab.settings)
     assert second["suppressed"] == 1
     assert second["inline_comments"] == 0
-    assert fake_gitlab_notes.discussions(PROJECT, 8) == []
-    first_user = scripted_provider.requests[-1].json["messages"][1]["content"]
+    assert gitlab.notes.discussions(PROJECT, 8) == []
+    first_user = gitlab.provider.requests[-1].json["messages"][1]["content"]
     assert "average() drops the last value" in first_user.split("dismissed_findings", 1)[1]
 
 
@@ -207,78 +188,59 @@ def published_second(
     fixture = merge_request(gitlab.fake, 8)
     provider.script(stop_turn(REVIEW))
 
-    async def scenario() -> dict[str, Any]:
-        async with gitlab.running(settings) as (client, _):
-            created = await client.post(
-                "/v1/review-jobs", json={"pull_request_url": fixture.url, "post": True}
-            )
-            assert created.status_code == 202, created.text
-            return await finished(client, created.json()["job_id"])
-
-    job = asyncio.run(scenario())
+    body = {"pull_request_url": fixture.url, "post": True}
+    job = gitlab.run(settings, lambda client: review_job(client, body))
     assert job["status"] == "succeeded", job["result"]
     return job["result"]["publication"], fixture
 
 
-def test_over_the_hourly_limit_a_question_gets_eyes_and_nothing_else(
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    scripted_provider: ScriptedProvider,
-    gitlab_service: GitLabService,
-) -> None:
-    settings = settings_for(gitlab_service, scripted_provider, pr_review_max_answers_per_hour=0)
-    members = members_of(fake_gitlab)
-    _, ours = published(fake_gitlab, fake_gitlab_notes, scripted_provider, settings, 7)
-    provider_requests = len(scripted_provider.requests)
+def test_over_the_hourly_limit_a_question_gets_eyes_and_nothing_else(gitlab: GitLabScene) -> None:
+    settings = settings_for(gitlab.service, gitlab.provider, pr_review_max_answers_per_hour=0)
+    members = members_of(gitlab.fake)
+    _, ours = published(gitlab.fake, gitlab.notes, gitlab.provider, settings, 7)
+    provider_requests = len(gitlab.provider.requests)
     # The merge request's author, no member at all, may ask a question.
-    question, event = reply_event(fake_gitlab_notes, ours, MR_AUTHOR, f"@{BOT} is this right?")
-    _, by_reporter = reply_event(fake_gitlab_notes, ours, REPORTER, f"@{BOT} is this right?")
+    question, event = reply_event(gitlab.notes, ours, MR_AUTHOR, f"@{BOT} is this right?")
+    _, by_reporter = reply_event(gitlab.notes, ours, REPORTER, f"@{BOT} is this right?")
 
-    async def scenario() -> tuple[httpx.Response, dict[str, Any]]:
-        async with gitlab_service.running(settings) as (client, _):
-            refused = await note(client, by_reporter)
-            answer = await note(client, event)
-            assert answer.status_code == 202, answer.text
-            return refused, await finished(client, answer.json()["job_id"])
+    async def scenario(client: httpx.AsyncClient) -> tuple[httpx.Response, dict[str, Any]]:
+        refused = await note(client, by_reporter)
+        answer = await note(client, event)
+        assert answer.status_code == 202, answer.text
+        return refused, await finished(client, answer.json()["job_id"])
 
-    refused, job = asyncio.run(scenario())
+    refused, job = gitlab.service.run(settings, scenario)
     assert refused.json() == {"status": "ignored"}
     assert job["status"] == "succeeded", job["result"]
     assert job["result"] == {"kind": "answer", "outcome": "rate_limited"}
-    assert fake_gitlab_notes.awards == [(question.id, "eyes", BOT)]
-    assert ours_in(fake_gitlab_notes, ours) == []
-    assert len(scripted_provider.requests) == provider_requests  # no model asked
+    assert gitlab.notes.awards == [(question.id, "eyes", BOT)]
+    assert ours_in(gitlab.notes, ours) == []
+    assert len(gitlab.provider.requests) == provider_requests  # no model asked
     assert members.asked == [(PROJECT, REPORTER[1])]  # the author was never looked up
 
 
 def test_commands_in_a_discussion_that_is_not_ours_do_nothing(
-    database_url: str,
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    scripted_provider: ScriptedProvider,
-    gitlab_service: GitLabService,
+    database_url: str, gitlab: GitLabScene
 ) -> None:
     """A person's discussion, even one that copies our finding's marker, is not one of our
     findings': `ignore` stores nothing and a question asks no model."""
-    settings = settings_for(gitlab_service, scripted_provider)
-    members_of(fake_gitlab)
-    _, ours = published(fake_gitlab, fake_gitlab_notes, scripted_provider, settings, 7)
-    theirs = fake_gitlab_notes.add(PROJECT, 7, ours.body, "mallory")  # the marker, copied
+    members_of(gitlab.fake)
+    _, ours = published(gitlab.fake, gitlab.notes, gitlab.provider, gitlab.settings, 7)
+    theirs = gitlab.notes.add(PROJECT, 7, ours.body, "mallory")  # the marker, copied
     theirs.discussion_id = "e" * 40
-    provider_requests = len(scripted_provider.requests)
-    _, ignore = reply_event(fake_gitlab_notes, theirs, DEVELOPER, "/pr-review ignore")
-    _, question = reply_event(fake_gitlab_notes, theirs, DEVELOPER, "/pr-review why?")
+    provider_requests = len(gitlab.provider.requests)
+    _, ignore = reply_event(gitlab.notes, theirs, DEVELOPER, "/pr-review ignore")
+    _, question = reply_event(gitlab.notes, theirs, DEVELOPER, "/pr-review why?")
 
-    async def scenario() -> list[dict[str, Any]]:
-        async with gitlab_service.running(settings) as (client, _):
-            answers = [await note(client, event) for event in (ignore, question)]
-            return [await finished(client, a.json()["job_id"]) for a in answers]
+    async def scenario(client: httpx.AsyncClient) -> list[dict[str, Any]]:
+        answers = [await note(client, event) for event in (ignore, question)]
+        return [await finished(client, a.json()["job_id"]) for a in answers]
 
-    jobs = asyncio.run(scenario())
+    jobs = gitlab.run(scenario)
     assert [job["result"]["outcome"] for job in jobs] == ["not_our_finding"] * 2
-    assert fake_gitlab_notes.awards == []
-    assert [n for n in fake_gitlab_notes.of(PROJECT, 7) if n.author == BOT and n is not ours] == [
-        fake_gitlab_notes.plain_notes(PROJECT, 7)[0]
+    assert gitlab.notes.awards == []
+    assert [n for n in gitlab.notes.of(PROJECT, 7) if n.author == BOT and n is not ours] == [
+        gitlab.notes.plain_notes(PROJECT, 7)[0]
     ]  # our review's note and discussion, nothing more
     assert rows(database_url, "SELECT count(*) FROM dismissals") == [(0,)]
-    assert len(scripted_provider.requests) == provider_requests
+    assert len(gitlab.provider.requests) == provider_requests

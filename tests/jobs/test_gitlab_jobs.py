@@ -6,24 +6,24 @@ job publishes the review on the merge request.
 
 from __future__ import annotations
 
-import asyncio
-import socket
 import uuid
 from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
-from pr_review_api.settings import Settings
 from tests.builders import final_turn
-from tests.conftest import GITHUB_TOKEN, GITLAB_TOKEN
+from tests.conftest import GITLAB_TOKEN
 from tests.fakes.gitlab_members import Members
-from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab, MergeRequestFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
 from tests.gitlab.payloads import merge_request_hook, note_hook
-from tests.jobs.gitlab_service import BOT, GitLabService
+from tests.jobs.forge_service import (
+    assert_reviewed_unpublished,
+    finished,
+    review_job,
+)
+from tests.jobs.gitlab_service import BOT, GitLabScene, GitLabService, settings_for
 from tests.jobs.test_gitlab_webhooks import deliver
 from tests.jobs.test_jobs import rows
 
@@ -42,27 +42,6 @@ FINDING = {
 }
 
 
-def nothing_listening() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{probe.getsockname()[1]}"
-
-
-def settings_for(gitlab: GitLabService, provider: ScriptedProvider, **extra: Any) -> Settings:
-    """Reviews by the scripted provider; no GitHub identity (nothing listens where it points)."""
-    nowhere = nothing_listening()
-    values: dict[str, Any] = {
-        "opencode_base_url": provider.base_url,
-        "opencode_max_retries": 0,
-        "github_server_url": nowhere,
-        "github_api_url": nowhere + "/api/v3",
-        "github_token": SecretStr(GITHUB_TOKEN),
-        "pr_review_job_max_attempts": 1,
-        "review_timeout_seconds": 60,
-    }
-    return gitlab.settings(**(values | extra))
-
-
 def merge_request(fake: FakeGitLab, iid: int = 7) -> MergeRequestFixture:
     return fake.merge_request(
         PROJECT,
@@ -71,15 +50,6 @@ def merge_request(fake: FakeGitLab, iid: int = 7) -> MergeRequestFixture:
         head={"a.py": "def average(v):\n    return sum(v[:-1]) / len(v)\n"},
         private=True,
     )
-
-
-async def finished(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
-    for _ in range(1200):  # the test's own bound: 60 s
-        job: dict[str, Any] = (await client.get(f"/v1/review-jobs/{job_id}")).json()
-        if job["status"] in ("succeeded", "failed"):
-            return job
-        await asyncio.sleep(0.05)
-    raise AssertionError("the job did not finish")
 
 
 def test_a_merge_request_job_is_reviewed_with_the_gitlab_token(
@@ -91,30 +61,20 @@ def test_a_merge_request_job_is_reviewed_with_the_gitlab_token(
     fixture = merge_request(fake_gitlab)
     scripted_provider.script(final_turn(FINDING, summary="One bug."))
     settings = settings_for(gitlab_service, scripted_provider)
-
-    async def scenario() -> dict[str, Any]:
-        async with gitlab_service.running(settings) as (client, _):
-            created = await client.post(
-                "/v1/review-jobs", json={"pull_request_url": fixture.url + "/diffs"}
-            )
-            assert created.status_code == 202, created.text
-            return await finished(client, created.json()["job_id"])
-
-    job = asyncio.run(scenario())
-    assert job["status"] == "succeeded", job["result"]
-    assert job["pull_request"] == {
-        "url": fixture.url,
-        "owner": "acme/platform",
-        "repo": "widget",
-        "number": 7,
-        "forge": "gitlab",
-    }
-    result = job["result"]
-    assert result["termination_reason"] == "final_review"
-    assert result["pull_request"]["forge"] == "gitlab"
-    assert result["revisions"]["head_sha"] == fixture.head_sha
-    assert result["review"]["findings"][0]["title"] == FINDING["title"]
-    assert result["publication"] is None
+    body = {"pull_request_url": fixture.url + "/diffs"}
+    job = gitlab_service.run(settings, lambda client: review_job(client, body))
+    assert_reviewed_unpublished(
+        job,
+        {
+            "url": fixture.url,
+            "owner": "acme/platform",
+            "repo": "widget",
+            "number": 7,
+            "forge": "gitlab",
+        },
+        fixture.head_sha,
+        FINDING["title"],
+    )
     assert job["head_sha"] == fixture.head_sha
     scripted_provider.assert_complete()
     # Every request to GitLab carried the token; nothing was posted.
@@ -126,108 +86,88 @@ def test_a_merge_request_job_is_reviewed_with_the_gitlab_token(
     assert rows(database_url, "SELECT tenant FROM review_jobs") == [("gitlab:acme",)]
 
 
-def test_a_webhook_job_publishes_the_review_on_the_merge_request(
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    scripted_provider: ScriptedProvider,
-    gitlab_service: GitLabService,
-) -> None:
-    fixture = merge_request(fake_gitlab)
-    scripted_provider.script(final_turn(FINDING, summary="One bug."))
-    settings = settings_for(gitlab_service, scripted_provider)
+def test_a_webhook_job_publishes_the_review_on_the_merge_request(gitlab: GitLabScene) -> None:
+    fixture = merge_request(gitlab.fake)
+    gitlab.provider.script(final_turn(FINDING, summary="One bug."))
     event = merge_request_hook("open", path=PROJECT, head=fixture.head_sha)
 
-    async def scenario() -> dict[str, Any]:
-        async with gitlab_service.running(settings) as (client, _):
-            answer = await deliver(client, event, uuid_header=str(uuid.uuid4()))
-            assert answer.status_code == 202, answer.text
-            assert answer.json()["status"] == "queued"
-            return await finished(client, answer.json()["job_id"])
+    async def scenario(client: httpx.AsyncClient) -> dict[str, Any]:
+        answer = await deliver(client, event, uuid_header=str(uuid.uuid4()))
+        assert answer.status_code == 202, answer.text
+        assert answer.json()["status"] == "queued"
+        return await finished(client, answer.json()["job_id"])
 
-    job = asyncio.run(scenario())
+    job = gitlab.run(scenario)
     assert job["status"] == "succeeded", job["result"]
     publication = job["result"]["publication"]
     assert publication["status"] == "published"
     assert publication["inline_comments"] == 1
-    (note,) = fake_gitlab_notes.plain_notes(PROJECT, 7)
+    (note,) = gitlab.notes.plain_notes(PROJECT, 7)
     assert note.author == BOT
     assert f"<!-- pr-review:head={fixture.head_sha} -->" in note.body
-    (discussion,) = fake_gitlab_notes.discussions(PROJECT, 7)
+    (discussion,) = gitlab.notes.discussions(PROJECT, 7)
     assert discussion.position is not None
     assert discussion.position["new_path"] == "a.py"
     assert discussion.position["new_line"] == 2
     assert discussion.position["head_sha"] == fixture.head_sha
-    assert fake_gitlab_notes.quick_actions == []
+    assert gitlab.notes.quick_actions == []
 
 
 def test_a_head_is_published_once_unless_a_developer_asks_for_review(
-    database_url: str,
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    scripted_provider: ScriptedProvider,
-    gitlab_service: GitLabService,
+    database_url: str, gitlab: GitLabScene
 ) -> None:
     """A reopened merge request whose head we published asks no model; `/pr-review review`
     from a Developer reviews and publishes that head again, without repeating its finding."""
-    fixture = merge_request(fake_gitlab)
-    Members.install(fake_gitlab).add(PROJECT, user_id=51, username="alice", level=30)
+    fixture = merge_request(gitlab.fake)
+    Members.install(gitlab.fake).add(PROJECT, user_id=51, username="alice", level=30)
     review = {"summary": "One bug.", "findings": [FINDING], "notes": []}
-    scripted_provider.script(stop_turn(review), stop_turn(review))
-    settings = settings_for(gitlab_service, scripted_provider)
+    gitlab.provider.script(stop_turn(review), stop_turn(review))
 
-    async def scenario() -> list[dict[str, Any]]:
+    async def scenario(client: httpx.AsyncClient) -> list[dict[str, Any]]:
         jobs = []
-        async with gitlab_service.running(settings) as (client, _):
-            for event, kind in (
-                (merge_request_hook("open", path=PROJECT, head=fixture.head_sha), None),
-                (merge_request_hook("reopen", path=PROJECT, head=fixture.head_sha), None),
-                (note_hook("/pr-review review", path=PROJECT), "Note Hook"),
-            ):
-                answer = await deliver(client, event, kind=kind or "Merge Request Hook")
-                assert answer.json()["status"] == "queued", answer.text
-                jobs.append(await finished(client, answer.json()["job_id"]))
+        for event, kind in (
+            (merge_request_hook("open", path=PROJECT, head=fixture.head_sha), None),
+            (merge_request_hook("reopen", path=PROJECT, head=fixture.head_sha), None),
+            (note_hook("/pr-review review", path=PROJECT), "Note Hook"),
+        ):
+            answer = await deliver(client, event, kind=kind or "Merge Request Hook")
+            assert answer.json()["status"] == "queued", answer.text
+            jobs.append(await finished(client, answer.json()["job_id"]))
         return jobs
 
-    first, reopened, asked = asyncio.run(scenario())
+    first, reopened, asked = gitlab.run(scenario)
     assert first["result"]["publication"]["status"] == "published"
     assert reopened["result"]["publication"]["status"] == "already_published"
     assert reopened["result"]["rounds"] == 0
     assert asked["status"] == "succeeded", asked["result"]
     assert asked["result"]["publication"]["status"] == "published"
     assert asked["result"]["publication"]["duplicates_skipped"] == 1
-    scripted_provider.assert_complete()  # two reviews paid for, not three
-    notes = fake_gitlab_notes.plain_notes(PROJECT, 7)
+    gitlab.provider.assert_complete()  # two reviews paid for, not three
+    notes = gitlab.notes.plain_notes(PROJECT, 7)
     assert len(notes) == 2
-    assert len(fake_gitlab_notes.discussions(PROJECT, 7)) == 1
+    assert len(gitlab.notes.discussions(PROJECT, 7)) == 1
     kinds = rows(database_url, "SELECT kind FROM review_jobs ORDER BY created_at")
     assert kinds == [("review",), ("review",), ("review",)]
 
 
-def test_a_webhook_job_honours_the_bases_skip_rules(
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    scripted_provider: ScriptedProvider,
-    gitlab_service: GitLabService,
-) -> None:
+def test_a_webhook_job_honours_the_bases_skip_rules(gitlab: GitLabScene) -> None:
     """A webhook's job is automatic (specification §16): the base's `.pr-review.toml` may skip it,
     with no provider request and nothing posted."""
-    fixture = fake_gitlab.merge_request(
+    fixture = gitlab.fake.merge_request(
         PROJECT,
         9,
         base={".pr-review.toml": 'skip_title = ["[wip]"]\n', "a.py": "x = 0\n"},
         head={"a.py": "x = 1\n"},
         title="[WIP] try something",
     )
-    settings = settings_for(gitlab_service, scripted_provider)
     event = merge_request_hook("open", path=PROJECT, iid=9, head=fixture.head_sha)
 
-    async def scenario() -> dict[str, Any]:
-        async with gitlab_service.running(settings) as (client, _):
-            answer = await deliver(client, event)
-            return await finished(client, answer.json()["job_id"])
+    async def scenario(client: httpx.AsyncClient) -> dict[str, Any]:
+        answer = await deliver(client, event)
+        return await finished(client, answer.json()["job_id"])
 
-    job = asyncio.run(scenario())
+    job = gitlab.run(scenario)
     assert job["status"] == "succeeded", job["result"]
     assert job["result"]["termination_reason"] == "skipped"
-    assert scripted_provider.requests == []
-    assert fake_gitlab_notes.of(PROJECT, 9) == []
+    assert gitlab.provider.requests == []
+    assert gitlab.notes.of(PROJECT, 9) == []

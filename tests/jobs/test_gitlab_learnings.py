@@ -5,20 +5,19 @@ request's review of the project; a Reporter's stores nothing; `forget` removes i
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.builders import final_turn
 from tests.fakes.gitlab_members import Members
 from tests.fakes.gitlab_notes import FakeNotes
-from tests.fakes.gitlab_server import FakeGitLab
-from tests.fakes.provider_server import ScriptedProvider
 from tests.gitlab.payloads import note_hook
-from tests.jobs.gitlab_service import BOT, GitLabService, note
-from tests.jobs.test_gitlab_jobs import PROJECT, finished, merge_request, settings_for
+from tests.jobs.forge_service import finished
+from tests.jobs.gitlab_service import BOT, GitLabScene, note
+from tests.jobs.test_gitlab_jobs import PROJECT, merge_request
 from tests.jobs.test_jobs import rows
 
 pytestmark = pytest.mark.e2e
@@ -34,45 +33,39 @@ def _note(notes: FakeNotes, user: tuple[str, int], body: str) -> tuple[int, dict
 
 
 def test_a_developers_remember_shapes_the_next_merge_request_and_forget_removes_it(
-    database_url: str,
-    fake_gitlab: FakeGitLab,
-    fake_gitlab_notes: FakeNotes,
-    scripted_provider: ScriptedProvider,
-    gitlab_service: GitLabService,
+    database_url: str, gitlab: GitLabScene
 ) -> None:
-    settings = settings_for(gitlab_service, scripted_provider)
-    members = Members.install(fake_gitlab)
+    members = Members.install(gitlab.fake)
     members.add(PROJECT, user_id=DEVELOPER[1], username=DEVELOPER[0], level=30)
     members.add(PROJECT, user_id=REPORTER[1], username=REPORTER[0], level=20)
-    merge_request(fake_gitlab, 7)
-    second = merge_request(fake_gitlab, 8)
-    _, by_reporter = _note(fake_gitlab_notes, REPORTER, f"/pr-review remember {LESSON}")
-    told_id, told = _note(fake_gitlab_notes, DEVELOPER, f"@{BOT} remember {LESSON}")
-    scripted_provider.script(final_turn(summary="S"))
+    merge_request(gitlab.fake, 7)
+    second = merge_request(gitlab.fake, 8)
+    _, by_reporter = _note(gitlab.notes, REPORTER, f"/pr-review remember {LESSON}")
+    told_id, told = _note(gitlab.notes, DEVELOPER, f"@{BOT} remember {LESSON}")
+    gitlab.provider.script(final_turn(summary="S"))
 
-    async def scenario() -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]:
-        async with gitlab_service.running(settings) as (client, _):
-            refused = (await note(client, by_reporter)).json()
-            stored = await finished(client, (await note(client, told)).json()["job_id"])
-            created = await client.post(
-                "/v1/review-jobs", json={"pull_request_url": second.url, "post": True}
-            )
-            reviewed = await finished(client, created.json()["job_id"])
-            learning_id = stored["result"]["learning_id"]
-            forget_id, forget = _note(
-                fake_gitlab_notes, DEVELOPER, f"/pr-review forget {learning_id}"
-            )
-            forgotten = await finished(client, (await note(client, forget)).json()["job_id"])
-            assert (forget_id, "thumbsup", BOT) in fake_gitlab_notes.awards
-            return refused, stored, reviewed, forgotten
+    async def scenario(
+        client: httpx.AsyncClient,
+    ) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]:
+        refused = (await note(client, by_reporter)).json()
+        stored = await finished(client, (await note(client, told)).json()["job_id"])
+        created = await client.post(
+            "/v1/review-jobs", json={"pull_request_url": second.url, "post": True}
+        )
+        reviewed = await finished(client, created.json()["job_id"])
+        learning_id = stored["result"]["learning_id"]
+        forget_id, forget = _note(gitlab.notes, DEVELOPER, f"/pr-review forget {learning_id}")
+        forgotten = await finished(client, (await note(client, forget)).json()["job_id"])
+        assert (forget_id, "thumbsup", BOT) in gitlab.notes.awards
+        return refused, stored, reviewed, forgotten
 
-    refused, stored, reviewed, forgotten = asyncio.run(scenario())
+    refused, stored, reviewed, forgotten = gitlab.run(scenario)
     assert refused == {"status": "ignored"}
     assert stored["result"]["outcome"] == "remembered"
     assert reviewed["status"] == "succeeded", reviewed["result"]
     assert forgotten["result"]["outcome"] == "forgotten"
-    assert fake_gitlab_notes.awards[0] == (told_id, "thumbsup", BOT)
-    messages = scripted_provider.requests[-1].json["messages"]
+    assert gitlab.notes.awards[0] == (told_id, "thumbsup", BOT)
+    messages = gitlab.provider.requests[-1].json["messages"]
     block = messages[1]["content"].split("<repository_instructions>\n")[1].split("\n</repo")[0]
     learning = {"id": stored["result"]["learning_id"], "text": LESSON}
     assert json.loads(block)["learnings"] == [learning]

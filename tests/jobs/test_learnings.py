@@ -30,6 +30,7 @@ from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.loop.repo_config import parse_repo_config
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.jobs.forge_service import running
 from tests.jobs.test_comments import (
     AUTHOR,
     BOT,
@@ -40,7 +41,6 @@ from tests.jobs.test_comments import (
     finished,
     issue_comment_event,
     pull,
-    running,
     settings_for,
 )
 from tests.jobs.test_jobs import deliver
@@ -93,7 +93,7 @@ def test_a_writers_remember_shapes_the_next_pull_request_of_its_repository_only(
         scripted_provider.script(stop_turn(EMPTY))
 
     async def scenario() -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
-        async with running(settings) as (client, queue):
+        async with running(settings, FAST) as (client, queue):
             refused = [(await deliver(client, e, kind="issue_comment")).json() for e in ignored]
             told = await deliver(
                 client, _comment(WRITER, f"/pr-review remember {LESSON}", 200), kind="issue_comment"

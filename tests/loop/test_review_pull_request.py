@@ -14,6 +14,7 @@ from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import ReviewResult
 from pr_review_api.settings import Settings
+from tests import reviewed
 from tests.builders import final_turn
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
@@ -25,14 +26,7 @@ EMPTY_REVIEW = {"summary": "Looks fine.", "findings": [], "notes": []}
 def settings_for(
     github: FakeGitHub, provider: ScriptedProvider, cache: Path, **overrides: Any
 ) -> Settings:
-    return github.settings(
-        cache,
-        token=GITHUB_TOKEN,
-        opencode_api_key=PROVIDER_KEY,
-        opencode_base_url=provider.base_url,
-        review_timeout_seconds=60,
-        **overrides,
-    )
+    return reviewed.settings_for(github, provider, cache, GITHUB_TOKEN, **overrides)
 
 
 def run(url: str, settings: Settings, *, include_trace: bool = False) -> ReviewResult:
