@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pr_review_api.forge.base import IssueText
+from pr_review_api.forge.base import DismissalQuery, IssueText
 from pr_review_api.forge.gitea import GiteaForge
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.publish import publish
@@ -59,7 +59,7 @@ def published(fake: FakeGitea, pull: PullFixture, findings: list[Finding]) -> Pu
         ref = parse_pull_request_url(pull.url, forge.settings)
         deadline = asyncio.get_running_loop().time() + 60
         return await publish(
-            review, ref, forge.gitea, pull.repo.bare, deadline=deadline, max_inline=30
+            review, ref, forge.client, pull.repo.bare, deadline=deadline, max_inline=30
         )
 
     return with_forge(fake, go)
@@ -162,7 +162,9 @@ def test_a_writers_minus_one_dismisses_only_when_gitea_tells_who_writes(
             with_forge(
                 fake_gitea,
                 lambda f: f.dismissed(
-                    info, None, PermissionCache(), reviewed_before=True, has_findings=True
+                    DismissalQuery(
+                        info, None, PermissionCache(), reviewed_before=True, has_findings=True
+                    )
                 ),
             )
         )
@@ -189,7 +191,9 @@ def test_the_service_stores_a_writers_minus_one_for_the_repository(
 
     found = with_forge(
         fake_gitea,
-        lambda f: f.dismissed(info, dismissals, None, reviewed_before=False, has_findings=False),
+        lambda f: f.dismissed(
+            DismissalQuery(info, dismissals, None, reviewed_before=False, has_findings=False)
+        ),
     )
 
     [(key, fingerprint)] = dismissals.stored
