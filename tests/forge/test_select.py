@@ -108,7 +108,7 @@ def test_a_command_job_speaks_through_its_changes_forge_and_ignores_ours_and_bot
         record = _Record(pull, "acme", "widget", 4, None, raw)
         async with open_comments(record, settings, identities) as comments:
             assert isinstance(comments, GitHubComments)
-            assert comments.clients() == ForgeClients((comments.github,))
+            assert comments.clients() == ForgeClients((comments.client,))
             assert comments.dismissals_key == "acme/widget"
             return await comments.command()
 
@@ -136,7 +136,7 @@ def test_a_merge_requests_command_job_gets_gitlabs_comments() -> None:
             assert isinstance(comments, GitLabComments)
             lent = comments.clients()
             gitlab = lent.of(GitLabClient)
-            assert gitlab is comments.gitlab
+            assert gitlab is comments.client
             assert lent.of(GitHubClient) is None  # no App installation on GitLab
             assert comments.dismissals_key == "gitlab:acme/ui/widget"
             assert gitlab._http is None  # no request asked: its pool opens on first use
