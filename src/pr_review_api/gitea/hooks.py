@@ -43,7 +43,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from pr_review_api.errors import InvalidPullRequestUrl, InvalidRequest, InvalidSignature
+from pr_review_api.errors import InvalidRequest, InvalidSignature
 from pr_review_api.gitea.urls import (
     MAX_INDEX,
     PullRequestRef,
@@ -51,7 +51,14 @@ from pr_review_api.gitea.urls import (
     is_valid_repo_name,
     parse_pull_request_url,
 )
-from pr_review_api.http.json_fields import json_object, optional_field, positive_int, required_field
+from pr_review_api.http.json_fields import (
+    json_object,
+    optional_field,
+    parsed_url,
+    positive_int,
+    required_field,
+    sha_field,
+)
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.settings import Settings
 
@@ -69,7 +76,6 @@ SKIP_INPUT_CHANGES = ("title", "ref")
 MAX_COMMENT_CHARS = 65_536  # a command is its first words; Gitea stores up to a LONGTEXT
 MAX_LOGIN_CHARS = 255
 MAX_ID = 2**63 - 1  # ids are int64
-_SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)
 _DELIVERY_ID = re.compile(r"[A-Za-z0-9-]{1,64}", re.ASCII)
 _KIND = re.compile(r"[a-z_]{1,64}", re.ASCII)  # Gitea's event types; anything else is no kind
 _NOT_A_DELIVERY = "The delivery is not a well-formed Gitea webhook delivery."
@@ -161,9 +167,7 @@ def pull_request_push(event: dict[str, Any], settings: Settings) -> PullRequestP
         return None
     pull = json_object(event.get("pull_request"), malformed)
     ref = _reference(event.get("repository"), event.get("number"), settings, malformed)
-    head = optional_field(json_object(pull.get("head") or {}, malformed), "sha", str, malformed)
-    if head is not None and _SHA.fullmatch(head) is None:
-        raise InvalidRequest(malformed)
+    head = sha_field(json_object(pull.get("head") or {}, malformed), "sha", malformed)
     state = optional_field(pull, "state", str, malformed)
     if optional_field(pull, "draft", bool, malformed) is True or state not in (None, "open"):
         return None  # a draft is reviewed once it is marked ready (an `edited` of its title)
@@ -220,12 +224,8 @@ def _reference(
         raise InvalidRequest(malformed)
     if settings.gitea_server_url is None:
         raise InvalidRequest(malformed)
-    try:
-        ref = parse_pull_request_url(
-            f"{settings.gitea_server_url}/{full_name}/pulls/{index}", settings
-        )
-    except InvalidPullRequestUrl:
-        raise InvalidRequest(malformed) from None
+    url = f"{settings.gitea_server_url}/{full_name}/pulls/{index}"
+    ref = parsed_url(parse_pull_request_url, url, settings, malformed)
     if (ref.owner, ref.repo, ref.number) != (owner, name, index):  # normalised something
         raise InvalidRequest(malformed)
     return ref

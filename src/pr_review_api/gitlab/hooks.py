@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pr_review_api.errors import InvalidPullRequestUrl, InvalidRequest
+from pr_review_api.errors import InvalidRequest
 from pr_review_api.gitlab.urls import (
     MAX_IID,
     MAX_NAMESPACE_DEPTH,
@@ -33,7 +33,14 @@ from pr_review_api.gitlab.urls import (
     is_valid_segment,
     parse_merge_request_url,
 )
-from pr_review_api.http.json_fields import json_object, optional_field, positive_int, required_field
+from pr_review_api.http.json_fields import (
+    json_object,
+    optional_field,
+    parsed_url,
+    positive_int,
+    required_field,
+    sha_field,
+)
 from pr_review_api.settings import Settings
 
 MERGE_REQUEST_HOOK = "Merge Request Hook"
@@ -46,7 +53,6 @@ MAX_NOTE_CHARS = 65_536
 MAX_USERNAME_CHARS = 255
 MAX_PATH_CHARS = 4096
 MAX_ID = 2**63 - 1  # note and user ids are bigint columns (gitlab.com's notes passed 2**31)
-_SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)
 DISCUSSION_ID = re.compile(r"[0-9a-f]{1,64}", re.ASCII)  # a path piece of our reply's URL
 # Users GitLab makes for tokens and its own features: a project or group access token's bot
 # (`project_12_bot_<hex>`, `group_3_bot`), and the instance's internal bots.
@@ -139,9 +145,7 @@ def merge_request_push(event: dict[str, Any], settings: Settings) -> MergeReques
     state = optional_field(attributes, "state", str, _NOT_A_MERGE_REQUEST_EVENT)
     draft = optional_field(attributes, "draft", bool, _NOT_A_MERGE_REQUEST_EVENT)
     old_draft = optional_field(attributes, "work_in_progress", bool, _NOT_A_MERGE_REQUEST_EVENT)
-    oldrev = optional_field(attributes, "oldrev", str, _NOT_A_MERGE_REQUEST_EVENT)
-    if oldrev is not None and _SHA.fullmatch(oldrev) is None:
-        raise InvalidRequest(_NOT_A_MERGE_REQUEST_EVENT)
+    oldrev = sha_field(attributes, "oldrev", _NOT_A_MERGE_REQUEST_EVENT)
     ref = _reference(
         event.get("project"), attributes.get("iid"), settings, _NOT_A_MERGE_REQUEST_EVENT
     )
@@ -217,12 +221,8 @@ def _reference(project: object, iid: object, settings: Settings, malformed: str)
         or not all(is_valid_segment(segment) for segment in segments)
     ):
         raise InvalidRequest(malformed)
-    try:
-        ref = parse_merge_request_url(
-            f"{settings.gitlab_server_url}/{path}/-/merge_requests/{number}", settings
-        )
-    except InvalidPullRequestUrl:
-        raise InvalidRequest(malformed) from None
+    url = f"{settings.gitlab_server_url}/{path}/-/merge_requests/{number}"
+    ref = parsed_url(parse_merge_request_url, url, settings, malformed)
     if ref.project_path != path or ref.number != number:  # the parser normalised something
         raise InvalidRequest(malformed)
     return ref
@@ -231,8 +231,8 @@ def _reference(project: object, iid: object, settings: Settings, malformed: str)
 def _head(last_commit: object, malformed: str) -> str | None:
     if last_commit is None:
         return None
-    sha = required_field(json_object(last_commit, malformed), "id", str, malformed)
-    if _SHA.fullmatch(sha) is None:
+    sha = sha_field(json_object(last_commit, malformed), "id", malformed)
+    if sha is None:
         raise InvalidRequest(malformed)
     return sha
 

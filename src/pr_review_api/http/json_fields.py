@@ -5,11 +5,15 @@ Every forge's delivery reader uses these; the sentences and limits are the forge
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pr_review_api.errors import InvalidRequest
+from pr_review_api.errors import InvalidPullRequestUrl, InvalidRequest
+from pr_review_api.settings import Settings
 
 _T = TypeVar("_T")
+_SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)  # a commit's full SHA-1, as every forge sends it
 
 
 def json_object(value: object, malformed: str) -> dict[str, Any]:
@@ -42,3 +46,22 @@ def positive_int(value: object, malformed: str, most: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= most:
         raise InvalidRequest(malformed)
     return value
+
+
+def sha_field(holder: dict[str, Any], name: str, malformed: str) -> str | None:
+    """`holder[name]` when present and not null: a commit's full SHA-1 in lower-case hex."""
+    value = optional_field(holder, name, str, malformed)
+    if value is not None and _SHA.fullmatch(value) is None:
+        raise InvalidRequest(malformed)
+    return value
+
+
+def parsed_url(
+    parse: Callable[[str, Settings], _T], url: str, settings: Settings, malformed: str
+) -> _T:
+    """What the forge's `parse` reads in the URL a delivery's fields made; a URL it refuses
+    (`InvalidPullRequestUrl`) makes the delivery `InvalidRequest`."""
+    try:
+        return parse(url, settings)
+    except InvalidPullRequestUrl:
+        raise InvalidRequest(malformed) from None
