@@ -7,7 +7,7 @@ fixed comments resolved, and linked issues. Whole reviews: tests/gitea/test_revi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -176,6 +176,30 @@ def test_a_writers_minus_one_dismisses_only_when_gitea_tells_who_writes(
         c for cs in fake_gitea_writes.review_comments.values() for c in cs if c["id"] == added
     ]
     assert dismissed() == {comment["body"].split("finding=")[1].split(" ")[0]}
+
+
+def test_outside_the_service_a_first_review_or_one_without_findings_reads_no_reaction(
+    fake_gitea: FakeGitea, fake_gitea_writes: GiteaWrites
+) -> None:
+    pull = pull_request(fake_gitea, "admin")
+    published(fake_gitea, pull, [ADDED])
+    [added] = comment_ids(fake_gitea_writes)
+    fake_gitea.grant(PATH, "carol", "admin")
+    react(fake_gitea, "carol", added)
+    info = info_of(fake_gitea, pull)
+    asked_before = len(fake_gitea.api_requests())
+
+    def dismissed(reviewed_before: bool, has_findings: bool) -> Collection[str]:
+        asked = DismissalQuery(info, None, None, reviewed_before, has_findings)
+        return with_forge(fake_gitea, lambda f: f.dismissed(asked))
+
+    assert dismissed(reviewed_before=False, has_findings=True) == set()
+    assert dismissed(reviewed_before=True, has_findings=False) == set()
+
+    # Nothing to dismiss or nothing to suppress: Gitea is not asked at all.
+    assert len(fake_gitea.api_requests()) == asked_before
+    assert len(dismissed(reviewed_before=True, has_findings=True)) == 1
+    assert len(fake_gitea.api_requests()) > asked_before
 
 
 def test_the_service_stores_a_writers_minus_one_for_the_repository(
