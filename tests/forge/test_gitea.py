@@ -16,7 +16,7 @@ from pr_review_api.forge.gitea import GiteaForge
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.publish import publish
 from pr_review_api.gitea.urls import parse_pull_request_url
-from pr_review_api.model import Finding, Publication, ReviewResult
+from pr_review_api.model import Finding, Publication, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
 from tests.conftest import GITEA_TOKEN
 from tests.fakes.gitea_reviews import GiteaWrites
@@ -65,7 +65,7 @@ def published(fake: FakeGitea, pull: PullFixture, findings: list[Finding]) -> Pu
     return with_forge(fake, go)
 
 
-def info_of(fake: FakeGitea, pull: PullFixture) -> Any:
+def info_of(fake: FakeGitea, pull: PullFixture) -> PullRequestInfo:
     return parse_pull_request_url(pull.url, fake.settings(Path("unused"))).info
 
 
@@ -178,15 +178,20 @@ def test_a_writers_minus_one_dismisses_only_when_gitea_tells_who_writes(
     assert dismissed() == {comment["body"].split("finding=")[1].split(" ")[0]}
 
 
+def minus_one_by_an_admin(fake: FakeGitea, writes: GiteaWrites) -> PullRequestInfo:
+    """A pull request with our review of one finding, its comment given a `-1` by an admin."""
+    pull = pull_request(fake, "admin")
+    published(fake, pull, [ADDED])
+    [added] = comment_ids(writes)
+    fake.grant(PATH, "carol", "admin")
+    react(fake, "carol", added)
+    return info_of(fake, pull)
+
+
 def test_outside_the_service_a_first_review_or_one_without_findings_reads_no_reaction(
     fake_gitea: FakeGitea, fake_gitea_writes: GiteaWrites
 ) -> None:
-    pull = pull_request(fake_gitea, "admin")
-    published(fake_gitea, pull, [ADDED])
-    [added] = comment_ids(fake_gitea_writes)
-    fake_gitea.grant(PATH, "carol", "admin")
-    react(fake_gitea, "carol", added)
-    info = info_of(fake_gitea, pull)
+    info = minus_one_by_an_admin(fake_gitea, fake_gitea_writes)
     asked_before = len(fake_gitea.api_requests())
 
     def dismissed(reviewed_before: bool, has_findings: bool) -> Collection[str]:
@@ -205,13 +210,8 @@ def test_outside_the_service_a_first_review_or_one_without_findings_reads_no_rea
 def test_the_service_stores_a_writers_minus_one_for_the_repository(
     fake_gitea: FakeGitea, fake_gitea_writes: GiteaWrites
 ) -> None:
-    pull = pull_request(fake_gitea, "admin")
-    published(fake_gitea, pull, [ADDED])
-    [added] = comment_ids(fake_gitea_writes)
-    fake_gitea.grant(PATH, "carol", "admin")
-    react(fake_gitea, "carol", added)
+    info = minus_one_by_an_admin(fake_gitea, fake_gitea_writes)
     dismissals = DictDismissals()
-    info = info_of(fake_gitea, pull)
 
     found = with_forge(
         fake_gitea,
