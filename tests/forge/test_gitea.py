@@ -7,16 +7,16 @@ fixed comments resolved, and linked issues. Whole reviews: tests/gitea/test_revi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pr_review_api.forge.base import IssueText
+from pr_review_api.forge.base import DismissalQuery, IssueText
 from pr_review_api.forge.gitea import GiteaForge
 from pr_review_api.gitea.client import GiteaClient
 from pr_review_api.gitea.publish import publish
 from pr_review_api.gitea.urls import parse_pull_request_url
-from pr_review_api.model import Finding, Publication, ReviewResult
+from pr_review_api.model import Finding, Publication, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
 from tests.conftest import GITEA_TOKEN
 from tests.fakes.gitea_reviews import GiteaWrites
@@ -59,13 +59,13 @@ def published(fake: FakeGitea, pull: PullFixture, findings: list[Finding]) -> Pu
         ref = parse_pull_request_url(pull.url, forge.settings)
         deadline = asyncio.get_running_loop().time() + 60
         return await publish(
-            review, ref, forge.gitea, pull.repo.bare, deadline=deadline, max_inline=30
+            review, ref, forge.client, pull.repo.bare, deadline=deadline, max_inline=30
         )
 
     return with_forge(fake, go)
 
 
-def info_of(fake: FakeGitea, pull: PullFixture) -> Any:
+def info_of(fake: FakeGitea, pull: PullFixture) -> PullRequestInfo:
     return parse_pull_request_url(pull.url, fake.settings(Path("unused"))).info
 
 
@@ -162,7 +162,9 @@ def test_a_writers_minus_one_dismisses_only_when_gitea_tells_who_writes(
             with_forge(
                 fake_gitea,
                 lambda f: f.dismissed(
-                    info, None, PermissionCache(), reviewed_before=True, has_findings=True
+                    DismissalQuery(
+                        info, None, PermissionCache(), reviewed_before=True, has_findings=True
+                    )
                 ),
             )
         )
@@ -176,20 +178,46 @@ def test_a_writers_minus_one_dismisses_only_when_gitea_tells_who_writes(
     assert dismissed() == {comment["body"].split("finding=")[1].split(" ")[0]}
 
 
+def minus_one_by_an_admin(fake: FakeGitea, writes: GiteaWrites) -> PullRequestInfo:
+    """A pull request with our review of one finding, its comment given a `-1` by an admin."""
+    pull = pull_request(fake, "admin")
+    published(fake, pull, [ADDED])
+    [added] = comment_ids(writes)
+    fake.grant(PATH, "carol", "admin")
+    react(fake, "carol", added)
+    return info_of(fake, pull)
+
+
+def test_outside_the_service_a_first_review_or_one_without_findings_reads_no_reaction(
+    fake_gitea: FakeGitea, fake_gitea_writes: GiteaWrites
+) -> None:
+    info = minus_one_by_an_admin(fake_gitea, fake_gitea_writes)
+    asked_before = len(fake_gitea.api_requests())
+
+    def dismissed(reviewed_before: bool, has_findings: bool) -> Collection[str]:
+        asked = DismissalQuery(info, None, None, reviewed_before, has_findings)
+        return with_forge(fake_gitea, lambda f: f.dismissed(asked))
+
+    assert dismissed(reviewed_before=False, has_findings=True) == set()
+    assert dismissed(reviewed_before=True, has_findings=False) == set()
+
+    # Nothing to dismiss or nothing to suppress: Gitea is not asked at all.
+    assert len(fake_gitea.api_requests()) == asked_before
+    assert len(dismissed(reviewed_before=True, has_findings=True)) == 1
+    assert len(fake_gitea.api_requests()) > asked_before
+
+
 def test_the_service_stores_a_writers_minus_one_for_the_repository(
     fake_gitea: FakeGitea, fake_gitea_writes: GiteaWrites
 ) -> None:
-    pull = pull_request(fake_gitea, "admin")
-    published(fake_gitea, pull, [ADDED])
-    [added] = comment_ids(fake_gitea_writes)
-    fake_gitea.grant(PATH, "carol", "admin")
-    react(fake_gitea, "carol", added)
+    info = minus_one_by_an_admin(fake_gitea, fake_gitea_writes)
     dismissals = DictDismissals()
-    info = info_of(fake_gitea, pull)
 
     found = with_forge(
         fake_gitea,
-        lambda f: f.dismissed(info, dismissals, None, reviewed_before=False, has_findings=False),
+        lambda f: f.dismissed(
+            DismissalQuery(info, dismissals, None, reviewed_before=False, has_findings=False)
+        ),
     )
 
     [(key, fingerprint)] = dismissals.stored

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pr_review_api.forge.base import DismissalQuery
 from pr_review_api.forge.gitlab import GitLabForge
 from tests.conftest import GITLAB_TOKEN
 from tests.environment import Environment
@@ -139,9 +140,8 @@ def test_the_service_stores_a_developers_thumbsdown_for_the_project(
         async with client_of(fake_gitlab, tmp_path) as client:
             forge = GitLabForge(client.settings, client)
             info = ref_of(fake_gitlab).info
-            return await forge.dismissed(
-                info, dismissals, None, reviewed_before=False, has_findings=True
-            )
+            asked = DismissalQuery(info, dismissals, None, reviewed_before=False, has_findings=True)
+            return await forge.dismissed(asked)
 
     assert set(asyncio.run(scenario())) == {kept, "ef" * 16}
     assert dismissals.stored[("gitlab:grp/sub/project", kept)] == ("Kept <b>", "a.py", DEV[0])

@@ -36,12 +36,12 @@ def test_each_url_goes_to_its_forge_through_the_callers_client() -> None:
             lent = ForgeClients((github, gitlab))
             async with open_forge(MERGE, settings, clients=lent) as merge:
                 assert isinstance(merge, GitLabForge)
-                assert merge.gitlab is gitlab
+                assert merge.client is gitlab
                 assert merge.name == "gitlab"
                 assert merge.unavailable is GitLabUnavailable
             async with open_forge(PULL, settings, clients=lent) as pull:
                 assert isinstance(pull, GitHubForge)
-                assert pull.github is github
+                assert pull.client is github
                 assert pull.name == "github"
                 assert pull.unavailable is GitHubUnavailable
 
@@ -59,15 +59,15 @@ def test_a_shared_client_outlives_the_forge_and_an_own_one_is_closed(
         async with GitHubClient(settings) as shared:
             async with open_forge(url, settings, clients=ForgeClients((shared,))) as forge:
                 assert isinstance(forge, GitHubForge)
-                assert await forge.github.login() == "pr-review-bot"
+                assert await forge.client.login() == "pr-review-bot"
             # Still open: the caller's pool outlives the forge.
             assert shared._http is not None  # the pool itself
         async with open_forge(url, settings) as own:
             assert isinstance(own, GitHubForge)
-            assert own.github is not shared
-            response = await own.github.request("GET", f"{settings.github_api_url}/user")
+            assert own.client is not shared
+            response = await own.client.request("GET", f"{settings.github_api_url}/user")
             assert response.status == 200
-        assert own.github._http is None  # the own pool: closed with the forge
+        assert own.client._http is None  # the own pool: closed with the forge
 
     asyncio.run(main())
 
@@ -108,7 +108,7 @@ def test_a_command_job_speaks_through_its_changes_forge_and_ignores_ours_and_bot
         record = _Record(pull, "acme", "widget", 4, None, raw)
         async with open_comments(record, settings, identities) as comments:
             assert isinstance(comments, GitHubComments)
-            assert comments.clients() == ForgeClients((comments.github,))
+            assert comments.clients() == ForgeClients((comments.client,))
             assert comments.dismissals_key == "acme/widget"
             return await comments.command()
 
@@ -136,7 +136,7 @@ def test_a_merge_requests_command_job_gets_gitlabs_comments() -> None:
             assert isinstance(comments, GitLabComments)
             lent = comments.clients()
             gitlab = lent.of(GitLabClient)
-            assert gitlab is comments.gitlab
+            assert gitlab is comments.client
             assert lent.of(GitHubClient) is None  # no App installation on GitLab
             assert comments.dismissals_key == "gitlab:acme/ui/widget"
             assert gitlab._http is None  # no request asked: its pool opens on first use

@@ -11,16 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from pr_review_api.fetch.cache import PreparedChange
-from pr_review_api.forge.base import PostedHead, PriorReview
+from pr_review_api.forge.base import DismissalQuery, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.forge.github import GitHubForge
 from pr_review_api.github.client import GitHubClient
-from pr_review_api.ledger import DismissedFindings, PublishLedger
+from pr_review_api.ledger import PublishLedger
 from pr_review_api.llm.testing import ScriptedModel, stop_turn
 from pr_review_api.loop.run import ReviewOptions, run_review
 from pr_review_api.loop.workspace import ChangeTarget
 from pr_review_api.model import Publication, PullRequestInfo, ReviewResult
-from pr_review_api.permissions import PermissionCache
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes.github_server import FakeGitHub
@@ -62,23 +61,9 @@ class RecordingForge(GitHubForge):
         self.calls.append("prior_review")
         return await super().prior_review(info, git_dir, head_sha, force=force)
 
-    async def dismissed(
-        self,
-        info: PullRequestInfo,
-        dismissals: DismissedFindings | None,
-        permissions: PermissionCache | None,
-        *,
-        reviewed_before: bool,
-        has_findings: bool,
-    ) -> Collection[str]:
+    async def dismissed(self, asked: DismissalQuery) -> Collection[str]:
         self.calls.append("dismissed")
-        return await super().dismissed(
-            info,
-            dismissals,
-            permissions,
-            reviewed_before=reviewed_before,
-            has_findings=has_findings,
-        )
+        return await super().dismissed(asked)
 
     async def publish(
         self, result: ReviewResult, git_dir: Path, **kwargs: Any

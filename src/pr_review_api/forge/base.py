@@ -20,11 +20,12 @@ from collections.abc import Collection, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol
 
 from pr_review_api.errors import ReviewError, ServerBusy
 from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.checkout import unavailable_error
+from pr_review_api.forge.clients import ClientT
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.forge.issue_references import IssueReference, closing_references, issue_server
 from pr_review_api.ledger import DismissedFindings, HeadKey, PublishLedger
@@ -88,6 +89,24 @@ class IssueText:
     title: str
     body: str
 
+
+@dataclass(frozen=True)
+class DismissalQuery:
+    """What the findings the team dismissed are asked with (specification §15): the change,
+    the service's store of dismissals (None outside the service: the CLI, a CI job), the
+    holder's cache of who may dismiss (None: the review keeps its own), and whether the change
+    was reviewed by us before and this review has findings (outside the service, the change's
+    own dismissals are read only then)."""
+
+    info: PullRequestInfo
+    dismissals: DismissedFindings | None
+    permissions: PermissionCache | None
+    reviewed_before: bool
+    has_findings: bool
+
+
+# One dismissal read on the change: (fingerprint, title, path, user).
+DismissalRow = tuple[str, str, str | None, str]
 
 # What reading a linked issue gave (specification §21): its text, a number that names a pull
 # request, or nothing readable (missing, not visible to the review's identity, a failure).
@@ -154,17 +173,31 @@ class ChangeForge(ABC):
         except ServerBusy:
             return None
 
+    async def dismissed(self, asked: DismissalQuery) -> Collection[str]:
+        """The fingerprints dismissed in the repository, after storing the change's new
+        dismissals; outside the service, what the change itself says, read only when our
+        earlier review may have been dismissed and there is something to suppress."""
+        permissions = asked.permissions or PermissionCache()
+        if asked.dismissals is None:
+            if not asked.reviewed_before or not asked.has_findings:
+                return set()  # no earlier review of ours to dismiss, or nothing to suppress
+            return await self.dismissed_on_change(asked.info, permissions)
+        found = await self.found_dismissals(asked.info, permissions)
+        return await self.store_dismissals(asked.dismissals, self.dismissals_key(asked.info), found)
+
     @abstractmethod
-    async def dismissed(
-        self,
-        info: PullRequestInfo,
-        dismissals: DismissedFindings | None,
-        permissions: PermissionCache | None,
-        *,
-        reviewed_before: bool,
-        has_findings: bool,
+    async def dismissed_on_change(
+        self, info: PullRequestInfo, permissions: PermissionCache
     ) -> Collection[str]:
-        """The fingerprints dismissed in the repository, after reading the change's new ones."""
+        """The fingerprints the change itself dismisses (no store: the CLI, a CI job); none
+        when the forge fails."""
+
+    @abstractmethod
+    async def found_dismissals(
+        self, info: PullRequestInfo, permissions: PermissionCache
+    ) -> list[DismissalRow]:
+        """The dismissals on the change's threads of our findings by users who may dismiss;
+        none when the forge fails (they are read again at the next review)."""
 
     @abstractmethod
     def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
@@ -245,7 +278,7 @@ class ChangeForge(ABC):
 
     @staticmethod
     async def store_dismissals(
-        dismissals: DismissedFindings, key: str, found: Iterable[tuple[str, str, str | None, str]]
+        dismissals: DismissedFindings, key: str, found: Iterable[DismissalRow]
     ) -> Collection[str]:
         """Store each dismissal found on the change (fingerprint, title, path, user) under `key`,
         and give every fingerprint dismissed there; none when the store cannot be reached (the
@@ -264,3 +297,17 @@ class ChangeForge(ABC):
         head, findings = result.revisions.head_sha, result.review.findings
         texts = await asyncio.to_thread(line_texts, git_dir, head, findings)
         return {fingerprint_of(f, texts) for f in findings}
+
+
+class ClientForge(ChangeForge, Generic[ClientT]):
+    """A forge speaking through its API client of the review's identity, publishing with its
+    own `publishing` (its words, limits and requests)."""
+
+    publishing: ClassVar[ChangePublisher[Any, Any]]
+
+    def __init__(self, settings: Settings, client: ClientT) -> None:
+        self.settings = settings
+        self.client = client
+
+    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
+        return self.publishing, self.client

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol
 
-from pr_review_api.forge.clients import ForgeClients
+from pr_review_api.forge.clients import ClientT, ForgeClients
 
 
 class CommandRecord(Protocol):
@@ -115,3 +115,19 @@ class ChangeComments(ABC):
     async def post_answer(self, text: str) -> int | None:
         """Reply in the finding's thread with the model's answer, made inert for the forge and
         marked as the command's; the reply's id."""
+
+
+class ClientComments(ChangeComments, Generic[ClientT]):
+    """A command's comments through its forge's client of the job's identity (`client`), the
+    repository's key in the dismissals table given by the forge (`dismissals_key`)."""
+
+    def __init__(self, client: ClientT, dismissals_key: str) -> None:
+        self.client = client
+        self._dismissals_key = dismissals_key
+
+    @property
+    def dismissals_key(self) -> str:
+        return self._dismissals_key
+
+    def clients(self) -> ForgeClients:
+        return ForgeClients((self.client,))

@@ -21,11 +21,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
 
 from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ReviewError
 from pr_review_api.fetch.cache import PreparedChange
-from pr_review_api.forge.base import ChangeForge, IssueAnswer, PostedHead, PriorReview
+from pr_review_api.forge.base import ClientForge, DismissalRow, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitea.checkout import open_pull_request
 from pr_review_api.gitea.client import GiteaClient
@@ -37,10 +36,9 @@ from pr_review_api.gitea.publish import PUBLISHER, pull_request_key
 from pr_review_api.gitea.resolve import resolve_fixed
 from pr_review_api.gitea.status import StatusReporter
 from pr_review_api.gitea.urls import PullRequestRef, ref_of
-from pr_review_api.ledger import DismissedFindings, PublishLedger
+from pr_review_api.ledger import PublishLedger
 from pr_review_api.model import Forge, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
-from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.markers import marked_heads, shown_title
 from pr_review_api.publishing.threads import NewHead
@@ -49,14 +47,14 @@ from pr_review_api.settings import Settings
 HISTORY_FAILURES = (PublishFailure, GiteaUnavailable, PullRequestNotFound)
 
 
-class GiteaForge(ChangeForge):
-    """Gitea, through `gitea` (the client of the review's identity)."""
+class GiteaForge(ClientForge[GiteaClient]):
+    """Gitea, through its client of the review's identity."""
 
     name: Forge = "gitea"
+    publishing = PUBLISHER
 
-    def __init__(self, settings: Settings, gitea: GiteaClient) -> None:
-        self.settings = settings
-        self.gitea = gitea
+    def __init__(self, settings: Settings, client: GiteaClient) -> None:
+        super().__init__(settings, client)
         # The head this review asked about (the ledger, our markers): a posted review is read
         # back only when it carries that head's marker. A later head with nothing new is
         # published as our first review, whose counts are its own head's, not this one's.
@@ -66,23 +64,23 @@ class GiteaForge(ChangeForge):
         return ref_of(info, self.settings)
 
     def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
-        return open_pull_request(url, self.settings, self.gitea)
+        return open_pull_request(url, self.settings, self.client)
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
-        answer = await read_gitea_issue(self.gitea, project, number)
+        answer = await read_gitea_issue(self.client, project, number)
         return self.issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
-        return StatusReporter(self.gitea, self._ref(info), head_sha)
+        return StatusReporter(self.client, self._ref(info), head_sha)
 
     async def ensure_can_publish(self, info: PullRequestInfo) -> None:
-        await ensure_can_publish(self.gitea, self._ref(info))
+        await ensure_can_publish(self.client, self._ref(info))
 
     async def published_in_ledger(
         self, info: PullRequestInfo, head_sha: str, ledger: PublishLedger
     ) -> PostedHead | None:
         self.head_sha = head_sha
-        key = pull_request_key(self._ref(info), await self.gitea.login(), head_sha)
+        key = pull_request_key(self._ref(info), await self.client.login(), head_sha)
         return await self.recorded_head(ledger, key)
 
     async def prior_review(
@@ -90,7 +88,7 @@ class GiteaForge(ChangeForge):
     ) -> PriorReview:
         self.head_sha = head_sha
         try:
-            state = (await read_history(self.gitea, self._ref(info), head_sha=head_sha)).state
+            state = (await read_history(self.client, self._ref(info), head_sha=head_sha)).state
         except HISTORY_FAILURES:
             return PriorReview()  # publishing reads the reviews again, and decides
         return await self.prior_of(state, git_dir, head_sha, force=force)
@@ -98,7 +96,7 @@ class GiteaForge(ChangeForge):
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         if review_id is None:
             return None
-        body = await our_review_body(self.gitea, self._ref(info), review_id)
+        body = await our_review_body(self.client, self._ref(info), review_id)
         if body is None or (self.head_sha is not None and self.head_sha not in marked_heads(body)):
             return None  # not ours, or of another head: unknown (the gate fails closed)
         return body
@@ -106,46 +104,36 @@ class GiteaForge(ChangeForge):
     def dismissals_key(self, info: PullRequestInfo) -> str:
         return self._ref(info).dismissals_key
 
-    async def dismissed(
-        self,
-        info: PullRequestInfo,
-        dismissals: DismissedFindings | None,
-        permissions: PermissionCache | None,
-        *,
-        reviewed_before: bool,
-        has_findings: bool,
+    async def dismissed_on_change(
+        self, info: PullRequestInfo, permissions: PermissionCache
     ) -> Collection[str]:
-        """The repository's dismissed fingerprints, after reading the `-1` reactions of writers
-        on our findings' comments of this pull request (specification §15). `permissions` (the
-        holder's) keeps Gitea's answers of who may write, else the review keeps its own."""
-        if dismissals is None and (not reviewed_before or not has_findings):
-            return set()  # no earlier review of ours to dismiss, or nothing to suppress
+        """What the pull request itself says (the CLI, a workflow): its writers' `-1`s."""
+        return {fingerprint for fingerprint, *_ in await self.found_dismissals(info, permissions)}
+
+    async def found_dismissals(
+        self, info: PullRequestInfo, permissions: PermissionCache
+    ) -> list[DismissalRow]:
+        """The `-1` reactions of writers on our findings' comments of this pull request
+        (specification §15). `permissions` (the holder's) keeps Gitea's answers of who may
+        write."""
         ref = self._ref(info)
         try:
-            history = await read_history(self.gitea, ref)
-            found = await downvoted(
-                self.gitea, ref, history.comments, permissions or PermissionCache()
-            )
+            history = await read_history(self.client, ref)
+            found = await downvoted(self.client, ref, history.comments, permissions)
         except (*HISTORY_FAILURES, ReviewError):
-            found = []  # read again at the next review
-        if dismissals is None:  # the CLI, a workflow: what the pull request itself says
-            return {comment.fingerprint for comment, _ in found}
-        rows = (
+            return []
+        return [
             (comment.fingerprint, shown_title(comment.body), comment.path or None, user)
             for comment, user in found
-        )
-        return await self.store_dismissals(dismissals, ref.dismissals_key, rows)
-
-    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
-        return PUBLISHER, self.gitea
+        ]
 
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
         ref = self._ref(info)
         try:
-            comments = (await read_history(self.gitea, ref)).comments
+            comments = (await read_history(self.client, ref)).comments
         except HISTORY_FAILURES:
             return 0
         new_head = NewHead.of(result, git_dir, await self.reported_fingerprints(result, git_dir))
-        return await resolve_fixed(self.gitea, ref, comments, new_head)
+        return await resolve_fixed(self.client, ref, comments, new_head)

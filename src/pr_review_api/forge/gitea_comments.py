@@ -25,9 +25,8 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.forge.comments import (
-    ChangeComments,
+    ClientComments,
     Command,
     CommandFinding,
     FindingThread,
@@ -80,26 +79,19 @@ def _comment(command: dict[str, Any]) -> _Comment | None:
     return _Comment(comment_id, author, text)
 
 
-class GiteaComments(ChangeComments):
+class GiteaComments(ClientComments[GiteaClient]):
     """A pull request's command, through `gitea` (GITEA_TOKEN's client: Gitea has no App
     installations)."""
 
     def __init__(self, gitea: GiteaClient, ref: PullRequestRef, command: dict[str, Any]) -> None:
-        self.gitea = gitea
+        super().__init__(gitea, ref.dismissals_key)
         self.ref = ref
         self._comment = _comment(command)
         self._login = ""
         self._thread: LineThread | None = None
 
-    @property
-    def dismissals_key(self) -> str:
-        return self.ref.dismissals_key
-
-    def clients(self) -> ForgeClients:
-        return ForgeClients((self.gitea,))
-
     async def command(self) -> Command | None:
-        self._login = await self.gitea.login()
+        self._login = await self.client.login()
         comment = self._comment
         if comment is None or comment.author.lower().endswith("[bot]"):
             return None
@@ -109,16 +101,16 @@ class GiteaComments(ChangeComments):
 
     async def help(self) -> None:
         comment = self._known()
-        thread = await find_thread(self.gitea, self.ref, comment.comment_id, self._login)
+        thread = await find_thread(self.client, self.ref, comment.comment_id, self._login)
         if thread is None or thread.comments[0].id == comment.comment_id:
-            await post_comment(self.gitea, self.ref, GITEA_HELP_TEXT)
+            await post_comment(self.client, self.ref, GITEA_HELP_TEXT)
         else:
             await self._reply(thread, GITEA_HELP_TEXT)
 
     async def our_finding(self) -> CommandFinding | None:
         """The finding whose conversation the command replied in (see the module docstring)."""
         comment = self._known()
-        thread = await find_thread(self.gitea, self.ref, comment.comment_id, self._login)
+        thread = await find_thread(self.client, self.ref, comment.comment_id, self._login)
         if thread is None or thread.comments[0].id == comment.comment_id:
             return None
         fingerprint = thread.finding(self._login)
@@ -142,7 +134,7 @@ class GiteaComments(ChangeComments):
         answered = question in thread.answers(self._login)
         if not answered:
             # After a new head our answer is a comment on the pull request: look there too.
-            answers = await answered_on_the_pull_request(self.gitea, self.ref, self._login)
+            answers = await answered_on_the_pull_request(self.client, self.ref, self._login)
             answered = question in answers
         return FindingThread(
             answered=answered,
@@ -150,10 +142,10 @@ class GiteaComments(ChangeComments):
         )
 
     async def acknowledge_dismissal(self) -> None:
-        await react(self.gitea, self.ref, self._known().comment_id, "+1")
+        await react(self.client, self.ref, self._known().comment_id, "+1")
 
     async def hold_off(self) -> None:
-        await react(self.gitea, self.ref, self._known().comment_id, "eyes")
+        await react(self.client, self.ref, self._known().comment_id, "eyes")
 
     def comment_url(self, change_url: str) -> str | None:
         return f"{change_url}#issuecomment-{self._known().comment_id}"
@@ -165,11 +157,11 @@ class GiteaComments(ChangeComments):
     async def _reply(self, thread: LineThread, body: str) -> int | None:
         """`body` in the thread's conversation while the head is the one it was posted on;
         after a new head the line may be off the diff: a comment naming the path and line."""
-        head = await current_head(self.gitea, self.ref)
+        head = await current_head(self.client, self.ref)
         if head == thread.head:
-            return await post_line_reply(self.gitea, self.ref, head, thread, body)
+            return await post_line_reply(self.client, self.ref, head, thread, body)
         where = f"On {code_span(thread.path)}, line {thread.line}:\n\n"
-        return await post_comment(self.gitea, self.ref, where + body)
+        return await post_comment(self.client, self.ref, where + body)
 
     def _known(self) -> _Comment:
         assert self._comment is not None, "command() said None: nothing to answer"

@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
 from pr_review_api.fetch.cache import PreparedChange
-from pr_review_api.forge.base import ChangeForge, IssueAnswer, PostedHead, PriorReview
+from pr_review_api.forge.base import ClientForge, DismissalRow, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import open_pull_request
 from pr_review_api.github.checks import CheckReporter
@@ -35,46 +34,41 @@ from pr_review_api.github.preflight import ensure_can_publish
 from pr_review_api.github.publish import PUBLISHER
 from pr_review_api.github.resolve import resolve_fixed
 from pr_review_api.github.urls import PullRequestRef
-from pr_review_api.ledger import DismissedFindings, HeadKey, PublishLedger
+from pr_review_api.ledger import HeadKey, PublishLedger
 from pr_review_api.model import Forge, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
-from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.threads import NewHead
-from pr_review_api.settings import Settings
 
 
 def _ref(info: PullRequestInfo) -> PullRequestRef:
     return PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
 
 
-class GitHubForge(ChangeForge):
-    """GitHub, through `github` (the client of the review's identity)."""
+class GitHubForge(ClientForge[GitHubClient]):
+    """GitHub, through its client of the review's identity."""
 
     name: Forge = "github"
-
-    def __init__(self, settings: Settings, github: GitHubClient) -> None:
-        self.settings = settings
-        self.github = github
+    publishing = PUBLISHER
 
     def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
-        return open_pull_request(url, self.settings, self.github)
+        return open_pull_request(url, self.settings, self.client)
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         owner, _, repo = project.partition("/")
-        answer = await read_github_issue(self.github, owner, repo, number)
+        answer = await read_github_issue(self.client, owner, repo, number)
         return self.issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
-        return CheckReporter(self.github, info.owner, info.repo, head_sha, info.number)
+        return CheckReporter(self.client, info.owner, info.repo, head_sha, info.number)
 
     async def ensure_can_publish(self, info: PullRequestInfo) -> None:
-        await ensure_can_publish(self.github, _ref(info))
+        await ensure_can_publish(self.client, _ref(info))
 
     async def published_in_ledger(
         self, info: PullRequestInfo, head_sha: str, ledger: PublishLedger
     ) -> PostedHead | None:
-        identity = await self.github.login()
+        identity = await self.client.login()
         recorded = await ledger.find(HeadKey.of(_ref(info), identity, head_sha))
         return None if recorded is None else PostedHead(recorded.review_id, recorded.url)
 
@@ -84,7 +78,7 @@ class GitHubForge(ChangeForge):
         # `force` changes nothing here: this head's review, when found, is all that is said
         # (no re-review context), and the caller reviews again when forced.
         try:
-            state = await prior_state(self.github, _ref(info), head_sha=head_sha)
+            state = await prior_state(self.client, _ref(info), head_sha=head_sha)
         except (PublishFailure, GitHubUnavailable):
             return PriorReview()  # publishing decides again
         return await self.prior_of(state, git_dir, head_sha, force=False)
@@ -93,11 +87,11 @@ class GitHubForge(ChangeForge):
         if review_id is None:
             return None
         url = (
-            f"{self.github.settings.github_api_url}/repos/{info.owner}/{info.repo}"
+            f"{self.client.settings.github_api_url}/repos/{info.owner}/{info.repo}"
             f"/pulls/{info.number}/reviews/{review_id}"
         )
         try:
-            response = await self.github.request("GET", url)
+            response = await self.client.request("GET", url)
         except GitHubUnavailable:
             return None
         if response.status != 200:
@@ -110,48 +104,41 @@ class GitHubForge(ChangeForge):
     def dismissals_key(self, info: PullRequestInfo) -> str:
         return f"{info.owner}/{info.repo}"
 
-    async def dismissed(
-        self,
-        info: PullRequestInfo,
-        dismissals: DismissedFindings | None,
-        permissions: PermissionCache | None,
-        *,
-        reviewed_before: bool,
-        has_findings: bool,
+    async def dismissed_on_change(
+        self, info: PullRequestInfo, permissions: PermissionCache
     ) -> Collection[str]:
-        """The repository's dismissed fingerprints, after storing the `-1` reactions of writers
-        on our findings' comments of this pull request (specification §15). `permissions` (the
-        holder's) keeps GitHub's answers of who may dismiss, else the review keeps its own."""
-        permissions = permissions or PermissionCache()
+        """The `-1` reactions and `ignore` replies of writers on our findings' comments of this
+        pull request (specification §15; the CLI, the Action)."""
         repository = Repository(info.owner, info.repo)
-        if dismissals is None:  # the CLI, the Action: what the pull request itself says
-            if not reviewed_before or not has_findings:
-                return set()  # no earlier review of ours to dismiss, or nothing to suppress
-            try:
-                return await dismissed_on_pull_request(
-                    self.github, repository, info.number, permissions
-                )
-            except GitHubUnavailable:
-                return set()
         try:
-            found = await downvoted(self.github, repository, info.number, permissions)
+            return await dismissed_on_pull_request(
+                self.client, repository, info.number, permissions
+            )
         except GitHubUnavailable:
-            found = []  # read again at the next review
-        rows = (
+            return set()
+
+    async def found_dismissals(
+        self, info: PullRequestInfo, permissions: PermissionCache
+    ) -> list[DismissalRow]:
+        """The `-1` reactions of writers on our findings' comments of this pull request
+        (specification §15). `permissions` (the holder's) keeps GitHub's answers of who may
+        dismiss."""
+        repository = Repository(info.owner, info.repo)
+        try:
+            found = await downvoted(self.client, repository, info.number, permissions)
+        except GitHubUnavailable:
+            return []
+        return [
             (_fingerprint(comment), comment.finding_title(), comment.path, user)
             for comment, user in found
-        )
-        return await self.store_dismissals(dismissals, self.dismissals_key(info), rows)
-
-    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
-        return PUBLISHER, self.github
+        ]
 
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
         new_head = NewHead.of(result, git_dir, await self.reported_fingerprints(result, git_dir))
         repository = Repository(info.owner, info.repo)
-        return await resolve_fixed(self.github, repository, info.number, new_head)
+        return await resolve_fixed(self.client, repository, info.number, new_head)
 
 
 def _fingerprint(comment: ReviewComment) -> str:

@@ -17,9 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.forge.comments import (
-    ChangeComments,
+    ClientComments,
     Command,
     CommandFinding,
     FindingThread,
@@ -78,13 +77,13 @@ def _comment(command: dict[str, Any]) -> _Comment | None:
         return None
 
 
-class GitHubComments(ChangeComments):
+class GitHubComments(ClientComments[GitHubClient]):
     """A pull request's command, through `github` (the client of the job's identity)."""
 
     def __init__(
         self, github: GitHubClient, owner: str, repo: str, number: int, command: dict[str, Any]
     ) -> None:
-        self.github = github
+        super().__init__(github, f"{owner}/{repo}")
         self.repository = Repository(owner, repo)
         self.number = number
         self._raw = command
@@ -92,15 +91,8 @@ class GitHubComments(ChangeComments):
         self._login = ""
         self._finding: ReviewComment | None = None
 
-    @property
-    def dismissals_key(self) -> str:
-        return f"{self.repository.owner}/{self.repository.repo}"
-
-    def clients(self) -> ForgeClients:
-        return ForgeClients((self.github,))
-
     async def command(self) -> Command | None:
-        self._login = await self.github.login()
+        self._login = await self.client.login()
         the_comment = self._comment
         if the_comment is None or _is_bot(the_comment.author):
             return None
@@ -112,15 +104,15 @@ class GitHubComments(ChangeComments):
         the_comment = self._known()
         top = the_comment.in_reply_to_id or the_comment.comment_id
         if the_comment.review_comment:
-            await reply(self.github, self.repository, self.number, top, HELP_TEXT)
+            await reply(self.client, self.repository, self.number, top, HELP_TEXT)
         else:
-            await comment(self.github, self.repository, self.number, HELP_TEXT)
+            await comment(self.client, self.repository, self.number, HELP_TEXT)
 
     async def our_finding(self) -> CommandFinding | None:
         top_id = self._known().in_reply_to_id
         if top_id is None:
             return None
-        top = await review_comment(self.github, self.repository, top_id)
+        top = await review_comment(self.client, self.repository, top_id)
         if top is None or top.author != self._login or top.in_reply_to_id is not None:
             return None
         fingerprint = top.finding_fingerprint()
@@ -138,7 +130,7 @@ class GitHubComments(ChangeComments):
 
     async def thread(self) -> FindingThread:
         question_id = self._known().comment_id
-        replies = await thread(self.github, self.repository, self.number, self._found().id)
+        replies = await thread(self.client, self.repository, self.number, self._found().id)
         return FindingThread(
             answered=any(r.author == self._login and question_id in r.answers() for r in replies),
             earlier=[(r.author or "", r.body) for r in replies if r.id < question_id],
@@ -157,12 +149,12 @@ class GitHubComments(ChangeComments):
 
     async def post_answer(self, text: str) -> int | None:
         body = escape(text) + "\n\n" + answer_marker(self._known().comment_id)
-        return await reply(self.github, self.repository, self.number, self._found().id, body)
+        return await reply(self.client, self.repository, self.number, self._found().id, body)
 
     async def _react(self, content: Reaction) -> None:
         the_comment = self._known()  # a learning's command may be a comment on the change
         await react(
-            self.github,
+            self.client,
             self.repository,
             the_comment.comment_id,
             content,

@@ -25,11 +25,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError
 from pr_review_api.fetch.cache import PreparedChange
-from pr_review_api.forge.base import ChangeForge, IssueAnswer, PostedHead, PriorReview
+from pr_review_api.forge.base import ClientForge, DismissalRow, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitlab.checkout import open_merge_request
 from pr_review_api.gitlab.client import GitLabClient
@@ -43,106 +42,87 @@ from pr_review_api.gitlab.publish import PUBLISHER, merge_request_key
 from pr_review_api.gitlab.resolve import resolve_fixed
 from pr_review_api.gitlab.status import StatusReporter
 from pr_review_api.gitlab.urls import MergeRequestRef
-from pr_review_api.ledger import DismissedFindings, PublishLedger
+from pr_review_api.ledger import PublishLedger
 from pr_review_api.model import Forge, PullRequestInfo, ReviewResult
 from pr_review_api.permissions import PermissionCache
-from pr_review_api.publishing.driver import ChangePublisher, ForgeClient
 from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.threads import NewHead
-from pr_review_api.settings import Settings
 
 
 def _ref(info: PullRequestInfo) -> MergeRequestRef:
     return MergeRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
 
 
-class GitLabForge(ChangeForge):
-    """GitLab, through `gitlab` (the client of the review's identity)."""
+class GitLabForge(ClientForge[GitLabClient]):
+    """GitLab, through its client of the review's identity."""
 
     name: Forge = "gitlab"
-
-    def __init__(self, settings: Settings, gitlab: GitLabClient) -> None:
-        self.settings = settings
-        self.gitlab = gitlab
+    publishing = PUBLISHER
 
     def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
-        return open_merge_request(url, self.settings, self.gitlab)
+        return open_merge_request(url, self.settings, self.client)
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
-        answer = await read_gitlab_issue(self.gitlab, project, number)
+        answer = await read_gitlab_issue(self.client, project, number)
         return self.issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
-        return StatusReporter(self.gitlab, _ref(info), head_sha)
+        return StatusReporter(self.client, _ref(info), head_sha)
 
     async def ensure_can_publish(self, info: PullRequestInfo) -> None:
-        await ensure_can_publish(self.gitlab)
+        await ensure_can_publish(self.client)
 
     async def published_in_ledger(
         self, info: PullRequestInfo, head_sha: str, ledger: PublishLedger
     ) -> PostedHead | None:
-        key = merge_request_key(_ref(info), await self.gitlab.username(), head_sha)
+        key = merge_request_key(_ref(info), await self.client.username(), head_sha)
         return await self.recorded_head(ledger, key)
 
     async def prior_review(
         self, info: PullRequestInfo, git_dir: Path, head_sha: str, *, force: bool
     ) -> PriorReview:
         try:
-            state = await prior_state(self.gitlab, _ref(info), head_sha=head_sha)
+            state = await prior_state(self.client, _ref(info), head_sha=head_sha)
         except (PublishFailure, ReviewError):
             return PriorReview()  # publishing reads the notes again, and decides
         return await self.prior_of(state, git_dir, head_sha, force=force)
 
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         return (
-            None if review_id is None else await our_note_body(self.gitlab, _ref(info), review_id)
+            None if review_id is None else await our_note_body(self.client, _ref(info), review_id)
         )
 
     def dismissals_key(self, info: PullRequestInfo) -> str:
         return _ref(info).dismissals_key
 
-    async def dismissed(
-        self,
-        info: PullRequestInfo,
-        dismissals: DismissedFindings | None,
-        permissions: PermissionCache | None,
-        *,
-        reviewed_before: bool,
-        has_findings: bool,
+    async def dismissed_on_change(
+        self, info: PullRequestInfo, permissions: PermissionCache
     ) -> Collection[str]:
-        """The project's dismissed fingerprints, after storing the `thumbsdown` awards of
-        Developers on our findings' first notes of this merge request (specification §15).
-        `permissions` (the holder's) keeps GitLab's answers of who may dismiss, else the review
-        keeps its own."""
-        ref, access = _ref(info), AccessLevels(permissions)
-        if dismissals is None:  # the CLI, a GitLab CI job: what the merge request itself says
-            if not reviewed_before or not has_findings:
-                return set()  # no earlier review of ours to dismiss, or nothing to suppress
-            try:
-                return await dismissed_on_merge_request(self.gitlab, ref, access)
-            except (GitLabUnavailable, PullRequestNotFound):
-                return set()
+        """The `ignore` replies and `thumbsdown` awards of Developers on our findings'
+        discussions of this merge request (specification §15; the CLI, a GitLab CI job)."""
         try:
-            discussions = await finding_discussions(self.gitlab, ref)
-            found = await thumbs_down(self.gitlab, ref, discussions, access)
-        except (GitLabUnavailable, PullRequestNotFound):
-            found = []  # read again at the next review
-        rows = (
-            (
-                discussion.fingerprint,
-                discussion.first.finding_title(),
-                discussion.first.path(),
-                user,
+            return await dismissed_on_merge_request(
+                self.client, _ref(info), AccessLevels(permissions)
             )
-            for discussion, user in found
-        )
-        return await self.store_dismissals(dismissals, ref.dismissals_key, rows)
+        except (GitLabUnavailable, PullRequestNotFound):
+            return set()
 
-    def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
-        return PUBLISHER, self.gitlab
+    async def found_dismissals(
+        self, info: PullRequestInfo, permissions: PermissionCache
+    ) -> list[DismissalRow]:
+        """The `thumbsdown` awards of Developers on our findings' first notes of this merge
+        request (specification §15). `permissions` (the holder's) keeps GitLab's answers of who
+        may dismiss."""
+        ref = _ref(info)
+        try:
+            discussions = await finding_discussions(self.client, ref)
+            found = await thumbs_down(self.client, ref, discussions, AccessLevels(permissions))
+        except (GitLabUnavailable, PullRequestNotFound):
+            return []
+        return [(d.fingerprint, d.first.finding_title(), d.first.path(), user) for d, user in found]
 
     async def resolve_fixed(
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
         new_head = NewHead.of(result, git_dir, await self.reported_fingerprints(result, git_dir))
-        return await resolve_fixed(self.gitlab, _ref(info), new_head)
+        return await resolve_fixed(self.client, _ref(info), new_head)

@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pr_review_api.forge.clients import ForgeClients
 from pr_review_api.forge.comments import (
-    ChangeComments,
+    ClientComments,
     Command,
     CommandFinding,
     FindingThread,
@@ -81,26 +80,19 @@ def _note(command: dict[str, Any]) -> _Note | None:
     return _Note(note_id, author, discussion, text)
 
 
-class GitLabComments(ChangeComments):
+class GitLabComments(ClientComments[GitLabClient]):
     """A merge request's command, through `gitlab` (GITLAB_TOKEN's client: GitLab has no App
     installations)."""
 
     def __init__(self, gitlab: GitLabClient, ref: MergeRequestRef, command: dict[str, Any]) -> None:
-        self.gitlab = gitlab
+        super().__init__(gitlab, ref.dismissals_key)
         self.ref = ref
         self._note = _note(command)
         self._username = ""
         self._notes: list[DiscussionNote] = []
 
-    @property
-    def dismissals_key(self) -> str:
-        return self.ref.dismissals_key
-
-    def clients(self) -> ForgeClients:
-        return ForgeClients((self.gitlab,))
-
     async def command(self) -> Command | None:
-        self._username = await self.gitlab.username()
+        self._username = await self.client.username()
         note = self._note
         if note is None or is_bot(note.author) or note.author.lower() == self._username.lower():
             return None
@@ -108,7 +100,7 @@ class GitLabComments(ChangeComments):
 
     async def help(self) -> None:
         discussion = self._known().discussion_id
-        await post_note(self.gitlab, self.ref, GITLAB_HELP_TEXT, discussion_id=discussion)
+        await post_note(self.client, self.ref, GITLAB_HELP_TEXT, discussion_id=discussion)
 
     async def our_finding(self) -> CommandFinding | None:
         """The first note of the command's discussion, when it is one of our findings' (ours,
@@ -116,7 +108,7 @@ class GitLabComments(ChangeComments):
         note = self._known()
         if note.discussion_id is None:
             return None
-        notes = await discussion_notes(self.gitlab, self.ref, note.discussion_id)
+        notes = await discussion_notes(self.client, self.ref, note.discussion_id)
         if not notes or notes[0].id == note.note_id:
             return None
         first = notes[0]
@@ -147,10 +139,10 @@ class GitLabComments(ChangeComments):
         )
 
     async def acknowledge_dismissal(self) -> None:
-        await award(self.gitlab, self.ref, self._known().note_id, "thumbsup")
+        await award(self.client, self.ref, self._known().note_id, "thumbsup")
 
     async def hold_off(self) -> None:
-        await award(self.gitlab, self.ref, self._known().note_id, "eyes")
+        await award(self.client, self.ref, self._known().note_id, "eyes")
 
     def comment_url(self, change_url: str) -> str | None:
         return f"{change_url}#note_{self._known().note_id}"
@@ -158,7 +150,7 @@ class GitLabComments(ChangeComments):
     async def post_answer(self, text: str) -> int | None:
         note = self._known()
         body = defused(escape(text)) + "\n\n" + answer_marker(note.note_id)
-        return await post_note(self.gitlab, self.ref, body, discussion_id=note.discussion_id)
+        return await post_note(self.client, self.ref, body, discussion_id=note.discussion_id)
 
     def _known(self) -> _Note:
         assert self._note is not None, "command() said None: nothing to answer"

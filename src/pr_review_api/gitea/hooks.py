@@ -43,7 +43,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from pr_review_api.errors import InvalidPullRequestUrl, InvalidRequest, InvalidSignature
+from pr_review_api.errors import InvalidSignature
 from pr_review_api.gitea.urls import (
     MAX_INDEX,
     PullRequestRef,
@@ -51,7 +51,7 @@ from pr_review_api.gitea.urls import (
     is_valid_repo_name,
     parse_pull_request_url,
 )
-from pr_review_api.http.json_fields import json_object, optional_field, positive_int, required_field
+from pr_review_api.http.json_fields import Fields
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
 from pr_review_api.settings import Settings
 
@@ -69,12 +69,11 @@ SKIP_INPUT_CHANGES = ("title", "ref")
 MAX_COMMENT_CHARS = 65_536  # a command is its first words; Gitea stores up to a LONGTEXT
 MAX_LOGIN_CHARS = 255
 MAX_ID = 2**63 - 1  # ids are int64
-_SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)
 _DELIVERY_ID = re.compile(r"[A-Za-z0-9-]{1,64}", re.ASCII)
 _KIND = re.compile(r"[a-z_]{1,64}", re.ASCII)  # Gitea's event types; anything else is no kind
-_NOT_A_DELIVERY = "The delivery is not a well-formed Gitea webhook delivery."
-_NOT_A_PULL_REQUEST_EVENT = "The delivery is not a well-formed pull request event."
-_NOT_A_COMMENT_EVENT = "The delivery is not a well-formed comment event."
+_DELIVERY = Fields("The delivery is not a well-formed Gitea webhook delivery.")
+_PULL_REQUEST_EVENT = Fields("The delivery is not a well-formed pull request event.")
+_COMMENT_EVENT = Fields("The delivery is not a well-formed comment event.")
 _BAD_SIGNATURE = "The webhook delivery's X-Gitea-Signature is missing or not valid."
 
 
@@ -130,7 +129,7 @@ def read_delivery(
     verify_signature(body, headers, secret)
     delivery = next((headers[name] for name in DELIVERY_HEADERS if name in headers), None)
     if delivery is not None and _DELIVERY_ID.fullmatch(delivery) is None:
-        raise InvalidRequest(_NOT_A_DELIVERY)
+        raise _DELIVERY.invalid()
     kind = next((headers[name].strip() for name in EVENT_HEADERS if name in headers), None)
     if kind is not None and _KIND.fullmatch(kind) is None:
         kind = None  # never a label or a log line made of what a sender typed
@@ -147,25 +146,23 @@ def parse_event(body: bytes) -> dict[str, Any]:
     try:
         event = loads_strict(body)
     except (StrictJSONError, ValueError, RecursionError):
-        raise InvalidRequest(_NOT_A_DELIVERY) from None
+        raise _DELIVERY.invalid() from None
     if not isinstance(event, dict):
-        raise InvalidRequest(_NOT_A_DELIVERY)
+        raise _DELIVERY.invalid()
     return event
 
 
 def pull_request_push(event: dict[str, Any], settings: Settings) -> PullRequestPush | None:
     """The review a pull-request delivery asks for, or None; `InvalidRequest` when malformed."""
-    malformed = _NOT_A_PULL_REQUEST_EVENT
-    action = required_field(event, "action", str, malformed)
+    fields = _PULL_REQUEST_EVENT
+    action = fields.required(event, "action", str)
     if action not in REVIEWED_ACTIONS and action not in LABEL_ACTIONS and action != "edited":
         return None
-    pull = json_object(event.get("pull_request"), malformed)
-    ref = _reference(event.get("repository"), event.get("number"), settings, malformed)
-    head = optional_field(json_object(pull.get("head") or {}, malformed), "sha", str, malformed)
-    if head is not None and _SHA.fullmatch(head) is None:
-        raise InvalidRequest(malformed)
-    state = optional_field(pull, "state", str, malformed)
-    if optional_field(pull, "draft", bool, malformed) is True or state not in (None, "open"):
+    pull = fields.json_object(event.get("pull_request"))
+    ref = _reference(event.get("repository"), event.get("number"), settings, fields)
+    head = fields.sha(fields.json_object(pull.get("head") or {}), "sha")
+    state = fields.optional(pull, "state", str)
+    if fields.optional(pull, "draft", bool) is True or state not in (None, "open"):
         return None  # a draft is reviewed once it is marked ready (an `edited` of its title)
     if action == "edited" and not _skip_inputs_changed(event.get("changes")):
         return None  # the description changed: nothing the review reads
@@ -175,31 +172,31 @@ def pull_request_push(event: dict[str, Any], settings: Settings) -> PullRequestP
 def pull_request_comment(event: dict[str, Any], settings: Settings) -> PullRequestComment | None:
     """The comment a comment delivery carries when a person created it on a pull request, or
     None; `InvalidRequest` when malformed."""
-    malformed = _NOT_A_COMMENT_EVENT
-    if required_field(event, "action", str, malformed) != "created":
+    fields = _COMMENT_EVENT
+    if fields.required(event, "action", str) != "created":
         return None  # an edited or deleted comment: its command was read when it was made
-    issue = json_object(event.get("issue"), malformed)
-    is_pull = optional_field(event, "is_pull", bool, malformed)
+    issue = fields.json_object(event.get("issue"))
+    is_pull = fields.optional(event, "is_pull", bool)
     if not is_pull and not isinstance(issue.get("pull_request"), dict):
         return None  # a comment on an issue
-    comment = json_object(event.get("comment"), malformed)
-    body = required_field(comment, "body", str, malformed)
-    user = json_object(comment.get("user"), malformed)
-    author = _login(user, malformed)
+    comment = fields.json_object(event.get("comment"))
+    body = fields.required(comment, "body", str)
+    user = fields.json_object(comment.get("user"))
+    author = _login(user, fields)
     author_id = user.get("id")
     if not isinstance(author_id, int) or isinstance(author_id, bool) or author_id > MAX_ID:
-        raise InvalidRequest(malformed)
+        raise fields.invalid()
     if author_id <= 0:
         return None  # Gitea's own users (the ghost, the Actions bot) have ids below one
     opener = issue.get("user")
-    ref = _reference(event.get("repository"), issue.get("number"), settings, malformed)
+    ref = _reference(event.get("repository"), issue.get("number"), settings, fields)
     return PullRequestComment(
         ref=ref,
-        comment_id=positive_int(comment.get("id"), malformed, MAX_ID),
+        comment_id=fields.positive_int(comment.get("id"), MAX_ID),
         body=body[:MAX_COMMENT_CHARS],
         author=author,
         author_id=author_id,
-        pull_request_author=_login(opener, malformed) if opener is not None else None,
+        pull_request_author=_login(opener, fields) if opener is not None else None,
     )
 
 
@@ -210,29 +207,25 @@ def _skip_inputs_changed(changes: object) -> bool:
 
 
 def _reference(
-    repository: object, number: object, settings: Settings, malformed: str
+    repository: object, number: object, settings: Settings, fields: Fields
 ) -> PullRequestRef:
     """The pull request on OUR server that the repository's full name and the number name."""
-    full_name = required_field(json_object(repository, malformed), "full_name", str, malformed)
-    index = positive_int(number, malformed, MAX_INDEX)
+    full_name = fields.required(fields.json_object(repository), "full_name", str)
+    index = fields.positive_int(number, MAX_INDEX)
     owner, _, name = full_name.partition("/")
     if not is_valid_owner(owner) or not is_valid_repo_name(name):
-        raise InvalidRequest(malformed)
+        raise fields.invalid()
     if settings.gitea_server_url is None:
-        raise InvalidRequest(malformed)
-    try:
-        ref = parse_pull_request_url(
-            f"{settings.gitea_server_url}/{full_name}/pulls/{index}", settings
-        )
-    except InvalidPullRequestUrl:
-        raise InvalidRequest(malformed) from None
+        raise fields.invalid()
+    url = f"{settings.gitea_server_url}/{full_name}/pulls/{index}"
+    ref = fields.parsed(parse_pull_request_url, url, settings)
     if (ref.owner, ref.repo, ref.number) != (owner, name, index):  # normalised something
-        raise InvalidRequest(malformed)
+        raise fields.invalid()
     return ref
 
 
-def _login(user: object, malformed: str) -> str:
-    login = required_field(json_object(user, malformed), "login", str, malformed)
+def _login(user: object, fields: Fields) -> str:
+    login = fields.required(fields.json_object(user), "login", str)
     if not 0 < len(login) <= MAX_LOGIN_CHARS or not login.isprintable():
-        raise InvalidRequest(malformed)
+        raise fields.invalid()
     return login

@@ -25,7 +25,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pr_review_api.errors import InvalidPullRequestUrl, InvalidRequest
 from pr_review_api.gitlab.urls import (
     MAX_IID,
     MAX_NAMESPACE_DEPTH,
@@ -33,7 +32,7 @@ from pr_review_api.gitlab.urls import (
     is_valid_segment,
     parse_merge_request_url,
 )
-from pr_review_api.http.json_fields import json_object, optional_field, positive_int, required_field
+from pr_review_api.http.json_fields import Fields
 from pr_review_api.settings import Settings
 
 MERGE_REQUEST_HOOK = "Merge Request Hook"
@@ -46,7 +45,6 @@ MAX_NOTE_CHARS = 65_536
 MAX_USERNAME_CHARS = 255
 MAX_PATH_CHARS = 4096
 MAX_ID = 2**63 - 1  # note and user ids are bigint columns (gitlab.com's notes passed 2**31)
-_SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)
 DISCUSSION_ID = re.compile(r"[0-9a-f]{1,64}", re.ASCII)  # a path piece of our reply's URL
 # Users GitLab makes for tokens and its own features: a project or group access token's bot
 # (`project_12_bot_<hex>`, `group_3_bot`), and the instance's internal bots.
@@ -65,8 +63,8 @@ _INTERNAL_BOTS = frozenset(
     }
 )
 # The delivery is `invalid_request` with one of these fixed sentences (never its content).
-_NOT_A_MERGE_REQUEST_EVENT = "The delivery is not a well-formed merge request event."
-_NOT_A_NOTE_EVENT = "The delivery is not a well-formed note event."
+_MERGE_REQUEST_EVENT = Fields("The delivery is not a well-formed merge request event.")
+_NOTE_EVENT = Fields("The delivery is not a well-formed note event.")
 
 
 @dataclass(frozen=True)
@@ -132,20 +130,16 @@ def merge_request_push(event: dict[str, Any], settings: Settings) -> MergeReques
     """The review a `Merge Request Hook` asks for, or None; `InvalidRequest` when malformed."""
     if event.get("object_kind", "merge_request") != "merge_request":
         return None
-    attributes = json_object(event.get("object_attributes"), _NOT_A_MERGE_REQUEST_EVENT)
-    action = optional_field(attributes, "action", str, _NOT_A_MERGE_REQUEST_EVENT)
+    attributes = _MERGE_REQUEST_EVENT.json_object(event.get("object_attributes"))
+    action = _MERGE_REQUEST_EVENT.optional(attributes, "action", str)
     if action not in OPENING_ACTIONS and action != "update":
         return None
-    state = optional_field(attributes, "state", str, _NOT_A_MERGE_REQUEST_EVENT)
-    draft = optional_field(attributes, "draft", bool, _NOT_A_MERGE_REQUEST_EVENT)
-    old_draft = optional_field(attributes, "work_in_progress", bool, _NOT_A_MERGE_REQUEST_EVENT)
-    oldrev = optional_field(attributes, "oldrev", str, _NOT_A_MERGE_REQUEST_EVENT)
-    if oldrev is not None and _SHA.fullmatch(oldrev) is None:
-        raise InvalidRequest(_NOT_A_MERGE_REQUEST_EVENT)
-    ref = _reference(
-        event.get("project"), attributes.get("iid"), settings, _NOT_A_MERGE_REQUEST_EVENT
-    )
-    head = _head(attributes.get("last_commit"), _NOT_A_MERGE_REQUEST_EVENT)
+    state = _MERGE_REQUEST_EVENT.optional(attributes, "state", str)
+    draft = _MERGE_REQUEST_EVENT.optional(attributes, "draft", bool)
+    old_draft = _MERGE_REQUEST_EVENT.optional(attributes, "work_in_progress", bool)
+    oldrev = _MERGE_REQUEST_EVENT.sha(attributes, "oldrev")
+    ref = _reference(event.get("project"), attributes.get("iid"), settings, _MERGE_REQUEST_EVENT)
+    head = _head(attributes.get("last_commit"), _MERGE_REQUEST_EVENT)
     if draft is True or old_draft is True or state not in (None, "opened"):
         return None  # a draft is reviewed once it is marked ready
     changes = event.get("changes")
@@ -169,30 +163,30 @@ def merge_request_note(event: dict[str, Any], settings: Settings) -> MergeReques
     `InvalidRequest` when malformed."""
     if event.get("object_kind", "note") != "note":
         return None
-    attributes = json_object(event.get("object_attributes"), _NOT_A_NOTE_EVENT)
-    if optional_field(attributes, "noteable_type", str, _NOT_A_NOTE_EVENT) != "MergeRequest":
+    attributes = _NOTE_EVENT.json_object(event.get("object_attributes"))
+    if _NOTE_EVENT.optional(attributes, "noteable_type", str) != "MergeRequest":
         return None  # a note on an issue, a commit or a snippet
-    if optional_field(attributes, "system", bool, _NOT_A_NOTE_EVENT) is True:
+    if _NOTE_EVENT.optional(attributes, "system", bool) is True:
         return None  # "added 1 commit", "approved this merge request": GitLab's own notes
-    if optional_field(attributes, "action", str, _NOT_A_NOTE_EVENT) not in (None, "create"):
+    if _NOTE_EVENT.optional(attributes, "action", str) not in (None, "create"):
         return None  # an edited note: its command was read when it was created
-    body = required_field(attributes, "note", str, _NOT_A_NOTE_EVENT)
-    note_id = positive_int(attributes.get("id"), _NOT_A_NOTE_EVENT, MAX_ID)
-    user = json_object(event.get("user"), _NOT_A_NOTE_EVENT)
-    author = required_field(user, "username", str, _NOT_A_NOTE_EVENT)
+    body = _NOTE_EVENT.required(attributes, "note", str)
+    note_id = _NOTE_EVENT.positive_int(attributes.get("id"), MAX_ID)
+    user = _NOTE_EVENT.json_object(event.get("user"))
+    author = _NOTE_EVENT.required(user, "username", str)
     if not 0 < len(author) <= MAX_USERNAME_CHARS:
-        raise InvalidRequest(_NOT_A_NOTE_EVENT)
-    author_id = positive_int(user.get("id"), _NOT_A_NOTE_EVENT, MAX_ID)
-    by_bot = optional_field(user, "bot", bool, _NOT_A_NOTE_EVENT) is True
-    merge_request = json_object(event.get("merge_request"), _NOT_A_NOTE_EVENT)
+        raise _NOTE_EVENT.invalid()
+    author_id = _NOTE_EVENT.positive_int(user.get("id"), MAX_ID)
+    by_bot = _NOTE_EVENT.optional(user, "bot", bool) is True
+    merge_request = _NOTE_EVENT.json_object(event.get("merge_request"))
     opener = merge_request.get("author_id")
-    opener_id = None if opener is None else positive_int(opener, _NOT_A_NOTE_EVENT, MAX_ID)
-    ref = _reference(event.get("project"), merge_request.get("iid"), settings, _NOT_A_NOTE_EVENT)
-    discussion = optional_field(attributes, "discussion_id", str, _NOT_A_NOTE_EVENT)
-    kind = optional_field(attributes, "type", str, _NOT_A_NOTE_EVENT)
+    opener_id = None if opener is None else _NOTE_EVENT.positive_int(opener, MAX_ID)
+    ref = _reference(event.get("project"), merge_request.get("iid"), settings, _NOTE_EVENT)
+    discussion = _NOTE_EVENT.optional(attributes, "discussion_id", str)
+    kind = _NOTE_EVENT.optional(attributes, "type", str)
     in_thread = kind in ("DiscussionNote", "DiffNote")
     if discussion is not None and DISCUSSION_ID.fullmatch(discussion) is None:
-        raise InvalidRequest(_NOT_A_NOTE_EVENT)
+        raise _NOTE_EVENT.invalid()
     return MergeRequestNote(
         ref=ref,
         note_id=note_id,
@@ -200,40 +194,36 @@ def merge_request_note(event: dict[str, Any], settings: Settings) -> MergeReques
         author=author,
         author_id=author_id,
         discussion_id=discussion if in_thread else None,
-        head_sha=_head(merge_request.get("last_commit"), _NOT_A_NOTE_EVENT),
+        head_sha=_head(merge_request.get("last_commit"), _NOTE_EVENT),
         merge_request_author_id=opener_id,
         by_bot=by_bot,
     )
 
 
-def _reference(project: object, iid: object, settings: Settings, malformed: str) -> MergeRequestRef:
+def _reference(project: object, iid: object, settings: Settings, fields: Fields) -> MergeRequestRef:
     """The merge request on OUR server that the project's path and the iid name."""
-    path = required_field(json_object(project, malformed), "path_with_namespace", str, malformed)
-    number = positive_int(iid, malformed, MAX_IID)
+    path = fields.required(fields.json_object(project), "path_with_namespace", str)
+    number = fields.positive_int(iid, MAX_IID)
     segments = path.split("/")
     if (
         len(path) > MAX_PATH_CHARS
         or not 2 <= len(segments) <= MAX_NAMESPACE_DEPTH + 1
         or not all(is_valid_segment(segment) for segment in segments)
     ):
-        raise InvalidRequest(malformed)
-    try:
-        ref = parse_merge_request_url(
-            f"{settings.gitlab_server_url}/{path}/-/merge_requests/{number}", settings
-        )
-    except InvalidPullRequestUrl:
-        raise InvalidRequest(malformed) from None
+        raise fields.invalid()
+    url = f"{settings.gitlab_server_url}/{path}/-/merge_requests/{number}"
+    ref = fields.parsed(parse_merge_request_url, url, settings)
     if ref.project_path != path or ref.number != number:  # the parser normalised something
-        raise InvalidRequest(malformed)
+        raise fields.invalid()
     return ref
 
 
-def _head(last_commit: object, malformed: str) -> str | None:
+def _head(last_commit: object, fields: Fields) -> str | None:
     if last_commit is None:
         return None
-    sha = required_field(json_object(last_commit, malformed), "id", str, malformed)
-    if _SHA.fullmatch(sha) is None:
-        raise InvalidRequest(malformed)
+    sha = fields.sha(fields.json_object(last_commit), "id")
+    if sha is None:
+        raise fields.invalid()
     return sha
 
 

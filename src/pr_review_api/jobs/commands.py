@@ -64,6 +64,8 @@ def addressed_command(
 
 
 KNOWLEDGE_WORDS = ("remember", "forget")
+# What a command may ask anywhere on a change; `ignore` and questions only in a thread.
+ANYWHERE: dict[str, JobKind] = {"review": "review", "help": "help"}
 
 
 def is_knowledge_command(text: str) -> bool:
@@ -104,19 +106,23 @@ def learning_text(text: str) -> str:
 
 def kind_of(text: str, comment: Comment) -> JobKind | None:
     """The job a command asks for; None when it asks for nothing we do."""
+    return command_kind(
+        text, in_thread=comment.review_comment and comment.in_reply_to_id is not None
+    )
+
+
+def command_kind(text: str, *, in_thread: bool) -> JobKind | None:
+    """The job a command's text asks for on every forge; None when it asks for nothing we do.
+    `remember`, `forget`, `review` and `help` anywhere on the change; `ignore` and a question
+    only as a reply in a thread (`in_thread`: where one of our findings may be)."""
     if is_knowledge_command(text):
         return knowledge_kind(text)
-    word = text.split(maxsplit=1)[0].lower() if text else ""
-    in_thread = comment.review_comment and comment.in_reply_to_id is not None
-    if word == "review" and text.lower() == "review":
-        return "review"
-    if word == "help" and text.lower() == "help":
-        return "help"
-    if word == "ignore" and text.lower() == "ignore":
-        return "dismiss" if in_thread else None
-    if text and in_thread:
-        return "answer"
-    return None
+    word = text.lower()
+    if word in ANYWHERE:
+        return ANYWHERE[word]
+    if not in_thread or not text:
+        return None
+    return "dismiss" if word == "ignore" else "answer"
 
 
 def comment_of(event_name: str, event: dict[str, Any]) -> Comment | None:  # noqa: PLR0911

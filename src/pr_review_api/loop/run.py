@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from pr_review_api.errors import InvalidRequest, ReviewError, ReviewTimeout, ServerBusy
-from pr_review_api.forge.base import ChangeForge
+from pr_review_api.forge.base import ChangeForge, DismissalQuery
 from pr_review_api.forge.gate import Gate
 from pr_review_api.forge.select import open_forge
 from pr_review_api.git.store import RepositoryStore
@@ -210,13 +210,14 @@ class _Review:
         assert info is not None
         git_dir, options = prepared.repository.git_dir, self.options
         reviewed_before = prepared.context.last_reviewed_head is not None
-        dismissed = await forge.dismissed(
+        asked = DismissalQuery(
             info,
             options.dismissals,
             options.permissions,
             reviewed_before=reviewed_before,
             has_findings=bool(result.review.findings),
         )
+        dismissed = await forge.dismissed(asked)
         gate.dismissed = dismissed
         result.publication = publication = await forge.publish(
             result,

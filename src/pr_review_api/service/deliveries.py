@@ -1,7 +1,8 @@
 """What every webhook route (GitHub's, service/webhooks.py; GitLab's, service/gitlab_webhooks.py;
 Gitea's, service/gitea_webhooks.py) answers alike: one header read once, the delivery's JSON
-object, its delivery id, the `ignored` and `queued` answers, queueing within the time a forge
-waits, the forge's client (the application's, else one of our own), and the delivery counted.
+object, its delivery id, the `ignored` and `queued` answers, queueing a review or a command
+within the time a forge waits (who may ask a command asked of the forge within a few seconds),
+the forge's client (the application's, else one of our own), and the delivery counted.
 
 A forge waits a few seconds for an answer and counts a slow one as a failure; the queueing is
 one short transaction, given under a second, and a database that does not answer in that time
@@ -15,15 +16,18 @@ import contextlib
 import re
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from pr_review_api.errors import InvalidRequest, ReviewError, ServerBusy
 from pr_review_api.forge.clients import ClientT, ForgeClients
+from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
 from pr_review_api.jobs.queue import Enqueued, JobQueue
+from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.jsonutil import StrictJSONError, loads_strict
+from pr_review_api.ledger import NumberedChange
 from pr_review_api.metrics import Metrics
 from pr_review_api.service.dependencies import get_jobs, get_metrics, get_settings
 from pr_review_api.service.errors import ContractJSONResponse
@@ -35,7 +39,15 @@ COMMAND_CHECK_TIMEOUT_SECONDS = 3.0
 DELIVERY_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _NOT_AN_OBJECT = "The delivery's body is not a JSON object."
 # A forge's answer to one delivery, and its outcome for the metrics (`queued`, `ignored`).
-Answer = Callable[[Request, Settings, JobQueue], Awaitable[tuple[Response, str]]]
+Answered = tuple[Response, str]
+Answer = Callable[[Request, Settings, JobQueue], Awaitable[Answered]]
+
+
+class ChangeRef(NumberedChange, Protocol):
+    """A change as a forge's delivery named it (on our server, its URL canonical)."""
+
+    @property
+    def url(self) -> str: ...
 
 
 def delivery_route(
@@ -85,8 +97,50 @@ async def json_event(body: bytes) -> dict[str, Any]:
     return event
 
 
-def ignored() -> Response:
-    return ContractJSONResponse({"status": "ignored"}, status_code=202)
+def ignored() -> Answered:
+    """The answer to a delivery that asks for nothing."""
+    return ContractJSONResponse({"status": "ignored"}, status_code=202), "ignored"
+
+
+def addressed(body: str) -> bool:
+    """Whether a comment may be a command: its first character is `@` or `/` (anything else is
+    addressed to no one, and costs no request to the forge)."""
+    return body.strip()[:1] in ("@", "/")
+
+
+def change_job(ref: ChangeRef, head_sha: str | None) -> PullRequestJob:
+    """A published review of the change (a forge with no App installations: its token's)."""
+    return PullRequestJob(
+        url=ref.url, owner=ref.owner, repo=ref.repo, number=ref.number, head_sha=head_sha
+    )
+
+
+async def review_queued(queue: JobQueue, job: PullRequestJob, delivery: str | None) -> Answered:
+    """The review a delivery asks for, queued."""
+    return await queued(queue.enqueue(job, source="webhook", delivery_id=delivery)), "queued"
+
+
+async def command_queued(
+    permitted: Awaitable[CommandJob | None],
+    queue: JobQueue,
+    delivery: str | None,
+    *,
+    failures: tuple[type[Exception], ...],
+    busy: str,
+) -> Answered:
+    """The command job `permitted` gives (who may ask, asked of the forge within
+    `COMMAND_CHECK_TIMEOUT_SECONDS`), queued; ignored when there is none. A forge that does
+    not answer in time, or fails (`failures`), makes the answer `ServerBusy` with the forge's
+    sentence `busy` (the delivery can be redelivered)."""
+    unanswered: tuple[type[Exception], ...] = (TimeoutError, *failures)
+    try:
+        async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
+            command = await permitted
+    except unanswered:
+        raise ServerBusy(busy) from None
+    if command is None:
+        return ignored()
+    return await queued(enqueue_command(queue, command, delivery_id=delivery)), "queued"
 
 
 async def queued(enqueueing: Awaitable[Enqueued]) -> Response:
@@ -115,7 +169,7 @@ def shared_or_own(
 
 
 async def counted(
-    metrics: Metrics | None, label: str | None, answering: Awaitable[tuple[Response, str]]
+    metrics: Metrics | None, label: str | None, answering: Awaitable[Answered]
 ) -> Response:
     """The delivery's answer, counted in pr_review_webhook_deliveries_total under `label`: by
     its outcome (`queued`, `ignored`, ...), or by the contract error code it raised."""

@@ -40,41 +40,18 @@ import logging
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
 
-from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ServerBusy
+from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound
+from pr_review_api.gitea import hooks
 from pr_review_api.gitea.client import GiteaClient
-from pr_review_api.gitea.hooks import (
-    COMMENT_KINDS,
-    DELIVERY_HEADERS,
-    EVENT_HEADERS,
-    PULL_REQUEST_KINDS,
-    SIGNATURE_HEADERS,
-    PullRequestComment,
-    PullRequestPush,
-    read_delivery,
-)
 from pr_review_api.gitea.permissions import may_write
-from pr_review_api.gitea.urls import PullRequestRef
-from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
-from pr_review_api.jobs.commands import (
-    addressed_command,
-    is_bot,
-    is_knowledge_command,
-    knowledge_kind,
-)
+from pr_review_api.jobs.command_jobs import CommandJob
+from pr_review_api.jobs.commands import addressed_command, command_kind, is_bot
 from pr_review_api.jobs.queue import JobQueue
-from pr_review_api.jobs.records import JobKind, PullRequestJob
+from pr_review_api.jobs.records import JobKind
 from pr_review_api.permissions import PermissionCache
+from pr_review_api.service import deliveries
 from pr_review_api.service.body import read_capped
-from pr_review_api.service.deliveries import (
-    COMMAND_CHECK_TIMEOUT_SECONDS,
-    delivery_route,
-    ignored,
-    one_header,
-    queued,
-    shared_or_own,
-)
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -84,14 +61,12 @@ GITEA_WEBHOOK_PATH = "/v1/webhooks/gitea"
 # long and a delivery carries it with the repository's and users' documents: 4 MiB holds that.
 MAX_GITEA_WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
 DELIVERY_PREFIX = "gitea:"
-# What a comment may ask anywhere on a pull request; `ignore` and questions are the job's to
-# place in one of our findings' threads.
-_COMMANDS: dict[str, JobKind] = {"review": "review", "help": "help"}
+_BUSY = "Gitea did not say who may ask in time; redeliver shortly."
 
 
 def gitea_webhook_router() -> APIRouter:
     """The Gitea webhook route: no service-key dependency, the signature guards it."""
-    return delivery_route(
+    return deliveries.delivery_route(
         GITEA_WEBHOOK_PATH,
         "Receive a Gitea or Forgejo delivery",
         lambda request: event_label(_event_kind(_headers(request))),
@@ -100,31 +75,33 @@ def gitea_webhook_router() -> APIRouter:
 
 
 def _event_kind(headers: dict[str, str]) -> str | None:
-    return next((headers[name] for name in EVENT_HEADERS if name in headers), None)
+    return next((headers[name] for name in hooks.EVENT_HEADERS if name in headers), None)
 
 
 def event_label(kind: str | None) -> str:
     """The `event` label of pr_review_webhook_deliveries_total: the kind's family (metrics.py
     bounds anything else to `other`)."""
-    if kind in PULL_REQUEST_KINDS:
+    if kind in hooks.PULL_REQUEST_KINDS:
         return "pull_request"
-    if kind in COMMENT_KINDS:
+    if kind in hooks.COMMENT_KINDS:
         return "issue_comment"
     return kind or ""
 
 
 def _headers(request: Request) -> dict[str, str]:
     """The headers gitea/hooks.py reads, each when it was sent exactly once."""
-    names = (*SIGNATURE_HEADERS, *EVENT_HEADERS, *DELIVERY_HEADERS)
-    found = {name: one_header(request, name) for name in names}
+    names = (*hooks.SIGNATURE_HEADERS, *hooks.EVENT_HEADERS, *hooks.DELIVERY_HEADERS)
+    found = {name: deliveries.one_header(request, name) for name in names}
     return {name: value for name, value in found.items() if value is not None}
 
 
 async def _opened(
     request: Request, headers: dict[str, str], settings: Settings, queue: JobQueue
-) -> tuple[Response, str]:
+) -> deliveries.Answered:
     """`_answer` with the Gitea client it may ask who may ask."""
-    async with shared_or_own(request, GiteaClient, lambda: GiteaClient(settings)) as gitea:
+    async with deliveries.shared_or_own(
+        request, GiteaClient, lambda: GiteaClient(settings)
+    ) as gitea:
         return await _answer(request, headers, settings, queue, gitea)
 
 
@@ -134,56 +111,49 @@ async def _answer(
     settings: Settings,
     queue: JobQueue,
     gitea: GiteaClient,
-) -> tuple[Response, str]:
+) -> deliveries.Answered:
     """The answer to one delivery, and its outcome for the metrics (`queued`, `ignored`)."""
     secret = settings.pr_review_gitea_webhook_secret
     assert secret is not None
     body = await read_capped(request, MAX_GITEA_WEBHOOK_BODY_BYTES)
     # Off the loop: up to a few MiB of JSON through Python hooks.
-    delivery = await asyncio.to_thread(read_delivery, body, headers, secret, settings)
+    delivery = await asyncio.to_thread(hooks.read_delivery, body, headers, secret, settings)
     delivery_id = None if delivery.delivery_id is None else DELIVERY_PREFIX + delivery.delivery_id
     asks = delivery.asks
-    if isinstance(asks, PullRequestPush):
-        job = _job(asks.ref, asks.head_sha)
-        enqueueing = queue.enqueue(job, source="webhook", delivery_id=delivery_id)
-        return await queued(enqueueing), "queued"
-    if isinstance(asks, PullRequestComment):
+    if isinstance(asks, hooks.PullRequestPush):
+        # Gitea has no installations: every job is GITEA_TOKEN's.
+        return await deliveries.review_queued(
+            queue, deliveries.change_job(asks.ref, asks.head_sha), delivery_id
+        )
+    if isinstance(asks, hooks.PullRequestComment):
         return await _comment_answer(asks, settings, queue, gitea, delivery_id)
-    return ignored(), "ignored"
-
-
-def _job(ref: PullRequestRef, head_sha: str | None) -> PullRequestJob:
-    """A published review of the pull request (Gitea has no installations: GITEA_TOKEN)."""
-    return PullRequestJob(
-        url=ref.url, owner=ref.owner, repo=ref.repo, number=ref.number, head_sha=head_sha
-    )
+    return deliveries.ignored()
 
 
 async def _comment_answer(
-    comment: PullRequestComment,
+    comment: hooks.PullRequestComment,
     settings: Settings,
     queue: JobQueue,
     gitea: GiteaClient,
     delivery_id: str | None,
-) -> tuple[Response, str]:
+) -> deliveries.Answered:
     """A comment delivery: the command job it asks for (specification §15), or ignored."""
-    if is_bot(comment.author) or comment.body.strip()[:1] not in ("@", "/"):
-        return ignored(), "ignored"  # addressed to no one: no request to Gitea
+    if is_bot(comment.author) or not deliveries.addressed(comment.body):
+        return deliveries.ignored()  # a bot's, or addressed to no one: no request to Gitea
     if settings.gitea_token is None:
         logger.warning("a Gitea comment asked for pr-review, but GITEA_TOKEN is not set")
-        return ignored(), "ignored"
-    try:
-        async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
-            command = await _permitted_command(comment, gitea, queue.permissions)
-    except (TimeoutError, GiteaUnavailable, PullRequestNotFound):
-        raise ServerBusy("Gitea did not say who may ask in time; redeliver shortly.") from None
-    if command is None:
-        return ignored(), "ignored"
-    return await queued(enqueue_command(queue, command, delivery_id=delivery_id)), "queued"
+        return deliveries.ignored()
+    return await deliveries.command_queued(
+        _permitted_command(comment, gitea, queue.permissions),
+        queue,
+        delivery_id,
+        failures=(GiteaUnavailable, PullRequestNotFound),
+        busy=_BUSY,
+    )
 
 
 async def _permitted_command(
-    comment: PullRequestComment, gitea: GiteaClient, permissions: PermissionCache
+    comment: hooks.PullRequestComment, gitea: GiteaClient, permissions: PermissionCache
 ) -> CommandJob | None:
     """The command, when it is addressed to us and its author may ask it; else None."""
     asked = addressed_command(comment.body, comment.author, await gitea.login(), kind_of)
@@ -197,23 +167,19 @@ async def _permitted_command(
     )
     if not author_asks and not await may_write(gitea, comment.ref, comment.author, permissions):
         return None
-    return CommandJob(_job(comment.ref, None), kind, command_of(comment, kind, text))
+    return CommandJob(
+        deliveries.change_job(comment.ref, None), kind, command_of(comment, kind, text)
+    )
 
 
 def kind_of(text: str) -> JobKind | None:
-    """The job a comment's command asks for (jobs/commands.py's reading): `ignore` and
-    anything else non-empty are the job's to place in a finding's thread."""
-    if is_knowledge_command(text):  # remember / forget: anywhere on the pull request
-        return knowledge_kind(text)
-    word = text.lower()
-    if word in _COMMANDS:
-        return _COMMANDS[word]
-    if not text:
-        return None
-    return "dismiss" if word == "ignore" else "answer"
+    """The job a comment's command asks for (jobs/commands.py's reading). Gitea's delivery does
+    not say whether a comment is in a thread: `ignore` and questions are the job's to place in
+    one of our findings' threads."""
+    return command_kind(text, in_thread=True)
 
 
-def command_of(comment: PullRequestComment, kind: JobKind, text: str) -> dict[str, Any]:
+def command_of(comment: hooks.PullRequestComment, kind: JobKind, text: str) -> dict[str, Any]:
     """The job's `command` column: this comment and what it asks (forge/gitea_comments.py
     reads it)."""
     return {

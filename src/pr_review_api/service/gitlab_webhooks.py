@@ -30,47 +30,23 @@ a few seconds makes the answer `server_busy`, and GitLab may deliver again.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import logging
 from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
 
-from pr_review_api.errors import (
-    GitLabUnavailable,
-    InvalidSignature,
-    PullRequestNotFound,
-    ServerBusy,
-)
+from pr_review_api.errors import GitLabUnavailable, InvalidSignature, PullRequestNotFound
+from pr_review_api.gitlab import hooks
 from pr_review_api.gitlab.client import GitLabClient
 from pr_review_api.gitlab.comments import AccessLevels
-from pr_review_api.gitlab.hooks import (
-    MERGE_REQUEST_HOOK,
-    NOTE_HOOK,
-    MergeRequestNote,
-    is_bot,
-    merge_request_note,
-    merge_request_push,
-)
-from pr_review_api.gitlab.urls import MergeRequestRef
-from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
-from pr_review_api.jobs.commands import addressed_command, is_knowledge_command, knowledge_kind
+from pr_review_api.jobs.command_jobs import CommandJob
+from pr_review_api.jobs.commands import addressed_command, command_kind
 from pr_review_api.jobs.queue import JobQueue
-from pr_review_api.jobs.records import JobKind, PullRequestJob
+from pr_review_api.jobs.records import JobKind
+from pr_review_api.service import deliveries
 from pr_review_api.service.body import read_capped
-from pr_review_api.service.deliveries import (
-    COMMAND_CHECK_TIMEOUT_SECONDS,
-    delivery_id,
-    delivery_route,
-    ignored,
-    json_event,
-    one_header,
-    queued,
-    shared_or_own,
-)
 from pr_review_api.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -81,10 +57,9 @@ GITLAB_WEBHOOK_PATH = "/v1/webhooks/gitlab"
 # making us buffer a byte.
 MAX_GITLAB_WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
 # The `event` label of pr_review_webhook_deliveries_total (metrics.WEBHOOK_EVENTS).
-_EVENT_LABELS = {MERGE_REQUEST_HOOK: "merge_request", NOTE_HOOK: "note"}
+_EVENT_LABELS = {hooks.MERGE_REQUEST_HOOK: "merge_request", hooks.NOTE_HOOK: "note"}
 _TOKEN_INVALID = "The webhook delivery's X-Gitlab-Token is missing or not valid."  # noqa: S105
-# What a note may ask anywhere on a merge request; in a discussion, `ignore` and questions too.
-_COMMANDS: dict[str, JobKind] = {"review": "review", "help": "help"}
+_BUSY = "GitLab did not say who may ask in time; redeliver shortly."
 
 
 def token_valid(secret: bytes, header: str | None) -> bool:
@@ -98,7 +73,7 @@ def token_valid(secret: bytes, header: str | None) -> bool:
 
 def gitlab_webhook_router() -> APIRouter:
     """The GitLab webhook route: no service-key dependency, the secret token guards it."""
-    return delivery_route(
+    return deliveries.delivery_route(
         GITLAB_WEBHOOK_PATH,
         "Receive a GitLab webhook delivery",
         lambda request: _label(_event_name(request)),
@@ -107,7 +82,7 @@ def gitlab_webhook_router() -> APIRouter:
 
 
 def _event_name(request: Request) -> str | None:
-    return one_header(request, "x-gitlab-event")
+    return deliveries.one_header(request, "x-gitlab-event")
 
 
 def _label(event_name: str | None) -> str | None:
@@ -124,9 +99,11 @@ class _Checks:
 
 async def _opened(
     request: Request, settings: Settings, queue: JobQueue, event_name: str | None
-) -> tuple[Response, str]:
+) -> deliveries.Answered:
     """`_answer` with the GitLab client it may ask who may ask."""
-    async with shared_or_own(request, GitLabClient, lambda: GitLabClient(settings)) as gitlab:
+    async with deliveries.shared_or_own(
+        request, GitLabClient, lambda: GitLabClient(settings)
+    ) as gitlab:
         checks = _Checks(gitlab, AccessLevels(queue.permissions))
         return await _answer(request, settings, queue, event_name, checks)
 
@@ -137,31 +114,26 @@ async def _answer(
     queue: JobQueue,
     event_name: str | None,
     checks: _Checks,
-) -> tuple[Response, str]:
+) -> deliveries.Answered:
     """The answer to one delivery, and its outcome for the metrics (`queued`, `ignored`)."""
     secret = settings.pr_review_gitlab_webhook_secret
     assert secret is not None
-    header = one_header(request, "x-gitlab-token")
+    header = deliveries.one_header(request, "x-gitlab-token")
     if not token_valid(secret.get_secret_value().encode("utf-8"), header):
         raise InvalidSignature(_TOKEN_INVALID)
     body = await read_capped(request, MAX_GITLAB_WEBHOOK_BODY_BYTES)
-    if event_name not in (MERGE_REQUEST_HOOK, NOTE_HOOK):
-        return ignored(), "ignored"
-    event = await json_event(body)
-    delivery = delivery_id(request, "x-gitlab-event-uuid", prefix="gitlab:")
-    if event_name == NOTE_HOOK:
+    if event_name not in (hooks.MERGE_REQUEST_HOOK, hooks.NOTE_HOOK):
+        return deliveries.ignored()
+    event = await deliveries.json_event(body)
+    delivery = deliveries.delivery_id(request, "x-gitlab-event-uuid", prefix="gitlab:")
+    if event_name == hooks.NOTE_HOOK:
         return await _note_answer(event, settings, queue, delivery, checks)
-    push = merge_request_push(event, settings)
+    push = hooks.merge_request_push(event, settings)
     if push is None:
-        return ignored(), "ignored"
-    job = _job(push.ref, push.head_sha)
-    return await queued(queue.enqueue(job, source="webhook", delivery_id=delivery)), "queued"
-
-
-def _job(ref: MergeRequestRef, head_sha: str | None) -> PullRequestJob:
-    """A published review of the merge request (GitLab has no installations: GITLAB_TOKEN)."""
-    return PullRequestJob(
-        url=ref.url, owner=ref.owner, repo=ref.repo, number=ref.number, head_sha=head_sha
+        return deliveries.ignored()
+    # GitLab has no installations: every job is GITLAB_TOKEN's.
+    return await deliveries.review_queued(
+        queue, deliveries.change_job(push.ref, push.head_sha), delivery
     )
 
 
@@ -171,30 +143,29 @@ async def _note_answer(
     queue: JobQueue,
     delivery: str | None,
     checks: _Checks,
-) -> tuple[Response, str]:
+) -> deliveries.Answered:
     """A Note Hook: the command job it asks for (specification §15), or ignored."""
-    note = merge_request_note(event, settings)
+    note = hooks.merge_request_note(event, settings)
     if (
         note is None
         or note.by_bot
-        or is_bot(note.author)
-        or note.body.strip()[:1] not in ("@", "/")
+        or hooks.is_bot(note.author)
+        or not deliveries.addressed(note.body)
     ):
-        return ignored(), "ignored"  # addressed to no one: no request to GitLab
+        return deliveries.ignored()  # a bot's, or addressed to no one: no request to GitLab
     if settings.gitlab_token is None:
         logger.warning("a GitLab note asked for pr-review, but GITLAB_TOKEN is not set")
-        return ignored(), "ignored"
-    try:
-        async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
-            command = await _permitted_command(note, checks)
-    except (TimeoutError, GitLabUnavailable, PullRequestNotFound):
-        raise ServerBusy("GitLab did not say who may ask in time; redeliver shortly.") from None
-    if command is None:
-        return ignored(), "ignored"
-    return await queued(enqueue_command(queue, command, delivery_id=delivery)), "queued"
+        return deliveries.ignored()
+    return await deliveries.command_queued(
+        _permitted_command(note, checks),
+        queue,
+        delivery,
+        failures=(GitLabUnavailable, PullRequestNotFound),
+        busy=_BUSY,
+    )
 
 
-async def _permitted_command(note: MergeRequestNote, checks: _Checks) -> CommandJob | None:
+async def _permitted_command(note: hooks.MergeRequestNote, checks: _Checks) -> CommandJob | None:
     """The command, when it is addressed to us and its author may ask it; else None."""
     username = await checks.gitlab.username()
     asked = addressed_command(note.body, note.author, username, lambda t: kind_of(t, note))
@@ -205,16 +176,10 @@ async def _permitted_command(note: MergeRequestNote, checks: _Checks) -> Command
     author_asks = kind == "answer" and note.author_id == note.merge_request_author_id
     if not author_asks and not await checks.access.may_ask(checks.gitlab, note.ref, note.author_id):
         return None
-    return CommandJob(_job(note.ref, None), kind, note.command(kind, text))
+    return CommandJob(deliveries.change_job(note.ref, None), kind, note.command(kind, text))
 
 
-def kind_of(text: str, note: MergeRequestNote) -> JobKind | None:
-    """The job a note's command asks for (jobs/commands.py's reading, GitLab's threads)."""
-    if is_knowledge_command(text):  # remember / forget: anywhere on the merge request
-        return knowledge_kind(text)
-    word = text.lower()
-    if word in _COMMANDS:
-        return _COMMANDS[word]
-    if not note.in_discussion or not text:
-        return None
-    return "dismiss" if word == "ignore" else "answer"
+def kind_of(text: str, note: hooks.MergeRequestNote) -> JobKind | None:
+    """The job a note's command asks for (jobs/commands.py's reading): in a discussion, where
+    `ignore` and questions count."""
+    return command_kind(text, in_thread=note.in_discussion)

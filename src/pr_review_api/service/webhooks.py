@@ -33,25 +33,22 @@ webhook routes answer alike is service/deliveries.py.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import re
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
 
 from pr_review_api.errors import (
     GitHubUnavailable,
     InvalidPullRequestUrl,
     InvalidSignature,
-    ServerBusy,
 )
 from pr_review_api.github.comments import Repository, may_write
 from pr_review_api.github.gate_events import rerequested_run, skip_inputs_changed
 from pr_review_api.github.urls import parse_pull_request_url
-from pr_review_api.jobs.command_jobs import CommandJob, enqueue_command
+from pr_review_api.jobs.command_jobs import CommandJob
 from pr_review_api.jobs.commands import (
     Comment,
     addressed_command,
@@ -62,16 +59,8 @@ from pr_review_api.jobs.commands import (
 )
 from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import PullRequestJob
+from pr_review_api.service import deliveries
 from pr_review_api.service.body import read_capped
-from pr_review_api.service.deliveries import (
-    COMMAND_CHECK_TIMEOUT_SECONDS,
-    delivery_id,
-    delivery_route,
-    ignored,
-    json_event,
-    one_header,
-    queued,
-)
 from pr_review_api.service.errors import ContractJSONResponse
 from pr_review_api.settings import Settings
 
@@ -85,6 +74,7 @@ COMMENT_EVENTS = ("issue_comment", "pull_request_review_comment")
 HANDLED_EVENTS = ("pull_request", "check_run", *COMMENT_EVENTS)
 REVIEWED_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+_BUSY = "GitHub did not say who may ask in time; redeliver shortly."
 
 
 def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
@@ -161,7 +151,7 @@ def _pull_job(
 
 def webhook_router() -> APIRouter:
     """The webhook route: no service-key dependency, the signature guards it."""
-    return delivery_route(
+    return deliveries.delivery_route(
         WEBHOOK_PATH,
         "Receive a GitHub webhook delivery",
         _event_name,
@@ -170,7 +160,7 @@ def webhook_router() -> APIRouter:
 
 
 def _event_name(request: Request) -> str | None:
-    return one_header(request, "x-github-event")
+    return deliveries.one_header(request, "x-github-event")
 
 
 async def _command_answer(
@@ -179,26 +169,26 @@ async def _command_answer(
     settings: Settings,
     queue: JobQueue,
     delivery: str | None,
-) -> tuple[Response, str]:
+) -> deliveries.Answered:
     """A comment delivery: the command job it asks for (specification §15), or ignored."""
     the_comment = comment_of(event_name, event)
-    if the_comment is None or is_bot(the_comment.author):
-        return ignored(), "ignored"
-    first = the_comment.body.strip()[:1]
-    if first not in ("@", "/"):
-        return ignored(), "ignored"  # addressed to no one: no request to GitHub
+    if (
+        the_comment is None
+        or is_bot(the_comment.author)
+        or not deliveries.addressed(the_comment.body)
+    ):
+        return deliveries.ignored()  # a bot's, or addressed to no one: no request to GitHub
     job = _pull_job(event, settings, pull_number(event_name, event), None)
     if job is None or not queue.identities.has_identity(job.installation_id):
         # With the App, a delivery without its installation has no one to ask as.
-        return ignored(), "ignored"
-    try:
-        async with asyncio.timeout(COMMAND_CHECK_TIMEOUT_SECONDS):
-            command = await _permitted_command(the_comment, job, settings, queue)
-    except (TimeoutError, GitHubUnavailable):
-        raise ServerBusy("GitHub did not say who may ask in time; redeliver shortly.") from None
-    if command is None:
-        return ignored(), "ignored"
-    return await queued(enqueue_command(queue, command, delivery_id=delivery)), "queued"
+        return deliveries.ignored()
+    return await deliveries.command_queued(
+        _permitted_command(the_comment, job, settings, queue),
+        queue,
+        delivery,
+        failures=(GitHubUnavailable,),
+        busy=_BUSY,
+    )
 
 
 async def _permitted_command(
@@ -227,24 +217,24 @@ async def _permitted_command(
 
 async def _answer(
     request: Request, settings: Settings, queue: JobQueue, event_name: str | None
-) -> tuple[Response, str]:
+) -> deliveries.Answered:
     """The answer to one delivery, and its outcome for the metrics (`ok`, `ignored`, `queued`)."""
     secret = settings.pr_review_webhook_secret
     assert secret is not None
     body = await read_capped(request, MAX_WEBHOOK_BODY_BYTES)
-    header = one_header(request, "x-hub-signature-256")
+    header = deliveries.one_header(request, "x-hub-signature-256")
     if not signature_valid(secret.get_secret_value().encode("utf-8"), body, header):
         raise InvalidSignature()
     if event_name == "ping":
         return ContractJSONResponse({"status": "ok"}, status_code=200), "ok"
     if event_name not in HANDLED_EVENTS:
-        return ignored(), "ignored"
-    event = await json_event(body)
-    delivery = delivery_id(request, "x-github-delivery")
+        return deliveries.ignored()
+    event = await deliveries.json_event(body)
+    delivery = deliveries.delivery_id(request, "x-github-delivery")
     if event_name in COMMENT_EVENTS:
         assert event_name is not None
         return await _command_answer(event_name, event, settings, queue, delivery)
     job = _rerun_job(event, settings) if event_name == "check_run" else _job_of(event, settings)
     if job is None:
-        return ignored(), "ignored"
-    return await queued(queue.enqueue(job, source="webhook", delivery_id=delivery)), "queued"
+        return deliveries.ignored()
+    return await deliveries.review_queued(queue, job, delivery)
