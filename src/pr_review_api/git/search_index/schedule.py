@@ -247,7 +247,6 @@ class SearchIndexes:
 
         def run() -> None:
             try:
-                self._load_postings(git_dir)
                 self.complete_index(git_dir, snapshot, head_sha)
             finally:
                 done()
@@ -262,6 +261,9 @@ class SearchIndexes:
 
         with self._lock:
             self._preparing[key] = self._preparing.get(key, 0) + 1
+        if POSTINGS_MODULE not in sys.modules:
+            with contextlib.suppress(RuntimeError):  # the executor is shut down
+                executor.submit(self._load_postings, git_dir)
         if self.prepare_delay <= 0:
             submit()
             return
