@@ -43,10 +43,13 @@ def bodies(count: int, seed: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("chunk", [1 << 18, 5])  # rows made a chunk of pairs at a time
+# Each body's trigrams sorted out, through the table from the first body, and from midway.
+@pytest.mark.parametrize("table_from", [1 << 40, 0, 10_000])
 def test_each_trigram_lists_exactly_the_bodies_that_hold_it(
-    chunk: int, monkeypatch: pytest.MonkeyPatch
+    chunk: int, table_from: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(postings, "_ROWS_PAIRS", chunk)
+    monkeypatch.setattr(postings, "TABLE_MIN_BYTES", table_from)
     expected: dict[int, list[int]] = {}
     stored: dict[int, list[bytes]] = {}
     offset = 0
@@ -131,3 +134,13 @@ def test_each_write_is_a_segment_and_searches_find_every_body(tmp_path: Path) ->
         assert found <= {oid for oid, body in blobs[:120] if trigrams(needle) <= trigrams(body)}
     assert index.candidates(query_grams(b"zzz")) == set()
     index.close()
+
+
+def test_a_small_segment_never_makes_the_trigram_table() -> None:
+    """The table's touched pages are megabytes for a few KB of text: a segment makes it only
+    once it holds TABLE_MIN_BYTES (an inline add of a new head's few files never does)."""
+    grams = SegmentGrams()
+    grams.add(b"int main(void) { return 0; }\n" * 100)
+    assert grams._table is None
+    grams.add(b"x" * postings.TABLE_MIN_BYTES)
+    assert grams._table is not None

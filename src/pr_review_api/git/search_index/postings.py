@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 # Every 24-bit trigram; the table that finds a body's distinct ones has an entry for each
 # (numpy's zeroed memory is mapped lazily: only the pages of trigrams met are touched).
 GRAM_SPACE = 1 << 24
+# A segment sorts its bodies' trigrams out until it holds this much text, and only then makes
+# the table: a page of it holds 1,024 trigrams, so 34 KB of C source touch 27 MB of it, which
+# a worker adding a new head's few changed files inline would otherwise hold at its peak.
+TABLE_MIN_BYTES = 1024**2
 GRAM_MASK = GRAM_SPACE - 1  # a posting key's trigram
 _ID_BITS = 32  # a pair is (trigram << _ID_BITS) | body number
 _ID_MASK = (1 << _ID_BITS) - 1
@@ -50,7 +54,8 @@ class SegmentGrams:
     number is its place among them, from 0), then sorted and encoded in bulk (`postings`)."""
 
     def __init__(self) -> None:
-        self._table = np.zeros(GRAM_SPACE, dtype=np.uint32)
+        self._table: NDArray[np.uint32] | None = None  # made once TABLE_MIN_BYTES are added
+        self._bytes = 0
         self._grams: list[NDArray[np.uint32]] = []
         self._counts: list[int] = []
 
@@ -59,12 +64,19 @@ class SegmentGrams:
         return len(self._counts)
 
     def add(self, body: bytes) -> None:
-        """Gather the distinct trigrams of the next body. The table keeps what earlier
-        bodies wrote: only this body's trigrams are read back, after it wrote each of them."""
+        """Gather the distinct trigrams of the next body: sorted out while the segment is
+        small, then through the table. The table keeps what earlier bodies wrote: only this
+        body's trigrams are read back, after it wrote each of them."""
         grams = body_grams(body)
-        positions = np.arange(len(grams), dtype=np.uint32)
-        self._table[grams] = positions  # one position a trigram stays: whichever wrote last
-        distinct = grams[self._table[grams] == positions]
+        self._bytes += len(body)
+        if self._table is None and self._bytes >= TABLE_MIN_BYTES:
+            self._table = np.zeros(GRAM_SPACE, dtype=np.uint32)
+        if self._table is None:
+            distinct = np.unique(grams)
+        else:
+            positions = np.arange(len(grams), dtype=np.uint32)
+            self._table[grams] = positions  # one position a trigram stays: whichever wrote last
+            distinct = grams[self._table[grams] == positions]
         self._grams.append(distinct)
         self._counts.append(len(distinct))
 
@@ -72,7 +84,7 @@ class SegmentGrams:
         """The posting lists of the bodies added: their pairs sorted once, then encoded a
         few hundred thousand at a time, each time up to a trigram's first, so the
         temporaries stay small whatever the segment's size."""
-        self._table = np.empty(0, dtype=np.uint32)  # no more bodies: its memory back
+        self._table = None  # no more bodies: its memory back
         pairs = np.concatenate([*self._grams, np.empty(0, dtype=np.uint32)]).astype(np.uint64)
         self._grams = []
         pairs <<= np.uint64(_ID_BITS)  # in place: a segment's pairs are tens of MB
