@@ -1,15 +1,15 @@
-"""The C allocator's threshold for large blocks, fixed, so a freed large buffer goes back.
+"""Handing the C allocator's free heap pages back to the system after a tree's full load.
 
-glibc serves a block of at least M_MMAP_THRESHOLD bytes with a mapping of its own, returned to
-the system when freed, and raises that threshold to the size of every such block freed (up
-to 32 MiB). Preparing a wide tree holds git's output in 1 MiB chunks and frees them as they
-are parsed: after the first free, the next chunks come from the heap instead, where the holes
-they leave are not returned and Python's small objects (in pymalloc's own mappings) cannot
-fill them. A 1,000,000-entry tree prepared whole then peaked at 305 MiB or 254 MiB, by the
-order of a few allocations; with the threshold fixed at glibc's default, 223 MiB either way.
-A store fixes it when made (`RepositoryStore`): every process that prepares trees makes one.
-There is no Python interface to `mallopt`, hence `ctypes`; on another C library it does
-nothing.
+Loading a tree in full reads `git ls-tree` in 1 MiB chunks and frees each once parsed. glibc
+serves the first such blocks with mappings of their own and, at each free, raises the size it
+maps from (up to 32 MiB), so the later chunks come from the heap. The holes they leave there
+are not returned, and Python's small objects, which live in pymalloc's own mappings, cannot
+fill them. The snapshot's save then allocates beside them: a 1,000,000-entry tree prepared
+whole peaked at 282-305 MiB or at 254 MiB, by the order of a few allocations. `malloc_trim`
+after the load returns those holes first: 254 MiB either way. Fixing the mapping threshold
+instead (`mallopt`) gave 224 MiB but made every search through the index 10-20% slower (its
+buffers mapped and unmapped each time), so it is not done. There is no Python interface to
+either, hence `ctypes`; on another C library this does nothing.
 """
 
 from __future__ import annotations
@@ -17,20 +17,28 @@ from __future__ import annotations
 import ctypes
 import functools
 import sys
+from collections.abc import Callable
 
-M_MMAP_THRESHOLD = -3  # glibc's malloc.h
-MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's own starting value, no longer raised
+# Trees smaller than this are loaded in a few milliseconds and leave few holes: not worth a
+# walk over the heap.
+TRIM_MIN_ENTRIES = 50_000
 
 
 @functools.cache
-def fix_mmap_threshold() -> bool:
-    """Fix the process's threshold (once); whether the C library took it."""
+def _malloc_trim() -> Callable[[int], int] | None:
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
-        mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter itself uses
+        trim = ctypes.CDLL(None).malloc_trim  # the C library the interpreter itself uses
     except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+        return None
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    return trim
+
+
+def release_free_memory(entries: int) -> bool:
+    """After loading a tree of `entries` in full, give the heap's free pages back; whether
+    the C library did."""
+    trim = _malloc_trim() if entries >= TRIM_MIN_ENTRIES else None
+    return trim is not None and bool(trim(0))

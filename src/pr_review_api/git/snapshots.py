@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Generic, TypeVar, cast
 
 from pr_review_api.git import snapshot_file
+from pr_review_api.git.allocator import release_free_memory
 from pr_review_api.git.limits import Work
 from pr_review_api.git.search_index.folder import yield_to_searches
 from pr_review_api.git.tree import (
@@ -162,6 +163,7 @@ class SnapshotCache:
 
     def _full_load(self, git_dir: Path, head_sha: str, blobs: BlobSource, work: Work) -> Snapshot:
         snapshot = load_snapshot(git_dir, head_sha, blobs=blobs, work=work)
+        release_free_memory(len(snapshot.entries))  # before the save allocates (allocator.py)
         self._save_later(git_dir, head_sha, snapshot, full=True)
         return snapshot
 

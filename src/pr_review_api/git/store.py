@@ -34,7 +34,6 @@ from types import TracebackType
 from typing import TypeVar
 
 from pr_review_api.cache_layout import CacheLayout, index_dir_of
-from pr_review_api.git.allocator import fix_mmap_threshold
 from pr_review_api.git.blobs import BlobReaders
 from pr_review_api.git.limits import UNLIMITED, PrepareLimits, Work
 from pr_review_api.git.search_index.schedule import SearchIndexes
@@ -95,7 +94,6 @@ class RepositoryStore:
             reviews = settings.pr_review_max_concurrent_reviews if settings is not None else 4
             threads = reviews + EXTRA_THREADS
         self.limits = limits
-        fix_mmap_threshold()  # large buffers freed go back to the system (git/allocator.py)
         if cache_dir is None and settings is not None:
             cache_dir = settings.pr_review_cache_dir
         self.cache_dir = cache_dir
