@@ -299,15 +299,27 @@ class ChangeForge(ABC):
         return {fingerprint_of(f, texts) for f in findings}
 
 
+class ChangeOpening(Protocol):
+    """A forge's opening of a change: the URL parsed, metadata read, both commits pinned."""
+
+    def __call__(
+        self, url: str, settings: Settings, client: Any, /
+    ) -> AbstractAsyncContextManager[PreparedChange]: ...
+
+
 class ClientForge(ChangeForge, Generic[ClientT]):
     """A forge speaking through its API client of the review's identity, publishing with its
     own `publishing` (its words, limits and requests)."""
 
     publishing: ClassVar[ChangePublisher[Any, Any]]
+    opener: ClassVar[ChangeOpening]  # the forge's own opening of a change
 
     def __init__(self, settings: Settings, client: ClientT) -> None:
         self.settings = settings
         self.client = client
+
+    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
+        return type(self).opener(url, self.settings, self.client)
 
     def publisher(self) -> tuple[ChangePublisher[Any, Any], ForgeClient]:
         return self.publishing, self.client

@@ -19,11 +19,9 @@ head published before completes it with the counts by severity our review states
 from __future__ import annotations
 
 from collections.abc import Collection
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from pr_review_api.errors import GiteaUnavailable, PullRequestNotFound, ReviewError
-from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import ClientForge, DismissalRow, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitea.checkout import open_pull_request
@@ -52,6 +50,7 @@ class GiteaForge(ClientForge[GiteaClient]):
 
     name: Forge = "gitea"
     publishing = PUBLISHER
+    opener = open_pull_request
 
     def __init__(self, settings: Settings, client: GiteaClient) -> None:
         super().__init__(settings, client)
@@ -62,9 +61,6 @@ class GiteaForge(ClientForge[GiteaClient]):
 
     def _ref(self, info: PullRequestInfo) -> PullRequestRef:
         return ref_of(info, self.settings)
-
-    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
-        return open_pull_request(url, self.settings, self.client)
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         answer = await read_gitea_issue(self.client, project, number)

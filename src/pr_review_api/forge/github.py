@@ -10,13 +10,11 @@ threads (github/resolve.py).
 from __future__ import annotations
 
 from collections.abc import Collection
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from pr_review_api.errors import GitHubUnavailable
-from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import ClientForge, DismissalRow, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.github.checkout import open_pull_request
@@ -41,18 +39,12 @@ from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.threads import NewHead
 
 
-def _ref(info: PullRequestInfo) -> PullRequestRef:
-    return PullRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
-
-
 class GitHubForge(ClientForge[GitHubClient]):
     """GitHub, through its client of the review's identity."""
 
     name: Forge = "github"
     publishing = PUBLISHER
-
-    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
-        return open_pull_request(url, self.settings, self.client)
+    opener = staticmethod(open_pull_request)  # a function: never bound to the forge
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         owner, _, repo = project.partition("/")
@@ -63,13 +55,13 @@ class GitHubForge(ClientForge[GitHubClient]):
         return CheckReporter(self.client, info.owner, info.repo, head_sha, info.number)
 
     async def ensure_can_publish(self, info: PullRequestInfo) -> None:
-        await ensure_can_publish(self.client, _ref(info))
+        await ensure_can_publish(self.client, PullRequestRef.of(info))
 
     async def published_in_ledger(
         self, info: PullRequestInfo, head_sha: str, ledger: PublishLedger
     ) -> PostedHead | None:
         identity = await self.client.login()
-        recorded = await ledger.find(HeadKey.of(_ref(info), identity, head_sha))
+        recorded = await ledger.find(HeadKey.of(PullRequestRef.of(info), identity, head_sha))
         return None if recorded is None else PostedHead(recorded.review_id, recorded.url)
 
     async def prior_review(
@@ -78,7 +70,7 @@ class GitHubForge(ClientForge[GitHubClient]):
         # `force` changes nothing here: this head's review, when found, is all that is said
         # (no re-review context), and the caller reviews again when forced.
         try:
-            state = await prior_state(self.client, _ref(info), head_sha=head_sha)
+            state = await prior_state(self.client, PullRequestRef.of(info), head_sha=head_sha)
         except (PublishFailure, GitHubUnavailable):
             return PriorReview()  # publishing decides again
         return await self.prior_of(state, git_dir, head_sha, force=False)

@@ -23,11 +23,9 @@ head published before completes it with the counts by severity our note states.
 from __future__ import annotations
 
 from collections.abc import Collection
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from pr_review_api.errors import GitLabUnavailable, PullRequestNotFound, ReviewError
-from pr_review_api.fetch.cache import PreparedChange
 from pr_review_api.forge.base import ClientForge, DismissalRow, IssueAnswer, PostedHead, PriorReview
 from pr_review_api.forge.gate import GateReporter
 from pr_review_api.gitlab.checkout import open_merge_request
@@ -49,25 +47,19 @@ from pr_review_api.publishing.failures import PublishFailure
 from pr_review_api.publishing.threads import NewHead
 
 
-def _ref(info: PullRequestInfo) -> MergeRequestRef:
-    return MergeRequestRef(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
-
-
 class GitLabForge(ClientForge[GitLabClient]):
     """GitLab, through its client of the review's identity."""
 
     name: Forge = "gitlab"
     publishing = PUBLISHER
-
-    def open_change(self, url: str) -> AbstractAsyncContextManager[PreparedChange]:
-        return open_merge_request(url, self.settings, self.client)
+    opener = open_merge_request
 
     async def read_issue(self, project: str, number: int) -> IssueAnswer:
         answer = await read_gitlab_issue(self.client, project, number)
         return self.issue_answer(answer)
 
     def check_reporter(self, info: PullRequestInfo, head_sha: str) -> GateReporter | None:
-        return StatusReporter(self.client, _ref(info), head_sha)
+        return StatusReporter(self.client, MergeRequestRef.of(info), head_sha)
 
     async def ensure_can_publish(self, info: PullRequestInfo) -> None:
         await ensure_can_publish(self.client)
@@ -75,25 +67,27 @@ class GitLabForge(ClientForge[GitLabClient]):
     async def published_in_ledger(
         self, info: PullRequestInfo, head_sha: str, ledger: PublishLedger
     ) -> PostedHead | None:
-        key = merge_request_key(_ref(info), await self.client.username(), head_sha)
+        key = merge_request_key(MergeRequestRef.of(info), await self.client.username(), head_sha)
         return await self.recorded_head(ledger, key)
 
     async def prior_review(
         self, info: PullRequestInfo, git_dir: Path, head_sha: str, *, force: bool
     ) -> PriorReview:
         try:
-            state = await prior_state(self.client, _ref(info), head_sha=head_sha)
+            state = await prior_state(self.client, MergeRequestRef.of(info), head_sha=head_sha)
         except (PublishFailure, ReviewError):
             return PriorReview()  # publishing reads the notes again, and decides
         return await self.prior_of(state, git_dir, head_sha, force=force)
 
     async def posted_body(self, info: PullRequestInfo, review_id: int | None) -> str | None:
         return (
-            None if review_id is None else await our_note_body(self.client, _ref(info), review_id)
+            None
+            if review_id is None
+            else await our_note_body(self.client, MergeRequestRef.of(info), review_id)
         )
 
     def dismissals_key(self, info: PullRequestInfo) -> str:
-        return _ref(info).dismissals_key
+        return MergeRequestRef.of(info).dismissals_key
 
     async def dismissed_on_change(
         self, info: PullRequestInfo, permissions: PermissionCache
@@ -102,7 +96,7 @@ class GitLabForge(ClientForge[GitLabClient]):
         discussions of this merge request (specification §15; the CLI, a GitLab CI job)."""
         try:
             return await dismissed_on_merge_request(
-                self.client, _ref(info), AccessLevels(permissions)
+                self.client, MergeRequestRef.of(info), AccessLevels(permissions)
             )
         except (GitLabUnavailable, PullRequestNotFound):
             return set()
@@ -113,7 +107,7 @@ class GitLabForge(ClientForge[GitLabClient]):
         """The `thumbsdown` awards of Developers on our findings' first notes of this merge
         request (specification §15). `permissions` (the holder's) keeps GitLab's answers of who
         may dismiss."""
-        ref = _ref(info)
+        ref = MergeRequestRef.of(info)
         try:
             discussions = await finding_discussions(self.client, ref)
             found = await thumbs_down(self.client, ref, discussions, AccessLevels(permissions))
@@ -125,4 +119,4 @@ class GitLabForge(ClientForge[GitLabClient]):
         self, result: ReviewResult, info: PullRequestInfo, git_dir: Path
     ) -> int | None:
         new_head = NewHead.of(result, git_dir, await self.reported_fingerprints(result, git_dir))
-        return await resolve_fixed(self.client, _ref(info), new_head)
+        return await resolve_fixed(self.client, MergeRequestRef.of(info), new_head)

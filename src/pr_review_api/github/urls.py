@@ -37,6 +37,11 @@ class PullRequestRef:
     number: int
     url: str  # canonical: {GITHUB_SERVER_URL}/{owner}/{repo}/pull/{number}
 
+    @classmethod
+    def of(cls, info: PullRequestInfo) -> PullRequestRef:
+        """The reference of a change the review result reports."""
+        return cls(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
+
     @property
     def info(self) -> PullRequestInfo:
         """The identity the review result reports."""

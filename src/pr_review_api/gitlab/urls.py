@@ -56,6 +56,11 @@ class MergeRequestRef:
         `owner/repo`, which has no colon."""
         return f"gitlab:{self.project_path}".lower()
 
+    @classmethod
+    def of(cls, info: PullRequestInfo) -> MergeRequestRef:
+        """The reference of a change the review result reports."""
+        return cls(owner=info.owner, repo=info.repo, number=info.number, url=info.url)
+
     @property
     def info(self) -> PullRequestInfo:
         """The identity the review result reports."""
