@@ -16,19 +16,15 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol
 
 from pr_review_api.forge.clients import ClientT, ForgeClients
+from pr_review_api.ledger import NumberedChange
 
 
-class CommandRecord(Protocol):
-    """The job a command is (jobs/records.py's `JobRecord`), as the comments seam reads it."""
+class CommandRecord(NumberedChange, Protocol):
+    """The job a command is (jobs/records.py's `JobRecord`), as the comments seam reads it:
+    its change's owner, repository and number, and these."""
 
     @property
     def pull_request_url(self) -> str: ...
-    @property
-    def owner(self) -> str: ...
-    @property
-    def repo(self) -> str: ...
-    @property
-    def number(self) -> int: ...
     @property
     def installation_id(self) -> int | None: ...
     @property
