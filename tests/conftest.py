@@ -264,6 +264,33 @@ def uv_cache_dir() -> str:
     return done.stdout.strip()
 
 
+@functools.cache
+def release_commit() -> str:
+    """This repository's HEAD: what a CI file's pinned release commit stands for in its test."""
+    done = subprocess.run(
+        ["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def offline_runner(tmp_path: Path) -> dict[str, str]:
+    """A CI runner's environment for a test's job: this PATH, a HOME of its own (pr-review's
+    cache goes under it, not the user's), temporary files in the test's folder, and uv offline
+    on the packages the suite's own `uv sync` put in its cache."""
+    home = tmp_path / "home"
+    home.mkdir()
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "TMPDIR": str(tmp_path),
+        "UV_OFFLINE": "1",
+        "UV_CACHE_DIR": uv_cache_dir(),
+    }
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     """`@pytest.mark.anyio` tests run on asyncio only."""

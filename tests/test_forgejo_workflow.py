@@ -11,7 +11,6 @@ from uv's cache, which `uv sync` filled before the suite. docs/gitea.md shows th
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import GITEA_TOKEN, PROVIDER_KEY, uv_cache_dir
+from tests.conftest import GITEA_TOKEN, PROVIDER_KEY, offline_runner, release_commit
 from tests.fakes.gitea_reviews import GiteaWrites
 from tests.fakes.gitea_server import FakeGitea, PullFixture
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
@@ -103,12 +102,6 @@ def test_docs_show_the_file_as_it_is() -> None:
 def _run_workflow(
     fake: FakeGitea, provider: ScriptedProvider, tmp_path: Path, pull: PullFixture
 ) -> subprocess.CompletedProcess[str]:
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
     contexts = {
         "github": {
             "server_url": fake.server_url,
@@ -122,18 +115,14 @@ def _run_workflow(
     job_env = {name: _evaluate(str(value), contexts) for name, value in _job()["env"].items()}
     # This repository's HEAD stands for the pinned release; the provider is the scripted one.
     job_env.update(
-        PR_REVIEW_REPOSITORY=str(ROOT), PR_REVIEW_COMMIT=commit, OPENCODE_BASE_URL=provider.base_url
+        PR_REVIEW_REPOSITORY=str(ROOT),
+        PR_REVIEW_COMMIT=release_commit(),
+        OPENCODE_BASE_URL=provider.base_url,
     )
-    home = tmp_path / "home"
-    home.mkdir()
     workspace = tmp_path / "workspace" / PATH
     workspace.mkdir(parents=True)
     environment = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),  # pr-review's cache goes under it, not the user's
-        "TMPDIR": str(tmp_path),
-        "UV_OFFLINE": "1",
-        "UV_CACHE_DIR": uv_cache_dir(),  # the packages `uv sync` put there before the suite
+        **offline_runner(tmp_path),
         "GITHUB_TOKEN": "automatic-token-not-used",  # what a runner sets for every step
         **job_env,
     }

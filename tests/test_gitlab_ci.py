@@ -9,7 +9,6 @@ from uv's cache, which `uv sync` filled before the suite. docs/gitlab.md shows t
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -20,7 +19,7 @@ import pytest
 import yaml
 
 from tests.builders import final_turn
-from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY, uv_cache_dir
+from tests.conftest import GITLAB_TOKEN, PROVIDER_KEY, offline_runner, release_commit
 from tests.fakes.gitlab_notes import FakeNotes
 from tests.fakes.gitlab_server import FakeGitLab
 from tests.fakes.provider_server import ScriptedProvider
@@ -85,14 +84,6 @@ def _run_job(
     fake: FakeGitLab, provider: ScriptedProvider, tmp_path: Path, merge_request_url: str, iid: int
 ) -> subprocess.CompletedProcess[str]:
     job = _job()
-    home = tmp_path / "home"
-    home.mkdir()
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
     predefined = {
         "CI": "true",
         "GITLAB_CI": "true",
@@ -111,17 +102,8 @@ def _run_job(
     }
     variables = {name: _expand(str(value), predefined) for name, value in job["variables"].items()}
     # This repository's HEAD stands for the pinned release.
-    variables.update(PR_REVIEW_REPOSITORY=str(ROOT), PR_REVIEW_COMMIT=commit)
-    environment = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),  # pr-review's cache goes under it, not the user's
-        "TMPDIR": str(tmp_path),
-        "UV_OFFLINE": "1",
-        "UV_CACHE_DIR": uv_cache_dir(),  # the packages `uv sync` put there before the suite
-        **predefined,
-        **masked,
-        **variables,
-    }
+    variables.update(PR_REVIEW_REPOSITORY=str(ROOT), PR_REVIEW_COMMIT=release_commit())
+    environment = {**offline_runner(tmp_path), **predefined, **masked, **variables}
     Path(predefined["CI_PROJECT_DIR"]).mkdir(parents=True)
     return subprocess.run(
         ["bash", "-c", "set -eo pipefail\n" + "\n".join(job["script"])],
