@@ -15,7 +15,6 @@ import json
 import random
 import re
 import signal
-import subprocess
 import time
 import uuid
 from collections import Counter
@@ -44,7 +43,7 @@ from tests.jobs.test_comments import (
     pull,
     review_comment_event,
 )
-from tests.jobs.test_faults import _environment, _start_worker
+from tests.jobs.test_faults import _environment, _start_worker, _stop_workers
 from tests.jobs.test_jobs import SECRET, deliver, service
 
 __all__ = ["database_url", "embedded_postgres", "fake_github"]
@@ -175,14 +174,7 @@ def test_every_permitted_question_is_answered_exactly_once_through_a_killed_work
         assert dismissed == (0,)
         assert fake_github.reply_refusals == 0
     finally:
-        for process in workers:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in workers:
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        _stop_workers(workers)
         provider.stop()
 
 
