@@ -20,7 +20,7 @@ from pydantic import SecretStr
 
 from pr_review_api.github.urls import PullRequestRef
 from pr_review_api.jobs.published_heads import DatabaseLedger
-from pr_review_api.jobs.queue import JobQueue, QueueTuning
+from pr_review_api.jobs.queue import JobQueue
 from pr_review_api.jobs.records import PullRequestJob
 from pr_review_api.jobs.schema import apply_migrations
 from pr_review_api.ledger import HeadKey
@@ -31,18 +31,12 @@ from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import ScriptedProvider, stop_turn
+from tests.jobs.test_comments import FAST
 
 fake_github = github_server.fake_github
 
 BOT = "pr-review-bot"
 FLOOD = 3_000
-FAST = QueueTuning(
-    poll_interval=0.1,
-    heartbeat_interval=0.5,
-    stalled_after=5.0,
-    stalled_check_interval=0.5,
-    retry_base_seconds=0.2,
-)
 FINDING = {
     "severity": "medium",
     "title": "T",

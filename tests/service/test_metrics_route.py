@@ -4,21 +4,18 @@ and the fake GitHub, then a scrape that must count exactly what happened."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from pydantic import SecretStr
 
-from pr_review_api.service.app import create_app
 from pr_review_api.settings import Settings
 from tests.conftest import GITHUB_TOKEN, PROVIDER_KEY
 from tests.fakes import github_server
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.provider_server import Reply, ScriptedProvider, stop_turn, tool_call_turn
+from tests.in_process import service
 from tests.scrape import families, label_values, samples, value
 
 fake_github = github_server.fake_github
@@ -39,18 +36,6 @@ FAMILIES = {
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The real application with its lifespan entered, over an in-process transport."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://service", timeout=60
-        ) as client:
-            yield client
 
 
 def _settings(fake: FakeGitHub, provider: ScriptedProvider, **overrides: Any) -> Settings:
@@ -85,7 +70,7 @@ async def test_a_scrape_after_ten_reviews_counts_every_family(
     fake_github: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
     urls = _script_ten_reviews(fake_github, scripted_provider)
-    async with running(_settings(fake_github, scripted_provider)) as client:
+    async with service(_settings(fake_github, scripted_provider)) as client:
         statuses = []
         for url in urls:
             answer = await client.post("/v1/reviews", json={"pull_request_url": url, "post": True})
@@ -123,7 +108,7 @@ async def test_metrics_need_a_service_key_when_keys_are_set(
     settings = _settings(
         fake_github, scripted_provider, pr_review_api_keys=[SecretStr("key-one"), SecretStr("k2")]
     )
-    async with running(settings) as client:
+    async with service(settings) as client:
         missing = await client.get("/metrics")
         wrong = await client.get("/metrics", headers={"Authorization": "Bearer nope"})
         twice = await client.get(
@@ -141,7 +126,7 @@ async def test_metrics_need_a_service_key_when_keys_are_set(
 async def test_metrics_are_open_like_v1_when_no_key_is_set(
     fake_github: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
-    async with running(_settings(fake_github, scripted_provider)) as client:
+    async with service(_settings(fake_github, scripted_provider)) as client:
         scrape = await client.get("/metrics")
     assert scrape.status_code == 200
     # Nothing happened yet: the families are declared, with no sample invented.
@@ -154,7 +139,7 @@ async def test_a_review_that_fails_before_the_loop_is_counted_by_its_error_code(
 ) -> None:
     fake_github.respond("acme", "widget", 404, 404, json.dumps({"message": "Not Found"}))
     url = f"{fake_github.server_url}/acme/widget/pull/404"
-    async with running(_settings(fake_github, scripted_provider)) as client:
+    async with service(_settings(fake_github, scripted_provider)) as client:
         answer = await client.post("/v1/reviews", json={"pull_request_url": url})
         scrape = await client.get("/metrics")
     assert answer.json()["error"]["code"] == "pull_request_not_found"
@@ -166,7 +151,7 @@ async def test_a_review_that_fails_before_the_loop_is_counted_by_its_error_code(
 async def test_a_query_string_is_ignored_and_post_is_refused(
     fake_github: FakeGitHub, scripted_provider: ScriptedProvider
 ) -> None:
-    async with running(_settings(fake_github, scripted_provider)) as client:
+    async with service(_settings(fake_github, scripted_provider)) as client:
         with_query = await client.get("/metrics?name[]=pr_review_reviews_total&x=<script>")
         posted = await client.post("/metrics", content=b"x")
     assert with_query.status_code == 200
