@@ -19,7 +19,7 @@ import textwrap
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -381,6 +381,7 @@ def test_a_dense_literal_is_read_in_order_and_a_sparse_one_asks_the_index(
     store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(search, "PROBE_FILES", 4)
+    monkeypatch.setattr(search, "RARE_LIST_BYTES", 0)  # every list here is a few bytes
     files = {f"f{n:02}.txt": f"common {n}\n" for n in range(60)}
     files |= {"f33.txt": "common rare\n", "f51.txt": "rare\n"}
     head = repo.commit_files(files)
@@ -388,9 +389,11 @@ def test_a_dense_literal_is_read_in_order_and_a_sparse_one_asks_the_index(
     asked: list[Sequence[int]] = []
     real_candidates = SearchIndex.candidates
 
-    def counting(self: SearchIndex, grams: Sequence[int]) -> set[str]:
+    def counting(
+        self: SearchIndex, grams: Sequence[int], sizes: dict[int, int] | None = None
+    ) -> set[str]:
         asked.append(grams)
-        return real_candidates(self, grams)
+        return real_candidates(self, grams, sizes)
 
     monkeypatch.setattr(SearchIndex, "candidates", counting)
     for query, expected in (("common", []), ("rare", [trigram_query(b"rare")])):
@@ -399,6 +402,35 @@ def test_a_dense_literal_is_read_in_order_and_a_sparse_one_asks_the_index(
         assert from_index == from_git
         assert asked == expected
     assert [m["path"] for m in from_index["matches"]] == ["f33.txt", "f51.txt"]
+
+
+@pytest.mark.parametrize(("rare_bytes", "bodies_read"), [(8, 2), (0, 4 + 2)])
+def test_a_literal_with_a_rare_trigram_reads_its_candidates_first(
+    store: RepositoryStore,
+    repo: GitRepo,
+    monkeypatch: pytest.MonkeyPatch,
+    rare_bytes: int,
+    bodies_read: int,
+) -> None:
+    """Under RARE_LIST_BYTES, no file is read before the index names the candidates."""
+    monkeypatch.setattr(search, "PROBE_FILES", 4)
+    monkeypatch.setattr(search, "RARE_LIST_BYTES", rare_bytes)
+    files = {f"f{n:02}.txt": f"common {n}\n" for n in range(60)}
+    files |= {"f33.txt": "common rare\n", "f51.txt": "rare\n"}
+    head = repo.commit_files(files)
+    pinned = pin(store, repo.git_dir, head, head)
+    reads: list[int] = []
+    real_bodies = SearchIndex.bodies
+
+    def counting(self: SearchIndex, oids: Collection[str]) -> dict[str, bytes | None]:
+        reads.append(len(oids))
+        return real_bodies(self, oids)
+
+    monkeypatch.setattr(SearchIndex, "bodies", counting)
+    from_index, from_git = both_ways(store, pinned, SearchArguments(query="rare", limit=100))
+    assert from_index == from_git
+    assert [m["path"] for m in from_index["matches"]] == ["f33.txt", "f51.txt"]
+    assert sum(reads) == bodies_read  # the two candidates, after the first PROBE_FILES or not
 
 
 def test_small_repositories_keep_git_grep(cache: Path, repo: GitRepo) -> None:

@@ -21,8 +21,11 @@ from pr_review_api.git.search_index.schema import IndexUnavailable
 from pr_review_api.git.tree import Snapshot, files_under, is_searchable
 from pr_review_api.git_runner import GitConfig, GitError, check_exit, stream_git
 
-# Files a search reads before it asks the trigram index (see grep_index).
+# Files a search reads before it asks the trigram index (see grep_index), unless one of the
+# literal's trigrams is listed in so few bodies (a byte or so each) that the index answers
+# at once.
 PROBE_FILES = 128
+RARE_LIST_BYTES = 4096
 # A literal gives at most this many trigrams to the index: more would narrow little more.
 MAX_QUERY_GRAMS = 16
 # Up to this many candidate blobs, their paths are looked up by blob id; more (a common
@@ -195,9 +198,13 @@ def _index_hits(
     ones too (in windows that double) while at least one file in DENSE_FILES holds the
     literal: a common literal fills a search's cap there, where its candidates would be most
     of the tree. After them, only the candidate blobs are read; when they are few, their
-    paths are found by blob id (Entries.paths_of) rather than by walking the tree."""
+    paths are found by blob id (Entries.paths_of) rather than by walking the tree. A literal
+    with a rare trigram (RARE_LIST_BYTES) skips the first files: its candidates are few."""
     files = snapshot.files
-    position, window = start, PROBE_FILES
+    grams = trigram_query(needle)
+    sizes = index.posting_sizes(grams) if grams is not None else None
+    rare = sizes is not None and min(sizes.values()) <= RARE_LIST_BYTES
+    position, window = start, 0 if rare else PROBE_FILES
     while window and position < end:  # PROBE_FILES 0: the index at once
         stop = min(end, start + window)
         hit_files, last = 0, None
@@ -212,8 +219,7 @@ def _index_hits(
             break  # the index narrows the rest
     if position >= end:
         return
-    grams = trigram_query(needle)
-    candidates = index.candidates(grams) if grams is not None else None
+    candidates = index.candidates(grams, sizes) if grams is not None else None
     if candidates is not None and len(candidates) <= MAX_LOOKED_UP_CANDIDATES:
         found = snapshot.entries.paths_of(candidates)
         rest = sorted(path for path in found if position <= _listed_at(files, path) < end)

@@ -1,13 +1,14 @@
 """Adding a head's missing blobs to its repository's index: inline, or by a build.
 
 An inline add stores a head's few missing blobs in one transaction, within the search that
-found them missing, and marks the head complete. A build (`build_head`, a background thread
-that search_index/schedule.py starts) stores them in batches of BATCH_BYTES, one transaction
-each, so a killed build loses at most one batch; it pauses before each while a search runs
-`git grep`, and marks the head complete at the end. A head found complete by its blobs alone
-is marked so too (`mark_found_complete`), when no other writer holds the lock. Every write
-holds the folder's write lock; a build holds its build lock throughout. The vocabulary is
-the package's (search_index/__init__.py).
+found them missing (or the head's preparation), and marks the head complete; the fewest go
+to the tail, with no posting lists (schema.py), which `post_tail` later lists as a segment.
+A build (`build_head`, a background thread that search_index/schedule.py starts) stores
+them in batches of BATCH_BYTES, one transaction each, so a killed build loses at most one
+batch; it pauses before each while a search runs `git grep`, and marks the head complete at
+the end. A head found complete by its blobs alone is marked so too (`mark_found_complete`),
+when no other writer holds the lock. Every write holds the folder's write lock; a build
+holds its build lock throughout. The vocabulary is the package's (search_index/__init__.py).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pr_review_api.git.search_index.schema import (
     open_writer,
     truncate_log,
     write_blobs,
+    write_tail,
 )
 from pr_review_api.git_runner import GitError
 
@@ -104,20 +106,39 @@ def add_inline(
     index: SearchIndex,
     missing: list[tuple[str, int]],
     head_sha: str,
+    *,
+    tail: bool = False,
 ) -> bool:
     """Store a head's missing blobs (`missing`, from this generation) and mark the head
-    complete; whether it was done (not when other writers hold the lock past the wait)."""
+    complete; whether it was done (not when other writers hold the lock past the wait).
+    With `tail`, the blobs go to the tail."""
     try:
         blobs = readers.reader(git_dir).read(oid for oid, _ in missing)
         with index_writer(index, create=True, wait=INLINE_LOCK_WAIT_SECONDS) as connection:
             if connection is None:
                 return False  # writers queue past the wait: git grep answers this once
-            write_blobs(connection, blobs.items())
+            if tail:
+                write_tail(connection, blobs.items())
+            else:
+                write_blobs(connection, blobs.items())
             mark_complete(connection, head_sha)
             truncate_log(connection)
     except (sqlite3.Error, OSError, GitError, IndexUnavailable):
         return False
     return True
+
+
+def post_tail(git_dir: Path, index: SearchIndex) -> None:
+    """List the tail's blobs in segments (their bodies read again from git and prepared by
+    a process of their own, as a build's are), a batch a transaction; stops when another
+    writer holds the lock or anything fails: a later preparation tries again."""
+    with contextlib.suppress(sqlite3.Error, OSError, GitError, ValueError, IndexUnavailable):
+        for prepared in prepared_batches(git_dir, index.tail_oids()):
+            with index_writer(index) as connection:
+                if connection is None:
+                    return
+                write_blobs(connection, prepared)
+                truncate_log(connection)
 
 
 def build_head(  # noqa: PLR0913  (a build thread's whole brief: what to build, how to stop, whom to tell)

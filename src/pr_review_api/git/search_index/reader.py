@@ -43,6 +43,8 @@ _POSTING_SIZES = (
 DECODED_PER_BODY_READ = 1024
 # The blob ids of the candidates, bound as one JSON array: one query however many they are.
 _OIDS = "SELECT oid FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
+_TAIL = "SELECT blobs.oid FROM tail JOIN blobs ON blobs.id = tail.id ORDER BY tail.id"
+_TAIL_SIZE = "SELECT count(*), coalesce(sum(length(body)), 0) FROM tail JOIN bodies USING (id)"
 
 
 def _text(body: bytes | None, packed: int | None) -> bytes | None:
@@ -172,17 +174,20 @@ class SearchIndex:
     def is_marked_complete(self, head_sha: str) -> bool:
         return bool(self._query("SELECT 1 FROM heads WHERE sha = ?", (head_sha,)))
 
-    def candidates(self, grams: Sequence[int]) -> set[str]:
+    def candidates(self, grams: Sequence[int], sizes: dict[int, int] | None = None) -> set[str]:
         """The blob ids of the text bodies holding every trigram of `grams` (search.py takes
-        them from a literal), or a few more: the lists are met shortest first, and once the
-        blobs left are far fewer than the next list is long, reading those few bodies costs
-        the search less than decoding the rest (the search finds the literal in them)."""
-        import numpy as np  # noqa: PLC0415  (see the package's "numpy" note)
+        them from a literal), or a few more: every blob of the tail (schema.py), and, as the
+        lists are met shortest first (`sizes`, when the caller asked them already), once
+        the blobs left are far fewer than the next list is long, those few (reading them
+        costs the search less than decoding the rest)."""
+        # The tail first: a blob leaves it in the write that lists it in a later segment.
+        tail = set(self.tail_oids())
+        return tail | self._posted(grams, self.posting_sizes(grams) if sizes is None else sizes)
 
-        from pr_review_api.git.search_index.postings import (  # noqa: PLC0415
+    def posting_sizes(self, grams: Sequence[int]) -> dict[int, int]:
+        """The bytes of each trigram's posting lists, over every segment."""
+        from pr_review_api.git.search_index.postings import (  # noqa: PLC0415  (numpy)
             GRAM_MASK,
-            decode_rows,
-            intersect,
             posting_key,
         )
 
@@ -191,6 +196,29 @@ class SearchIndex:
         sizes = dict.fromkeys(grams, 0)
         for key, size in self._query(_POSTING_SIZES, (json.dumps(keys),)):
             sizes[key & GRAM_MASK] += size
+        return sizes
+
+    def tail_oids(self) -> list[str]:
+        """The blob ids of the tail, in the order they were stored."""
+        return [row[0] for row in self._query(_TAIL, ())]
+
+    def tail_size(self) -> tuple[int, int]:
+        """The tail's count of blobs and bytes stored."""
+        count, size = self._query(_TAIL_SIZE, ())[0]
+        return int(count), int(size)
+
+    def _posted(self, grams: Sequence[int], sizes: dict[int, int]) -> set[str]:
+        """The blob ids the posting lists name for every trigram of `grams` (see
+        `candidates`). The segments are read again: `sizes` may be of fewer."""
+        import numpy as np  # noqa: PLC0415  (see the package's "numpy" note)
+
+        from pr_review_api.git.search_index.postings import (  # noqa: PLC0415
+            decode_rows,
+            intersect,
+            posting_key,
+        )
+
+        segments = self._segments()
         found: NDArray[np.int64] | None = None
         for gram in sorted(sizes, key=sizes.__getitem__):
             if found is not None and len(found) * DECODED_PER_BODY_READ < sizes[gram]:
@@ -203,6 +231,8 @@ class SearchIndex:
             assert self._segment_ids is not None  # set by _segments()
             ids = self._segment_ids[np.repeat(offsets, per_row) + numbers]
             ids = ids[ids > 0]
+            if len(ids) > 1 and bool((ids[1:] <= ids[:-1]).any()):
+                ids = np.unique(ids)  # a posted tail: older blobs listed by a later segment
             found = ids if found is None else intersect(found, ids)
             if not len(found):
                 return set()

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pr_review_api.git.blobs import BlobReaders
-from pr_review_api.git.search_index.build import add_inline, build_head, mark_found_complete
+from pr_review_api.git.search_index.build import (
+    BATCH_BLOBS,
+    BATCH_BYTES,
+    add_inline,
+    build_head,
+    mark_found_complete,
+    post_tail,
+)
 from pr_review_api.git.search_index.folder import current_generation, searching
 from pr_review_api.git.search_index.reader import SearchIndex
 from pr_review_api.git.search_index.schema import IndexUnavailable
@@ -35,6 +42,9 @@ if TYPE_CHECKING:
 INDEX_MIN_BYTES = 32 * 1024**2
 # A head whose missing blobs are at most this large has them added inline.
 INDEX_INLINE_BYTES = 16 * 1024**2
+# ... and to the tail, with no posting lists, when they are at most this large (a new head's
+# changed files) and the tail holds less than a build's batch (`post_tail` lists it then).
+TAIL_ADD_BYTES = 1024**2
 # A generation holding this much more than its latest head needs is stale.
 STALE_FACTOR = 2
 STALE_SLACK_BYTES = 64 * 1024**2
@@ -128,7 +138,12 @@ class SearchIndexes:
         few = (total if missing is None else sum(size for _, size in missing)) <= self.inline_bytes
         if few and not stale:
             wanted = missing if missing is not None else list(dict(snapshot.search_blobs()).items())
-            if add_inline(self._readers, git_dir, index, wanted, head_sha):
+            tail = (
+                missing is not None
+                and sum(size for _, size in missing) <= TAIL_ADD_BYTES
+                and not self._tail_full(index)
+            )
+            if add_inline(self._readers, git_dir, index, wanted, head_sha, tail=tail):
                 with contextlib.suppress(IndexUnavailable):
                     if self._found_complete(index, snapshot, head_sha):
                         return self._record_complete(git_dir, head_sha, index)
@@ -156,6 +171,18 @@ class SearchIndexes:
             return None
         missing = frozenset(blobs.keys() - stored)
         return Partial(index, stored, missing, self._readers.reader(git_dir).read)
+
+    @staticmethod
+    def _tail_full(index: SearchIndex) -> bool:
+        """Whether the tail holds a build's batch: time to list it in a segment."""
+        count, size = index.tail_size()
+        return count >= BATCH_BLOBS or size >= BATCH_BYTES
+
+    def _post_full_tail(self, git_dir: Path) -> None:
+        index = self._index(git_dir)
+        with contextlib.suppress(IndexUnavailable):
+            if index is not None and not self._closing.is_set() and self._tail_full(index):
+                post_tail(git_dir, index)
 
     @staticmethod
     def _found_complete(index: SearchIndex, snapshot: Snapshot, head_sha: str) -> bool:
@@ -248,6 +275,7 @@ class SearchIndexes:
         def run() -> None:
             try:
                 self.complete_index(git_dir, snapshot, head_sha)
+                self._post_full_tail(git_dir)
             finally:
                 done()
 

@@ -9,6 +9,8 @@
     postings(key INTEGER PRIMARY KEY,         for each trigram of a segment's bodies, the
              ids BLOB)                        numbers of the bodies holding it (postings.py),
                                               keyed by segment and trigram (posting_key)
+    tail(id INTEGER PRIMARY KEY)  text bodies stored with no posting lists yet (an inline
+                                  add's): every search reads those of its head
     heads(sha TEXT PRIMARY KEY)   the heads marked complete
     about(token)                  the generation's token: a remade file has another
 
@@ -16,7 +18,15 @@ Each blob is stored once, by id, so every head of the repository shares the file
 head adds only its missing blobs. Trigrams are of bytes, so a byte string and its trigrams map
 one to one whatever the file's encoding. Each write (one transaction) is a segment, numbered
 in order, as its blobs' ids are: a trigram's rows read in segment order list its blobs
-ascending.
+ascending, but for a tail's blobs (below), listed by a later segment than stored them.
+
+The tail: an inline add stores a new head's few changed files without posting lists, since
+making them took most of its time (some 12,000 rows for a dozen source files) and each
+segment it left made every later search ask one more row a trigram. A search reads its
+head's tail bodies whole, as few as the files the head changed; once the tail holds a build's
+batch, it is posted (build.post_tail) as one segment: the write that lists a tail blob in a
+segment takes it out of the tail, in one transaction, so a reader that reads the tail before
+the segments meets each blob at least once.
 
 Why SQLite (in the standard library): transactions make a killed build leave whole blobs or
 none, and WAL lets any number of processes read while one writes. The trigram index is our
@@ -42,7 +52,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pr_review_api.git.search_index.postings import Postings
 
-SCHEMA_VERSION = 5  # 4: large bodies compressed; 5: our own posting lists, not FTS5
+# 4: large bodies compressed; 5: our own posting lists, not FTS5; 6: the tail
+SCHEMA_VERSION = 6
 # Bodies of at least this size are compressed, at zlib's fastest level (source text shrinks
 # about 3x there). On the kernel tree they are 8% of the files and 53% of the text: the file
 # halves, and a search, whose first windows read mostly small files in path order, inflates
@@ -61,6 +72,7 @@ _SCHEMA = (
     # where a WITHOUT ROWID one sends all past 1 KB to overflow pages, a third of them empty.
     "CREATE TABLE IF NOT EXISTS postings(key INTEGER PRIMARY KEY, ids BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS segments(id INTEGER PRIMARY KEY, blobs BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tail(id INTEGER PRIMARY KEY)",
     "CREATE TABLE IF NOT EXISTS heads(sha TEXT PRIMARY KEY)",
     "CREATE TABLE IF NOT EXISTS about(token TEXT NOT NULL)",
 )
@@ -181,28 +193,20 @@ def write_blobs(
     stop: threading.Event | None = None,
 ) -> None:
     """Store blobs in one transaction, one segment of posting lists: all of them or, if
-    anything fails or `stop` is set, none (`BuildStopped`)."""
+    anything fails or `stop` is set, none (`BuildStopped`). A blob in the tail is listed by
+    this segment and leaves the tail."""
     from pr_review_api.git.search_index.postings import encode_ids, posting_key  # noqa: PLC0415
 
     prepared = blobs if isinstance(blobs, PreparedBlobs) else prepare_blobs(blobs, stop)
     connection.execute("BEGIN IMMEDIATE")
     try:
-        ids: list[int] = []  # of each text body by its number: 0 for one stored before
+        ids: list[int] = []  # of each text body by its number: 0 for one listed before
         for oid, body, packed in prepared.blobs:
             if stop is not None and stop.is_set():
                 raise BuildStopped()
-            cursor = connection.execute("INSERT OR IGNORE INTO blobs(oid) VALUES (?)", (oid,))
-            if body is None:
-                continue
-            if cursor.rowcount != 1:
-                ids.append(0)  # listed by the segment that stored it
-                continue
-            assert cursor.lastrowid is not None
-            ids.append(cursor.lastrowid)
-            connection.execute(
-                "INSERT INTO bodies(id, body, packed) VALUES (?, ?, ?)",
-                (cursor.lastrowid, body, packed),
-            )
+            stored = _insert_blob(connection, oid, body, packed)
+            if body is not None:
+                ids.append(stored or _leave_tail(connection, oid, body, packed))
         if any(ids):
             segment = connection.execute(
                 "INSERT INTO segments(blobs) VALUES (?)", (encode_ids(ids),)
@@ -217,6 +221,52 @@ def write_blobs(
         with contextlib.suppress(sqlite3.Error):
             connection.execute("ROLLBACK")
         raise
+
+
+def write_tail(connection: sqlite3.Connection, blobs: Iterable[tuple[str, bytes]]) -> None:
+    """Store blobs in one transaction with no posting lists: their text bodies join the
+    tail, uncompressed (a search reads its head's whole; they are compressed when listed)."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        for oid, data in blobs:
+            body = None if b"\0" in data else data
+            stored = _insert_blob(connection, oid, body, False)
+            if stored is not None and body is not None:
+                connection.execute("INSERT INTO tail(id) VALUES (?)", (stored,))
+        connection.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _insert_blob(
+    connection: sqlite3.Connection, oid: str, body: bytes | None, packed: bool
+) -> int | None:
+    """Store a blob and its body (if it has text); its new row id, None when stored before."""
+    cursor = connection.execute("INSERT OR IGNORE INTO blobs(oid) VALUES (?)", (oid,))
+    if cursor.rowcount != 1:
+        return None
+    assert cursor.lastrowid is not None
+    if body is not None:
+        connection.execute(
+            "INSERT INTO bodies(id, body, packed) VALUES (?, ?, ?)",
+            (cursor.lastrowid, body, packed),
+        )
+    return cursor.lastrowid
+
+
+def _leave_tail(connection: sqlite3.Connection, oid: str, body: bytes, packed: bool) -> int:
+    """The row id of a stored blob taken out of the tail (its body stored as a segment's
+    are), to be listed by the segment being written; 0 when it was not in the tail (a
+    segment lists it already)."""
+    (row_id,) = connection.execute("SELECT id FROM blobs WHERE oid = ?", (oid,)).fetchone()
+    if connection.execute("DELETE FROM tail WHERE id = ?", (row_id,)).rowcount != 1:
+        return 0
+    connection.execute(
+        "UPDATE bodies SET body = ?, packed = ? WHERE id = ?", (body, packed, row_id)
+    )
+    return int(row_id)
 
 
 def truncate_log(connection: sqlite3.Connection) -> None:
