@@ -49,12 +49,11 @@ def test_each_trigram_lists_exactly_the_bodies_that_hold_it(
     chunk: int, table_from: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(postings, "_ROWS_PAIRS", chunk)
-    monkeypatch.setattr(postings, "TABLE_MIN_BYTES", table_from)
     expected: dict[int, list[int]] = {}
     stored: dict[int, list[bytes]] = {}
     offset = 0
     for segment in (1, 2, 3):
-        grams = SegmentGrams()
+        grams = SegmentGrams(table_from)
         texts = bodies(150, seed=segment)
         for number, body in enumerate(texts):
             grams.add(body)

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 GRAM_SPACE = 1 << 24
 # A segment sorts its bodies' trigrams out until it holds this much text, and only then makes
 # the table: a page of it holds 1,024 trigrams, so 34 KB of C source touch 27 MB of it, which
-# a worker adding a new head's few changed files inline would otherwise hold at its peak.
+# a worker adding a head's missing blobs inline would otherwise hold at its peak. A build's
+# own process (prepare.py), whose memory goes back when it exits, makes it at once.
 TABLE_MIN_BYTES = 1024**2
 GRAM_MASK = GRAM_SPACE - 1  # a posting key's trigram
 _ID_BITS = 32  # a pair is (trigram << _ID_BITS) | body number
@@ -53,8 +54,9 @@ class SegmentGrams:
     """The distinct trigrams of each body of one segment, gathered body by body (a body's
     number is its place among them, from 0), then sorted and encoded in bulk (`postings`)."""
 
-    def __init__(self) -> None:
-        self._table: NDArray[np.uint32] | None = None  # made once TABLE_MIN_BYTES are added
+    def __init__(self, table_min_bytes: int = TABLE_MIN_BYTES) -> None:
+        self._table: NDArray[np.uint32] | None = None  # made once table_min_bytes are added
+        self._table_min_bytes = table_min_bytes
         self._bytes = 0
         self._grams: list[NDArray[np.uint32]] = []
         self._counts: list[int] = []
@@ -69,7 +71,7 @@ class SegmentGrams:
         body's trigrams are read back, after it wrote each of them."""
         grams = body_grams(body)
         self._bytes += len(body)
-        if self._table is None and self._bytes >= TABLE_MIN_BYTES:
+        if self._table is None and self._bytes >= self._table_min_bytes:
             self._table = np.zeros(GRAM_SPACE, dtype=np.uint32)
         if self._table is None:
             distinct = np.unique(grams)

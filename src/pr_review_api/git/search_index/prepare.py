@@ -102,7 +102,8 @@ def main() -> None:
     oids = sys.stdin.read().split()
     out = sys.stdout.buffer
     for batch in batches(stream_blobs(git_dir, oids), most_bytes, most_blobs):
-        write_batch(out, prepare_blobs(batch))
+        # The trigram table at once: this process's memory goes back when it exits.
+        write_batch(out, prepare_blobs(batch, table_min_bytes=0))
 
 
 if __name__ == "__main__":

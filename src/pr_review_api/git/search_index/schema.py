@@ -166,14 +166,21 @@ class PreparedBlobs:
 
 
 def prepare_blobs(
-    blobs: Iterable[tuple[str, bytes]], stop: threading.Event | None = None
+    blobs: Iterable[tuple[str, bytes]],
+    stop: threading.Event | None = None,
+    *,
+    table_min_bytes: int | None = None,
 ) -> PreparedBlobs:
     """The work of storing blobs that needs no connection (compressing, finding trigrams,
-    the posting lists): a build has it done in another process (prepare.py)."""
-    from pr_review_api.git.search_index.postings import SegmentGrams  # noqa: PLC0415  (numpy)
+    the posting lists): a build has it done in another process (prepare.py).
+    `table_min_bytes`: see postings.TABLE_MIN_BYTES (None: that)."""
+    from pr_review_api.git.search_index.postings import (  # noqa: PLC0415  (numpy)
+        TABLE_MIN_BYTES,
+        SegmentGrams,
+    )
 
     prepared: list[tuple[str, bytes | None, bool]] = []
-    grams = SegmentGrams()
+    grams = SegmentGrams(TABLE_MIN_BYTES if table_min_bytes is None else table_min_bytes)
     for oid, data in blobs:
         if stop is not None and stop.is_set():
             raise BuildStopped()
