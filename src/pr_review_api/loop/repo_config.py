@@ -219,7 +219,7 @@ def _read_base_files(
         elif (
             fields[1] != b"blob"
             or fields[0] not in _REGULAR_MODES
-            or not is_sha(oid := fields[2].decode())
+            or not is_sha(oid := fields[2].decode("ascii", "replace"))
         ):
             found[want.path] = ("not_file", None)
         elif fields[3].isdigit() and int(fields[3]) <= want.max_bytes:
