@@ -16,9 +16,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 FILE = "100644"
 EXECUTABLE = "100755"
@@ -203,6 +207,26 @@ def import_commits(git_dir: Path, commits: Sequence[FastCommit]) -> list[str]:
     stream.append(b"done\n")
     # --force: a ref may move to a commit that does not descend from its last, as a forced push.
     return git(git_dir, *_FAST_IMPORT, "--force", input_bytes=b"".join(stream)).split()
+
+
+def started_git(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The git commands pr-review starts on this thread from now on (told from the fixtures'
+    by the GIT_CONFIG_COUNT it sets), without `--git-dir`: a store's background work on
+    threads of its own is not counted."""
+    recorded: list[list[str]] = []
+    original = subprocess.Popen
+    caller = threading.current_thread()
+
+    class Recording(original):  # type: ignore[valid-type, misc]
+        def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
+            ours = "GIT_CONFIG_COUNT" in (kwargs.get("env") or {})
+            if ours and threading.current_thread() is caller:
+                argv = [os.fsdecode(arg) for arg in args]
+                recorded.append([arg for arg in argv if not arg.startswith("--git-dir=")])
+            super().__init__(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Recording)
+    return recorded
 
 
 def _data(content: str | bytes) -> bytes:

@@ -184,3 +184,25 @@ def test_resolve_commit_takes_full_shas_without_rev_parse_and_peels_tags(
     assert resolve_commit(repo.git_dir, blob, STORE[-1]) is None
     assert resolve_commit(repo.git_dir, "3" * 40, STORE[-1]) is None
     assert calls == []
+
+
+def test_the_describer_tells_a_commits_tree_as_rev_parse_peels_it(repo: GitRepo) -> None:
+    head = repo.commit_files({"a.txt": "a\n"})
+    git(repo.path, "tag", "-a", "v1", "-m", "release")
+    tag = git(repo.path, "rev-parse", "v1")
+    tree = git(repo.path, "rev-parse", "HEAD^{tree}")
+    blob = blob_ids(repo, head)["a.txt"]
+    describer = describer_for(repo.git_dir)
+    # A tag peels as rev-parse peels it; a blob has no tree and a missing id none: left out.
+    assert describer.trees([head, tag, tree, blob, "4" * 40]) == {
+        head: tree,
+        tag: tree,
+        tree: tree,
+    }
+    with pytest.raises(TypeError):
+        reader_for(repo.git_dir).trees([head])
+    with pytest.raises(ValueError, match="full SHAs"):
+        describer.trees(["HEAD"])
+    retired = BlobReader(repo.git_dir, contents=False)
+    retired.close(retire=True)
+    assert retired.trees([head]) == {}  # the caller asks rev-parse

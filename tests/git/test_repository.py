@@ -25,7 +25,7 @@ from pr_review_api.git.search import parse_grep as _parse_grep
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git.symlinks import resolve_in
 from pr_review_api.settings import MAX_PATH_BYTES, MAX_SOURCE_FILE_BYTES, MAX_SYMLINK_HOPS
-from tests.gitrepo import FILE, GITLINK, LINK, Entry, GitRepo, git
+from tests.gitrepo import EXECUTABLE, FILE, GITLINK, LINK, Entry, GitRepo, git, started_git
 from tests.hostile.world import (
     APP_PY,
     HUGE_LINK_TARGET,
@@ -179,6 +179,27 @@ def test_changed_files_run_from_the_merge_base(repo: GitRepo) -> None:
     pinned = PinnedRepository.open(repo.git_dir, base, head)
     assert pinned.revisions.merge_base_sha == fork
     assert pinned.changed_files() == [("M", "edit.txt"), ("D", "gone.txt"), ("A", "new.txt")]
+
+
+def test_same_tree_compares_the_trees_through_the_stores_describer(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = repo.commit_files({"a.txt": "a\n"})
+    empty = repo.commit_files({}, "the base's tree again")
+    edited = repo.commit_files({"a.txt": "b\n"})
+    mode_only = repo.commit_tree({"a.txt": (EXECUTABLE, b"a\n")}, parent=base)
+    with RepositoryStore(threads=1) as store:
+        pinned = {
+            head: PinnedRepository.open(repo.git_dir, base, head, store=store)
+            for head in (base, empty, edited, mode_only)
+        }
+        started = started_git(monkeypatch)
+        answers = {head: one.same_tree() for head, one in pinned.items()}
+        assert started == []  # the describer is running already: no process started
+    assert answers == {base: True, empty: True, edited: False, mode_only: False}
+    # Once the store is closed its readers tell nothing: rev-parse answers alike.
+    assert {head: one.same_tree() for head, one in pinned.items()} == answers
+    assert [argv[1] for argv in started] == ["rev-parse"] * 4
 
 
 def test_diff_is_cut_at_max_bytes_and_says_so(repo: GitRepo) -> None:

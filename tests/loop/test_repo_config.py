@@ -14,6 +14,9 @@ from functools import partial
 
 import pytest
 
+from pr_review_api.git.store import RepositoryStore
+from pr_review_api.loop import repo_config
+from pr_review_api.loop.guidance import BASE_FILES
 from pr_review_api.loop.repo_config import (
     MAX_INSTRUCTIONS_BYTES,
     MAX_REPO_CONFIG_BYTES,
@@ -26,11 +29,16 @@ from pr_review_api.loop.repo_config import (
     REASON_TOML_LINE,
     REASON_TOO_LARGE,
     REASON_UNKNOWN_KEY,
+    REASON_UNREADABLE,
+    REPO_CONFIG_PATH,
     LoadedRepoConfig,
     RepoConfig,
     apply_repo_config,
+    config_from,
     excluded,
+    load_repo_config,
     parse_repo_config,
+    read_base_files,
 )
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
@@ -39,7 +47,8 @@ from pr_review_api.settings import load_settings
 from tests import builders
 from tests.builders import final_review, final_turn
 from tests.fakes.provider_server import ScriptedProvider
-from tests.gitrepo import GitRepo
+from tests.gitrepo import EXECUTABLE, FILE, GITLINK, LINK, GitRepo, started_git
+from tests.tools.git_failures import FAILURES, blob_id, corrupt_loose_object, failing
 
 APP = "def save(item):\n    store.write(item)\n    validate(item)\n"
 APP_HEAD = "def save(item):\n    store.write(item)\n    validate(item)\n    return item\n"
@@ -230,6 +239,65 @@ def test_config_that_is_a_symbolic_link_is_ignored_with_a_note(
     result = _review(repo, scripted_provider, None)
     assert len(result.review.findings) == 4
     assert result.review.notes[-1] == NOTE_INVALID.format(reason=REASON_NOT_A_FILE)
+
+
+# --- The base's files, in one listing and kept per base (issue 39) -------------------------
+
+
+def test_one_listing_of_all_the_base_files_judges_each_as_a_listing_of_its_own(
+    repo: GitRepo,
+) -> None:
+    # A link, a submodule, a folder, an executable file, and a config file too large to read.
+    base = repo.commit_tree(
+        {
+            "secret.txt": (FILE, b"do not read\n"),
+            "AGENTS.md": (LINK, b"secret.txt"),
+            "CLAUDE.md": (GITLINK, b"1" * 40),
+            ".github/copilot-instructions.md/inner.md": (FILE, b"a folder\n"),
+            ".pr-review.toml": (EXECUTABLE, b"#" * (MAX_REPO_CONFIG_BYTES + 1)),
+        }
+    )
+    one_by_one = {
+        want.path: read_base_files(repo.git_dir, base, [want])[want.path] for want in BASE_FILES
+    }
+    assert one_by_one == {
+        ".pr-review.toml": ("too_large", None),
+        "AGENTS.md": ("not_file", None),
+        "CLAUDE.md": ("not_file", None),
+        ".github/copilot-instructions.md": ("not_file", None),
+    }
+    with RepositoryStore(threads=1) as store:
+        assert read_base_files(repo.git_dir, base, BASE_FILES, store) == one_by_one
+        assert read_base_files(repo.git_dir, base, BASE_FILES) == one_by_one
+    executable = repo.commit_tree({"CLAUDE.md": (EXECUTABLE, b"rule\n")})
+    assert read_base_files(repo.git_dir, executable, BASE_FILES)["CLAUDE.md"] == ("file", b"rule\n")
+
+
+def test_the_base_files_are_read_once_per_base_unless_git_failed(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = repo.commit_files({".pr-review.toml": "max_findings = 3\n", "AGENTS.md": "rule\n"})
+    with RepositoryStore(threads=1) as store:
+        monkeypatch.setattr(repo_config, "run_git", failing("run_git", FAILURES["git_error"]))
+        assert REASON_UNREADABLE in (load_repo_config(repo.git_dir, base, store).note or "")
+        monkeypatch.undo()  # the failure was not kept: the next review reads the file
+        assert load_repo_config(repo.git_dir, base, store).config.max_findings == 3
+        started = started_git(monkeypatch)
+        again = read_base_files(repo.git_dir, base, BASE_FILES, store)
+        assert read_base_files(repo.git_dir, base, BASE_FILES, store) == again
+        assert again["AGENTS.md"] == ("file", b"rule\n")
+        assert [argv[1] for argv in started] == ["ls-tree"]  # blobs: the store's reader
+
+
+def test_a_corrupt_instruction_file_leaves_the_config_readable(repo: GitRepo) -> None:
+    base = repo.commit_files({".pr-review.toml": "max_findings = 3\n", "AGENTS.md": "rule\n"})
+    corrupt_loose_object(repo.git_dir, blob_id("rule\n"))
+    with RepositoryStore(threads=1) as store:
+        for source in (store, None):
+            files = read_base_files(repo.git_dir, base, BASE_FILES, source)
+            assert files["AGENTS.md"] == ("unreadable", None)
+            assert config_from(files[REPO_CONFIG_PATH]).config.max_findings == 3
+        assert not store.base_files  # a failure is never kept
 
 
 # --- Units: globs and the arithmetic of applying a configuration -------------------------

@@ -69,6 +69,38 @@ class BlobReader:
         """The type and size of each object that exists, by id."""
         return {oid: (kind, size) for oid, (kind, size, _) in self._ask(oids).items()}
 
+    def trees(self, commits: Iterable[str]) -> dict[str, str]:
+        """The tree each commit names, as `rev-parse <commit>^{tree}` tells it (a batch-check
+        reader takes a revision as well as an id); one git cannot tell is left out, as are
+        all when the reader fails (the caller asks `rev-parse`, which says why)."""
+        if self.contents:
+            raise TypeError("trees are told by a --batch-check reader")
+        wanted = list(dict.fromkeys(commits))
+        if not all(is_sha(oid) for oid in wanted):
+            raise ValueError("object ids must be full SHAs")
+        with self._lock:
+            self.last_used = time.monotonic()
+            if self._retired or not wanted:
+                return {}
+            try:
+                return self._trees_locked(wanted)
+            except (_ReaderBroken, OSError):
+                self._stop_locked()
+                return {}
+
+    def _trees_locked(self, wanted: list[str]) -> dict[str, str]:
+        process = self._ensure_process()
+        assert process.stdin is not None
+        deadline = time.monotonic() + READ_TIMEOUT_SECONDS
+        process.stdin.write("".join(f"{oid}^{{tree}}\n" for oid in wanted).encode())
+        process.stdin.flush()
+        trees: dict[str, str] = {}
+        for oid in wanted:
+            header = self._read_line(deadline).split()  # "<tree> tree <size>" or "... missing"
+            if len(header) == 3 and header[1] == b"tree" and is_sha(tree := header[0].decode()):
+                trees[oid] = tree
+        return trees
+
     def count_lines(self, oids: Iterable[str], max_bytes: int) -> dict[str, int]:
         """Lines (as an editor numbers them) of each blob that exists, reading at most its first
         `max_bytes` as a stream: memory stays at one pipe read however large the blob. A blob

@@ -80,6 +80,11 @@ class PinnedRepository:
             self._snapshot = store.snapshot(git_dir, revisions.head_sha, self._work)
 
     @property
+    def store(self) -> RepositoryStore:
+        """The store this view reads through (its caches, its long-lived readers)."""
+        return self._store
+
+    @property
     def snapshot(self) -> Snapshot:
         """The head's index (for an `early` view, waited for: its error is raised here)."""
         if self._snapshot is None:
@@ -249,6 +254,21 @@ class PinnedRepository:
             if check and len(data) <= max_bytes:  # read to the end: did git finish?
                 check_exit(process)
         return data[:max_bytes], len(data) > max_bytes
+
+    def same_tree(self) -> bool:
+        """Whether the merge base and the head have the same tree: nothing to review.
+
+        Asked of the store's long-lived `cat-file --batch-check` (`<commit>^{tree}`, as
+        `rev-parse` peels it); when it cannot tell, `rev-parse` answers, or says why not."""
+        pair = [self.revisions.merge_base_sha, self.revisions.head_sha]
+        trees = self._store.readers.describer(self.git_dir).trees(pair)
+        if all(sha in trees for sha in pair):  # one entry when the head is the merge base
+            return trees[pair[0]] == trees[pair[1]]
+        found = run_git(
+            self.git_dir, ["rev-parse", *(f"{sha}^{{tree}}" for sha in pair)], timeout=30
+        )
+        named = found.stdout.split()
+        return len(named) == 2 and named[0] == named[1]
 
     def changed_files(self) -> list[tuple[str, str]]:
         """(status letter, path) for each file changed from merge base to head."""

@@ -2,9 +2,10 @@
 object with bounds, and closed explicitly.
 
 A `RepositoryStore` holds the snapshot cache (recently indexed heads), the merge bases and
-changed files of pinned pairs, the `cat-file` readers (blobs.BlobReaders), the search indexes
-on disk and their builds (search_index.schedule.SearchIndexes), the budgets of preparing a head
-(limits.PrepareLimits) and a thread pool of its own for blocking git work, sized from the
+changed files of pinned pairs, the files read at base commits (loop/repo_config.py), the
+`cat-file` readers (blobs.BlobReaders), the search indexes on disk and their builds
+(search_index.schedule.SearchIndexes), the budgets of preparing a head (limits.PrepareLimits)
+and a thread pool of its own for blocking git work, sized from the
 review concurrency, so one review's slow work cannot take the threads another's tools need.
 Nothing of it is process-global: create one per worker process (the HTTP service in its
 lifespan, the CLI per run), pin heads with `PinnedRepository.open(..., store=store)`, and
@@ -46,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 SNAPSHOT_CACHE_SIZE = 8
 PAIR_CACHE_SIZE = 256
+# Base commits whose configuration and instruction files are kept (at most 112 KiB each).
+BASE_FILES_CACHE_SIZE = 32
 # Threads beyond one per concurrent review: the tool calls of one round run at once.
 EXTRA_THREADS = 8
 _V = TypeVar("_V")
@@ -107,6 +110,10 @@ class RepositoryStore:
         self.snapshots = SnapshotCache(snapshot_cache_size, self.readers.source, self.index_dir)
         self.merge_bases: PairCache[str] = PairCache()
         self.changes: PairCache[list[tuple[str, str]]] = PairCache()
+        # (git dir, base commit, files wanted): what loop/repo_config.read_base_files found.
+        self.base_files: PairCache[dict[str, tuple[str, bytes | None]]] = PairCache(
+            BASE_FILES_CACHE_SIZE
+        )
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pr-review-git")
         # Preparing new heads' search indexes, one at a time: fifty heads opened at once would
         # otherwise hold fifty of the reviews' threads, each waiting for the index's one writer.
@@ -179,6 +186,7 @@ class RepositoryStore:
         self.snapshots.clear()
         self.merge_bases.clear()
         self.changes.clear()
+        self.base_files.clear()
 
     def __enter__(self) -> RepositoryStore:
         return self

@@ -9,7 +9,8 @@ Three sources, joined into the one `<repository_instructions>` block of the firs
 3. unless `instruction_files = false`: `AGENTS.md`, `CLAUDE.md` and
    `.github/copilot-instructions.md` at the base's root, when each is a regular file (a link,
    a folder or a submodule is skipped, nothing followed), read through git's object store, at
-   most 16 KiB of each (a longer file is cut on a character boundary and says so).
+   most 16 KiB of each (a longer file is cut on a character boundary and says so), named in
+   one listing with `.pr-review.toml` (repo_config.read_base_files).
 
 A head that adds or edits one of these files changes nothing for its own review: only the base
 commit is read. Globs are matched by `pr_review_api.globs`, in time linear in each path.
@@ -17,33 +18,47 @@ commit is read. Globs are matched by `pr_review_api.globs`, in time linear in ea
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pr_review_api.git_runner import GitError, git_command, git_environment, run_git
 from pr_review_api.globs import compiled_globs
 from pr_review_api.jsonutil import truncate_utf8
-from pr_review_api.loop.repo_config import RepoConfig
+from pr_review_api.loop.repo_config import (
+    CONFIG_FILE,
+    BaseFile,
+    RepoConfig,
+    Wanted,
+    read_base_files,
+)
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", ".github/copilot-instructions.md")
 MAX_INSTRUCTION_FILE_BYTES = 16 * 1024
 MAX_LISTED_PATHS = 20
-_GIT_TIMEOUT_SECONDS = 30
-_REGULAR_MODES = (b"100644", b"100755")
+# Everything a review reads of its base commit, in one listing (loop/workspace.py).
+BASE_FILES = (
+    CONFIG_FILE,
+    *(Wanted(name, MAX_INSTRUCTION_FILE_BYTES, cut=True) for name in INSTRUCTION_FILES),
+)
 
 
 def repository_guidance(
-    git_dir: Path, base_sha: str, config: RepoConfig, changed_paths: Sequence[str]
+    git_dir: Path,
+    base_sha: str,
+    config: RepoConfig,
+    changed_paths: Sequence[str],
+    files: Mapping[str, BaseFile] | None = None,
 ) -> str | None:
-    """The guidance text for the model, or None when the base gives none."""
+    """The guidance text for the model, or None when the base gives none; `files` are the
+    base's `BASE_FILES` when the caller has read them already."""
     parts: list[str] = []
     if config.instructions:
         parts.append(config.instructions)  # the block says it is the maintainers' guidance
     parts += path_instruction_parts(config, changed_paths)
     if config.instruction_files:
+        if files is None:
+            files = read_base_files(git_dir, base_sha, BASE_FILES)
         for name in INSTRUCTION_FILES:
-            text = read_instruction_file(git_dir, base_sha, name)
+            text = instruction_text(files[name])
             if text:
                 parts.append(f"From {name} at the base commit:\n{text}")
     return "\n\n".join(parts) if parts else None
@@ -71,47 +86,17 @@ def path_instruction_parts(config: RepoConfig, changed_paths: Sequence[str]) -> 
 def read_instruction_file(git_dir: Path, base_sha: str, path: str) -> str | None:
     """At most 16 KiB of a regular file at the base commit, as text; None when it is missing,
     not a regular file, unreadable or empty."""
-    try:
-        listing = run_git(
-            git_dir,
-            ["ls-tree", "-z", "--full-tree", base_sha, "--", path],
-            timeout=_GIT_TIMEOUT_SECONDS,
-        ).stdout
-    except (GitError, OSError, subprocess.TimeoutExpired):
-        return None
-    meta, _, name = listing.split(b"\0", 1)[0].partition(b"\t")
-    fields = meta.split()
-    if name != path.encode() or len(fields) != 3 or fields[0] not in _REGULAR_MODES:
-        return None
-    data = _read_blob_head(git_dir, fields[2].decode("ascii", "replace"))
-    if not data:
+    wanted = Wanted(path, MAX_INSTRUCTION_FILE_BYTES, cut=True)
+    return instruction_text(read_base_files(git_dir, base_sha, [wanted])[path])
+
+
+def instruction_text(file: BaseFile) -> str | None:
+    """An instruction file's text as the model sees it (see `read_instruction_file`)."""
+    state, data = file
+    if state != "file" or not data:
         return None
     text = data.decode("utf-8", "replace")
     if len(data) > MAX_INSTRUCTION_FILE_BYTES:
         text = truncate_utf8(text, MAX_INSTRUCTION_FILE_BYTES).rstrip("\ufffd")
         text += "\n[cut at 16 KiB]"
     return text
-
-
-def _read_blob_head(git_dir: Path, oid: str) -> bytes | None:
-    """The first 16 KiB and one byte of a blob (the byte tells that it was cut), never more
-    in memory whatever the blob's size."""
-    if not all(c in "0123456789abcdef" for c in oid) or not oid:
-        return None
-    try:
-        with subprocess.Popen(
-            git_command(git_dir, ["cat-file", "blob", oid]),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=git_environment(),
-            cwd=git_dir,
-        ) as process:
-            data = (
-                b""
-                if process.stdout is None
-                else process.stdout.read(MAX_INSTRUCTION_FILE_BYTES + 1)
-            )
-            process.kill()
-    except OSError:
-        return None
-    return data

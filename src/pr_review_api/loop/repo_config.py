@@ -26,6 +26,7 @@ short: the file is the base's, not the author's, but it is still repository text
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import tomllib
@@ -36,7 +37,16 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pr_review_api.git_runner import GitError, run_git
+from pr_review_api.git.store import RepositoryStore
+from pr_review_api.git.tree import OneShotBlobs
+from pr_review_api.git_runner import (
+    GIT_FAILURES,
+    GitError,
+    git_command,
+    git_environment,
+    is_sha,
+    run_git,
+)
 from pr_review_api.globs import MAX_GLOB_CHARS, MAX_GLOBS, matches_any
 from pr_review_api.loop.custom_checks import CustomCheck, unique_names
 from pr_review_api.model import SEVERITIES, FinalReview, Finding, Severity
@@ -147,38 +157,128 @@ class LoadedRepoConfig:
 NO_REPO_CONFIG = LoadedRepoConfig(RepoConfig())
 
 
-def read_base_file(git_dir: Path, base_sha: str, path: str) -> tuple[str, bytes | None]:
-    """A file at a commit through git's object store: ("missing" | "not_file" | "too_large" |
-    "file", its bytes when it is a regular file of at most MAX_REPO_CONFIG_BYTES).
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """A file to read at the base commit: at most `max_bytes`; a larger one is "too_large",
+    unless `cut`: then its first `max_bytes` + 1 bytes are read (the byte tells it was cut)."""
 
-    A symbolic link, a directory or a submodule at `path` is "not_file"; nothing is followed.
+    path: str
+    max_bytes: int
+    cut: bool = False
+
+
+# What a file at the base commit is: "missing" | "not_file" | "too_large" | "unreadable" (git
+# failed) | "file", with its bytes when it is a regular file read.
+BaseFile = tuple[str, bytes | None]
+CONFIG_FILE = Wanted(REPO_CONFIG_PATH, MAX_REPO_CONFIG_BYTES)
+_UNREADABLE: BaseFile = ("unreadable", None)
+_REGULAR_MODES = (b"100644", b"100755")
+
+
+def read_base_files(
+    git_dir: Path, base_sha: str, wanted: Sequence[Wanted], store: RepositoryStore | None = None
+) -> dict[str, BaseFile]:
+    """Files at a commit through git's object store, all named in one `ls-tree`, their blobs
+    read through the store's long-lived reader (without a store, one `cat-file` for all).
+
+    A symbolic link, a directory or a submodule is "not_file"; nothing is followed. With a
+    store, the answer is kept per commit (the pull requests of one branch share a base, and
+    a commit's files never change), unless a git failure spoiled part of it.
     """
-    listing = run_git(
-        git_dir,
-        ["ls-tree", "-l", "-z", "--full-tree", base_sha, "--", path],
-        timeout=_GIT_TIMEOUT_SECONDS,
-    ).stdout
-    record = listing.split(b"\0", 1)[0]
-    if not record:
-        return "missing", None
-    meta, _, name = record.partition(b"\t")
-    fields = meta.split()
-    if name != path.encode() or len(fields) != 4:
-        return "missing", None
-    mode, kind, oid, size = (field.decode(errors="replace") for field in fields)
-    if kind != "blob" or mode not in ("100644", "100755"):
-        return "not_file", None
-    if not size.isdigit() or int(size) > MAX_REPO_CONFIG_BYTES:
-        return "too_large", None
-    data = run_git(git_dir, ["cat-file", "blob", oid], timeout=_GIT_TIMEOUT_SECONDS).stdout
-    return "file", data
+    key = (str(git_dir), base_sha, repr(tuple(wanted)))
+    known = store.base_files.recall(key) if store is not None else None
+    if known is not None:
+        return dict(known)
+    found = _read_base_files(git_dir, base_sha, wanted, store)
+    if store is not None and _UNREADABLE not in found.values():
+        store.base_files.remember(key, dict(found))
+    return found
 
 
-def load_repo_config(git_dir: Path, base_sha: str) -> LoadedRepoConfig:
-    """The configuration at the base commit; a missing file is the empty configuration."""
+def _read_base_files(
+    git_dir: Path, base_sha: str, wanted: Sequence[Wanted], store: RepositoryStore | None
+) -> dict[str, BaseFile]:
     try:
-        state, data = read_base_file(git_dir, base_sha, REPO_CONFIG_PATH)
+        listing = run_git(
+            git_dir,
+            ["ls-tree", "-l", "-z", "--full-tree", base_sha, "--", *(w.path for w in wanted)],
+            timeout=_GIT_TIMEOUT_SECONDS,
+        ).stdout
     except (GitError, OSError, subprocess.TimeoutExpired, ValueError):  # git's timeout too
+        return dict.fromkeys((w.path for w in wanted), _UNREADABLE)
+    records: dict[bytes, list[bytes]] = {}
+    for record in listing.split(b"\0"):
+        meta, _, name = record.partition(b"\t")
+        records.setdefault(name, meta.split())  # the first entry of a name, as git reads it
+    found: dict[str, BaseFile] = {}
+    small: dict[str, str] = {}  # path: blob id, read together
+    for want in wanted:
+        fields = records.get(want.path.encode(), [])
+        if len(fields) != 4:
+            found[want.path] = ("missing", None)
+        elif (
+            fields[1] != b"blob"
+            or fields[0] not in _REGULAR_MODES
+            or not is_sha(oid := fields[2].decode("ascii", "replace"))
+        ):
+            found[want.path] = ("not_file", None)
+        elif fields[3].isdigit() and int(fields[3]) <= want.max_bytes:
+            small[want.path] = oid
+        elif want.cut:
+            found[want.path] = _read_blob_head(git_dir, oid, want.max_bytes + 1)
+        else:
+            found[want.path] = ("too_large", None)
+    blobs = _read_blobs(git_dir, list(small.values()), store)
+    for path, oid in small.items():
+        found[path] = ("file", blobs[oid]) if oid in blobs else _UNREADABLE
+    return found
+
+
+def _read_blobs(git_dir: Path, oids: list[str], store: RepositoryStore | None) -> dict[str, bytes]:
+    """The blobs that could be read: one corrupt blob fails a whole batch, so each is then
+    read alone, and only its own file is unreadable."""
+    source = store.readers.source(git_dir) if store is not None else OneShotBlobs(git_dir)
+    if not oids:
+        return {}
+    try:
+        return source.read(oids)
+    except GIT_FAILURES:
+        found: dict[str, bytes] = {}
+        for oid in oids:
+            with contextlib.suppress(*GIT_FAILURES):
+                found.update(source.read([oid]))
+        return found
+
+
+def _read_blob_head(git_dir: Path, oid: str, size: int) -> BaseFile:
+    """The first `size` bytes of a larger blob, never more in memory whatever its size."""
+    try:
+        with subprocess.Popen(
+            git_command(git_dir, ["cat-file", "blob", oid]),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=git_environment(),
+            cwd=git_dir,
+        ) as process:
+            data = b"" if process.stdout is None else process.stdout.read(size)
+            process.kill()
+    except OSError:
+        return _UNREADABLE
+    # The listing said the blob is larger: a shorter read is a git that failed.
+    return ("file", data) if len(data) == size else _UNREADABLE
+
+
+def load_repo_config(
+    git_dir: Path, base_sha: str, store: RepositoryStore | None = None
+) -> LoadedRepoConfig:
+    """The configuration at the base commit; a missing file is the empty configuration."""
+    return config_from(read_base_files(git_dir, base_sha, [CONFIG_FILE], store)[REPO_CONFIG_PATH])
+
+
+def config_from(file: BaseFile) -> LoadedRepoConfig:
+    """The configuration a base commit's `.pr-review.toml`, as read, gives."""
+    state, data = file
+    if state == "unreadable":
         return _ignored(REASON_UNREADABLE)
     if state == "missing":
         return NO_REPO_CONFIG

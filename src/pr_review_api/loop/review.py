@@ -15,7 +15,6 @@ import functools
 from dataclasses import replace
 from typing import Any
 
-from pr_review_api.git_runner import run_git
 from pr_review_api.loop.coverage import CoverageTracker
 from pr_review_api.loop.custom_checks import CustomCheck, applicable, ground_checks
 from pr_review_api.loop.engine import Engine, Repair, Stages
@@ -153,16 +152,5 @@ def _with_diff(prepared: Prepared, coverage: CoverageTracker, limit: int, paths:
 
 def same_tree(prepared: Prepared) -> bool:
     """Whether the merge base and the head have the same tree: nothing to review."""
-    revisions = prepared.repository.revisions
     with map_git_errors(prepared.unreadable):
-        found = run_git(
-            prepared.repository.git_dir,
-            [
-                "rev-parse",
-                f"{revisions.merge_base_sha}^{{tree}}",
-                f"{revisions.head_sha}^{{tree}}",
-            ],
-            timeout=30,
-        )
-    trees = found.stdout.split()
-    return len(trees) == 2 and trees[0] == trees[1]
+        return prepared.repository.same_tree()

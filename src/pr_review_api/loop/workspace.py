@@ -23,10 +23,16 @@ from pr_review_api.git.repository import PinnedRepository, resolve_commit
 from pr_review_api.git.store import RepositoryStore
 from pr_review_api.git_runner import GIT_FAILURES, run_git
 from pr_review_api.loop.custom_checks import applicable
-from pr_review_api.loop.guidance import repository_guidance
+from pr_review_api.loop.guidance import BASE_FILES, repository_guidance
 from pr_review_api.loop.linked_issues import NO_LINKED_ISSUES, LinkedIssues
 from pr_review_api.loop.prompts import ReviewContext
-from pr_review_api.loop.repo_config import NO_REPO_CONFIG, LoadedRepoConfig, load_repo_config
+from pr_review_api.loop.repo_config import (
+    NO_REPO_CONFIG,
+    REPO_CONFIG_PATH,
+    LoadedRepoConfig,
+    config_from,
+    read_base_files,
+)
 from pr_review_api.loop.understanding import Understanding
 from pr_review_api.model import PullRequestInfo
 from pr_review_api.settings import Settings
@@ -121,8 +127,8 @@ def prepare_local(
     target: LocalTarget, store: RepositoryStore | None = None, work: Work | None = None
 ) -> Prepared:
     git_dir = _local_git_dir(target.repo)
-    base = _commit(git_dir, "--base", target.base)
-    head = _commit(git_dir, "--head", target.head)
+    base = _commit(git_dir, "--base", target.base, store)
+    head = _commit(git_dir, "--head", target.head, store)
     try:
         repository = PinnedRepository.open(git_dir, base, head, store=store, work=work)
         # The local path is never shown to the model: it may name the user's machine.
@@ -137,9 +143,10 @@ def prepare_local(
     return Prepared(repository, None, context)
 
 
-def _commit(git_dir: Path, option: str, revision: str) -> str:
+def _commit(git_dir: Path, option: str, revision: str, store: RepositoryStore | None) -> str:
     try:
-        sha = resolve_commit(git_dir, revision)
+        # With the store, a full SHA is told by its long-lived reader: no process started.
+        sha = resolve_commit(git_dir, revision, store)
     except GIT_FAILURES:  # resolve_commit answers None for a failed git; not for these
         raise InvalidRepository("The repository's commits could not be read.") from None
     if sha is None:
@@ -170,12 +177,13 @@ def _local_git_dir(repo: Path) -> Path:
 def with_repo_config(prepared: Prepared) -> Prepared:
     """.pr-review.toml from the BASE commit, never the head (loop/repo_config.py)."""
     repository = prepared.repository
-    loaded = load_repo_config(repository.git_dir, repository.revisions.base_sha)
+    git_dir, base_sha = repository.git_dir, repository.revisions.base_sha
+    # The configuration and the instruction files: one listing, kept per base by the store.
+    files = read_base_files(git_dir, base_sha, BASE_FILES, repository.store)
+    loaded = config_from(files[REPO_CONFIG_PATH])
     changed = [path for _, path in prepared.context.changed_files]
     # Instructions, path instructions and instruction files: one block (loop/guidance.py).
-    instructions = repository_guidance(
-        repository.git_dir, repository.revisions.base_sha, loaded.config, changed
-    )
+    instructions = repository_guidance(git_dir, base_sha, loaded.config, changed, files)
     checks = applicable(loaded.config.checks, changed)  # specification §20: only those that apply
     context = replace(prepared.context, repository_instructions=instructions, checks=checks)
     return replace(prepared, context=context, repo_config=loaded)
