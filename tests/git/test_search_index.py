@@ -102,9 +102,11 @@ def held_builds(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     release = threading.Event()
     real_batches = index_build.prepared_batches
 
-    def held(git_dir: Path, oids: list[str]) -> Iterator[PreparedBlobs]:
+    def held(
+        git_dir: Path, oids: list[str], stored_in: Path | None = None
+    ) -> Iterator[PreparedBlobs]:
         release.wait(30)
-        yield from real_batches(git_dir, oids)
+        yield from real_batches(git_dir, oids, stored_in)
 
     monkeypatch.setattr(index_build, "prepared_batches", held)
     return release

@@ -12,9 +12,10 @@ import pytest
 
 from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.search_index import schedule
+from pr_review_api.git.search_index.build import post_tail
 from pr_review_api.git.search_index.folder import current_generation
 from pr_review_api.git.store import RepositoryStore
-from tests.gitrepo import GitRepo
+from tests.gitrepo import GitRepo, git
 
 
 @pytest.fixture
@@ -95,3 +96,21 @@ def test_a_full_tail_sends_the_next_head_to_a_segment(
     derived = opened(store, repo, first, second)
     assert counts(store, repo) == (2, 1)
     assert hits(derived, "needle t") == [("d/f2.txt", 1)]
+
+
+def test_the_tail_is_listed_from_the_index_whatever_git_has_since_pruned(
+    store: RepositoryStore, repo: GitRepo, tmp_path: Path
+) -> None:
+    base = repo.commit_files({f"d/f{n}.txt": f"needle {n}\n" for n in range(30)})
+    opened(store, repo, base, base)
+    head = repo.commit_files({"d/f3.txt": "needle three\n", "e/new.txt": "needle new\n"})
+    derived = opened(store, repo, base, head)
+    assert counts(store, repo) == (1, 2)
+    index = derived._search_index()
+    assert index is not None
+    empty = tmp_path / "empty.git"  # a repository holding none of the tail's blobs
+    git(tmp_path, "init", "-q", "--bare", str(empty))
+    post_tail(empty, index)
+    assert counts(store, repo) == (2, 0)
+    assert hits(derived, "needle new") == [("e/new.txt", 1)]
+    assert hits(derived, "three") == [("d/f3.txt", 1)]

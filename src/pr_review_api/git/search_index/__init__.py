@@ -23,7 +23,11 @@ The words every module of the package uses, each in one sense:
   the file was remade under it;
 - stale: a generation holding far more than its latest head needs (old heads' blobs): the
   next build writes a new generation;
-- inline add: a head's few missing blobs added within the search that found them missing;
+- inline add: a head's few missing blobs added within the search that found them missing
+  (or the head's preparation);
+- tail: the text bodies stored with no posting lists (an inline add of a new head's changed
+  files, at most TAIL_ADD_BYTES): every search of a head reads its tail bodies whole, and once
+  the tail holds a build's batch it is listed as one segment (`build.post_tail`);
 - build: the background work that adds a head's missing blobs in batches, one transaction
   each; one builder per index folder over every process (the build lock), one writer at a
   time (the write lock), pausing while a search runs `git grep` (the searching lock);
@@ -33,7 +37,7 @@ The words every module of the package uses, each in one sense:
 The modules:
 
 - `schema`: the file format: its tables and version, opening it to read or to write, and the
-  two writes (storing blobs, marking a head complete);
+  writes (storing blobs as a segment or into the tail, marking a head complete);
 - `postings`: the trigram posting lists, made and read in bulk;
 - `prepare`: a build's other process, which reads, compresses and indexes its batches;
 - `reader`: `SearchIndex`, one generation read by any number of threads; reads never write;

@@ -129,11 +129,11 @@ def add_inline(
 
 
 def post_tail(git_dir: Path, index: SearchIndex) -> None:
-    """List the tail's blobs in segments (their bodies read again from git and prepared by
-    a process of their own, as a build's are), a batch a transaction; stops when another
+    """List the tail's blobs in segments (their text read from the index and prepared by a
+    process of their own, as a build's are), a batch a transaction; stops when another
     writer holds the lock or anything fails: a later preparation tries again."""
     with contextlib.suppress(sqlite3.Error, OSError, GitError, ValueError, IndexUnavailable):
-        for prepared in prepared_batches(git_dir, index.tail_oids()):
+        for prepared in prepared_batches(git_dir, index.tail_oids(), index.path):
             with index_writer(index) as connection:
                 if connection is None:
                     return
@@ -207,9 +207,13 @@ def _store_missing(
     return True
 
 
-def prepared_batches(git_dir: Path, oids: list[str]) -> Iterator[PreparedBlobs]:
-    """The blobs `oids`, prepared in batches by a process of their own (prepare.py), at
-    the build's lower priority; ValueError when that process fails."""
+def prepared_batches(
+    git_dir: Path, oids: list[str], stored_in: Path | None = None
+) -> Iterator[PreparedBlobs]:
+    """The blobs `oids`, read from git (or from the index file `stored_in`) and prepared in
+    batches by a process of their own (prepare.py), at the build's lower priority;
+    ValueError when that process fails."""
+    source = [] if stored_in is None else [str(stored_in)]
     process = subprocess.Popen(
         [
             sys.executable,
@@ -219,6 +223,7 @@ def prepared_batches(git_dir: Path, oids: list[str]) -> Iterator[PreparedBlobs]:
             str(git_dir),
             str(BATCH_BYTES),
             str(BATCH_BLOBS),
+            *source,
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -1,12 +1,14 @@
 """A build's other process: it reads the blobs, compresses them and makes their posting lists.
 
-`python -m pr_review_api.git.search_index.prepare GIT_DIR BATCH_BYTES BATCH_BLOBS` reads blob
-ids on its standard input (one a line, to its end), streams those blobs from the repository
-in batches and writes each batch, prepared (`schema.prepare_blobs`), on its standard output;
-the build (build.py) stores each in one transaction meanwhile. The work a batch needs no
-connection for is most of a build's: in a process of its own it runs beside the writes on a
-second core, without the GIL, and its memory (a segment's pairs, tens of MB) is returned
-when it exits rather than left to the worker's heap.
+`python -m pr_review_api.git.search_index.prepare GIT_DIR BATCH_BYTES BATCH_BLOBS [INDEX]` reads
+blob ids on its standard input (one a line, to its end), streams those blobs from the
+repository (or, for the tail's, from the index file INDEX, which stores their text whole
+whatever git has since pruned) in batches and writes each batch, prepared
+(`schema.prepare_blobs`), on its standard output; the build (build.py) stores each in one
+transaction meanwhile. The work a batch needs no connection for is most of a build's: in a
+process of its own it runs beside the writes on a second core, without the GIL, and its
+memory (a segment's pairs, tens of MB) is returned when it exits rather than left to the
+worker's heap.
 
 A batch on the pipe, every number a little-endian uint32:
 
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from pr_review_api.git.blobs import stream_blobs
+from pr_review_api.git.search_index.reader import MAX_QUERY_VARIABLES, SearchIndex
 from pr_review_api.git.search_index.schema import PreparedBlobs, prepare_blobs
 
 _COUNT = struct.Struct("<I")
@@ -97,11 +100,26 @@ def _read(stream: IO[bytes], size: int) -> bytes:
     return data
 
 
+def stored_blobs(path: Path, oids: list[str]) -> Iterator[tuple[str, bytes]]:
+    """The text of each of `oids` an index file stores (IndexUnavailable when one is not)."""
+    index = SearchIndex(path)
+    try:
+        for start in range(0, len(oids), MAX_QUERY_VARIABLES):
+            for oid, data in index.bodies(oids[start : start + MAX_QUERY_VARIABLES]).items():
+                if data is not None:
+                    yield oid, data
+    finally:
+        index.close()
+
+
 def main() -> None:
     git_dir, most_bytes, most_blobs = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     oids = sys.stdin.read().split()
     out = sys.stdout.buffer
-    for batch in batches(stream_blobs(git_dir, oids), most_bytes, most_blobs):
+    blobs = (
+        stored_blobs(Path(sys.argv[4]), oids) if len(sys.argv) > 4 else stream_blobs(git_dir, oids)
+    )
+    for batch in batches(blobs, most_bytes, most_blobs):
         # The trigram table at once: this process's memory goes back when it exits.
         write_batch(out, prepare_blobs(batch, table_min_bytes=0))
 
