@@ -14,6 +14,8 @@ from pr_review_api.git.repository import PinnedRepository
 from pr_review_api.git.search_index import schedule
 from pr_review_api.git.search_index.build import post_tail
 from pr_review_api.git.search_index.folder import current_generation
+from pr_review_api.git.search_index.reader import SearchIndex
+from pr_review_api.git.search_index.schema import IndexUnavailable
 from pr_review_api.git.store import RepositoryStore
 from tests.gitrepo import GitRepo, git
 
@@ -113,4 +115,20 @@ def test_the_tail_is_listed_from_the_index_whatever_git_has_since_pruned(
     post_tail(empty, index)
     assert counts(store, repo) == (2, 0)
     assert hits(derived, "needle new") == [("e/new.txt", 1)]
+    assert hits(derived, "three") == [("d/f3.txt", 1)]
+
+
+def test_a_tail_that_cannot_be_read_sends_a_new_head_to_a_segment(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = repo.commit_files({f"d/f{n}.txt": f"needle {n}\n" for n in range(30)})
+    opened(store, repo, base, base)
+
+    def unreadable(self: SearchIndex) -> tuple[int, int]:
+        raise IndexUnavailable()
+
+    monkeypatch.setattr(SearchIndex, "tail_size", unreadable)
+    head = repo.commit_files({"d/f3.txt": "needle three\n"})
+    derived = opened(store, repo, base, head)
+    assert counts(store, repo) == (2, 0)
     assert hits(derived, "three") == [("d/f3.txt", 1)]

@@ -141,7 +141,7 @@ class SearchIndexes:
             tail = (
                 missing is not None
                 and sum(size for _, size in missing) <= TAIL_ADD_BYTES
-                and not self._tail_full(index)
+                and self._tail_has_room(index)
             )
             if add_inline(self._readers, git_dir, index, wanted, head_sha, tail=tail):
                 with contextlib.suppress(IndexUnavailable):
@@ -173,16 +173,19 @@ class SearchIndexes:
         return Partial(index, stored, missing, self._readers.reader(git_dir).read)
 
     @staticmethod
-    def _tail_full(index: SearchIndex) -> bool:
-        """Whether the tail holds a build's batch: time to list it in a segment."""
-        count, size = index.tail_size()
-        return count >= BATCH_BLOBS or size >= BATCH_BYTES
+    def _tail_has_room(index: SearchIndex) -> bool:
+        """Whether the tail holds less than a build's batch (past it, `post_tail` lists it
+        in a segment); False when it cannot be read."""
+        try:
+            count, size = index.tail_size()
+        except IndexUnavailable:
+            return False
+        return count < BATCH_BLOBS and size < BATCH_BYTES
 
     def _post_full_tail(self, git_dir: Path) -> None:
         index = self._index(git_dir)
-        with contextlib.suppress(IndexUnavailable):
-            if index is not None and not self._closing.is_set() and self._tail_full(index):
-                post_tail(git_dir, index)
+        if index is not None and not self._closing.is_set() and not self._tail_has_room(index):
+            post_tail(git_dir, index)  # an unreadable tail too: it fails, quietly, at once
 
     @staticmethod
     def _found_complete(index: SearchIndex, snapshot: Snapshot, head_sha: str) -> bool:
