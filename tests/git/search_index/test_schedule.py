@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,7 +113,11 @@ def test_the_tail_is_listed_from_the_index_whatever_git_has_since_pruned(
     assert index is not None
     empty = tmp_path / "empty.git"  # a repository holding none of the tail's blobs
     git(tmp_path, "init", "-q", "--bare", str(empty))
-    post_tail(empty, index)
+    closing = threading.Event()
+    closing.set()
+    post_tail(empty, index, closing)  # a closing store lists nothing more
+    assert counts(store, repo) == (1, 2)
+    post_tail(empty, index, threading.Event())
     assert counts(store, repo) == (2, 0)
     assert hits(derived, "needle new") == [("e/new.txt", 1)]
     assert hits(derived, "three") == [("d/f3.txt", 1)]

@@ -128,16 +128,18 @@ def add_inline(
     return True
 
 
-def post_tail(git_dir: Path, index: SearchIndex) -> None:
+def post_tail(git_dir: Path, index: SearchIndex, stop: threading.Event) -> None:
     """List the tail's blobs in segments (their text read from the index and prepared by a
-    process of their own, as a build's are), a batch a transaction; stops when another
-    writer holds the lock or anything fails: a later preparation tries again."""
-    with contextlib.suppress(sqlite3.Error, OSError, GitError, ValueError, IndexUnavailable):
+    process of their own, as a build's are), a batch a transaction; stops when `stop` is
+    set, another writer holds the lock or anything fails: a later preparation tries again."""
+    with contextlib.suppress(
+        sqlite3.Error, OSError, GitError, ValueError, IndexUnavailable, BuildStopped
+    ):
         for prepared in prepared_batches(git_dir, index.tail_oids(), index.path):
             with index_writer(index) as connection:
-                if connection is None:
+                if connection is None or stop.is_set():
                     return
-                write_blobs(connection, prepared)
+                write_blobs(connection, prepared, stop)
                 truncate_log(connection)
 
 

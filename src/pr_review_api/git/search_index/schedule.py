@@ -185,7 +185,7 @@ class SearchIndexes:
     def _post_full_tail(self, git_dir: Path) -> None:
         index = self._index(git_dir)
         if index is not None and not self._closing.is_set() and not self._tail_has_room(index):
-            post_tail(git_dir, index)  # an unreadable tail too: it fails, quietly, at once
+            post_tail(git_dir, index, self._closing)  # an unreadable one fails, quietly, at once
 
     @staticmethod
     def _found_complete(index: SearchIndex, snapshot: Snapshot, head_sha: str) -> bool:
