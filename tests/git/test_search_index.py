@@ -391,11 +391,9 @@ def test_a_dense_literal_is_read_in_order_and_a_sparse_one_asks_the_index(
     asked: list[Sequence[int]] = []
     real_candidates = SearchIndex.candidates
 
-    def counting(
-        self: SearchIndex, grams: Sequence[int], sizes: dict[int, int] | None = None
-    ) -> set[str]:
+    def counting(self: SearchIndex, grams: Sequence[int]) -> set[str]:
         asked.append(grams)
-        return real_candidates(self, grams, sizes)
+        return real_candidates(self, grams)
 
     monkeypatch.setattr(SearchIndex, "candidates", counting)
     for query, expected in (("common", []), ("rare", [trigram_query(b"rare")])):

@@ -23,9 +23,11 @@ from pr_review_api.git_runner import GitConfig, GitError, check_exit, stream_git
 
 # Files a search reads before it asks the trigram index (see grep_index), unless one of the
 # literal's trigrams is listed in so few bodies (a byte or so each) that the index answers
-# at once.
+# at once: estimated from a few segments (RARE_SAMPLE_SEGMENTS), which a common literal's
+# search pays for.
 PROBE_FILES = 128
 RARE_LIST_BYTES = 4096
+RARE_SAMPLE_SEGMENTS = 3
 # A literal gives at most this many trigrams to the index: more would narrow little more.
 MAX_QUERY_GRAMS = 16
 # Up to this many candidate blobs, their paths are looked up by blob id; more (a common
@@ -202,8 +204,8 @@ def _index_hits(
     with a rare trigram (RARE_LIST_BYTES) skips the first files: its candidates are few."""
     files = snapshot.files
     grams = trigram_query(needle)
-    sizes = index.posting_sizes(grams) if grams is not None else None
-    rare = sizes is not None and min(sizes.values()) <= RARE_LIST_BYTES
+    estimated = index.posting_sizes(grams, RARE_SAMPLE_SEGMENTS) if grams is not None else None
+    rare = estimated is not None and min(estimated.values()) <= RARE_LIST_BYTES
     position, window = start, 0 if rare else PROBE_FILES
     while window and position < end:  # PROBE_FILES 0: the index at once
         stop = min(end, start + window)
@@ -219,7 +221,7 @@ def _index_hits(
             break  # the index narrows the rest
     if position >= end:
         return
-    candidates = index.candidates(grams, sizes) if grams is not None else None
+    candidates = index.candidates(grams) if grams is not None else None
     if candidates is not None and len(candidates) <= MAX_LOOKED_UP_CANDIDATES:
         found = snapshot.entries.paths_of(candidates)
         rest = sorted(path for path in found if position <= _listed_at(files, path) < end)

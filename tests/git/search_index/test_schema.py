@@ -121,3 +121,21 @@ def test_a_search_meets_a_blob_listed_between_its_reads(
     assert holding(index, b"needle") == {oid("a"), oid("t")}
     assert rows(connection, "SELECT count(*) FROM tail") == [0]
     index.close()
+
+
+def test_posting_sizes_are_summed_over_every_segment_or_estimated_from_a_few(
+    connection: sqlite3.Connection, tmp_path: Path
+) -> None:
+    for segment in range(6):  # segment n + 1 lists n + 1 bodies: a byte each
+        write_blobs(
+            connection,
+            [(oid(f"s{segment}.{n}"), b"needle\n" * (n + 1)) for n in range(segment + 1)],
+        )
+    grams = trigram_query(b"needle")
+    assert grams is not None
+    index = SearchIndex(tmp_path / "search-1.sqlite")
+    assert set(index.posting_sizes(grams).values()) == {21}
+    assert set(index.posting_sizes(grams, 10).values()) == {21}  # more asked than there are
+    # Segments 1, 3 and 5 (1 + 3 + 5 bytes), scaled to the six.
+    assert set(index.posting_sizes(grams, 3).values()) == {18}
+    index.close()

@@ -174,28 +174,34 @@ class SearchIndex:
     def is_marked_complete(self, head_sha: str) -> bool:
         return bool(self._query("SELECT 1 FROM heads WHERE sha = ?", (head_sha,)))
 
-    def candidates(self, grams: Sequence[int], sizes: dict[int, int] | None = None) -> set[str]:
+    def candidates(self, grams: Sequence[int]) -> set[str]:
         """The blob ids of the text bodies holding every trigram of `grams` (search.py takes
         them from a literal), or a few more: every blob of the tail (schema.py), and, as the
-        lists are met shortest first (`sizes`, when the caller asked them already), once
-        the blobs left are far fewer than the next list is long, those few (reading them
-        costs the search less than decoding the rest)."""
+        lists are met shortest first, once the blobs left are far fewer than the next list
+        is long, those few (reading them costs the search less than decoding the rest)."""
         # The tail first: a blob leaves it in the write that lists it in a later segment.
         tail = set(self.tail_oids())
-        return tail | self._posted(grams, self.posting_sizes(grams) if sizes is None else sizes)
+        return tail | self._posted(grams, self.posting_sizes(grams))
 
-    def posting_sizes(self, grams: Sequence[int]) -> dict[int, int]:
-        """The bytes of each trigram's posting lists, over every segment."""
+    def posting_sizes(self, grams: Sequence[int], sample: int = 0) -> dict[int, int]:
+        """The bytes of each trigram's posting lists over every segment, or (`sample`) an
+        estimate from that many segments spread over them: a look-up a segment and trigram,
+        each on a page of its own, so a few segments cost a search a few pages."""
         from pr_review_api.git.search_index.postings import (  # noqa: PLC0415  (numpy)
             GRAM_MASK,
             posting_key,
         )
 
-        segments = self._segments()
-        keys = [posting_key(segment, gram) for gram in grams for segment in segments]
+        segments = sorted(self._segments())
+        asked = segments
+        if 0 < sample < len(segments):
+            asked = [segments[i * len(segments) // sample] for i in range(sample)]
+        keys = [posting_key(segment, gram) for gram in grams for segment in asked]
         sizes = dict.fromkeys(grams, 0)
         for key, size in self._query(_POSTING_SIZES, (json.dumps(keys),)):
             sizes[key & GRAM_MASK] += size
+        if asked is not segments:
+            sizes = {gram: size * len(segments) // len(asked) for gram, size in sizes.items()}
         return sizes
 
     def tail_oids(self) -> list[str]:
@@ -209,7 +215,8 @@ class SearchIndex:
 
     def _posted(self, grams: Sequence[int], sizes: dict[int, int]) -> set[str]:
         """The blob ids the posting lists name for every trigram of `grams` (see
-        `candidates`). The segments are read again: `sizes` may be of fewer."""
+        `candidates`), their lists met in the order of `sizes`. The segments are read again:
+        a segment written since `sizes` were asked is read all the same."""
         import numpy as np  # noqa: PLC0415  (see the package's "numpy" note)
 
         from pr_review_api.git.search_index.postings import (  # noqa: PLC0415
