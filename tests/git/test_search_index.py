@@ -19,7 +19,7 @@ import textwrap
 import threading
 import time
 import zlib
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -431,6 +431,35 @@ def test_a_literal_with_a_rare_trigram_reads_its_candidates_first(
     assert from_index == from_git
     assert [m["path"] for m in from_index["matches"]] == ["f33.txt", "f51.txt"]
     assert sum(reads) == bodies_read  # the two candidates, after the first PROBE_FILES or not
+
+
+def test_a_search_of_fewer_files_than_the_probe_reads_them_without_asking_the_index(
+    store: RepositoryStore, repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file, or a folder of at most PROBE_FILES files, is read whole at once: its search
+    neither weighs the literal's trigrams nor decodes their lists, however rare."""
+    files = {f"f{n:02}.txt": f"common {n}\n" for n in range(60)} | {"f51.txt": "rare\n"}
+    head = repo.commit_files(files)
+    pinned = pin(store, repo.git_dir, head, head)
+    asked: list[str] = []
+
+    def counted(name: str) -> Callable[..., object]:
+        real = getattr(SearchIndex, name)
+
+        def counting(self: SearchIndex, *args: object) -> object:
+            asked.append(name)
+            return real(self, *args)
+
+        return counting
+
+    for name in ("posting_sizes", "candidates"):
+        monkeypatch.setattr(SearchIndex, name, counted(name))
+    for path in ("", "f51.txt"):
+        arguments = SearchArguments(query="rare", path=path, limit=100)
+        from_index, from_git = both_ways(store, pinned, arguments)
+        assert from_index == from_git
+        assert [m["path"] for m in from_index["matches"]] == ["f51.txt"]
+    assert asked == []
 
 
 def test_small_repositories_keep_git_grep(cache: Path, repo: GitRepo) -> None:

@@ -204,8 +204,9 @@ def _index_hits(
     with a rare trigram (RARE_LIST_BYTES) skips the first files: its candidates are few."""
     files = snapshot.files
     grams = trigram_query(needle)
-    estimated = index.posting_sizes(grams, RARE_SAMPLE_SEGMENTS) if grams is not None else None
-    rare = estimated is not None and min(estimated.values()) <= RARE_LIST_BYTES
+    rare = False
+    if grams is not None and end - start > PROBE_FILES:  # fewer files are read at once anyway
+        rare = min(index.posting_sizes(grams, RARE_SAMPLE_SEGMENTS).values()) <= RARE_LIST_BYTES
     position, window = start, 0 if rare else PROBE_FILES
     while window and position < end:  # PROBE_FILES 0: the index at once
         stop = min(end, start + window)
