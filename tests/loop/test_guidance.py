@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pr_review_api.loop.guidance import (
+    BASE_FILES,
     MAX_INSTRUCTION_FILE_BYTES,
-    read_instruction_file,
+    instruction_text,
     repository_guidance,
 )
-from pr_review_api.loop.repo_config import RepoConfig
+from pr_review_api.loop.repo_config import RepoConfig, read_base_files
 from pr_review_api.loop.run import run_review
 from pr_review_api.loop.workspace import LocalTarget
 from pr_review_api.settings import load_settings
@@ -118,13 +119,14 @@ def test_a_link_is_not_followed_and_a_long_file_is_cut_at_16_kib(repo: GitRepo) 
     repo.symlink("AGENTS.md", "secret.txt")
     sha = repo.commit_files({"app.py": "x\n"}, "base")
     git_dir = Path(_git(repo, "rev-parse", "--absolute-git-dir"))
-    assert read_instruction_file(git_dir, sha, "AGENTS.md") is None
-    claude = read_instruction_file(git_dir, sha, "CLAUDE.md")
+    files = read_base_files(git_dir, sha, BASE_FILES)
+    assert instruction_text(files["AGENTS.md"]) is None
+    claude = instruction_text(files["CLAUDE.md"])
     assert claude is not None
     assert claude.endswith("[cut at 16 KiB]")
     assert len(claude.removesuffix("\n[cut at 16 KiB]").encode()) <= MAX_INSTRUCTION_FILE_BYTES
     assert "\ufffd" not in claude
-    assert read_instruction_file(git_dir, sha, ".github/copilot-instructions.md") is None
-    text = repository_guidance(git_dir, sha, RepoConfig(), ["app.py"])
+    assert instruction_text(files[".github/copilot-instructions.md"]) is None
+    text = repository_guidance(RepoConfig(), ["app.py"], files)
     assert text is not None
     assert "do not read" not in text

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from pr_review_api.git.store import RepositoryStore
-from pr_review_api.loop.guidance import MAX_INSTRUCTION_FILE_BYTES, repository_guidance
-from pr_review_api.loop.repo_config import load_repo_config
+from pr_review_api.loop.guidance import BASE_FILES, MAX_INSTRUCTION_FILE_BYTES, repository_guidance
+from pr_review_api.loop.repo_config import load_repo_config, read_base_files
 from pr_review_api.loop.review import same_tree
 from pr_review_api.loop.workspace import LocalTarget, Prepared, prepare_local, with_repo_config
 from tests.gitrepo import GitRepo, git, started_git
@@ -55,7 +55,8 @@ def test_a_new_head_onto_a_known_base_starts_four_git_processes(
     git_dir = prepared.repository.git_dir
     loaded = load_repo_config(git_dir, base)
     assert prepared.repo_config == loaded
-    assert instructions == repository_guidance(git_dir, base, loaded.config, ["app.py", "new.py"])
+    files = read_base_files(git_dir, base, BASE_FILES)
+    assert instructions == repository_guidance(loaded.config, ["app.py", "new.py"], files)
     assert instructions is not None
     assert "Base rule." in instructions
     assert "Agents rule." in instructions

@@ -19,7 +19,6 @@ commit is read. Globs are matched by `pr_review_api.globs`, in time linear in ea
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from pr_review_api.globs import compiled_globs
 from pr_review_api.jsonutil import truncate_utf8
@@ -28,7 +27,6 @@ from pr_review_api.loop.repo_config import (
     BaseFile,
     RepoConfig,
     Wanted,
-    read_base_files,
 )
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", ".github/copilot-instructions.md")
@@ -42,21 +40,15 @@ BASE_FILES = (
 
 
 def repository_guidance(
-    git_dir: Path,
-    base_sha: str,
-    config: RepoConfig,
-    changed_paths: Sequence[str],
-    files: Mapping[str, BaseFile] | None = None,
+    config: RepoConfig, changed_paths: Sequence[str], files: Mapping[str, BaseFile]
 ) -> str | None:
     """The guidance text for the model, or None when the base gives none; `files` are the
-    base's `BASE_FILES` when the caller has read them already."""
+    base commit's `BASE_FILES` (repo_config.read_base_files)."""
     parts: list[str] = []
     if config.instructions:
         parts.append(config.instructions)  # the block says it is the maintainers' guidance
     parts += path_instruction_parts(config, changed_paths)
     if config.instruction_files:
-        if files is None:
-            files = read_base_files(git_dir, base_sha, BASE_FILES)
         for name in INSTRUCTION_FILES:
             text = instruction_text(files[name])
             if text:
@@ -83,15 +75,9 @@ def path_instruction_parts(config: RepoConfig, changed_paths: Sequence[str]) -> 
     return parts
 
 
-def read_instruction_file(git_dir: Path, base_sha: str, path: str) -> str | None:
-    """At most 16 KiB of a regular file at the base commit, as text; None when it is missing,
-    not a regular file, unreadable or empty."""
-    wanted = Wanted(path, MAX_INSTRUCTION_FILE_BYTES, cut=True)
-    return instruction_text(read_base_files(git_dir, base_sha, [wanted])[path])
-
-
 def instruction_text(file: BaseFile) -> str | None:
-    """An instruction file's text as the model sees it (see `read_instruction_file`)."""
+    """An instruction file's text as the model sees it: at most 16 KiB of a regular file at
+    the base commit; None when it is missing, not a regular file, unreadable or empty."""
     state, data = file
     if state != "file" or not data:
         return None

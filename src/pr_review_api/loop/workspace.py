@@ -183,7 +183,7 @@ def with_repo_config(prepared: Prepared) -> Prepared:
     loaded = config_from(files[REPO_CONFIG_PATH])
     changed = [path for _, path in prepared.context.changed_files]
     # Instructions, path instructions and instruction files: one block (loop/guidance.py).
-    instructions = repository_guidance(git_dir, base_sha, loaded.config, changed, files)
+    instructions = repository_guidance(loaded.config, changed, files)
     checks = applicable(loaded.config.checks, changed)  # specification §20: only those that apply
     context = replace(prepared.context, repository_instructions=instructions, checks=checks)
     return replace(prepared, context=context, repo_config=loaded)
